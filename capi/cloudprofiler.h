@@ -1,0 +1,186 @@
+/*
+ * cloudprofiler.h — the C ABI of libcloudprofiler.so. This header is the
+ * contract: the library's own C sources and its Go exports are compiled
+ * against it, so a signature that drifts fails the build.
+ *
+ * Model. A program opens a *channel* per instrumentation point and logs
+ * (timestamp, tuple id) events on it with LogTS. The channel's *handler*
+ * decides what is kept (everything, a sample, a count per period, nothing);
+ * its *log format* decides how the kept records are written: one file per
+ * channel in the log directory ($CP_LOG_DIR, default ./cloudprofiler-logs,
+ * created if missing). `cloudprofiler dump FILE` decodes any of them.
+ *
+ * Handles. OpenChannel returns an opaque int64 handle > 0. Handles are never
+ * pointers: a stale, forged or closed handle given to any function returns a
+ * negative code and touches nothing. A closed handle stays invalid: slots are
+ * reused only after a quarantine (and with a new generation number).
+ *
+ * Threads. Every function may be called from any thread at any time, also
+ * concurrently with CloseChannel on the same channel. LogTS never enters the
+ * Go runtime and never allocates; a LogTS that returned 0 on a buffered
+ * channel has its record in the file once the channel is closed, flushed by
+ * CloseAllChannels, exit(), or SIGTERM.
+ *
+ * Errors. Every function returns 0 (or a handle > 0) on success and a
+ * negative CP_ERR_* code otherwise; CP_ErrorString turns a code into text.
+ * Nothing is ever dropped silently: see CP_ARG_DROP_WHEN_FULL.
+ *
+ * Shutdown. At the first OpenChannel the library registers an atexit hook
+ * (flush and close everything) and, unless CP_NO_SIGNAL_HANDLER=1 is set or
+ * SIGTERM is ignored, a SIGTERM handler that writes every accepted record
+ * to disk with async-signal-safe calls and then chains to the handler that
+ * was installed before it: a program's own handler still runs, and with the
+ * default disposition the process still dies of SIGTERM (exit status 143 in a
+ * shell). Install your own SIGTERM handler before the first OpenChannel, or
+ * call CloseAllChannels from it. The library never calls Go's signal.Notify.
+ *
+ * Not supported (Go runtime limits): fork() without exec after the library is
+ * loaded, dlclose, loading two copies of the library into one process.
+ */
+#ifndef CLOUDPROFILER_H
+#define CLOUDPROFILER_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Log formats (values kept from the original Java API).
+ * Formats without _TSC record, per event, the TSC and CLOCK_MONOTONIC_RAW
+ * nanoseconds read together (24-byte records); _TSC formats record the TSC
+ * only (16-byte records). ASCII files are text; the others are binary files
+ * of independently decodable frames (a file cut by a crash decodes up to its
+ * last whole frame). ZSTD uses zstd level 1 ("fastest"); S2 is klauspost's
+ * S2, faster and larger. Compressed formats need a buffered handler. */
+enum cp_log_format {
+  CP_ASCII = 0,
+  CP_ASCII_TSC = 1,
+  CP_BINARY = 2,
+  CP_BINARY_TSC = 3,
+  CP_ZSTD = 4,
+  CP_ZSTD_TSC = 5,
+  CP_S2 = 6,
+  CP_S2_TSC = 7
+};
+
+/* Handler types (values kept from the original Java API). Arguments are set
+ * with ParameterizeChannel; defaults in brackets.
+ *
+ * CP_IDENTITY            every record written at once by the logging thread
+ *                        (one write(2) per record; ASCII or BINARY formats).
+ * CP_BUFFER_IDENTITY     every record, into a ring of blocks drained, encoded,
+ *                        compressed (per the format) and written in the
+ *                        background. The fast path: rdtscp + one atomic add +
+ *                        a 16/24-byte store.
+ * CP_BUFFER_IDENTITY_COMP  the same handler (the format decides compression);
+ *                        kept for compatibility with the original API.
+ * CP_MEDIAN              per window of arg0 [1000, 1..100000] events, one
+ *                        record: the event with the median TSC of the window.
+ * CP_DOWNSAMPLE          every arg0-th [10, >= 1] event is kept, starting with
+ *                        the first. The skipped path does no atomic operation;
+ *                        with several threads on one channel the sampling rate
+ *                        is approximate (kept records are always written).
+ * CP_XOY                 keeps events whose tuple id mod arg1 (y) [1024, >= 1]
+ *                        is < arg0 (x) [1, 0..y]; mod is floored (ids < 0 work).
+ * CP_FIRSTLAST           the first and the last event logged on the channel,
+ *                        written at close.
+ * CP_PERIODICCOUNTER     counts events, multi-writer exact (atomic add); one
+ *                        record per period of arg0 ns [1e9, >= 1e6]: period end
+ *                        (TSC), count, skipped periods; the total at close.
+ * CP_FASTPERIODICCOUNTER the same for a single writer (plain increment, no
+ *                        atomic): several writers may under-count, nothing
+ *                        breaks. One sampling goroutine keeps every counter
+ *                        channel's periods in lock step (aligned to multiples
+ *                        of the period on CLOCK_MONOTONIC_RAW).
+ * CP_NULLH               discards everything (checks the handle only).
+ * CP_NET_CONF, CP_FOX_START, CP_FOX_END: not supported yet (CP_ERR_NOT_SUPPORTED).
+ * CP_GPIORTT             aarch64 boards only (CP_ERR_UNSUPPORTED_PLATFORM here).
+ */
+enum cp_handler_type {
+  CP_IDENTITY = 0,
+  CP_BUFFER_IDENTITY = 1,
+  CP_BUFFER_IDENTITY_COMP = 2,
+  CP_MEDIAN = 3,
+  CP_DOWNSAMPLE = 4,
+  CP_XOY = 5,
+  CP_FIRSTLAST = 6,
+  CP_PERIODICCOUNTER = 7,
+  CP_FASTPERIODICCOUNTER = 8,
+  CP_NULLH = 9,
+  CP_NET_CONF = 10,
+  CP_FOX_START = 11,
+  CP_FOX_END = 12,
+  CP_GPIORTT = 13
+};
+
+/* Argument numbers for ParameterizeChannel. 0 and 1 are the handler's own
+ * (see above). CP_ARG_DROP_WHEN_FULL (buffered handlers, MEDIAN, DOWNSAMPLE,
+ * XOY): 1 makes LogTS return CP_ERR_DROPPED instead of waiting when the ring
+ * is full; dropped events are counted and the count is written into the file.
+ * The default, 0, never drops: the logging thread waits (sleeping) for space. */
+enum cp_arg {
+  CP_ARG0 = 0,
+  CP_ARG1 = 1,
+  CP_ARG_DROP_WHEN_FULL = 100
+};
+
+/* Error codes. */
+enum cp_error {
+  CP_OK = 0,
+  CP_ERR_BAD_HANDLE = -1,         /* not a handle this process opened (or reused) */
+  CP_ERR_CLOSED = -2,             /* the channel was closed */
+  CP_ERR_BAD_NAME = -3,           /* NULL, empty, or longer than 4096 bytes */
+  CP_ERR_BAD_FORMAT = -4,         /* unknown log format */
+  CP_ERR_BAD_HANDLER = -5,        /* unknown handler type */
+  CP_ERR_NOT_SUPPORTED = -6,      /* handler known but not implemented yet */
+  CP_ERR_UNSUPPORTED_PLATFORM = -7,
+  CP_ERR_FORMAT_HANDLER = -8,     /* compressed format with a handler that cannot compress */
+  CP_ERR_BAD_ARG_NUM = -9,        /* this handler has no such argument */
+  CP_ERR_BAD_ARG_VALUE = -10,     /* out of range for this argument */
+  CP_ERR_TOO_MANY_CHANNELS = -11, /* 16384 open at once */
+  CP_ERR_IO = -12,                /* log directory or file unusable (details on stderr) */
+  CP_ERR_DROPPED = -13,           /* ring full and channel set to drop: event not kept */
+  CP_ERR_NO_MEMORY = -14,
+  CP_ERR_INTERNAL = -15
+};
+
+/* Opens a channel. name: any bytes, NUL-terminated, copied (the caller keeps
+ * ownership). The log file is <dir>/<host>-<pid>-<number>-<sanitised name>.cplog
+ * (.cplog.txt for ASCII formats); the sanitised name keeps [A-Za-z0-9._-] and
+ * replaces the rest, so no file ever leaves the log directory. Writes the file
+ * header before returning. Returns a handle > 0 or a negative CP_ERR_*.
+ * Never blocks on the network. Thread-safe. */
+int64_t OpenChannel(const char *name, int32_t log_format, int32_t handler_type);
+
+/* Sets argument arg_num of the channel's handler (see cp_arg). The change is
+ * recorded in the file. Returns 0 or a negative CP_ERR_*. Thread-safe;
+ * LogTS calls racing with it see the old or the new value. */
+int32_t ParameterizeChannel(int64_t ch, int32_t arg_num, int64_t arg_val);
+
+/* Logs one event: the TSC (rdtscp) read at entry, the tuple id, and for
+ * non-_TSC formats CLOCK_MONOTONIC_RAW. Returns 0 when the event was accepted
+ * (or deliberately skipped by a sampling handler), or a negative CP_ERR_*:
+ * BAD_HANDLE, CLOSED, DROPPED, IO (the channel failed to write earlier).
+ * Thread-safe (see FASTPERIODICCOUNTER); never enters Go, never allocates;
+ * waits (sleeping) only when a buffered channel's ring is full. */
+int32_t LogTS(int64_t ch, int64_t tuple_id);
+
+/* Flushes every accepted record, writes the closing sync point and counters,
+ * fsyncs and closes the file. Returns 0, CP_ERR_CLOSED for a second close,
+ * CP_ERR_BAD_HANDLE, or CP_ERR_IO if some records could not be written (the
+ * count goes to stderr). Thread-safe; blocks until the file is complete. */
+int32_t CloseChannel(int64_t ch);
+
+/* Closes every open channel as CloseChannel does. Idempotent; meant for
+ * shutdown hooks and atexit. Returns 0 or the first negative code met. */
+int32_t CloseAllChannels(void);
+
+/* Static English text for a code (never NULL, never to be freed). */
+const char *CP_ErrorString(int32_t code);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CLOUDPROFILER_H */
