@@ -1,0 +1,118 @@
+package logfile
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"sync"
+
+	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/zstd"
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// CRC is the frame payload checksum (CRC-32C).
+func CRC(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+// EncodeColumns appends the column encoding of n raw records (recSize 16 or
+// 24, little endian, as in the ring): all tuple-id deltas, then all TSC
+// deltas, then all mono deltas, each zigzag varint. Sequential ids and
+// steady clocks turn into runs of small bytes a codec squeezes well.
+func EncodeColumns(dst, raw []byte, n, recSize int) []byte {
+	for col := 0; col*8 < recSize; col++ {
+		var prev uint64
+		for i := 0; i < n; i++ {
+			v := binary.LittleEndian.Uint64(raw[i*recSize+col*8:])
+			d := int64(v - prev)
+			prev = v
+			dst = binary.AppendUvarint(dst, uint64(d<<1)^uint64(d>>63))
+		}
+	}
+	return dst
+}
+
+// DecodeColumns reverses EncodeColumns into raw records.
+func DecodeColumns(dst, src []byte, n, recSize int) ([]byte, error) {
+	start := len(dst)
+	dst = append(dst, make([]byte, n*recSize)...)
+	out := dst[start:]
+	for col := 0; col*8 < recSize; col++ {
+		var prev uint64
+		for i := 0; i < n; i++ {
+			u, k := binary.Uvarint(src)
+			if k <= 0 {
+				return dst, errors.New("column encoding cut short")
+			}
+			src = src[k:]
+			prev += uint64(int64(u>>1) ^ -int64(u&1))
+			binary.LittleEndian.PutUint64(out[i*recSize+col*8:], prev)
+		}
+	}
+	if len(src) != 0 {
+		return dst, fmt.Errorf("column encoding has %d trailing bytes", len(src))
+	}
+	return dst, nil
+}
+
+var (
+	zstdOnce sync.Once
+	zEnc     *zstd.Encoder
+	zDec     *zstd.Decoder
+)
+
+func zstdInit() {
+	zstdOnce.Do(func() {
+		var err error
+		zEnc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest),
+			zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true))
+		if err != nil {
+			panic(err)
+		}
+		zDec, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))
+		if err != nil {
+			panic(err)
+		}
+	})
+}
+
+// Compress appends src compressed with codec to dst.
+func Compress(dst, src []byte, codec int) []byte {
+	switch codec {
+	case CodecZstd:
+		zstdInit()
+		return zEnc.EncodeAll(src, dst)
+	case CodecS2:
+		need := s2.MaxEncodedLen(len(src))
+		start := len(dst)
+		dst = append(dst, make([]byte, need)...)
+		enc := s2.Encode(dst[start:], src)
+		return dst[:start+len(enc)]
+	}
+	return append(dst, src...)
+}
+
+// Decompress appends the decoded payload to dst.
+func Decompress(dst, src []byte, codec int, rawLen int) ([]byte, error) {
+	switch codec {
+	case CodecZstd:
+		zstdInit()
+		return zDec.DecodeAll(src, dst)
+	case CodecS2:
+		n, err := s2.DecodedLen(src)
+		if err != nil {
+			return dst, err
+		}
+		if n != rawLen {
+			return dst, fmt.Errorf("s2 length %d, frame says %d", n, rawLen)
+		}
+		start := len(dst)
+		dst = append(dst, make([]byte, n)...)
+		_, err = s2.Decode(dst[start:], src)
+		return dst, err
+	case CodecRaw, CodecColumns:
+		return append(dst, src...), nil
+	}
+	return dst, fmt.Errorf("unknown codec %d", codec)
+}

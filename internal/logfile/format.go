@@ -1,0 +1,236 @@
+// Package logfile owns the on-disk format of Cloudprofiler channel logs: the
+// self-describing header, the frames that carry records, and the decoder.
+// The C side of libcp writes the same frames (engine.h keeps the constants in
+// step); everything else goes through this package.
+//
+// Binary file (formats BINARY, ZSTD, S2 and their _TSC variants):
+//
+//	"CLOUDPRF" | u16 version | u16 0x0102 (byte-order mark) | u32 n | n bytes of header JSON
+//	then frames: 32-byte frame header (see FrameHeader) + payload
+//
+// Every frame decodes on its own, so a file cut by a crash decodes up to its
+// last whole frame. Records frames carry the ring position of their first
+// record; the decoder orders frames by it and drops duplicates (the SIGTERM
+// flusher may write a block the background writer also wrote).
+//
+// ASCII file (ASCII, ASCII_TSC): lines; '#' lines are metadata:
+//
+//	#CLOUDPROFILER-LOG v1
+//	#header {json}
+//	#block FIRST_POS N [signal]     N lines follow (records, or #hole)
+//	tuple_id,tsc[,mono_ns]          or for counters: period_end_tsc,count,skipped_periods[,mono_ns]
+//	#event {json}
+//	#trailer {json}
+package logfile
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+const (
+	Magic           = "CLOUDPRF"
+	Version         = 1
+	ByteOrderMark   = 0x0102
+	ASCIIMagic      = "#CLOUDPROFILER-LOG v1"
+	FrameMagic      = 0x52465043 // "CPFR" little endian
+	FrameHeaderSize = 32
+)
+
+// Frame kinds.
+const (
+	KindRecords = 1 // tuple records: id, tsc[, mono]
+	KindCounter = 2 // counter records: period end tsc, mono, count, skipped
+	KindEvent   = 3 // JSON event (parameter change, sigterm flush, ...)
+	KindTrailer = 4 // JSON trailer written at close
+)
+
+// Codecs.
+const (
+	CodecRaw     = 0 // fixed-size little-endian records
+	CodecZstd    = 1 // zstd frame of the column encoding
+	CodecS2      = 2 // S2 block of the column encoding
+	CodecColumns = 3 // column encoding, uncompressed
+)
+
+// Frame flags.
+const (
+	FlagSignal = 1 // written by the SIGTERM flusher: may contain holes
+	FlagCRC    = 2 // CRC field is CRC-32C of the stored payload
+)
+
+// Format is a channel's log format; values match capi/cloudprofiler.h.
+type Format int32
+
+const (
+	ASCII Format = iota
+	ASCIITSC
+	Binary
+	BinaryTSC
+	Zstd
+	ZstdTSC
+	S2
+	S2TSC
+	numFormats
+)
+
+var formatNames = [...]string{"ASCII", "ASCII_TSC", "BINARY", "BINARY_TSC", "ZSTD", "ZSTD_TSC", "S2", "S2_TSC"}
+
+func (f Format) Valid() bool { return f >= 0 && f < numFormats }
+
+func (f Format) String() string {
+	if !f.Valid() {
+		return fmt.Sprintf("Format(%d)", int32(f))
+	}
+	return formatNames[f]
+}
+
+// ParseFormat accepts a format's name as written in the C header (without CP_).
+func ParseFormat(s string) (Format, error) {
+	for i, n := range formatNames {
+		if n == s {
+			return Format(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown log format %q", s)
+}
+
+// HasMono says whether records carry CLOCK_MONOTONIC_RAW next to the TSC.
+func (f Format) HasMono() bool { return f%2 == 0 }
+
+// IsASCII says whether the file is text.
+func (f Format) IsASCII() bool { return f == ASCII || f == ASCIITSC }
+
+// Codec is the codec used for records frames written in the background.
+func (f Format) Codec() int {
+	switch f {
+	case Zstd, ZstdTSC:
+		return CodecZstd
+	case S2, S2TSC:
+		return CodecS2
+	}
+	return CodecRaw
+}
+
+// RecordSize is the size of one tuple record in memory and in raw frames.
+func (f Format) RecordSize() int {
+	if f.HasMono() {
+		return 24
+	}
+	return 16
+}
+
+// FrameHeader is the 32-byte header in front of every frame's payload.
+type FrameHeader struct {
+	Kind, Codec uint8
+	Flags       uint16
+	N           uint32 // positions covered (records, holes included)
+	StoredLen   uint32
+	FirstPos    uint64
+	RawLen      uint32
+	CRC         uint32
+}
+
+func (h *FrameHeader) Append(dst []byte) []byte {
+	var b [FrameHeaderSize]byte
+	binary.LittleEndian.PutUint32(b[0:], FrameMagic)
+	b[4] = h.Kind
+	b[5] = h.Codec
+	binary.LittleEndian.PutUint16(b[6:], h.Flags)
+	binary.LittleEndian.PutUint32(b[8:], h.N)
+	binary.LittleEndian.PutUint32(b[12:], h.StoredLen)
+	binary.LittleEndian.PutUint64(b[16:], h.FirstPos)
+	binary.LittleEndian.PutUint32(b[24:], h.RawLen)
+	binary.LittleEndian.PutUint32(b[28:], h.CRC)
+	return append(dst, b[:]...)
+}
+
+func parseFrameHeader(b []byte) (FrameHeader, error) {
+	if binary.LittleEndian.Uint32(b[0:]) != FrameMagic {
+		return FrameHeader{}, fmt.Errorf("bad frame magic %#x", binary.LittleEndian.Uint32(b[0:]))
+	}
+	return FrameHeader{
+		Kind: b[4], Codec: b[5], Flags: binary.LittleEndian.Uint16(b[6:]),
+		N: binary.LittleEndian.Uint32(b[8:]), StoredLen: binary.LittleEndian.Uint32(b[12:]),
+		FirstPos: binary.LittleEndian.Uint64(b[16:]), RawLen: binary.LittleEndian.Uint32(b[24:]),
+		CRC: binary.LittleEndian.Uint32(b[28:]),
+	}, nil
+}
+
+// Sync is a sync point: the TSC and two clocks read together. TSC is the
+// midpoint of two TSC reads TSCWidth cycles apart that bracket both clocks.
+type Sync struct {
+	TSC        uint64 `json:"tsc"`
+	TSCWidth   uint64 `json:"tsc_width"`
+	MonoRawNs  int64  `json:"mono_raw_ns"`
+	RealtimeNs int64  `json:"realtime_ns"`
+}
+
+// Header is the self-describing header at the start of every file.
+type Header struct {
+	Version       int              `json:"version"`
+	ByteOrder     string           `json:"byte_order"`
+	Format        string           `json:"format"`
+	FormatID      int32            `json:"format_id"`
+	Handler       string           `json:"handler"`
+	HandlerID     int32            `json:"handler_id"`
+	Args          map[string]int64 `json:"args"`
+	Columns       []string         `json:"columns"`
+	RecordSize    int              `json:"record_size"`
+	BlockRecords  int              `json:"block_records,omitempty"`
+	RingBlocks    int              `json:"ring_blocks,omitempty"`
+	DropWhenFull  bool             `json:"drop_when_full"`
+	Channel       int              `json:"channel"`
+	Name          string           `json:"name"`
+	NameHex       string           `json:"name_hex"`
+	Host          string           `json:"host"`
+	PID           int              `json:"pid"`
+	TSCHz         float64          `json:"tsc_hz"`
+	TSCHzSource   string           `json:"tsc_hz_source"`
+	OpenSync      Sync             `json:"open_sync"`
+	Library       string           `json:"library"`
+	CounterPeriod int64            `json:"counter_period_ns,omitempty"`
+}
+
+// Counter says whether the channel writes counter records.
+func (h *Header) Counter() bool {
+	return h.Handler == "PERIODICCOUNTER" || h.Handler == "FASTPERIODICCOUNTER"
+}
+
+// Event is a JSON event frame or line: a parameter change, a SIGTERM flush.
+type Event struct {
+	Event string           `json:"event"`
+	Sync  *Sync            `json:"sync,omitempty"`
+	Total uint64           `json:"total,omitempty"`
+	Args  map[string]int64 `json:"args,omitempty"`
+	Pos   uint64           `json:"pos,omitempty"`
+}
+
+// Trailer is written by a normal close (CloseChannel, CloseAllChannels, exit).
+type Trailer struct {
+	Reason     string `json:"reason"`
+	CloseSync  Sync   `json:"close_sync"`
+	Positions  uint64 `json:"positions"`            // ring positions / events accepted
+	Dropped    uint64 `json:"dropped"`              // events refused with CP_ERR_DROPPED
+	Holes      uint64 `json:"holes"`                // positions reserved but never written
+	Total      uint64 `json:"total"`                // events seen (counters, FIRSTLAST, sampling handlers)
+	Unwritten  uint64 `json:"unwritten,omitempty"`  // accepted but lost to I/O errors
+	WriteError string `json:"write_error,omitempty"`
+}
+
+// Record is one tuple record.
+type Record struct {
+	TupleID int64
+	TSC     uint64
+	MonoNs  uint64
+}
+
+// CounterRecord is one period of a counter channel.
+type CounterRecord struct {
+	TSC     uint64 // period end
+	MonoNs  uint64
+	Count   uint64
+	Skipped uint64 // periods the sampler missed before this one (their events are in Count)
+}
+
+const CounterRecordSize = 32
