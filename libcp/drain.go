@@ -1,0 +1,290 @@
+package main
+
+/*
+#include "engine.h"
+*/
+import "C"
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"cloudprofiler/internal/logfile"
+
+	"golang.org/x/sys/unix"
+)
+
+// drainLoop runs per ring channel: it sleeps until the dispatcher says a
+// block filled, then encodes, compresses and writes every full block.
+func (c *channel) drainLoop() {
+	defer close(c.drained)
+	for {
+		select {
+		case <-c.kick:
+		case <-c.stop:
+			return
+		}
+		pos := atomic.LoadUint64(c.word()) & countMask
+		for (c.next+1)*c.blockRecs <= pos {
+			c.drainBlock(c.next, c.blockRecs)
+		}
+	}
+}
+
+// drainFinal writes every position below end (the count at close).
+func (c *channel) drainFinal(end uint64) {
+	for c.next*c.blockRecs < end {
+		n := end - c.next*c.blockRecs
+		if n > c.blockRecs {
+			n = c.blockRecs
+		}
+		c.drainBlock(c.next, n)
+	}
+}
+
+// waitWritten waits until the record's TSC is set: a writer reserved the
+// position a moment ago. It sleeps, never spins, and gives up after holeWait.
+func waitWritten(p *uint64) bool {
+	if atomic.LoadUint64(p) != 0 {
+		return true
+	}
+	deadline := time.Now().Add(holeWait)
+	d := 5 * time.Microsecond
+	for time.Now().Before(deadline) {
+		time.Sleep(d)
+		if atomic.LoadUint64(p) != 0 {
+			return true
+		}
+		if d < 10*time.Millisecond {
+			d *= 2
+		}
+	}
+	return false
+}
+
+// drainBlock writes the first n positions of block b, then hands the ring
+// block back to the writers.
+func (c *channel) drainBlock(b, n uint64) {
+	r := b & (c.ringBlocks - 1)
+	blockBytes := c.blockRecs * c.recSize
+	mem := c.ring[r*blockBytes : r*blockBytes+n*c.recSize]
+	for i := uint64(0); i < n; i++ {
+		if !waitWritten((*uint64)(unsafe.Pointer(&mem[i*c.recSize+8]))) {
+			c.holes++
+		}
+	}
+	first := b * c.blockRecs
+	var out []byte
+	switch {
+	case c.format.IsASCII():
+		out = c.encodeASCII(c.scratch[:0], mem, first, n)
+	default:
+		out = c.encodeFrame(c.scratch[:0], mem, first, n)
+	}
+	c.scratch = out[:0]
+	c.write(out, n)
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&c.slot.written_pos)), first+n)
+	clear(mem)
+	atomic.StoreUint64(&c.ringSeq[r], b+c.ringBlocks)
+	c.next++
+}
+
+func (c *channel) encodeFrame(dst, mem []byte, first, n uint64) []byte {
+	fh := logfile.FrameHeader{Kind: logfile.KindRecords, Flags: logfile.FlagCRC, N: uint32(n), FirstPos: first}
+	dst = fh.Append(dst)
+	codec := c.format.Codec()
+	fh.Codec = uint8(codec)
+	if codec == logfile.CodecRaw {
+		dst = append(dst, mem...)
+		fh.RawLen = uint32(len(mem))
+	} else {
+		c.cols = logfile.EncodeColumns(c.cols[:0], mem, int(n), int(c.recSize))
+		fh.RawLen = uint32(len(c.cols))
+		dst = logfile.Compress(dst, c.cols, codec)
+	}
+	payload := dst[logfile.FrameHeaderSize:]
+	fh.StoredLen = uint32(len(payload))
+	fh.CRC = logfile.CRC(payload)
+	fh.Append(dst[:0])
+	return dst
+}
+
+func (c *channel) encodeASCII(dst, mem []byte, first, n uint64) []byte {
+	dst = append(dst, "#block "...)
+	dst = strconv.AppendUint(dst, first, 10)
+	dst = append(dst, ' ')
+	dst = strconv.AppendUint(dst, n, 10)
+	dst = append(dst, '\n')
+	for i := uint64(0); i < n; i++ {
+		rec := mem[i*c.recSize:]
+		t := binary.LittleEndian.Uint64(rec[8:])
+		if t == 0 {
+			dst = append(dst, "#hole\n"...)
+			continue
+		}
+		dst = strconv.AppendInt(dst, int64(binary.LittleEndian.Uint64(rec)), 10)
+		dst = append(dst, ',')
+		dst = strconv.AppendUint(dst, t, 10)
+		if c.recSize == 24 {
+			dst = append(dst, ',')
+			dst = strconv.AppendUint(dst, binary.LittleEndian.Uint64(rec[16:]), 10)
+		}
+		dst = append(dst, '\n')
+	}
+	return dst
+}
+
+// write puts one encoded block on disk. On failure (a full disk) the channel
+// refuses new events (LogTS returns CP_ERR_IO) and the block is retried, so
+// nothing accepted is lost while the disk recovers; a closing channel retries
+// for a bounded time and then reports what it could not write.
+func (c *channel) write(b []byte, n uint64) {
+	failedFlag := (*uint32)(unsafe.Pointer(&c.slot.failed))
+	for attempt := 0; ; attempt++ {
+		err := writeFull(c.fd, b)
+		if err == nil {
+			if attempt > 0 {
+				atomic.StoreUint32(failedFlag, 0)
+				fmt.Fprintf(os.Stderr, "cloudprofiler: %s: writing again after %d failed attempts\n", c.path, attempt)
+			}
+			return
+		}
+		if attempt == 0 {
+			fmt.Fprintf(os.Stderr, "cloudprofiler: %s: %v; new events are refused until it recovers\n", c.path, err)
+			atomic.StoreUint32(failedFlag, 1)
+			c.writeErr = err
+		}
+		if c.isClosing() && attempt >= 20 {
+			c.unwritten += n
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (c *channel) isClosing() bool {
+	return atomic.LoadUint64(c.word())&closedBit != 0
+}
+
+// closeChannel flushes and closes; reason goes into the trailer.
+func closeChannel(h int64, reason string) error {
+	c, err := lookup(h)
+	if err != nil {
+		return err
+	}
+	return c.close(reason)
+}
+
+func (c *channel) close(reason string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return fail(C.CP_ERR_CLOSED, "channel %d is closed", c.handle)
+	}
+	c.closed = true
+	// One atomic OR linearises the close: every LogTS before it has a
+	// position below end (and will be drained), every one after it fails.
+	C.cp_revoke_owner(c.slot) // an owner thread writes the word with plain stores
+	end := atomic.OrUint64(c.word(), closedBit) & countMask
+	tr := logfile.Trailer{Reason: reason, Positions: end}
+	switch {
+	case c.htype.Ring():
+		close(c.stop)
+		<-c.drained
+		c.drainFinal(end)
+		tr.Holes, tr.Unwritten = c.holes, c.unwritten
+		tr.Dropped = atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.slot.dropped)))
+		tr.Total = end
+	case c.htype.Counter():
+		tr.Total = sampler.remove(c, end)
+	case c.htype.String() == "FIRSTLAST":
+		tr.Total = c.writeFirstLast()
+	case c.htype.String() == "IDENTITY":
+		for atomic.LoadUint32((*uint32)(unsafe.Pointer(&c.slot.inflight))) != 0 {
+			time.Sleep(50 * time.Microsecond)
+		}
+		tr.Total = end
+	}
+	if c.writeErr != nil {
+		tr.WriteError = c.writeErr.Error()
+	}
+	tr.CloseSync = readSync()
+	var firstErr error
+	if err := c.writeMeta(logfile.KindTrailer, tr); err != nil {
+		firstErr = fail(C.CP_ERR_IO, "%s: trailer: %v", c.path, err)
+	}
+	if err := unix.Fsync(c.fd); err != nil && firstErr == nil {
+		firstErr = fail(C.CP_ERR_IO, "%s: fsync: %v", c.path, err)
+	}
+	// Hide the fd from the SIGTERM flusher and wait until none is using it.
+	atomic.StoreInt32((*int32)(unsafe.Pointer(&c.slot.fd)), -1)
+	C.cp_sigflush_begin_fd_close()
+	unix.Close(c.fd)
+	// Writers still waiting for ring space (only after a failed disk) return.
+	atomic.StoreUint32((*uint32)(unsafe.Pointer(&c.slot.abandoned)), 1)
+	c.freeMemory()
+	regMu.Lock()
+	delete(channels, c.idx)
+	freed = append(freed, freedSlot{c.idx, time.Now()})
+	regMu.Unlock()
+	if c.unwritten > 0 && firstErr == nil {
+		firstErr = fail(C.CP_ERR_IO, "%s: %d records could not be written: %v", c.path, c.unwritten, c.writeErr)
+	}
+	if firstErr != nil {
+		fmt.Fprintln(os.Stderr, "cloudprofiler:", firstErr)
+	}
+	return firstErr
+}
+
+func (c *channel) writeFirstLast() uint64 {
+	var v [7]C.uint64_t
+	C.cp_firstlast_snapshot(c.slot, &v[0])
+	n := uint64(v[0])
+	if n == 0 {
+		return 0
+	}
+	k := uint64(1)
+	if n > 1 {
+		k = 2
+	}
+	mem := make([]byte, 0, 48)
+	for i := uint64(0); i < k; i++ {
+		mem = binary.LittleEndian.AppendUint64(mem, uint64(v[1+3*i]))
+		mem = binary.LittleEndian.AppendUint64(mem, uint64(v[2+3*i]))
+		if c.recSize == 24 {
+			mem = binary.LittleEndian.AppendUint64(mem, uint64(v[3+3*i]))
+		}
+	}
+	var out []byte
+	if c.format.IsASCII() {
+		out = c.encodeASCII(nil, mem, 0, k)
+	} else {
+		out = c.encodeFrame(nil, mem, 0, k)
+	}
+	if err := writeFull(c.fd, out); err != nil {
+		c.writeErr = err
+		c.unwritten += k
+	}
+	return n
+}
+
+func closeAll(reason string) error {
+	regMu.Lock()
+	var all []*channel
+	for _, c := range channels {
+		all = append(all, c)
+	}
+	regMu.Unlock()
+	var first error
+	for _, c := range all {
+		if err := c.close(reason); err != nil && first == nil && codeOf(err) != C.CP_ERR_CLOSED {
+			first = err
+		}
+	}
+	return first
+}

@@ -1,0 +1,663 @@
+package main
+
+/*
+#cgo CFLAGS: -O2 -Wall -Werror -I${SRCDIR}/../capi
+#include <stdlib.h>
+#include "engine.h"
+*/
+import "C"
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"cloudprofiler/handlers"
+	"cloudprofiler/internal/logfile"
+	"cloudprofiler/tsc"
+
+	"golang.org/x/sys/unix"
+)
+
+// LibraryVersion is written into every file header.
+const LibraryVersion = "cloudprofiler 0.1.0"
+
+const (
+	wordGenShift = 48
+	closedBit    = uint64(1) << 47
+	countMask    = closedBit - 1
+	maxNameLen   = 4096
+	// A closed slot is not reused for this long, so a thread preempted between
+	// validating a handle and using the slot cannot touch a new channel.
+	quarantine = 2 * time.Second
+	// How long a drain waits for a reserved position to be written before it
+	// counts a hole (a writer preempted for that long, or gone).
+	holeWait = 5 * time.Second
+)
+
+// config is read from the environment once, at the first OpenChannel.
+type config struct {
+	logDir       string
+	blockRecords uint64 // power of two
+	ringBlocks   uint64 // power of two
+}
+
+func envPow2(name string, def, min, max uint64) (uint64, error) {
+	s := os.Getenv(name)
+	if s == "" {
+		return def, nil
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || v < min || v > max || v&(v-1) != 0 {
+		return 0, fmt.Errorf("%s=%q: want a power of two in [%d, %d]", name, s, min, max)
+	}
+	return v, nil
+}
+
+func loadConfig() (config, error) {
+	c := config{logDir: os.Getenv("CP_LOG_DIR")}
+	if c.logDir == "" {
+		c.logDir = "cloudprofiler-logs"
+	}
+	var err error
+	if c.blockRecords, err = envPow2("CP_BLOCK_RECORDS", 1<<16, 1<<8, 1<<22); err != nil {
+		return c, err
+	}
+	if c.ringBlocks, err = envPow2("CP_RING_BLOCKS", 8, 2, 1024); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// channel is the Go side of one open channel; the C side is cp_slots[idx].
+type channel struct {
+	idx     int
+	gen     uint64
+	handle  int64
+	number  uint64
+	slot    *C.cp_slot_t
+	htype   handlers.Type
+	format  logfile.Format
+	path    string
+	fd      int
+	recSize uint64
+
+	mu     sync.Mutex // args, close
+	args   []int64
+	closed bool
+
+	// ring handlers
+	ring       []byte
+	ringSeq    []uint64
+	blockRecs  uint64
+	ringBlocks uint64
+	next       uint64 // next block to drain: owned by whoever drains
+	lastSeen   uint64 // ring position at pump's last look (regMu)
+	stop       chan struct{}
+	kick       chan struct{}
+	drained    chan struct{}
+	holes      uint64
+	unwritten  uint64
+	writeErr   error
+	scratch    []byte
+	cols       []byte
+
+	// counter handlers (guarded by sampler.mu)
+	period   int64
+	boundary int64
+	last     uint64
+
+	medBuf unsafe.Pointer
+}
+
+var (
+	initOnce sync.Once
+	initErr  error
+	cfg      config
+	host     string
+	freq     tsc.Frequency
+
+	regMu    sync.Mutex
+	channels = map[int]*channel{}
+	gens     [C.CP_MAX_CHANNELS]uint64
+	freed    []freedSlot
+	nextIdx  int
+	opened   uint64
+
+	membarrierOK bool
+)
+
+type freedSlot struct {
+	idx int
+	at  time.Time
+}
+
+func slotPtr(idx int) *C.cp_slot_t { return &C.cp_slots[idx] }
+
+func (c *channel) word() *uint64 { return (*uint64)(unsafe.Pointer(&c.slot.word)) }
+
+func initLibrary() error {
+	initOnce.Do(func() {
+		if cfg, initErr = loadConfig(); initErr != nil {
+			return
+		}
+		host, _ = os.Hostname()
+		if host == "" {
+			host = "unknown-host"
+		}
+		freq = tsc.Freq()
+		efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+		if err != nil {
+			initErr = fmt.Errorf("eventfd: %w", err)
+			return
+		}
+		C.cp_block_ready_fd = C.int(efd)
+		membarrierOK = C.cp_membarrier_init() == 1
+		C.cp_sigflush_init(C.uint64_t(cfg.blockRecords * 24 * 2))
+		go dispatch(os.NewFile(uintptr(efd), "cp-block-ready"))
+		go pump()
+		go sampler.run()
+		C.cp_register_atexit()
+		if C.cp_install_sigterm() < 0 {
+			fmt.Fprintln(os.Stderr, "cloudprofiler: could not install the SIGTERM flush handler")
+		}
+	})
+	return initErr
+}
+
+// dispatch wakes the drainers at once when a logging thread finds half its
+// ring waiting (fastpath.c), without waiting for pump's next look. It blocks in the netpoller on the eventfd.
+func dispatch(f *os.File) {
+	var b [8]byte
+	for {
+		if _, err := f.Read(b[:]); err != nil {
+			fmt.Fprintln(os.Stderr, "cloudprofiler: block-ready eventfd:", err)
+			return
+		}
+		kickDrainers(true)
+	}
+}
+
+// pump decides when drainers work. Logging threads never hand blocks over
+// (no syscall on the hot path); instead pump looks every 10 ms while
+// there is data about, backing off to every 100 ms when there is none (an
+// idle process wakes ~10 times a second). A drain runs in the gaps of a
+// bursty channel, when it went quiet since the last look, or at once when
+// half its ring is waiting: on this 2-vCPU machine, work on the other vCPU
+// slows a logging thread by half (FACTS.md), so draining during a burst that
+// fits the ring costs more than it gains.
+func pump() {
+	const minSleep, maxSleep = 10 * time.Millisecond, 100 * time.Millisecond
+	d := minSleep
+	for {
+		time.Sleep(d)
+		if pending := kickDrainers(false); pending {
+			d = minSleep
+		} else if d < maxSleep {
+			d *= 2
+		}
+	}
+}
+
+// kickDrainers wakes the drainers that should write now (all that have a
+// full block if force is set) and says whether any channel has data waiting.
+func kickDrainers(force bool) bool {
+	pendingAny := false
+	regMu.Lock()
+	for _, c := range channels {
+		if c.kick == nil {
+			continue
+		}
+		pos := atomic.LoadUint64(c.word()) & countMask
+		done := atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.slot.written_pos)))
+		full := pos/c.blockRecs - done/c.blockRecs
+		quiet := pos == c.lastSeen
+		c.lastSeen = pos
+		if pos > done {
+			pendingAny = true
+		}
+		if full > 0 && (force || quiet || full >= c.ringBlocks/2) {
+			select {
+			case c.kick <- struct{}{}:
+			default:
+			}
+		}
+	}
+	regMu.Unlock()
+	return pendingAny
+}
+
+// errCode maps errors onto the header's codes.
+type codeErr struct {
+	code int32
+	err  error
+}
+
+func (e *codeErr) Error() string { return e.err.Error() }
+
+func fail(code int32, format string, a ...any) error {
+	return &codeErr{code, fmt.Errorf(format, a...)}
+}
+
+func codeOf(err error) int32 {
+	var ce *codeErr
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ce):
+		return ce.code
+	case errors.Is(err, handlers.ErrUnknown):
+		return C.CP_ERR_BAD_HANDLER
+	case errors.Is(err, handlers.ErrNotYet):
+		return C.CP_ERR_NOT_SUPPORTED
+	case errors.Is(err, handlers.ErrPlatform):
+		return C.CP_ERR_UNSUPPORTED_PLATFORM
+	case errors.Is(err, handlers.ErrFormat):
+		return C.CP_ERR_FORMAT_HANDLER
+	case errors.Is(err, handlers.ErrArgNum):
+		return C.CP_ERR_BAD_ARG_NUM
+	case errors.Is(err, handlers.ErrArgValue):
+		return C.CP_ERR_BAD_ARG_VALUE
+	}
+	return C.CP_ERR_INTERNAL
+}
+
+// sanitize keeps a name safe as part of a file name: [A-Za-z0-9._-] stay,
+// everything else becomes '_', and the result is at most 80 bytes.
+func sanitize(s string) string {
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s) && len(b) < 80; i++ {
+		ch := s[i]
+		switch {
+		case ch >= 'a' && ch <= 'z', ch >= 'A' && ch <= 'Z', ch >= '0' && ch <= '9', ch == '-', ch == '_':
+			b = append(b, ch)
+		case ch == '.' && len(b) > 0 && b[len(b)-1] != '.':
+			b = append(b, ch)
+		default:
+			b = append(b, '_')
+		}
+	}
+	return string(b)
+}
+
+func readSync() logfile.Sync {
+	var s C.cp_sync_t
+	C.cp_read_sync(&s)
+	return logfile.Sync{TSC: uint64(s.tsc), TSCWidth: uint64(s.tsc_width),
+		MonoRawNs: int64(s.mono_raw_ns), RealtimeNs: int64(s.realtime_ns)}
+}
+
+// allocSlot picks a never-used slot, else the oldest one out of quarantine.
+func allocSlot() (int, error) {
+	if nextIdx < C.CP_MAX_CHANNELS {
+		nextIdx++
+		return nextIdx - 1, nil
+	}
+	if len(freed) > 0 && time.Since(freed[0].at) > quarantine {
+		idx := freed[0].idx
+		freed = freed[1:]
+		return idx, nil
+	}
+	return 0, fail(C.CP_ERR_TOO_MANY_CHANNELS, "%d channels open or closed in the last %v", C.CP_MAX_CHANNELS, quarantine)
+}
+
+func openChannel(name string, f logfile.Format, h handlers.Type) (int64, error) {
+	if len(name) == 0 || len(name) > maxNameLen {
+		return 0, fail(C.CP_ERR_BAD_NAME, "channel name must be 1..%d bytes, got %d", maxNameLen, len(name))
+	}
+	if !f.Valid() {
+		return 0, fail(C.CP_ERR_BAD_FORMAT, "unknown log format %d", int32(f))
+	}
+	if err := h.CheckOpen(f.Codec() != logfile.CodecRaw); err != nil {
+		return 0, err
+	}
+	if err := initLibrary(); err != nil {
+		return 0, fail(C.CP_ERR_IO, "cloudprofiler: %v", err)
+	}
+	if err := os.MkdirAll(cfg.logDir, 0o755); err != nil {
+		return 0, fail(C.CP_ERR_IO, "log directory: %v", err)
+	}
+
+	regMu.Lock()
+	defer regMu.Unlock()
+	idx, err := allocSlot()
+	if err != nil {
+		return 0, err
+	}
+	opened++
+	c := &channel{idx: idx, number: opened, slot: slotPtr(idx), htype: h, format: f,
+		args: h.Defaults(), recSize: uint64(f.RecordSize())}
+	gens[idx] = gens[idx]%C.CP_MAX_GEN + 1
+	c.gen = gens[idx]
+	c.handle = int64(c.gen<<C.CP_IDX_BITS | uint64(idx+1))
+
+	ext := ".cplog"
+	if f.IsASCII() {
+		ext = ".cplog.txt"
+	}
+	c.path = filepath.Join(cfg.logDir, fmt.Sprintf("%s-%d-%d-%s%s", sanitize(host), os.Getpid(), c.number, sanitize(name), ext))
+	fd, err := unix.Open(c.path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_APPEND|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		freed = append(freed, freedSlot{idx, time.Time{}})
+		return 0, fail(C.CP_ERR_IO, "open %s: %v", c.path, err)
+	}
+	if fd < 3 { // fd 0 means "no file" to the signal flusher
+		nfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3)
+		unix.Close(fd)
+		if err != nil {
+			return 0, fail(C.CP_ERR_IO, "dup: %v", err)
+		}
+		fd = nfd
+	}
+	c.fd = fd
+
+	if err := c.setupSlot(); err != nil {
+		unix.Close(fd)
+		os.Remove(c.path)
+		freed = append(freed, freedSlot{idx, time.Time{}})
+		return 0, err
+	}
+	if err := c.writeHeader(name); err != nil {
+		c.freeMemory()
+		unix.Close(fd)
+		os.Remove(c.path)
+		freed = append(freed, freedSlot{idx, time.Time{}})
+		return 0, fail(C.CP_ERR_IO, "write %s: %v", c.path, err)
+	}
+	// Publish: the word makes the handle valid, then the fd makes the
+	// channel visible to the SIGTERM flusher (which reads fd, then word).
+	atomic.StoreUint64(c.word(), c.gen<<wordGenShift)
+	atomic.StoreInt32((*int32)(unsafe.Pointer(&c.slot.fd)), int32(fd))
+	channels[idx] = c
+	if h.Ring() {
+		c.stop = make(chan struct{})
+		c.kick = make(chan struct{}, 1)
+		c.drained = make(chan struct{})
+		go c.drainLoop()
+	}
+	if h.Counter() {
+		sampler.add(c)
+	}
+	return c.handle, nil
+}
+
+// setupSlot fills the C slot (not yet published) for this channel.
+func (c *channel) setupSlot() error {
+	s := c.slot
+	s.kind = C.int32_t(c.htype)
+	s.fast = 0
+	s.owner = 0
+	s.busy = 0
+	s.rec_size = C.uint32_t(c.recSize)
+	s.with_mono = 0
+	if c.format.HasMono() {
+		s.with_mono = 1
+	}
+	s.ascii = 0
+	if c.format.IsASCII() {
+		s.ascii = 1
+	}
+	s.log_format = C.int32_t(c.format)
+	s.drop_when_full = 0
+	s.failed = 0
+	s.abandoned = 0
+	s.inflight = 0
+	s.dropped = 0
+	s.written_pos = 0
+	s.aux = 0
+	s.lock = 0
+	s.fl_n = 0
+	s.ring = nil
+	s.ring_seq = nil
+	s.med_buf = nil
+	s.med_n = 0
+	s.med_cap = 0
+	if len(c.args) > 0 {
+		s.arg0 = C.int64_t(c.args[0])
+	}
+	if len(c.args) > 1 {
+		s.arg1 = C.int64_t(c.args[1])
+	}
+	if c.htype == handlers.XoY {
+		C.cp_set_xoy(s, C.int64_t(c.args[0]), C.int64_t(c.args[1]))
+	}
+	if c.htype.Counter() {
+		c.period = c.args[0]
+	}
+	if c.htype == handlers.Median {
+		if err := c.setMedianWindow(c.args[0]); err != nil {
+			return err
+		}
+	}
+	if !c.htype.Ring() {
+		return nil
+	}
+	c.blockRecs, c.ringBlocks = cfg.blockRecords, cfg.ringBlocks
+	ringBytes := c.blockRecs * c.ringBlocks * c.recSize
+	ring := C.calloc(C.size_t(ringBytes), 1)
+	seq := C.calloc(C.size_t(c.ringBlocks), 8)
+	if ring == nil || seq == nil {
+		C.free(ring)
+		C.free(seq)
+		return fail(C.CP_ERR_NO_MEMORY, "ring of %d bytes", ringBytes)
+	}
+	c.ring = unsafe.Slice((*byte)(ring), ringBytes)
+	c.ringSeq = unsafe.Slice((*uint64)(seq), c.ringBlocks)
+	for i := range c.ringSeq {
+		c.ringSeq[i] = uint64(i)
+	}
+	s.ring = (*C.char)(ring)
+	s.ring_seq = (*C.uint64_t)(seq)
+	s.ring_blocks = C.uint32_t(c.ringBlocks)
+	c.setFastPath(false)
+	s.ring_posmask = C.uint64_t(c.blockRecs*c.ringBlocks - 1)
+	s.block_shift = C.uint32_t(log2(c.blockRecs))
+	return nil
+}
+
+// setFastPath selects LogTS's shortest path when it applies (fastpath.c).
+func (c *channel) setFastPath(dropWhenFull bool) {
+	C.cp_revoke_owner(c.slot) // a no-op unless owned
+	fast := int32(C.CP_FAST_NONE)
+	if (c.htype == handlers.BufferIdentity || c.htype == handlers.BufferIdentityComp) && c.recSize == 16 && !dropWhenFull {
+		fast = C.CP_FAST_SHARED
+		if membarrierOK && os.Getenv("CP_NO_OWNER_BIAS") == "" {
+			atomic.StoreUintptr((*uintptr)(unsafe.Pointer(&c.slot.owner)), 0)
+			fast = C.CP_FAST_OWNED
+		}
+	}
+	atomic.StoreInt32((*int32)(unsafe.Pointer(&c.slot.fast)), fast)
+}
+
+func log2(v uint64) uint32 {
+	var n uint32
+	for v > 1 {
+		v >>= 1
+		n++
+	}
+	return n
+}
+
+func (c *channel) setMedianWindow(w int64) error {
+	buf := C.calloc(C.size_t(w), 24)
+	if buf == nil {
+		return fail(C.CP_ERR_NO_MEMORY, "median window of %d", w)
+	}
+	C.cp_median_set_window(c.slot, (*C.uint64_t)(buf), C.uint32_t(w))
+	C.free(c.medBuf) // no thread can hold it: the swap took the slot's lock
+	c.medBuf = buf
+	return nil
+}
+
+func (c *channel) freeMemory() {
+	if c.ring != nil && c.holes == 0 {
+		C.free(unsafe.Pointer(c.slot.ring))
+		C.free(unsafe.Pointer(c.slot.ring_seq))
+	}
+	if c.medBuf != nil {
+		C.cp_median_set_window(c.slot, nil, 0)
+		C.free(c.medBuf)
+		c.medBuf = nil
+	}
+}
+
+func (c *channel) argMap() map[string]int64 {
+	m := map[string]int64{}
+	for i, a := range c.htype.Args() {
+		m[a.Name] = c.args[i]
+	}
+	return m
+}
+
+func (c *channel) columns() []string {
+	cols := []string{"tuple_id", "tsc"}
+	if c.htype.Counter() {
+		cols = []string{"period_end_tsc", "count", "skipped_periods"}
+	}
+	if c.format.HasMono() {
+		cols = append(cols, "mono_ns")
+	}
+	return cols
+}
+
+func (c *channel) writeHeader(name string) error {
+	h := logfile.Header{
+		Version: logfile.Version, ByteOrder: "little", Format: c.format.String(), FormatID: int32(c.format),
+		Handler: c.htype.String(), HandlerID: int32(c.htype), Args: c.argMap(), Columns: c.columns(),
+		RecordSize: int(c.recSize), Channel: int(c.number), Name: name, NameHex: hex.EncodeToString([]byte(name)),
+		Host: host, PID: os.Getpid(), TSCHz: freq.Hz, TSCHzSource: freq.Source, OpenSync: readSync(),
+		Library: LibraryVersion,
+	}
+	if c.htype.Ring() {
+		h.BlockRecords, h.RingBlocks = int(c.blockRecs), int(c.ringBlocks)
+	}
+	if c.htype.Counter() {
+		h.CounterPeriod = c.period
+	}
+	js, err := json.Marshal(h)
+	if err != nil {
+		return err
+	}
+	var b []byte
+	if c.format.IsASCII() {
+		b = append(b, logfile.ASCIIMagic+"\n#header "...)
+		b = append(b, js...)
+		b = append(b, "\n#columns "...)
+		for i, col := range h.Columns {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, col...)
+		}
+		b = append(b, '\n')
+	} else {
+		b = append(b, logfile.Magic...)
+		b = append(b, byte(logfile.Version), 0, byte(logfile.ByteOrderMark&0xff), byte(logfile.ByteOrderMark>>8))
+		b = append(b, byte(len(js)), byte(len(js)>>8), byte(len(js)>>16), byte(len(js)>>24))
+		b = append(b, js...)
+	}
+	return writeFull(c.fd, b)
+}
+
+// writeFull writes b with one write(2) (O_APPEND keeps it whole next to the
+// SIGTERM flusher's writes), retrying on EINTR and short writes.
+func writeFull(fd int, b []byte) error {
+	for len(b) > 0 {
+		n, err := unix.Write(fd, b)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return syscall.EIO
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+// writeMeta writes an event or the trailer as a frame or a '#' line.
+func (c *channel) writeMeta(kind uint8, v any) error {
+	js, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if c.format.IsASCII() {
+		tag := "#event "
+		if kind == logfile.KindTrailer {
+			tag = "#trailer "
+		}
+		return writeFull(c.fd, append(append([]byte(tag), js...), '\n'))
+	}
+	fh := logfile.FrameHeader{Kind: kind, Flags: logfile.FlagCRC, StoredLen: uint32(len(js)), RawLen: uint32(len(js)), CRC: logfile.CRC(js)}
+	return writeFull(c.fd, append(fh.Append(nil), js...))
+}
+
+// lookup validates a handle from Go (the C fast path has its own check).
+func lookup(h int64) (*channel, error) {
+	if h <= 0 {
+		return nil, fail(C.CP_ERR_BAD_HANDLE, "bad handle %d", h)
+	}
+	idx := int(h&(1<<C.CP_IDX_BITS-1)) - 1
+	regMu.Lock()
+	c := channels[idx]
+	regMu.Unlock()
+	if c == nil || c.handle != h {
+		if idx >= 0 && idx < C.CP_MAX_CHANNELS {
+			w := atomic.LoadUint64((*uint64)(unsafe.Pointer(&slotPtr(idx).word)))
+			if uint64(h)>>C.CP_IDX_BITS == w>>wordGenShift && w&closedBit != 0 {
+				return nil, fail(C.CP_ERR_CLOSED, "channel %d is closed", h)
+			}
+		}
+		return nil, fail(C.CP_ERR_BAD_HANDLE, "bad handle %d", h)
+	}
+	return c, nil
+}
+
+func parameterize(h int64, argNum int32, val int64) error {
+	c, err := lookup(h)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return fail(C.CP_ERR_CLOSED, "channel %d is closed", h)
+	}
+	if err := c.htype.CheckArg(argNum, val, c.args); err != nil {
+		return err
+	}
+	if argNum == handlers.ArgDropWhenFul {
+		atomic.StoreUint32((*uint32)(unsafe.Pointer(&c.slot.drop_when_full)), uint32(val))
+		c.setFastPath(val == 1)
+		return c.writeMeta(logfile.KindEvent, logfile.Event{Event: "drop_when_full", Total: uint64(val), Pos: atomic.LoadUint64(c.word()) & countMask})
+	}
+	switch {
+	case c.htype == handlers.Median:
+		if err := c.setMedianWindow(val); err != nil {
+			return err
+		}
+	case c.htype.Counter():
+		sampler.setPeriod(c, val)
+	}
+	c.args[argNum] = val
+	if c.htype == handlers.XoY {
+		C.cp_set_xoy(c.slot, C.int64_t(c.args[0]), C.int64_t(c.args[1]))
+	} else if argNum == 0 {
+		atomic.StoreInt64((*int64)(unsafe.Pointer(&c.slot.arg0)), val)
+	} else {
+		atomic.StoreInt64((*int64)(unsafe.Pointer(&c.slot.arg1)), val)
+	}
+	return c.writeMeta(logfile.KindEvent, logfile.Event{Event: "parameterize", Args: c.argMap(), Pos: atomic.LoadUint64(c.word()) & countMask})
+}

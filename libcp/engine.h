@@ -1,0 +1,119 @@
+/*
+ * engine.h — the channel table shared by the C fast path (fastpath.c), the
+ * async-signal-safe flusher (sigflush.c) and the Go side (engine.go), which
+ * allocates, drains and closes what the fast path fills.
+ *
+ * One 64-bit word per channel carries generation, closed bit and a count
+ * (ring position or event count), so validating a handle and reserving a
+ * record is one atomic add: a close is linearised by the same word.
+ */
+#ifndef CP_ENGINE_H
+#define CP_ENGINE_H
+
+#include <stdint.h>
+#include <stdatomic.h>
+#include "cloudprofiler.h"
+
+/* Everything below is internal to the library: hidden from its symbol table. */
+#pragma GCC visibility push(hidden)
+
+#define CP_MAX_CHANNELS 16384
+#define CP_IDX_BITS 20                 /* handle = gen << 20 | (slot index + 1) */
+#define CP_GEN_SHIFT 48                /* word   = gen << 48 | closed << 47 | count */
+#define CP_CLOSED_BIT (1ULL << 47)
+#define CP_COUNT_MASK (CP_CLOSED_BIT - 1)
+#define CP_MAX_GEN 0xFFFFULL
+
+/* On-disk frame (little endian), shared with internal/logfile. */
+#define CP_FRAME_MAGIC 0x52465043u     /* "CPFR" */
+#define CP_FRAME_RECORDS 1
+#define CP_FRAME_COUNTER 2
+#define CP_FRAME_EVENT 3
+#define CP_FRAME_TRAILER 4
+#define CP_CODEC_RAW 0
+#define CP_FLAG_SIGNAL 1               /* written by the SIGTERM flusher */
+#define CP_FLAG_CRC 2                  /* crc32c field is valid */
+#define CP_FRAME_HEADER_SIZE 32
+
+typedef struct {
+  uint32_t magic;
+  uint8_t kind, codec;
+  uint16_t flags;
+  uint32_t n;            /* positions covered (records incl. holes) */
+  uint32_t stored_len;   /* payload bytes that follow */
+  uint64_t first_pos;    /* ring position of the first record */
+  uint32_t raw_len;      /* payload length once decompressed */
+  uint32_t crc;
+} cp_frame_header_t;
+
+typedef struct {
+  uint64_t tsc, tsc_width;   /* midpoint of two TSC reads and their distance */
+  int64_t mono_raw_ns, realtime_ns;
+} cp_sync_t;
+
+enum cp_kind_class { CP_CLASS_NONE = 0, CP_CLASS_RING = 1, CP_CLASS_COUNTER = 2,
+                     CP_CLASS_FIRSTLAST = 3, CP_CLASS_IDENTITY = 4 };
+
+/* Values of cp_slot.fast, the selector of LogTS's shortest path. */
+#define CP_FAST_NONE 0      /* per-handler paths */
+#define CP_FAST_SHARED 1    /* BUFFER_IDENTITY _TSC, never drops: one atomic add per record */
+#define CP_FAST_OWNED 2     /* the same, biased to one writer thread: no atomic at all */
+#define CP_FAST_REVOKING 3  /* a second thread came: the owner is being moved to SHARED */
+
+typedef struct cp_slot {
+  /* hot: the first cache line is all LogTS reads on its fastest path */
+  _Atomic uint64_t word;
+  int32_t kind;              /* cp_handler_type */
+  _Atomic int32_t fast;      /* CP_FAST_* */
+  _Atomic uintptr_t owner;   /* CP_FAST_OWNED: the owner's thread pointer, 0 until claimed */
+  _Atomic uint32_t busy;     /* the owner is between its check and its commit */
+  uint32_t block_shift;      /* log2(records per block) */
+  uint64_t ring_posmask;     /* ring capacity in records - 1 */
+  char *ring;                /* ring_blocks * block records * rec_size */
+  _Atomic uint64_t *ring_seq;/* per ring block: the block number it may take */
+  uint32_t ring_blocks;
+  uint32_t rec_size;         /* 16 (_TSC) or 24 (with CLOCK_MONOTONIC_RAW) */
+  uint32_t with_mono;
+  _Atomic int64_t arg0, arg1;
+  _Atomic uint64_t xoy_m_lo, xoy_m_hi, xoy_m64; /* XOY: 2^128 / y + 1, 0 if y is a power of two or >= 2^32 */
+  _Atomic uint64_t aux;      /* DOWNSAMPLE countdown, FPC count */
+  _Atomic uint32_t drop_when_full;
+  _Atomic uint32_t failed;   /* background writes failing: refuse new events */
+  _Atomic uint32_t abandoned;/* close gave up: waiting writers must return */
+  _Atomic uint32_t inflight; /* IDENTITY writes under way (close waits for 0) */
+  _Atomic uint64_t dropped;
+  /* cold */
+  _Atomic int fd;            /* O_APPEND log file, -1 when none */
+  int32_t ascii;
+  int32_t log_format;
+  _Atomic uint64_t written_pos;  /* positions below this are in the file */
+  _Atomic int lock;              /* FIRSTLAST and MEDIAN state */
+  int64_t fl_first_id, fl_last_id;
+  uint64_t fl_first_tsc, fl_last_tsc, fl_first_mono, fl_last_mono;
+  uint64_t fl_n;
+  uint64_t *med_buf;             /* window * 3 words: id, tsc, mono */
+  uint32_t med_n, med_cap;
+} __attribute__((aligned(64))) cp_slot_t;
+
+extern cp_slot_t cp_slots[CP_MAX_CHANNELS];
+extern int cp_block_ready_fd;   /* eventfd written when a block fills */
+
+int cp_kind_class(int32_t kind);
+int32_t cp_word_error(uint64_t w, uint64_t gen);
+void cp_read_sync(cp_sync_t *out);
+uint64_t cp_rdtscp(void);
+uint64_t cp_mono_raw_ns(void);
+int cp_membarrier_init(void);
+void cp_revoke_owner(cp_slot_t *s);
+void cp_set_xoy(cp_slot_t *s, int64_t x, int64_t y);
+int32_t cp_median_set_window(cp_slot_t *s, uint64_t *buf, uint32_t cap);
+void cp_firstlast_snapshot(cp_slot_t *s, uint64_t out[7]);
+int cp_install_sigterm(void);
+void cp_sigflush_init(uint64_t max_block_bytes);
+void cp_sigflush_begin_fd_close(void);
+void cp_register_atexit(void);
+char *cp_put_i64(char *p, int64_t v);
+char *cp_put_u64(char *p, uint64_t v);
+
+#pragma GCC visibility pop
+#endif

@@ -1,0 +1,57 @@
+// Command libcp is the native library, built with -buildmode=c-shared into
+// libcloudprofiler.so. The ABI is capi/cloudprofiler.h: LogTS and the other
+// hot paths are C (fastpath.c), the rest are the Go exports below, compiled
+// against the header through engine.h.
+package main
+
+/*
+#include <stdlib.h>
+#include <string.h>
+#include "engine.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"os"
+
+	"cloudprofiler/handlers"
+	"cloudprofiler/internal/logfile"
+)
+
+func main() {}
+
+// report prints what went wrong (the code alone cannot say which file) when
+// CP_QUIET is not set, and returns the code.
+func report(err error) int32 {
+	code := codeOf(err)
+	if err != nil && os.Getenv("CP_QUIET") == "" && code == C.CP_ERR_IO {
+		fmt.Fprintln(os.Stderr, "cloudprofiler:", err)
+	}
+	return code
+}
+
+//export cpOpenChannel
+func cpOpenChannel(name *C.char, logFormat C.int32_t, handlerType C.int32_t) C.int64_t {
+	n := C.strnlen(name, maxNameLen+1)
+	h, err := openChannel(C.GoStringN(name, C.int(n)), logfile.Format(logFormat), handlers.Type(handlerType))
+	if err != nil {
+		return C.int64_t(report(err))
+	}
+	return C.int64_t(h)
+}
+
+//export ParameterizeChannel
+func ParameterizeChannel(ch C.int64_t, argNum C.int32_t, argVal C.int64_t) C.int32_t {
+	return C.int32_t(report(parameterize(int64(ch), int32(argNum), int64(argVal))))
+}
+
+//export CloseChannel
+func CloseChannel(ch C.int64_t) C.int32_t {
+	return C.int32_t(report(closeChannel(int64(ch), "close")))
+}
+
+//export CloseAllChannels
+func CloseAllChannels() C.int32_t {
+	return C.int32_t(report(closeAll("close_all")))
+}

@@ -1,0 +1,526 @@
+// fastpath.c — LogTS and everything it touches. Nothing here calls into Go:
+// one cgo crossing (~55 ns) would cost five times the whole record (FACTS.md).
+#define _GNU_SOURCE
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include "engine.h"
+
+
+#include "_cgo_export.h"
+
+cp_slot_t cp_slots[CP_MAX_CHANNELS];
+int cp_block_ready_fd = -1;
+
+static inline uint64_t rdtscp_inline(void) {
+  uint32_t lo, hi, aux;
+  __asm__ volatile("rdtscp" : "=a"(lo), "=d"(hi), "=c"(aux)::"memory");
+  return ((uint64_t)hi << 32) | lo;
+}
+
+uint64_t cp_rdtscp(void) { return rdtscp_inline(); }
+
+static inline uint64_t mono_raw_inline(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t cp_mono_raw_ns(void) { return mono_raw_inline(); }
+
+// A sync point: CLOCK_MONOTONIC_RAW and CLOCK_REALTIME bracketed by two TSC
+// reads; the narrowest of a few tries wins.
+void cp_read_sync(cp_sync_t *out) {
+  uint64_t best = UINT64_MAX;
+  for (int i = 0; i < 8; i++) {
+    struct timespec m, r;
+    uint64_t t0 = rdtscp_inline();
+    clock_gettime(CLOCK_MONOTONIC_RAW, &m);
+    clock_gettime(CLOCK_REALTIME, &r);
+    uint64_t t1 = rdtscp_inline();
+    if (t1 - t0 < best) {
+      best = t1 - t0;
+      out->tsc = t0 + (t1 - t0) / 2;
+      out->tsc_width = t1 - t0;
+      out->mono_raw_ns = (int64_t)m.tv_sec * 1000000000 + m.tv_nsec;
+      out->realtime_ns = (int64_t)r.tv_sec * 1000000000 + r.tv_nsec;
+    }
+  }
+}
+
+int cp_kind_class(int32_t kind) {
+  switch (kind) {
+  case CP_BUFFER_IDENTITY: case CP_BUFFER_IDENTITY_COMP: case CP_MEDIAN:
+  case CP_DOWNSAMPLE: case CP_XOY:
+    return CP_CLASS_RING;
+  case CP_PERIODICCOUNTER: case CP_FASTPERIODICCOUNTER:
+    return CP_CLASS_COUNTER;
+  case CP_FIRSTLAST:
+    return CP_CLASS_FIRSTLAST;
+  case CP_IDENTITY:
+    return CP_CLASS_IDENTITY;
+  }
+  return CP_CLASS_NONE;
+}
+
+int32_t cp_word_error(uint64_t w, uint64_t gen) {
+  if ((w >> CP_GEN_SHIFT) == gen && (w & CP_CLOSED_BIT)) return CP_ERR_CLOSED;
+  return CP_ERR_BAD_HANDLE;
+}
+
+static void lock_slot(cp_slot_t *s) {
+  for (int i = 0;; i++) {
+    if (!atomic_exchange_explicit(&s->lock, 1, memory_order_acquire)) return;
+    if (i < 100) __builtin_ia32_pause(); else sched_yield();
+  }
+}
+static void unlock_slot(cp_slot_t *s) { atomic_store_explicit(&s->lock, 0, memory_order_release); }
+
+// The ring slot for block b is still being drained: wait, sleeping, for the
+// drainer (or return if the channel gave up). Only logging threads wait here.
+static int32_t wait_for_block(cp_slot_t *s, _Atomic uint64_t *seq, uint64_t b) {
+  long ns = 2000;
+  for (int i = 0;; i++) {
+    if (atomic_load_explicit(seq, memory_order_acquire) == b) return 0;
+    if (atomic_load_explicit(&s->abandoned, memory_order_relaxed)) return CP_ERR_IO;
+    if (i < 50) { __builtin_ia32_pause(); continue; }
+    struct timespec ts = {0, ns};
+    nanosleep(&ts, NULL);
+    if (ns < 1000000) ns *= 2;
+  }
+}
+
+// A logging thread entered block b. The drainers poll (they sleep between
+// looks), so normally nothing is said; only when half the ring is waiting to
+// be written is the drain woken at once. A wake-up from here costs a syscall
+// and tends to pull the woken thread onto this thread's CPU.
+__attribute__((noinline, cold)) static int32_t entered_block(cp_slot_t *s, uint64_t b) {
+  uint64_t drained = atomic_load_explicit(&s->written_pos, memory_order_relaxed) >> s->block_shift;
+  if (b - drained < s->ring_blocks / 2) return 0;
+  uint64_t one = 1;
+  ssize_t r = write(cp_block_ready_fd, &one, sizeof one);
+  (void)r;  // EAGAIN means the counter is saturated: the drainer is awake anyway
+  return 0;
+}
+
+__attribute__((noinline, cold)) static int32_t drop_if_full(cp_slot_t *s, uint64_t gen) {
+  uint64_t w = atomic_load_explicit(&s->word, memory_order_relaxed);
+  uint64_t b = (w & CP_COUNT_MASK) >> s->block_shift;
+  if (atomic_load_explicit(&s->ring_seq[b & (s->ring_blocks - 1)], memory_order_acquire) == b) return 0;
+  if ((w >> 47) != (gen << 1)) return cp_word_error(w, gen);
+  atomic_fetch_add_explicit(&s->dropped, 1, memory_order_relaxed);
+  return CP_ERR_DROPPED;
+}
+
+// Stores one record at a ring position reserved from the word. tsc is never
+// 0 in a record: 0 marks a slot reserved but not (yet) written. Kept small
+// and call-free on the common path; everything rare is out of line.
+static inline __attribute__((always_inline)) int32_t put_ring(cp_slot_t *s, uint64_t gen, int64_t id,
+                                                              uint64_t t, uint64_t m) {
+  if (__builtin_expect(atomic_load_explicit(&s->drop_when_full, memory_order_relaxed), 0)) {
+    int32_t rc = drop_if_full(s, gen);
+    if (rc) return rc;
+  }
+  uint64_t old = atomic_fetch_add_explicit(&s->word, 1, memory_order_acq_rel);
+  if (__builtin_expect((old >> 47) != (gen << 1), 0)) return cp_word_error(old, gen);
+  uint64_t p = old & CP_COUNT_MASK;
+  uint64_t b = p >> s->block_shift;
+  _Atomic uint64_t *seq = &s->ring_seq[b & (s->ring_blocks - 1)];
+  if (__builtin_expect(atomic_load_explicit(seq, memory_order_acquire) != b, 0)) {
+    int32_t rc = wait_for_block(s, seq, b);
+    if (rc) return rc;
+  }
+  uint64_t *rec = (uint64_t *)(s->ring + (p & s->ring_posmask) * s->rec_size);
+  rec[0] = (uint64_t)id;
+  if (m) rec[2] = m;  // 24-byte records only: m is 0 for _TSC formats
+  atomic_store_explicit((_Atomic uint64_t *)&rec[1], t ? t : 1, memory_order_release);
+  uint64_t block_mask = (1ull << s->block_shift) - 1;
+  if (__builtin_expect((p & block_mask) == 0, 0)) entered_block(s, b);
+  return 0;
+}
+
+// Floored id mod y without a division (Lemire's fastmod): M64 = 2^64/y + 1
+// serves ids below 2^32, M = 2^128/y + 1 the rest; both set by cp_set_xoy.
+static inline uint64_t floor_mod(int64_t id, uint64_t y, cp_slot_t *s) {
+  if ((y & (y - 1)) == 0) return (uint64_t)id & (y - 1);
+  uint64_t a = id >= 0 ? (uint64_t)id : (uint64_t)(-(id + 1));
+  uint64_t r;
+  uint64_t m_lo = atomic_load_explicit(&s->xoy_m_lo, memory_order_relaxed);
+  if (m_lo == 0 && atomic_load_explicit(&s->xoy_m_hi, memory_order_relaxed) == 0) {
+    r = a % y;  // y >= 2^32
+  } else if (a <= 0xFFFFFFFFull) {
+    uint64_t low = atomic_load_explicit(&s->xoy_m64, memory_order_relaxed) * a;
+    r = (uint64_t)(((__uint128_t)low * y) >> 64);
+  } else {
+    __uint128_t M = ((__uint128_t)atomic_load_explicit(&s->xoy_m_hi, memory_order_relaxed) << 64) | m_lo;
+    __uint128_t low = M * a;
+    uint64_t lo = (uint64_t)low, hi = (uint64_t)(low >> 64);
+    r = (uint64_t)(((__uint128_t)hi * y + (((__uint128_t)lo * y) >> 64)) >> 64);
+  }
+  return id >= 0 ? r : y - 1 - r;
+}
+
+void cp_set_xoy(cp_slot_t *s, int64_t x, int64_t y) {
+  __uint128_t M = 0;
+  if ((uint64_t)y <= 0xFFFFFFFFull && (y & (y - 1)) != 0) M = ((__uint128_t)-1) / (uint64_t)y + 1;
+  atomic_store_explicit(&s->arg0, x, memory_order_relaxed);
+  atomic_store_explicit(&s->xoy_m_lo, (uint64_t)M, memory_order_relaxed);
+  atomic_store_explicit(&s->xoy_m_hi, (uint64_t)(M >> 64), memory_order_relaxed);
+  atomic_store_explicit(&s->xoy_m64, M ? UINT64_MAX / (uint64_t)y + 1 : 0, memory_order_relaxed);
+  atomic_store_explicit(&s->arg1, y, memory_order_relaxed);
+}
+
+static int32_t log_median(cp_slot_t *s, uint64_t gen, int64_t id, uint64_t t);
+static int32_t log_identity(cp_slot_t *s, uint64_t gen, int64_t id, uint64_t t);
+static int32_t log_firstlast(cp_slot_t *s, int64_t id, uint64_t t);
+
+__attribute__((noinline)) static int32_t log_ring_mono(cp_slot_t *s, uint64_t gen, int64_t id, uint64_t t) {
+  return put_ring(s, gen, id, t, mono_raw_inline());
+}
+
+static inline __attribute__((always_inline)) int32_t log_ring(cp_slot_t *s, uint64_t gen, int64_t id) {
+  uint64_t t = rdtscp_inline();
+  if (s->with_mono) return log_ring_mono(s, gen, id, t);
+  return put_ring(s, gen, id, t, 0);
+}
+
+// The handlers that are not on the fastest path.
+__attribute__((noinline)) static int32_t log_other(cp_slot_t *s, uint64_t gen, int64_t id, int32_t kind) {
+  switch (kind) {
+  case CP_BUFFER_IDENTITY:
+  case CP_BUFFER_IDENTITY_COMP:
+    return log_ring(s, gen, id);
+  case CP_PERIODICCOUNTER: {
+    uint64_t old = atomic_fetch_add_explicit(&s->word, 1, memory_order_relaxed);
+    if (__builtin_expect((old >> 47) != (gen << 1), 0)) {
+      if ((old >> CP_GEN_SHIFT) != gen) atomic_fetch_sub_explicit(&s->word, 1, memory_order_relaxed);
+      return cp_word_error(old, gen);
+    }
+    return 0;
+  }
+  case CP_DOWNSAMPLE:
+    atomic_store_explicit(&s->aux, (uint64_t)atomic_load_explicit(&s->arg0, memory_order_relaxed) - 1,
+                          memory_order_relaxed);
+    return log_ring(s, gen, id);
+  case CP_XOY:
+    return log_ring(s, gen, id);
+  case CP_MEDIAN:
+    return log_median(s, gen, id, rdtscp_inline());
+  case CP_FIRSTLAST:
+    return log_firstlast(s, id, rdtscp_inline());
+  case CP_IDENTITY:
+    return log_identity(s, gen, id, rdtscp_inline());
+  }
+  return CP_ERR_INTERNAL;
+}
+
+static inline uintptr_t thread_pointer(void) {
+  uintptr_t tp;
+  __asm__("mov %%fs:0, %0" : "=r"(tp));  // x86-64 TLS ABI: the TCB points to itself
+  return tp;
+}
+
+// The shared fast path: one atomic add reserves the position.
+static inline __attribute__((always_inline)) int32_t put_shared_tsc(cp_slot_t *s, uint64_t gen, int64_t id, uint64_t t) {
+  uint64_t old = atomic_fetch_add_explicit(&s->word, 1, memory_order_acq_rel);
+  if (__builtin_expect((old >> 47) != (gen << 1), 0)) return cp_word_error(old, gen);
+  uint64_t p = old & CP_COUNT_MASK;
+  uint64_t b = p >> s->block_shift;
+  _Atomic uint64_t *seq = &s->ring_seq[b & (s->ring_blocks - 1)];
+  if (__builtin_expect(atomic_load_explicit(seq, memory_order_acquire) != b, 0)) {
+    int32_t rc = wait_for_block(s, seq, b);
+    if (rc) return rc;
+  }
+  uint64_t *rec = (uint64_t *)(s->ring + ((p & s->ring_posmask) << 4));
+  rec[0] = (uint64_t)id;
+  atomic_store_explicit((_Atomic uint64_t *)&rec[1], t ? t : 1, memory_order_release);
+  if (__builtin_expect((p & ((1ull << s->block_shift) - 1)) == 0, 0)) entered_block(s, b);
+  return 0;
+}
+
+static int membarrier_ok;
+
+// Registers for expedited private membarrier; owned (biased) channels are
+// used only if this works.
+int cp_membarrier_init(void) {
+  membarrier_ok = syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+  return membarrier_ok;
+}
+
+// Moves an owned channel to SHARED: after the membarrier every thread has
+// passed a full barrier, so the owner either saw REVOKING before writing or
+// has busy set where we can see it; we wait (sleeping) for it to finish.
+void cp_revoke_owner(cp_slot_t *s) {
+  int32_t expect = CP_FAST_OWNED;
+  if (atomic_compare_exchange_strong(&s->fast, &expect, CP_FAST_REVOKING)) {
+    syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+    while (atomic_load(&s->busy)) {
+      struct timespec ts = {0, 10000};
+      nanosleep(&ts, NULL);
+    }
+    atomic_store(&s->fast, CP_FAST_SHARED);
+    return;
+  }
+  while (atomic_load(&s->fast) == CP_FAST_REVOKING) {
+    struct timespec ts = {0, 10000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+// Owned channel, but not the owner's fast case: claim an unowned channel,
+// wait for ring space (as the owner), or revoke (another thread).
+__attribute__((noinline)) static int32_t log_owned_slow(cp_slot_t *s, uint64_t gen, int64_t id, uint64_t t) {
+  uintptr_t me = thread_pointer();
+  for (;;) {
+    int32_t fast = atomic_load(&s->fast);
+    if (fast != CP_FAST_OWNED && fast != CP_FAST_REVOKING) return put_shared_tsc(s, gen, id, t);
+    if (fast == CP_FAST_REVOKING) { cp_revoke_owner(s); continue; }
+    uintptr_t owner = atomic_load(&s->owner);
+    if (owner == 0) {
+      atomic_compare_exchange_strong(&s->owner, &owner, me);
+      continue;
+    }
+    if (owner != me) { cp_revoke_owner(s); continue; }
+    // The owner, with the ring full or a revocation racing: do it the
+    // careful way, with busy held only around the commit.
+    uint64_t w = atomic_load(&s->word);
+    if ((w >> 47) != (gen << 1)) return cp_word_error(w, gen);
+    uint64_t p = w & CP_COUNT_MASK;
+    uint64_t b = p >> s->block_shift;
+    _Atomic uint64_t *seq = &s->ring_seq[b & (s->ring_blocks - 1)];
+    if (atomic_load_explicit(seq, memory_order_acquire) != b) {
+      int32_t rc = wait_for_block(s, seq, b);
+      if (rc) return rc;
+      continue;
+    }
+    atomic_store(&s->busy, 1);
+    if (atomic_load(&s->fast) != CP_FAST_OWNED) { atomic_store(&s->busy, 0); continue; }
+    uint64_t *rec = (uint64_t *)(s->ring + ((p & s->ring_posmask) << 4));
+    rec[0] = (uint64_t)id;
+    atomic_store_explicit((_Atomic uint64_t *)&rec[1], t ? t : 1, memory_order_release);
+    atomic_store_explicit(&s->word, w + 1, memory_order_release);
+    atomic_store_explicit(&s->busy, 0, memory_order_release);
+    if ((p & ((1ull << s->block_shift) - 1)) == 0) entered_block(s, b);
+    return 0;
+  }
+}
+
+__attribute__((noinline)) static int32_t log_shared_tsc(cp_slot_t *s, uint64_t gen, int64_t id) {
+  return put_shared_tsc(s, gen, id, rdtscp_inline());
+}
+
+// LogTS is laid out so that its common paths need no stack frame: anything
+// that calls out is a tail call or out of line.
+int32_t LogTS(int64_t ch, int64_t tuple_id) {
+  uint64_t h = (uint64_t)ch;
+  uint64_t idx = (h & ((1ull << CP_IDX_BITS) - 1)) - 1;
+  uint64_t gen = h >> CP_IDX_BITS;
+  if (__builtin_expect(idx >= CP_MAX_CHANNELS || gen - 1 >= CP_MAX_GEN, 0)) return CP_ERR_BAD_HANDLE;
+  cp_slot_t *s = &cp_slots[idx];
+  uint64_t w = atomic_load_explicit(&s->word, memory_order_acquire);
+  if (__builtin_expect((w >> 47) != (gen << 1), 0)) return cp_word_error(w, gen);
+  int32_t fast = atomic_load_explicit(&s->fast, memory_order_relaxed);
+  if (fast == CP_FAST_OWNED) {
+    // BUFFER_IDENTITY, _TSC format, one writer thread: plain stores only.
+    uint64_t t = rdtscp_inline();
+    if (atomic_load_explicit(&s->owner, memory_order_relaxed) == thread_pointer()) {
+      // busy tells a revoking thread (after its membarrier) that this
+      // record is still being written.
+      atomic_store_explicit(&s->busy, 1, memory_order_relaxed);
+      atomic_signal_fence(memory_order_seq_cst);
+      if (__builtin_expect(atomic_load_explicit(&s->fast, memory_order_relaxed) == CP_FAST_OWNED, 1)) {
+        // Only the owner changes the word while owned (close revokes first),
+        // so w, read at entry, is current.
+        uint64_t p = w & CP_COUNT_MASK;
+        uint64_t b = p >> s->block_shift;
+        if (__builtin_expect(atomic_load_explicit(&s->ring_seq[b & (s->ring_blocks - 1)],
+                                                  memory_order_acquire) == b, 1)) {
+          uint64_t *rec = (uint64_t *)(s->ring + ((p & s->ring_posmask) << 4));
+          rec[0] = (uint64_t)tuple_id;
+          atomic_store_explicit((_Atomic uint64_t *)&rec[1], t ? t : 1, memory_order_release);
+          atomic_store_explicit(&s->word, w + 1, memory_order_release);
+          atomic_store_explicit(&s->busy, 0, memory_order_release);
+          if (__builtin_expect((p & ((1ull << s->block_shift) - 1)) == 0, 0)) return entered_block(s, b);
+          return 0;
+        }
+      }
+      atomic_store_explicit(&s->busy, 0, memory_order_release);
+    }
+    return log_owned_slow(s, gen, tuple_id, t);
+  }
+  if (fast == CP_FAST_SHARED) return log_shared_tsc(s, gen, tuple_id);
+  if (fast == CP_FAST_REVOKING) return log_owned_slow(s, gen, tuple_id, rdtscp_inline());
+  int32_t kind = s->kind;
+  if (kind == CP_NULLH) return 0;
+  if (kind == CP_FASTPERIODICCOUNTER) {
+    uint64_t c = atomic_load_explicit(&s->aux, memory_order_relaxed);
+    atomic_store_explicit(&s->aux, c + 1, memory_order_relaxed);
+    return 0;
+  }
+  if (kind == CP_XOY) {
+    uint64_t y = (uint64_t)atomic_load_explicit(&s->arg1, memory_order_relaxed);
+    uint64_t x = (uint64_t)atomic_load_explicit(&s->arg0, memory_order_relaxed);
+    if (floor_mod(tuple_id, y, s) >= x) return 0;
+  } else if (kind == CP_DOWNSAMPLE) {
+    uint64_t c = atomic_load_explicit(&s->aux, memory_order_relaxed);
+    if (c != 0) {
+      atomic_store_explicit(&s->aux, c - 1, memory_order_relaxed);
+      return 0;
+    }
+  }
+  return log_other(s, gen, tuple_id, kind);
+}
+
+// ---- MEDIAN: a window of events under a short lock; the median (by TSC) of
+// each full window goes into the ring.
+static void swap3(uint64_t *a, uint64_t *b) {
+  uint64_t t0 = a[0], t1 = a[1], t2 = a[2];
+  a[0] = b[0]; a[1] = b[1]; a[2] = b[2];
+  b[0] = t0; b[1] = t1; b[2] = t2;
+}
+
+static uint64_t *select_kth(uint64_t *v, uint32_t n, uint32_t k) {
+  uint32_t lo = 0, hi = n - 1;
+  while (lo < hi) {
+    uint64_t pivot = v[3 * ((lo + hi) / 2) + 1];
+    uint32_t i = lo, j = hi;
+    while (i <= j) {
+      while (v[3 * i + 1] < pivot) i++;
+      while (v[3 * j + 1] > pivot) j--;
+      if (i <= j) { swap3(&v[3 * i], &v[3 * j]); i++; if (j == 0) break; j--; }
+    }
+    if (k <= j) hi = j; else if (k >= i) lo = i; else break;
+  }
+  return &v[3 * k];
+}
+
+static int32_t log_median(cp_slot_t *s, uint64_t gen, int64_t id, uint64_t t) {
+  uint64_t m = s->with_mono ? mono_raw_inline() : 0;
+  lock_slot(s);
+  uint32_t window = (uint32_t)atomic_load_explicit(&s->arg0, memory_order_relaxed);
+  if (s->med_buf == NULL || window > s->med_cap || window == 0) { unlock_slot(s); return CP_ERR_INTERNAL; }
+  uint64_t *e = &s->med_buf[3 * s->med_n++];
+  e[0] = (uint64_t)id; e[1] = t; e[2] = m;
+  if (s->med_n < window) { unlock_slot(s); return 0; }
+  uint64_t *med = select_kth(s->med_buf, s->med_n, s->med_n / 2);
+  int64_t mid = (int64_t)med[0];
+  uint64_t mt = med[1], mm = med[2];
+  s->med_n = 0;
+  unlock_slot(s);
+  return put_ring(s, gen, mid, mt, mm);
+}
+
+int32_t cp_median_set_window(cp_slot_t *s, uint64_t *buf, uint32_t cap) {
+  lock_slot(s);
+  s->med_buf = buf;
+  s->med_cap = cap;
+  s->med_n = 0;
+  unlock_slot(s);
+  return 0;
+}
+
+// ---- FIRSTLAST: two records kept in the slot, written at close.
+static int32_t log_firstlast(cp_slot_t *s, int64_t id, uint64_t t) {
+  uint64_t m = s->with_mono ? mono_raw_inline() : 0;
+  lock_slot(s);
+  if (s->fl_n++ == 0) { s->fl_first_id = id; s->fl_first_tsc = t ? t : 1; s->fl_first_mono = m; }
+  s->fl_last_id = id; s->fl_last_tsc = t ? t : 1; s->fl_last_mono = m;
+  unlock_slot(s);
+  return 0;
+}
+
+void cp_firstlast_snapshot(cp_slot_t *s, uint64_t out[7]) {
+  lock_slot(s);
+  out[0] = s->fl_n;
+  out[1] = (uint64_t)s->fl_first_id; out[2] = s->fl_first_tsc; out[3] = s->fl_first_mono;
+  out[4] = (uint64_t)s->fl_last_id; out[5] = s->fl_last_tsc; out[6] = s->fl_last_mono;
+  unlock_slot(s);
+}
+
+// ---- IDENTITY: the record goes to the kernel before LogTS returns.
+static char *put_u64(char *p, uint64_t v) {
+  char tmp[24];
+  int n = 0;
+  do { tmp[n++] = (char)('0' + v % 10); v /= 10; } while (v);
+  while (n) *p++ = tmp[--n];
+  return p;
+}
+
+char *cp_put_i64(char *p, int64_t v) {
+  if (v < 0) { *p++ = '-'; return put_u64(p, (uint64_t)0 - (uint64_t)v); }
+  return put_u64(p, (uint64_t)v);
+}
+
+char *cp_put_u64(char *p, uint64_t v) { return put_u64(p, v); }
+
+static int32_t log_identity(cp_slot_t *s, uint64_t gen, int64_t id, uint64_t t) {
+  uint64_t m = s->with_mono ? mono_raw_inline() : 0;
+  // inflight keeps CloseChannel from closing the fd under this write.
+  atomic_fetch_add_explicit(&s->inflight, 1, memory_order_seq_cst);
+  uint64_t old = atomic_fetch_add_explicit(&s->word, 1, memory_order_seq_cst);
+  int32_t rc = 0;
+  if ((old >> 47) != (gen << 1)) { rc = cp_word_error(old, gen); goto out; }
+  if (atomic_load_explicit(&s->failed, memory_order_relaxed)) { rc = CP_ERR_IO; goto out; }
+  char buf[96];
+  size_t len;
+  if (s->ascii) {
+    char *p = cp_put_i64(buf, id);
+    *p++ = ',';
+    p = put_u64(p, t ? t : 1);
+    if (s->with_mono) { *p++ = ','; p = put_u64(p, m); }
+    *p++ = '\n';
+    len = (size_t)(p - buf);
+  } else {
+    cp_frame_header_t fh = {CP_FRAME_MAGIC, CP_FRAME_RECORDS, CP_CODEC_RAW, 0, 1, s->rec_size,
+                            old & CP_COUNT_MASK, s->rec_size, 0};
+    memcpy(buf, &fh, sizeof fh);
+    uint64_t rec[3] = {(uint64_t)id, t ? t : 1, m};
+    memcpy(buf + sizeof fh, rec, s->rec_size);
+    len = sizeof fh + s->rec_size;
+  }
+  int fd = atomic_load_explicit(&s->fd, memory_order_acquire);
+  for (;;) {
+    ssize_t n = write(fd, buf, len);
+    if (n == (ssize_t)len) break;
+    if (n < 0 && errno == EINTR) continue;
+    atomic_store_explicit(&s->failed, 1, memory_order_relaxed);
+    rc = CP_ERR_IO;
+    break;
+  }
+out:
+  atomic_fetch_sub_explicit(&s->inflight, 1, memory_order_release);
+  return rc;
+}
+
+// ---- the rest of the ABI that is plain C.
+int64_t OpenChannel(const char *name, int32_t log_format, int32_t handler_type) {
+  if (name == NULL) return CP_ERR_BAD_NAME;
+  return cpOpenChannel((char *)name, log_format, handler_type);
+}
+
+const char *CP_ErrorString(int32_t code) {
+  switch (code) {
+  case CP_OK: return "ok";
+  case CP_ERR_BAD_HANDLE: return "bad handle: not a channel this process opened";
+  case CP_ERR_CLOSED: return "channel is closed";
+  case CP_ERR_BAD_NAME: return "bad channel name: NULL, empty, or longer than 4096 bytes";
+  case CP_ERR_BAD_FORMAT: return "unknown log format";
+  case CP_ERR_BAD_HANDLER: return "unknown handler type";
+  case CP_ERR_NOT_SUPPORTED: return "handler not supported yet (NET_CONF, FOX_START, FOX_END)";
+  case CP_ERR_UNSUPPORTED_PLATFORM: return "handler unsupported on this platform (GPIORTT needs an aarch64 board)";
+  case CP_ERR_FORMAT_HANDLER: return "this handler cannot write this format (compressed formats need a buffered handler)";
+  case CP_ERR_BAD_ARG_NUM: return "this handler has no such argument";
+  case CP_ERR_BAD_ARG_VALUE: return "argument value out of range for this handler";
+  case CP_ERR_TOO_MANY_CHANNELS: return "too many open channels";
+  case CP_ERR_IO: return "log file I/O failed (details on stderr)";
+  case CP_ERR_DROPPED: return "event dropped: ring full and channel set to drop when full";
+  case CP_ERR_NO_MEMORY: return "out of memory";
+  case CP_ERR_INTERNAL: return "internal error";
+  }
+  return "unknown error code";
+}

@@ -1,0 +1,163 @@
+package main
+
+/*
+#include "engine.h"
+*/
+import "C"
+
+import (
+	"encoding/binary"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"cloudprofiler/internal/logfile"
+	"cloudprofiler/tsc"
+)
+
+// sampler is the one goroutine that closes the periods of every counter
+// channel. Period boundaries are multiples of the period on
+// CLOCK_MONOTONIC_RAW, so channels with the same period sample in lock step.
+// It sleeps until the next boundary; with no counter channel it sleeps on wake.
+var sampler = &counterSampler{wake: make(chan struct{}, 1), chans: map[*channel]bool{}}
+
+type counterSampler struct {
+	mu    sync.Mutex
+	chans map[*channel]bool
+	wake  chan struct{}
+}
+
+func (s *counterSampler) add(c *channel) {
+	s.mu.Lock()
+	now := tsc.MonoRaw()
+	c.boundary = (now/c.period + 1) * c.period
+	c.last = 0
+	s.chans[c] = true
+	s.mu.Unlock()
+	s.poke()
+}
+
+func (s *counterSampler) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *counterSampler) setPeriod(c *channel, p int64) {
+	s.mu.Lock()
+	c.period = p
+	c.boundary = (tsc.MonoRaw()/p + 1) * p
+	s.mu.Unlock()
+	s.poke()
+}
+
+// count reads a counter channel's running total.
+func (c *channel) count() uint64 {
+	if c.htype.String() == "PERIODICCOUNTER" {
+		return atomic.LoadUint64(c.word()) & countMask
+	}
+	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.slot.aux)))
+}
+
+// remove closes the last (partial) period and returns the total. end is the
+// count at the moment of close for PERIODICCOUNTER.
+func (s *counterSampler) remove(c *channel, end uint64) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.chans, c)
+	total := end
+	if c.htype.String() == "FASTPERIODICCOUNTER" {
+		// Single writer, plain increments: give an increment under way a
+		// moment to land before the final read.
+		time.Sleep(time.Millisecond)
+		total = c.count()
+	}
+	c.emit(readSync(), total, 0)
+	return total
+}
+
+func (s *counterSampler) run() {
+	timer := time.NewTimer(time.Hour)
+	for {
+		s.mu.Lock()
+		next := int64(-1)
+		for c := range s.chans {
+			if next < 0 || c.boundary < next {
+				next = c.boundary
+			}
+		}
+		s.mu.Unlock()
+		d := time.Hour
+		if next >= 0 {
+			d = time.Duration(next - tsc.MonoRaw())
+		}
+		if d > 0 {
+			timer.Reset(d)
+			select {
+			case <-timer.C:
+			case <-s.wake:
+				if !timer.Stop() {
+					<-timer.C
+				}
+				continue
+			}
+		}
+		s.sample()
+	}
+}
+
+func (s *counterSampler) sample() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := tsc.MonoRaw()
+	var sp logfile.Sync
+	for c := range s.chans {
+		if c.boundary > now {
+			continue
+		}
+		if sp.TSC == 0 {
+			sp = readSync()
+		}
+		skipped := uint64((now - c.boundary) / c.period)
+		c.boundary += int64(skipped+1) * c.period
+		c.emit(sp, c.count(), skipped)
+	}
+}
+
+// emit writes one counter record: the events since the last one.
+func (c *channel) emit(sp logfile.Sync, total, skipped uint64) {
+	n := total - c.last
+	c.last = total
+	mono := uint64(0)
+	if c.format.HasMono() {
+		mono = uint64(sp.MonoRawNs)
+	}
+	var out []byte
+	if c.format.IsASCII() {
+		out = strconv.AppendUint(out, sp.TSC, 10)
+		out = append(out, ',')
+		out = strconv.AppendUint(out, n, 10)
+		out = append(out, ',')
+		out = strconv.AppendUint(out, skipped, 10)
+		if c.format.HasMono() {
+			out = append(out, ',')
+			out = strconv.AppendUint(out, mono, 10)
+		}
+		out = append(out, '\n')
+	} else {
+		var rec [logfile.CounterRecordSize]byte
+		binary.LittleEndian.PutUint64(rec[0:], sp.TSC)
+		binary.LittleEndian.PutUint64(rec[8:], mono)
+		binary.LittleEndian.PutUint64(rec[16:], n)
+		binary.LittleEndian.PutUint64(rec[24:], skipped)
+		fh := logfile.FrameHeader{Kind: logfile.KindCounter, Flags: logfile.FlagCRC, N: 1,
+			StoredLen: uint32(len(rec)), RawLen: uint32(len(rec)), CRC: logfile.CRC(rec[:])}
+		out = append(fh.Append(nil), rec[:]...)
+	}
+	if err := writeFull(c.fd, out); err != nil {
+		c.writeErr = err
+	}
+}

@@ -1,0 +1,255 @@
+// sigflush.c — shutdown without loss: the SIGTERM handler and the atexit hook.
+//
+// The SIGTERM handler cannot wait for Go (the signal may land on a Go thread,
+// or on a thread that holds a ring position it has not written yet), so it
+// writes every accepted record itself, raw, with write(2) only. Frames carry
+// their first ring position; the decoder orders them and drops duplicates of
+// what the Go drainer wrote concurrently. Then it chains to the handler that
+// was there before, or dies of SIGTERM as the default disposition would.
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "engine.h"
+#include "_cgo_export.h"
+
+
+static struct sigaction prev_term;
+static char *sig_buf;               // one block plus headers, allocated up front
+static uint64_t sig_buf_size;
+static _Atomic int sig_busy;        // Dekker flag shared with cp_sigflush_begin_fd_close
+static _Atomic int sig_flushing;    // one flush at a time
+static _Atomic int in_signal_chain; // set while the host's handler runs (it may exit())
+
+void cp_sigflush_init(uint64_t max_block_bytes) {
+  if (sig_buf) return;
+  sig_buf_size = max_block_bytes + 4096;
+  sig_buf = malloc(sig_buf_size);
+}
+
+// Called by Go after it stored fd = -1 and before it closes the fd or frees the
+// ring: once this returns no signal flush can still be using either.
+void cp_sigflush_begin_fd_close(void) {
+  atomic_thread_fence(memory_order_seq_cst);
+  while (atomic_load(&sig_busy)) {
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+static void write_all(int fd, const char *p, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    p += w;
+    n -= (size_t)w;
+  }
+}
+
+static void put_frame_header(char *dst, uint8_t kind, uint32_t n, uint32_t len, uint64_t first) {
+  cp_frame_header_t fh = {CP_FRAME_MAGIC, kind, CP_CODEC_RAW, CP_FLAG_SIGNAL, n, len, first, len, 0};
+  memcpy(dst, &fh, sizeof fh);
+}
+
+// Writes ring positions [from, to) of one block, if the block is still in the
+// ring (the drainer may have written and recycled it meanwhile: then skip).
+static void flush_block_range(cp_slot_t *s, int fd, uint64_t b, uint64_t from, uint64_t to) {
+  _Atomic uint64_t *seq = &s->ring_seq[b & (s->ring_blocks - 1)];
+  if (atomic_load_explicit(seq, memory_order_acquire) != b) return;
+  uint64_t n = to - from;
+  char *p = sig_buf;
+  if (s->ascii) {
+    memcpy(p, "#block ", 7); p += 7;
+    p = cp_put_u64(p, from); *p++ = ' ';
+    p = cp_put_u64(p, n);
+    memcpy(p, " signal\n", 8); p += 8;
+  } else {
+    p += CP_FRAME_HEADER_SIZE;
+  }
+  for (uint64_t pos = from; pos < to; pos++) {
+    uint64_t *rec = (uint64_t *)(s->ring + (pos & s->ring_posmask) * s->rec_size);
+    uint64_t t = atomic_load_explicit((_Atomic uint64_t *)&rec[1], memory_order_acquire);
+    if (s->ascii) {
+      if ((uint64_t)(p - sig_buf) + 96 > sig_buf_size) break;
+      if (t == 0) { memcpy(p, "#hole\n", 6); p += 6; continue; }
+      p = cp_put_i64(p, (int64_t)rec[0]); *p++ = ',';
+      p = cp_put_u64(p, t);
+      if (s->with_mono) { *p++ = ','; p = cp_put_u64(p, rec[2]); }
+      *p++ = '\n';
+    } else {
+      uint64_t r[3] = {rec[0], t, s->with_mono ? rec[2] : 0};
+      memcpy(p, r, s->rec_size);
+      p += s->rec_size;
+    }
+  }
+  // The drainer may have recycled the block while we copied: then it is on disk.
+  if (atomic_load_explicit(seq, memory_order_acquire) != b) return;
+  if (!s->ascii)
+    put_frame_header(sig_buf, CP_FRAME_RECORDS, (uint32_t)n,
+                     (uint32_t)(p - sig_buf - CP_FRAME_HEADER_SIZE), from);
+  write_all(fd, sig_buf, (size_t)(p - sig_buf));
+}
+
+static void flush_ring(cp_slot_t *s, int fd, uint64_t end) {
+  uint64_t start = atomic_load_explicit(&s->written_pos, memory_order_acquire);
+  uint64_t per_block = 1ull << s->block_shift;
+  for (uint64_t b = start >> s->block_shift; b * per_block < end; b++) {
+    uint64_t from = b * per_block > start ? b * per_block : start;
+    uint64_t to = (b + 1) * per_block < end ? (b + 1) * per_block : end;
+    if (from < to) flush_block_range(s, fd, b, from, to);
+  }
+}
+
+static void flush_event(cp_slot_t *s, int fd, const char *what, uint64_t total) {
+  cp_sync_t sp;
+  cp_read_sync(&sp);
+  char *p = sig_buf + (s->ascii ? 0 : CP_FRAME_HEADER_SIZE);
+  char *start = p;
+  if (s->ascii) { memcpy(p, "#event ", 7); p += 7; }
+  const char *k1 = "{\"event\":\"";
+  memcpy(p, k1, strlen(k1)); p += strlen(k1);
+  memcpy(p, what, strlen(what)); p += strlen(what);
+  memcpy(p, "\",\"sync\":{\"tsc\":", 16); p += 16;
+  p = cp_put_u64(p, sp.tsc);
+  memcpy(p, ",\"tsc_width\":", 13); p += 13;
+  p = cp_put_u64(p, sp.tsc_width);
+  memcpy(p, ",\"mono_raw_ns\":", 15); p += 15;
+  p = cp_put_i64(p, sp.mono_raw_ns);
+  memcpy(p, ",\"realtime_ns\":", 15); p += 15;
+  p = cp_put_i64(p, sp.realtime_ns);
+  memcpy(p, "},\"total\":", 10); p += 10;
+  p = cp_put_u64(p, total);
+  *p++ = '}';
+  if (s->ascii) {
+    *p++ = '\n';
+    write_all(fd, sig_buf, (size_t)(p - sig_buf));
+  } else {
+    put_frame_header(sig_buf, CP_FRAME_EVENT, 0, (uint32_t)(p - start), 0);
+    write_all(fd, sig_buf, (size_t)(p - sig_buf));
+  }
+}
+
+static void flush_firstlast(cp_slot_t *s, int fd) {
+  uint64_t v[7];
+  // No lock: the interrupted thread may hold it. A torn pair is possible only
+  // for an event logged at the instant of the signal.
+  v[0] = s->fl_n;
+  v[1] = (uint64_t)s->fl_first_id; v[2] = s->fl_first_tsc; v[3] = s->fl_first_mono;
+  v[4] = (uint64_t)s->fl_last_id; v[5] = s->fl_last_tsc; v[6] = s->fl_last_mono;
+  if (v[0] == 0) return;
+  uint32_t n = v[0] > 1 ? 2 : 1;
+  char *p = sig_buf;
+  if (s->ascii) {
+    memcpy(p, "#block 0 ", 9); p += 9;
+    p = cp_put_u64(p, n);
+    memcpy(p, " signal\n", 8); p += 8;
+    for (uint32_t i = 0; i < n; i++) {
+      p = cp_put_i64(p, (int64_t)v[1 + 3 * i]); *p++ = ',';
+      p = cp_put_u64(p, v[2 + 3 * i]);
+      if (s->with_mono) { *p++ = ','; p = cp_put_u64(p, v[3 + 3 * i]); }
+      *p++ = '\n';
+    }
+  } else {
+    p += CP_FRAME_HEADER_SIZE;
+    for (uint32_t i = 0; i < n; i++) {
+      memcpy(p, &v[1 + 3 * i], s->rec_size);
+      p += s->rec_size;
+    }
+    put_frame_header(sig_buf, CP_FRAME_RECORDS, n, (uint32_t)(p - sig_buf - CP_FRAME_HEADER_SIZE), 0);
+  }
+  write_all(fd, sig_buf, (size_t)(p - sig_buf));
+}
+
+// Writes what every open channel has accepted. Async-signal-safe: no locks,
+// no allocation, no Go.
+static void flush_all_raw(void) {
+  if (sig_buf == NULL) return;
+  if (atomic_exchange(&sig_flushing, 1)) return;
+  atomic_store(&sig_busy, 1);
+  for (int i = 0; i < CP_MAX_CHANNELS; i++) {
+    cp_slot_t *s = &cp_slots[i];
+    // fd first: OpenChannel publishes the word before the fd, CloseChannel
+    // clears the fd before it frees anything. A closing channel (closed bit
+    // set, fd still open) is flushed too: its final drain may not be done.
+    int fd = atomic_load(&s->fd);
+    if (fd <= 0) continue;
+    uint64_t w = atomic_load_explicit(&s->word, memory_order_acquire);
+    if ((w >> CP_GEN_SHIFT) == 0) continue;
+    switch (cp_kind_class(s->kind)) {
+    case CP_CLASS_RING:
+      flush_ring(s, fd, w & CP_COUNT_MASK);
+      flush_event(s, fd, "sigterm", w & CP_COUNT_MASK);
+      break;
+    case CP_CLASS_COUNTER:
+      flush_event(s, fd, "sigterm", s->kind == CP_PERIODICCOUNTER ? (w & CP_COUNT_MASK)
+                                                                   : atomic_load(&s->aux));
+      break;
+    case CP_CLASS_FIRSTLAST:
+      flush_firstlast(s, fd);
+      flush_event(s, fd, "sigterm", s->fl_n);
+      break;
+    case CP_CLASS_IDENTITY:
+      flush_event(s, fd, "sigterm", w & CP_COUNT_MASK);
+      break;
+    }
+  }
+  atomic_store(&sig_busy, 0);
+  atomic_store(&sig_flushing, 0);
+}
+
+static void on_sigterm(int sig, siginfo_t *info, void *uc) {
+  int saved = errno;
+  flush_all_raw();
+  errno = saved;
+  if (prev_term.sa_flags & SA_SIGINFO) {
+    atomic_store(&in_signal_chain, 1);
+    prev_term.sa_sigaction(sig, info, uc);
+    atomic_store(&in_signal_chain, 0);
+  } else if (prev_term.sa_handler == SIG_DFL) {
+    // Die of SIGTERM as if we had never been here: the signal stays blocked
+    // until this handler returns, then the default action ends the process.
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(SIGTERM, &dfl, NULL);
+    raise(SIGTERM);
+  } else if (prev_term.sa_handler != SIG_IGN) {
+    atomic_store(&in_signal_chain, 1);
+    prev_term.sa_handler(sig);
+    atomic_store(&in_signal_chain, 0);
+  }
+  errno = saved;
+}
+
+// Installs the handler once. Returns 1 if installed, 0 if not (disabled by
+// CP_NO_SIGNAL_HANDLER=1, or SIGTERM is ignored by the host), -1 on error.
+int cp_install_sigterm(void) {
+  const char *off = getenv("CP_NO_SIGNAL_HANDLER");
+  if (off && off[0] == '1') return 0;
+  struct sigaction cur;
+  if (sigaction(SIGTERM, NULL, &cur) != 0) return -1;
+  if (!(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_IGN) return 0;
+  if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_sigterm) return 1;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = on_sigterm;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  prev_term = cur;
+  if (sigaction(SIGTERM, &sa, NULL) != 0) return -1;
+  return 1;
+}
+
+static void on_exit_hook(void) {
+  // If the host's SIGTERM handler called exit(), we are inside a signal
+  // handler: entering Go is not safe there, and the raw flush already ran.
+  if (atomic_load(&in_signal_chain)) return;
+  CloseAllChannels();
+}
+
+void cp_register_atexit(void) { atexit(on_exit_hook); }
