@@ -1,0 +1,159 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"cloudprofiler/internal/logfile"
+)
+
+// dump decodes files. With --csv: a header line and one line per record in
+// logged order; without: the file header and a summary.
+func dump(stdout, stderr io.Writer, args []string) error {
+	fs := flag.NewFlagSet("dump", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	csv := fs.Bool("csv", false, "print records as CSV (tuple_id,tsc[,mono_ns]; counters: period_end_tsc,count,skipped_periods[,mono_ns])")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return errors.New("dump: no FILE given")
+	}
+	w := bufio.NewWriterSize(stdout, 1<<16)
+	defer w.Flush()
+	var firstErr error
+	for _, path := range fs.Args() {
+		if err := dumpOne(w, stderr, path, *csv); err != nil {
+			w.Flush()
+			fmt.Fprintln(stderr, "cloudprofiler: dump:", err)
+			if firstErr == nil {
+				firstErr = fmt.Errorf("dump: %d file(s) could not be decoded completely", 1)
+			}
+		}
+	}
+	return firstErr
+}
+
+func dumpOne(w *bufio.Writer, stderr io.Writer, path string, csv bool) error {
+	lf, err := logfile.Open(path)
+	if err != nil {
+		return err
+	}
+	defer lf.Close()
+	h := &lf.Header
+	mono := logfile.Format(h.FormatID).HasMono()
+	var buf []byte
+	var first, last uint64
+	if h.Counter() {
+		if csv {
+			w.WriteString("period_end_tsc,count,skipped_periods")
+			if mono {
+				w.WriteString(",mono_ns")
+			}
+			w.WriteByte('\n')
+		}
+		err = lf.Counters(func(c logfile.CounterRecord) error {
+			if first == 0 {
+				first = c.TSC
+			}
+			last = c.TSC
+			if !csv {
+				return nil
+			}
+			buf = strconv.AppendUint(buf[:0], c.TSC, 10)
+			buf = append(buf, ',')
+			buf = strconv.AppendUint(buf, c.Count, 10)
+			buf = append(buf, ',')
+			buf = strconv.AppendUint(buf, c.Skipped, 10)
+			if mono {
+				buf = append(buf, ',')
+				buf = strconv.AppendUint(buf, c.MonoNs, 10)
+			}
+			buf = append(buf, '\n')
+			_, err := w.Write(buf)
+			return err
+		})
+	} else {
+		if csv {
+			w.WriteString("tuple_id,tsc")
+			if mono {
+				w.WriteString(",mono_ns")
+			}
+			w.WriteByte('\n')
+		}
+		err = lf.Records(func(r logfile.Record) error {
+			if first == 0 {
+				first = r.TSC
+			}
+			last = r.TSC
+			if !csv {
+				return nil
+			}
+			buf = strconv.AppendInt(buf[:0], r.TupleID, 10)
+			buf = append(buf, ',')
+			buf = strconv.AppendUint(buf, r.TSC, 10)
+			if mono {
+				buf = append(buf, ',')
+				buf = strconv.AppendUint(buf, r.MonoNs, 10)
+			}
+			buf = append(buf, '\n')
+			_, err := w.Write(buf)
+			return err
+		})
+	}
+	s := &lf.Summary
+	if s.TruncatedBytes > 0 {
+		fmt.Fprintf(stderr, "cloudprofiler: dump: %s: file cut short: %d trailing bytes after the last whole frame were not decoded\n", path, s.TruncatedBytes)
+	}
+	if !csv {
+		printSummary(w, path, lf, first, last)
+	}
+	return err
+}
+
+func printSummary(w *bufio.Writer, path string, lf *logfile.File, first, last uint64) {
+	h, s := &lf.Header, &lf.Summary
+	fmt.Fprintf(w, "file:       %s\n", path)
+	fmt.Fprintf(w, "channel:    %d %q (host %s, pid %d)\n", h.Channel, h.Name, h.Host, h.PID)
+	fmt.Fprintf(w, "handler:    %s %v\n", h.Handler, h.Args)
+	fmt.Fprintf(w, "format:     %s (v%d, %s-endian, columns %v)\n", h.Format, h.Version, h.ByteOrder, h.Columns)
+	fmt.Fprintf(w, "tsc:        %.6f GHz (%s)\n", h.TSCHz/1e9, h.TSCHzSource)
+	fmt.Fprintf(w, "opened:     %s (tsc %d)\n", time.Unix(0, h.OpenSync.RealtimeNs).UTC().Format(time.RFC3339Nano), h.OpenSync.TSC)
+	fmt.Fprintf(w, "library:    %s\n", h.Library)
+	fmt.Fprintf(w, "records:    %d in %d frames", s.Records, s.Frames)
+	if s.SignalFrames > 0 {
+		fmt.Fprintf(w, " (%d written by the SIGTERM flush)", s.SignalFrames)
+	}
+	fmt.Fprintln(w)
+	if s.Records > 0 && h.TSCHz > 0 {
+		fmt.Fprintf(w, "span:       %.6f s (tsc %d .. %d)\n", float64(last-first)/h.TSCHz, first, last)
+	}
+	if s.Holes+s.Duplicates+s.MissingPos > 0 {
+		fmt.Fprintf(w, "anomalies:  %d holes, %d duplicates dropped, %d positions missing\n", s.Holes, s.Duplicates, s.MissingPos)
+	}
+	for _, ev := range s.Events {
+		fmt.Fprintf(w, "event:      %s args=%v total=%d pos=%d\n", ev.Event, ev.Args, ev.Total, ev.Pos)
+	}
+	if t := s.Trailer; t != nil {
+		fmt.Fprintf(w, "closed:     %s at %s; positions %d, total %d, dropped %d, holes %d",
+			t.Reason, time.Unix(0, t.CloseSync.RealtimeNs).UTC().Format(time.RFC3339Nano), t.Positions, t.Total, t.Dropped, t.Holes)
+		if t.Unwritten > 0 {
+			fmt.Fprintf(w, ", UNWRITTEN %d (%s)", t.Unwritten, t.WriteError)
+		}
+		fmt.Fprintln(w)
+		if d := float64(t.CloseSync.TSC - h.OpenSync.TSC); d > 0 && t.CloseSync.MonoRawNs > h.OpenSync.MonoRawNs {
+			fmt.Fprintf(w, "tsc check:  %.6f GHz between the open and close sync points\n", d/float64(t.CloseSync.MonoRawNs-h.OpenSync.MonoRawNs))
+		}
+	} else {
+		fmt.Fprintln(w, "closed:     no trailer (the process ended without closing the channel)")
+	}
+	if s.TruncatedBytes > 0 {
+		fmt.Fprintf(w, "truncated:  %d bytes after the last whole frame\n", s.TruncatedBytes)
+	}
+	fmt.Fprintln(w)
+}

@@ -1,0 +1,36 @@
+// Command cloudprofiler is the command-line tool: `dump` decodes channel logs.
+// Later subcommands (confserver, tsc-server, analyze, gen) join it here.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+const usage = `usage: cloudprofiler COMMAND [ARGS]
+
+commands:
+  dump [--csv] FILE...   decode channel log files (any format)
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "dump":
+		err = dump(os.Stdout, os.Stderr, os.Args[2:])
+	case "-h", "--help", "help":
+		fmt.Print(usage)
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "cloudprofiler: unknown command %q\n%s", os.Args[1], usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cloudprofiler:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,133 @@
+// bench.c — ns per LogTS called from C through the header, per handler and
+// format, next to the floor measured in the same run: the same rdtscp the
+// library uses plus a 16-byte store into a ring in memory.
+//
+// Bursts of BURST calls that fit the ring (the Makefile sets CP_RING_BLOCKS
+// so they do), with pauses that let the background pipeline drain; the
+// median burst is reported.
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "cloudprofiler.h"
+
+#define BURST 1000000
+#define BURSTS 9
+
+static inline uint64_t rdtscp(void) {
+  uint32_t lo, hi, aux;
+  __asm__ volatile("rdtscp" : "=a"(lo), "=d"(hi), "=c"(aux)::"memory");
+  return ((uint64_t)hi << 32) | lo;
+}
+
+static double now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
+  return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+static double tsc_per_ns;
+
+static int cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+  qsort(v, n, sizeof *v, cmp);
+  return v[n / 2];
+}
+
+static uint64_t sink_ring[4096 * 2];
+
+static double floor_burst(void) {
+  uint64_t t0 = rdtscp();
+  for (uint64_t i = 0; i < BURST; i++) {
+    uint64_t t = rdtscp();
+    volatile uint64_t *r = &sink_ring[(i & 4095) * 2];
+    r[0] = i;
+    r[1] = t;
+  }
+  return (rdtscp() - t0) / tsc_per_ns / BURST;
+}
+
+static double floor_ns(void) {
+  double v[BURSTS];
+  for (int b = 0; b < BURSTS; b++) v[b] = floor_burst();
+  return median(v, BURSTS);
+}
+
+static int64_t next_id;
+
+static double bench(const char *name, int32_t fmt, int32_t h, int32_t arg, int64_t val, int32_t arg2, int64_t val2) {
+  int64_t ch = OpenChannel(name, fmt, h);
+  if (ch < 0) { fprintf(stderr, "%s: %s\n", name, CP_ErrorString((int32_t)ch)); exit(1); }
+  if (arg >= 0 && ParameterizeChannel(ch, arg, val) != 0) { fprintf(stderr, "param %s\n", name); exit(1); }
+  if (arg2 >= 0 && ParameterizeChannel(ch, arg2, val2) != 0) { fprintf(stderr, "param2 %s\n", name); exit(1); }
+  double v[BURSTS];
+  for (int b = 0; b < BURSTS; b++) {
+    int64_t id = next_id, end = next_id + BURST;
+    int32_t bad = 0;
+    uint64_t t0 = rdtscp();
+    for (; id < end; id++) bad |= LogTS(ch, id);
+    v[b] = (rdtscp() - t0) / tsc_per_ns / BURST;
+    next_id = end;
+    if (bad) { fprintf(stderr, "LogTS failed on %s: %s\n", name, CP_ErrorString(bad)); exit(1); }
+    usleep(150000);  // let the pipeline drain: the next burst starts with an empty ring
+  }
+  if (CloseChannel(ch) != 0) { fprintf(stderr, "close %s\n", name); exit(1); }
+  return median(v, BURSTS);
+}
+
+int main(int argc, char **argv) {
+  const char *only = argc > 1 ? argv[1] : NULL;
+  double n0 = now_ns();
+  uint64_t t0 = rdtscp();
+  usleep(100000);
+  tsc_per_ns = (rdtscp() - t0) / (now_ns() - n0);
+
+  struct { const char *name; int32_t fmt, h, arg; int64_t val; int32_t arg2; int64_t val2; double target_ratio, target_ns; } cases[] = {
+    {"NULLH", CP_BINARY_TSC, CP_NULLH, -1, 0, -1, 0, 0, 3},
+    {"FASTPERIODICCOUNTER", CP_BINARY_TSC, CP_FASTPERIODICCOUNTER, -1, 0, -1, 0, 0, 3},
+    {"PERIODICCOUNTER", CP_BINARY_TSC, CP_PERIODICCOUNTER, -1, 0, -1, 0, 0, 0},
+    {"XOY skipped (x=0,y=1000)", CP_BINARY_TSC, CP_XOY, CP_ARG0, 0, CP_ARG1, 1000, 0, 5},
+    {"XOY 1/1024 kept", CP_BINARY_TSC, CP_XOY, -1, 0, -1, 0, 0, 0},
+    {"DOWNSAMPLE n=1000 (skipped path)", CP_BINARY_TSC, CP_DOWNSAMPLE, CP_ARG0, 1000, -1, 0, 0, 5},
+    {"DOWNSAMPLE n=10", CP_BINARY_TSC, CP_DOWNSAMPLE, CP_ARG0, 10, -1, 0, 0, 0},
+    {"FIRSTLAST", CP_BINARY_TSC, CP_FIRSTLAST, -1, 0, -1, 0, 0, 0},
+    {"MEDIAN window=1000", CP_BINARY_TSC, CP_MEDIAN, -1, 0, -1, 0, 0, 0},
+    {"BUFFER_IDENTITY BINARY_TSC", CP_BINARY_TSC, CP_BUFFER_IDENTITY, -1, 0, -1, 0, 1.3, 0},
+    {"BUFFER_IDENTITY ZSTD_TSC", CP_ZSTD_TSC, CP_BUFFER_IDENTITY, -1, 0, -1, 0, 1.3, 0},
+    {"BUFFER_IDENTITY S2_TSC", CP_S2_TSC, CP_BUFFER_IDENTITY, -1, 0, -1, 0, 1.3, 0},
+    {"BUFFER_IDENTITY_COMP ZSTD_TSC", CP_ZSTD_TSC, CP_BUFFER_IDENTITY_COMP, -1, 0, -1, 0, 1.3, 0},
+    {"BUFFER_IDENTITY ASCII_TSC", CP_ASCII_TSC, CP_BUFFER_IDENTITY, -1, 0, -1, 0, 0, 0},
+    {"BUFFER_IDENTITY BINARY (+mono)", CP_BINARY, CP_BUFFER_IDENTITY, -1, 0, -1, 0, 0, 0},
+    {"BUFFER_IDENTITY ZSTD (+mono)", CP_ZSTD, CP_BUFFER_IDENTITY, -1, 0, -1, 0, 0, 0},
+  };
+  int n = sizeof cases / sizeof cases[0];
+  double fl = floor_ns();
+  printf("TSC %.3f GHz; floor (rdtscp + 16-byte store) %.2f ns; bursts of %d, median of %d\n\n", tsc_per_ns, fl, BURST, BURSTS);
+  printf("%-36s %9s %8s  %s\n", "handler / format", "ns/LogTS", "x floor", "target");
+  int bad = 0;
+  for (int i = 0; i < n; i++) {
+    if (only && !strstr(cases[i].name, only)) continue;
+    double ns = bench(cases[i].name, cases[i].fmt, cases[i].h, cases[i].arg, cases[i].val, cases[i].arg2, cases[i].val2);
+    fl = floor_ns();  // re-measured next to every case: the machine is noisy
+    char target[64] = "";
+    int miss = 0;
+    if (cases[i].target_ratio > 0) {
+      snprintf(target, sizeof target, "<= %.1fx floor", cases[i].target_ratio);
+      miss = ns > cases[i].target_ratio * fl;
+    } else if (cases[i].target_ns > 0) {
+      snprintf(target, sizeof target, "<= %.0f ns", cases[i].target_ns);
+      miss = ns > cases[i].target_ns;
+    }
+    bad += miss;
+    printf("%-36s %9.2f %8.2f  %s%s\n", cases[i].name, ns, ns / fl, target, miss ? "  MISSED" : "");
+    fflush(stdout);
+  }
+  printf("\nfloor re-measured last: %.2f ns\n", fl);
+  return 0;
+}
