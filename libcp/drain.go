@@ -19,8 +19,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// drainLoop runs per ring channel: it sleeps until the dispatcher says a
-// block filled, then encodes, compresses and writes every full block.
+// drainLoop runs per ring channel: it sleeps until pump or dispatch kicks
+// it, then encodes, compresses and writes every full block, and the part of
+// the current block a quiet channel has filled when pump asks for that.
 func (c *channel) drainLoop() {
 	defer close(c.drained)
 	for {
@@ -31,7 +32,10 @@ func (c *channel) drainLoop() {
 		}
 		pos := atomic.LoadUint64(c.word()) & countMask
 		for (c.next+1)*c.blockRecs <= pos {
-			c.drainBlock(c.next, c.blockRecs)
+			c.drainBlock(c.next, (c.next+1)*c.blockRecs)
+		}
+		if c.flushPartial.Swap(false) && pos > c.written {
+			c.writeRange(c.written, pos)
 		}
 	}
 }
@@ -39,11 +43,7 @@ func (c *channel) drainLoop() {
 // drainFinal writes every position below end (the count at close).
 func (c *channel) drainFinal(end uint64) {
 	for c.next*c.blockRecs < end {
-		n := end - c.next*c.blockRecs
-		if n > c.blockRecs {
-			n = c.blockRecs
-		}
-		c.drainBlock(c.next, n)
+		c.drainBlock(c.next, min(end, (c.next+1)*c.blockRecs))
 	}
 }
 
@@ -67,30 +67,44 @@ func waitWritten(p *uint64) bool {
 	return false
 }
 
-// drainBlock writes the first n positions of block b, then hands the ring
-// block back to the writers.
-func (c *channel) drainBlock(b, n uint64) {
-	r := b & (c.ringBlocks - 1)
-	blockBytes := c.blockRecs * c.recSize
-	mem := c.ring[r*blockBytes : r*blockBytes+n*c.recSize]
+// blockMem returns the ring memory of positions [from, to), which lie in one block.
+func (c *channel) blockMem(from, to uint64) []byte {
+	r := (from / c.blockRecs) & (c.ringBlocks - 1)
+	off := r*c.blockRecs + from%c.blockRecs
+	return c.ring[off*c.recSize : (off+to-from)*c.recSize]
+}
+
+// writeRange writes positions [from, to) of one block as one frame (or
+// ASCII block) and records that they are on disk.
+func (c *channel) writeRange(from, to uint64) {
+	mem := c.blockMem(from, to)
+	n := to - from
 	for i := uint64(0); i < n; i++ {
 		if !waitWritten((*uint64)(unsafe.Pointer(&mem[i*c.recSize+8]))) {
 			c.holes++
 		}
 	}
-	first := b * c.blockRecs
 	var out []byte
-	switch {
-	case c.format.IsASCII():
-		out = c.encodeASCII(c.scratch[:0], mem, first, n)
-	default:
-		out = c.encodeFrame(c.scratch[:0], mem, first, n)
+	if c.format.IsASCII() {
+		out = c.encodeASCII(c.scratch[:0], mem, from, n)
+	} else {
+		out = c.encodeFrame(c.scratch[:0], mem, from, n)
 	}
 	c.scratch = out[:0]
 	c.write(out, n)
-	atomic.StoreUint64((*uint64)(unsafe.Pointer(&c.slot.written_pos)), first+n)
-	clear(mem)
-	atomic.StoreUint64(&c.ringSeq[r], b+c.ringBlocks)
+	c.written = to
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&c.slot.written_pos)), to)
+}
+
+// drainBlock writes what is not yet written of block b up to position end,
+// then hands the ring block back to the writers.
+func (c *channel) drainBlock(b, end uint64) {
+	first := b * c.blockRecs
+	if from := max(first, c.written); from < end {
+		c.writeRange(from, end)
+	}
+	clear(c.blockMem(first, end))
+	atomic.StoreUint64(&c.ringSeq[b&(c.ringBlocks-1)], b+c.ringBlocks)
 	c.next++
 }
 

@@ -51,8 +51,21 @@ type config struct {
 	ringBlocks   uint64 // power of two
 }
 
+// getenv reads the process environment as it is now, through libc: a C host
+// may setenv before its first OpenChannel, after Go took its own snapshot of
+// the environment at load time.
+func getenv(name string) string {
+	cs := C.CString(name)
+	defer C.free(unsafe.Pointer(cs))
+	v := C.getenv(cs)
+	if v == nil {
+		return ""
+	}
+	return C.GoString(v)
+}
+
 func envPow2(name string, def, min, max uint64) (uint64, error) {
-	s := os.Getenv(name)
+	s := getenv(name)
 	if s == "" {
 		return def, nil
 	}
@@ -64,7 +77,7 @@ func envPow2(name string, def, min, max uint64) (uint64, error) {
 }
 
 func loadConfig() (config, error) {
-	c := config{logDir: os.Getenv("CP_LOG_DIR")}
+	c := config{logDir: getenv("CP_LOG_DIR")}
 	if c.logDir == "" {
 		c.logDir = "cloudprofiler-logs"
 	}
@@ -101,7 +114,10 @@ type channel struct {
 	blockRecs  uint64
 	ringBlocks uint64
 	next       uint64 // next block to drain: owned by whoever drains
-	lastSeen   uint64 // ring position at pump's last look (regMu)
+	lastSeen   uint64    // ring position at pump's last look (regMu)
+	lastMove   time.Time // when pump last saw the position move (regMu)
+	written    uint64    // positions below this are on disk (drainer-owned)
+	flushPartial atomic.Bool
 	stop       chan struct{}
 	kick       chan struct{}
 	drained    chan struct{}
@@ -188,30 +204,37 @@ func dispatch(f *os.File) {
 }
 
 // pump decides when drainers work. Logging threads never hand blocks over
-// (no syscall on the hot path); instead pump looks every 10 ms while
-// there is data about, backing off to every 100 ms when there is none (an
-// idle process wakes ~10 times a second). A drain runs in the gaps of a
-// bursty channel, when it went quiet since the last look, or at once when
-// half its ring is waiting: on this 2-vCPU machine, work on the other vCPU
-// slows a logging thread by half (FACTS.md), so draining during a burst that
-// fits the ring costs more than it gains.
+// (no syscall on the hot path); instead pump looks every 10 ms while some
+// channel has data that is not on disk, backing off to every 250 ms when
+// none has (an idle process wakes 4 times a second). A full block is
+// written in the gaps of a bursty channel (when it went quiet since the last
+// look), or at once when half its ring is waiting: on this 2-vCPU machine,
+// work on the other vCPU slows a logging thread (FACTS.md), so draining
+// during a burst that fits the ring costs more than it gains. What a channel
+// logged is on disk at most flushQuiet after it goes quiet.
 func pump() {
-	const minSleep, maxSleep = 10 * time.Millisecond, 100 * time.Millisecond
+	const minSleep, maxSleep = 10 * time.Millisecond, 250 * time.Millisecond
 	d := minSleep
 	for {
 		time.Sleep(d)
 		if pending := kickDrainers(false); pending {
 			d = minSleep
 		} else if d < maxSleep {
-			d *= 2
+			d = min(2*d, maxSleep)
 		}
 	}
 }
 
+// flushQuiet is how long a channel must have logged nothing before the
+// records of its partly filled block are written.
+const flushQuiet = time.Second
+
 // kickDrainers wakes the drainers that should write now (all that have a
-// full block if force is set) and says whether any channel has data waiting.
+// full block if force is set) and says whether any channel has data that
+// is not on disk yet.
 func kickDrainers(force bool) bool {
 	pendingAny := false
+	now := time.Now()
 	regMu.Lock()
 	for _, c := range channels {
 		if c.kick == nil {
@@ -221,11 +244,20 @@ func kickDrainers(force bool) bool {
 		done := atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.slot.written_pos)))
 		full := pos/c.blockRecs - done/c.blockRecs
 		quiet := pos == c.lastSeen
-		c.lastSeen = pos
-		if pos > done {
-			pendingAny = true
+		if !quiet {
+			c.lastMove = now
 		}
-		if full > 0 && (force || quiet || full >= c.ringBlocks/2) {
+		c.lastSeen = pos
+		if pos <= done {
+			continue
+		}
+		pendingAny = true
+		wake := full > 0 && (force || quiet || full >= c.ringBlocks/2)
+		if quiet && now.Sub(c.lastMove) >= flushQuiet {
+			c.flushPartial.Store(true)
+			wake = true
+		}
+		if wake {
 			select {
 			case c.kick <- struct{}{}:
 			default:
@@ -470,7 +502,7 @@ func (c *channel) setFastPath(dropWhenFull bool) {
 	fast := int32(C.CP_FAST_NONE)
 	if (c.htype == handlers.BufferIdentity || c.htype == handlers.BufferIdentityComp) && c.recSize == 16 && !dropWhenFull {
 		fast = C.CP_FAST_SHARED
-		if membarrierOK && os.Getenv("CP_NO_OWNER_BIAS") == "" {
+		if membarrierOK && getenv("CP_NO_OWNER_BIAS") == "" {
 			atomic.StoreUintptr((*uintptr)(unsafe.Pointer(&c.slot.owner)), 0)
 			fast = C.CP_FAST_OWNED
 		}

@@ -25,7 +25,7 @@ func main() {}
 // CP_QUIET is not set, and returns the code.
 func report(err error) int32 {
 	code := codeOf(err)
-	if err != nil && os.Getenv("CP_QUIET") == "" && code == C.CP_ERR_IO {
+	if err != nil && getenv("CP_QUIET") == "" && code == C.CP_ERR_IO {
 		fmt.Fprintln(os.Stderr, "cloudprofiler:", err)
 	}
 	return code
@@ -54,4 +54,9 @@ func CloseChannel(ch C.int64_t) C.int32_t {
 //export CloseAllChannels
 func CloseAllChannels() C.int32_t {
 	return C.int32_t(report(closeAll("close_all")))
+}
+
+//export cpCloseAllAtExit
+func cpCloseAllAtExit() {
+	report(closeAll("atexit"))
 }

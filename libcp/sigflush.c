@@ -249,7 +249,7 @@ static void on_exit_hook(void) {
   // If the host's SIGTERM handler called exit(), we are inside a signal
   // handler: entering Go is not safe there, and the raw flush already ran.
   if (atomic_load(&in_signal_chain)) return;
-  CloseAllChannels();
+  cpCloseAllAtExit();
 }
 
 void cp_register_atexit(void) { atexit(on_exit_hook); }

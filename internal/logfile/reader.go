@@ -414,7 +414,7 @@ func (lf *File) loadASCII(dst []byte, e entry, counter bool) ([]byte, error) {
 			}
 		}
 		if counter { // text order: tsc,count,skipped[,mono]; raw order: tsc,mono,count,skipped
-			vals[0], vals[1], vals[2], vals[3] = vals[0], vals[3], vals[1], vals[2]
+			vals[1], vals[2], vals[3] = vals[3], vals[1], vals[2]
 			if want == 3 {
 				vals[1] = 0
 			}

@@ -1,0 +1,156 @@
+package logfile
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func rawRecords(n, recSize int, seed int64) []byte {
+	r := rand.New(rand.NewSource(seed))
+	b := make([]byte, n*recSize)
+	id, tsc := r.Int63n(1<<40)-1<<39, uint64(r.Int63())
+	for i := 0; i < n; i++ {
+		id += r.Int63n(5) - 1
+		tsc += uint64(r.Int63n(300))
+		binary.LittleEndian.PutUint64(b[i*recSize:], uint64(id))
+		binary.LittleEndian.PutUint64(b[i*recSize+8:], tsc)
+		if recSize == 24 {
+			binary.LittleEndian.PutUint64(b[i*recSize+16:], r.Uint64())
+		}
+	}
+	return b
+}
+
+func TestColumnsRoundTrip(t *testing.T) {
+	for _, recSize := range []int{16, 24} {
+		for _, codec := range []int{CodecColumns, CodecZstd, CodecS2} {
+			raw := rawRecords(5000, recSize, int64(recSize+codec))
+			cols := EncodeColumns(nil, raw, 5000, recSize)
+			packed := Compress(nil, cols, codec)
+			un, err := Decompress(nil, packed, codec, len(cols))
+			require.NoError(t, err)
+			back, err := DecodeColumns(nil, un, 5000, recSize)
+			require.NoError(t, err)
+			require.Equal(t, raw, back)
+		}
+	}
+}
+
+func FuzzDecodeColumns(f *testing.F) {
+	f.Add([]byte{1, 2, 3}, 2)
+	f.Fuzz(func(t *testing.T, b []byte, n int) {
+		if n < 0 || n > 1000 {
+			return
+		}
+		_, _ = DecodeColumns(nil, b, n, 16) // must not panic
+	})
+}
+
+// writeFile builds a binary log by hand: header and the given frames.
+func writeFile(t *testing.T, frames ...[]byte) string {
+	t.Helper()
+	h := Header{Version: Version, ByteOrder: "little", Format: "BINARY_TSC", FormatID: int32(BinaryTSC),
+		Handler: "BUFFER_IDENTITY", HandlerID: 1, RecordSize: 16}
+	js, _ := json.Marshal(h)
+	b := []byte(Magic)
+	b = binary.LittleEndian.AppendUint16(b, Version)
+	b = binary.LittleEndian.AppendUint16(b, ByteOrderMark)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(js)))
+	b = append(b, js...)
+	for _, f := range frames {
+		b = append(b, f...)
+	}
+	p := filepath.Join(t.TempDir(), "f.cplog")
+	require.NoError(t, os.WriteFile(p, b, 0o644))
+	return p
+}
+
+func recordsFrame(first uint64, ids ...int64) []byte {
+	var raw []byte
+	for i, id := range ids {
+		raw = binary.LittleEndian.AppendUint64(raw, uint64(id))
+		raw = binary.LittleEndian.AppendUint64(raw, uint64(1000+i))
+	}
+	fh := FrameHeader{Kind: KindRecords, Flags: FlagCRC, N: uint32(len(ids)), StoredLen: uint32(len(raw)),
+		FirstPos: first, RawLen: uint32(len(raw)), CRC: CRC(raw)}
+	return append(fh.Append(nil), raw...)
+}
+
+func readAll(t *testing.T, p string) ([]int64, *File, error) {
+	lf, err := Open(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer lf.Close()
+	var ids []int64
+	err = lf.Records(func(r Record) error { ids = append(ids, r.TupleID); return nil })
+	return ids, lf, err
+}
+
+func TestFramesOrderedAndDeduplicated(t *testing.T) {
+	// Block 2 arrives before block 1, and a SIGTERM flush repeats part of block 1.
+	p := writeFile(t, recordsFrame(0, 0, 1), recordsFrame(4, 4, 5), recordsFrame(2, 2, 3), recordsFrame(3, 3))
+	ids, lf, err := readAll(t, p)
+	require.NoError(t, err)
+	require.Equal(t, []int64{0, 1, 2, 3, 4, 5}, ids)
+	require.Equal(t, uint64(1), lf.Summary.Duplicates)
+}
+
+func TestTruncatedFileDecodesUpToLastWholeFrame(t *testing.T) {
+	full := writeFile(t, recordsFrame(0, 0, 1), recordsFrame(2, 2, 3))
+	b, _ := os.ReadFile(full)
+	for cut := 1; cut < 40; cut++ {
+		p := filepath.Join(t.TempDir(), "cut.cplog")
+		require.NoError(t, os.WriteFile(p, b[:len(b)-cut], 0o644))
+		ids, lf, err := readAll(t, p)
+		require.NoError(t, err)
+		require.Equal(t, []int64{0, 1}, ids, "cut %d", cut)
+		require.Equal(t, int64(32+32-cut), lf.Summary.TruncatedBytes)
+	}
+}
+
+func TestCorruptAndForeignFiles(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "foreign")
+	require.NoError(t, os.WriteFile(p, []byte("hello, this is not a log"), 0o644))
+	_, _, err := readAll(t, p)
+	require.ErrorIs(t, err, ErrForeign)
+
+	require.NoError(t, os.WriteFile(p, nil, 0o644))
+	_, _, err = readAll(t, p)
+	require.ErrorIs(t, err, ErrForeign)
+
+	good := recordsFrame(0, 0, 1)
+	bad := append([]byte{}, good...)
+	bad[0] ^= 0xff
+	_, _, err = readAll(t, writeFile(t, good, bad))
+	require.ErrorContains(t, err, "corrupt at byte")
+
+	flip := append([]byte{}, good...)
+	flip[len(flip)-1] ^= 1
+	_, _, err = readAll(t, writeFile(t, flip))
+	require.ErrorContains(t, err, "checksum mismatch")
+}
+
+func TestHolesAreSkippedAndCounted(t *testing.T) {
+	var raw []byte
+	for i := 0; i < 3; i++ {
+		raw = binary.LittleEndian.AppendUint64(raw, uint64(i))
+		tsc := uint64(1000 + i)
+		if i == 1 {
+			tsc = 0
+		}
+		raw = binary.LittleEndian.AppendUint64(raw, tsc)
+	}
+	fh := FrameHeader{Kind: KindRecords, Flags: FlagSignal, N: 3, StoredLen: uint32(len(raw)), RawLen: uint32(len(raw))}
+	ids, lf, err := readAll(t, writeFile(t, append(fh.Append(nil), raw...)))
+	require.NoError(t, err)
+	require.Equal(t, []int64{0, 2}, ids)
+	require.Equal(t, uint64(1), lf.Summary.Holes)
+	require.Equal(t, 1, lf.Summary.SignalFrames)
+}

@@ -1,0 +1,368 @@
+// test_abi.c — tests of libcloudprofiler.so through its C header, the way a
+// C program uses it: bad input, many threads, close racing with logging, and
+// child processes killed with SIGTERM and SIGKILL mid-run. Files are checked
+// with the real decoder (`cloudprofiler dump --csv`, path in $CP_DUMP).
+// Prints "N passed, N failed" last; exits non-zero on any failure.
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "cloudprofiler.h"
+
+static int passed, failed;
+static const char *dump_cmd;
+static char self_path[4096];
+
+#define CHECK(cond, ...)                                              \
+  do {                                                                \
+    if (!(cond)) {                                                    \
+      fprintf(stderr, "  FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+      fprintf(stderr, __VA_ARGS__);                                   \
+      fprintf(stderr, "\n");                                          \
+      return 0;                                                       \
+    }                                                                 \
+  } while (0)
+
+static void run(const char *name, int (*fn)(void)) {
+  fprintf(stderr, "--- %s\n", name);
+  if (fn()) { passed++; fprintf(stderr, "  ok\n"); } else failed++;
+}
+
+// ---- decoding with the real decoder
+
+typedef struct { int64_t *ids; size_t n; int dump_status; char err[4096]; } decoded_t;
+
+static void decode(const char *path, decoded_t *d) {
+  char cmd[8192];
+  char errpath[] = "/tmp/cp-dump-err-XXXXXX";
+  int efd = mkstemp(errpath);
+  close(efd);
+  snprintf(cmd, sizeof cmd, "'%s' dump --csv '%s' 2>'%s'", dump_cmd, path, errpath);
+  FILE *p = popen(cmd, "r");
+  size_t cap = 1 << 20;
+  d->ids = malloc(cap * sizeof *d->ids);
+  d->n = 0;
+  char line[256];
+  if (!fgets(line, sizeof line, p)) line[0] = 0;  // header line
+  while (fgets(line, sizeof line, p)) {
+    if (d->n == cap) { cap *= 2; d->ids = realloc(d->ids, cap * sizeof *d->ids); }
+    d->ids[d->n++] = strtoll(line, NULL, 10);
+  }
+  d->dump_status = pclose(p);
+  FILE *e = fopen(errpath, "r");
+  size_t k = fread(d->err, 1, sizeof d->err - 1, e);
+  d->err[k] = 0;
+  fclose(e);
+  unlink(errpath);
+}
+
+// The first file in dir whose name ends with suffix.
+static int find_file(const char *dir, const char *suffix, char *out, size_t outsz) {
+  DIR *dd = opendir(dir);
+  if (!dd) return 0;
+  struct dirent *e;
+  int found = 0;
+  while ((e = readdir(dd))) {
+    size_t l = strlen(e->d_name), s = strlen(suffix);
+    if (l >= s && strcmp(e->d_name + l - s, suffix) == 0) {
+      snprintf(out, outsz, "%s/%s", dir, e->d_name);
+      found = 1;
+      break;
+    }
+  }
+  closedir(dd);
+  return found;
+}
+
+static int contiguous_from_zero(const decoded_t *d) {
+  for (size_t i = 0; i < d->n; i++)
+    if (d->ids[i] != (int64_t)i) return 0;
+  return 1;
+}
+
+static char *make_dir(void) {
+  char *dir = strdup("/tmp/cp-ctest-XXXXXX");
+  return mkdtemp(dir);
+}
+
+// ---- tests in this process
+
+static int test_bad_input(void) {
+  CHECK(OpenChannel(NULL, CP_BINARY_TSC, CP_NULLH) == CP_ERR_BAD_NAME, "NULL name");
+  CHECK(OpenChannel("", CP_BINARY_TSC, CP_NULLH) == CP_ERR_BAD_NAME, "empty name");
+  CHECK(OpenChannel("x", 99, CP_NULLH) == CP_ERR_BAD_FORMAT, "format 99");
+  CHECK(OpenChannel("x", -1, CP_NULLH) == CP_ERR_BAD_FORMAT, "format -1");
+  CHECK(OpenChannel("x", CP_BINARY_TSC, 42) == CP_ERR_BAD_HANDLER, "handler 42");
+  CHECK(OpenChannel("x", CP_BINARY_TSC, CP_NET_CONF) == CP_ERR_NOT_SUPPORTED, "NET_CONF");
+  CHECK(OpenChannel("x", CP_BINARY_TSC, CP_GPIORTT) == CP_ERR_UNSUPPORTED_PLATFORM, "GPIORTT");
+  CHECK(OpenChannel("x", CP_ZSTD_TSC, CP_IDENTITY) == CP_ERR_FORMAT_HANDLER, "IDENTITY+ZSTD");
+  int64_t forged[] = {0, -1, 1, 12345, INT64_MAX, INT64_MIN, (int64_t)1 << 20, ((int64_t)1 << 40) | 3};
+  for (size_t i = 0; i < sizeof forged / sizeof forged[0]; i++) {
+    CHECK(LogTS(forged[i], 1) == CP_ERR_BAD_HANDLE, "LogTS(%lld)", (long long)forged[i]);
+    CHECK(CloseChannel(forged[i]) == CP_ERR_BAD_HANDLE, "CloseChannel(%lld)", (long long)forged[i]);
+    CHECK(ParameterizeChannel(forged[i], 0, 1) == CP_ERR_BAD_HANDLE, "Parameterize(%lld)", (long long)forged[i]);
+  }
+  int64_t ch = OpenChannel("c bad input", CP_ZSTD_TSC, CP_BUFFER_IDENTITY);
+  CHECK(ch > 0, "open: %s", CP_ErrorString((int32_t)ch));
+  CHECK(LogTS(ch, 1) == 0, "log");
+  CHECK(LogTS(ch + (1 << 20), 1) == CP_ERR_BAD_HANDLE, "other generation");
+  CHECK(ParameterizeChannel(ch, 0, 5) == CP_ERR_BAD_ARG_NUM, "no args");
+  CHECK(ParameterizeChannel(ch, CP_ARG_DROP_WHEN_FULL, 7) == CP_ERR_BAD_ARG_VALUE, "drop 7");
+  CHECK(CloseChannel(ch) == 0, "close");
+  CHECK(CloseChannel(ch) == CP_ERR_CLOSED, "double close");
+  CHECK(LogTS(ch, 1) == CP_ERR_CLOSED, "log after close");
+  CHECK(CloseAllChannels() == 0, "close all");
+  CHECK(CloseAllChannels() == 0, "close all again");
+  for (int c = 1; c >= -20; c--) CHECK(CP_ErrorString(c) != NULL && CP_ErrorString(c)[0], "text for %d", c);
+  return 1;
+}
+
+#define THREADS 8
+#define PER_THREAD 500000
+static int64_t shared_ch, own_ch[THREADS];
+static _Atomic int thread_errors;
+
+static void *logger(void *arg) {
+  int t = (int)(intptr_t)arg;
+  for (int64_t i = 0; i < PER_THREAD; i++) {
+    int64_t id = (int64_t)t * PER_THREAD + i;
+    if (LogTS(shared_ch, id) != 0 || LogTS(own_ch[t], id) != 0) thread_errors++;
+  }
+  return NULL;
+}
+
+static int cmp64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+static int test_many_threads(void) {
+  char *dir = getenv("CP_LOG_DIR");
+  shared_ch = OpenChannel("c shared", CP_ZSTD_TSC, CP_BUFFER_IDENTITY);
+  CHECK(shared_ch > 0, "open shared");
+  for (int t = 0; t < THREADS; t++) {
+    char name[64];
+    snprintf(name, sizeof name, "c own %d", t);
+    own_ch[t] = OpenChannel(name, t % 2 ? CP_S2_TSC : CP_BINARY, CP_BUFFER_IDENTITY);
+    CHECK(own_ch[t] > 0, "open own");
+  }
+  pthread_t th[THREADS];
+  for (int t = 0; t < THREADS; t++) pthread_create(&th[t], NULL, logger, (void *)(intptr_t)t);
+  for (int t = 0; t < THREADS; t++) pthread_join(th[t], NULL);
+  CHECK(thread_errors == 0, "%d LogTS errors", thread_errors);
+  CHECK(CloseChannel(shared_ch) == 0, "close shared");
+  for (int t = 0; t < THREADS; t++) CHECK(CloseChannel(own_ch[t]) == 0, "close own");
+  char path[4096];
+  CHECK(find_file(dir, "-c_shared.cplog", path, sizeof path), "no shared file in %s", dir);
+  decoded_t d;
+  decode(path, &d);
+  CHECK(d.dump_status == 0, "dump failed: %s", d.err);
+  CHECK(d.n == (size_t)THREADS * PER_THREAD, "shared has %zu records", d.n);
+  qsort(d.ids, d.n, sizeof *d.ids, cmp64);
+  CHECK(contiguous_from_zero(&d), "ids missing or doubled");
+  free(d.ids);
+  for (int t = 0; t < THREADS; t++) {
+    char suffix[64];
+    snprintf(suffix, sizeof suffix, "-c_own_%d.cplog", t);
+    CHECK(find_file(dir, suffix, path, sizeof path), "no file %s", suffix);
+    decode(path, &d);
+    CHECK(d.dump_status == 0 && d.n == PER_THREAD, "own %d: %zu records: %s", t, d.n, d.err);
+    for (size_t i = 0; i < d.n; i++) CHECK(d.ids[i] == (int64_t)t * PER_THREAD + (int64_t)i, "own order");
+    free(d.ids);
+  }
+  return 1;
+}
+
+// ---- tests with a child process killed mid-run
+
+// The child logs ids 0,1,2,... and after every LogTS that returned 0 stores
+// how many were accepted into shared memory the parent reads after its death.
+typedef struct { _Atomic int64_t accepted[4]; _Atomic int ready; } shared_t;
+
+void own_handler_exit7(int sig);
+void own_handler_exit0(int sig);
+
+static int child_main(const char *mode, shared_t *sh) {
+  if (strncmp(mode, "own-handler", 11) == 0) {
+    // Installed before the first OpenChannel, as the header asks.
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = strcmp(mode, "own-handler") == 0 ? own_handler_exit7 : own_handler_exit0;
+    sigaction(SIGTERM, &sa, NULL);
+  }
+  const int32_t fmts[4] = {CP_ZSTD_TSC, CP_ASCII, CP_BINARY_TSC, CP_S2};
+  const char *names[4] = {"kid zstd", "kid ascii", "kid binary", "kid s2"};
+  int64_t ch[4];
+  for (int k = 0; k < 4; k++) {
+    ch[k] = OpenChannel(names[k], fmts[k], CP_BUFFER_IDENTITY);
+    if (ch[k] < 0) return 2;
+  }
+  int64_t pc = OpenChannel("kid counter", CP_BINARY_TSC, CP_PERIODICCOUNTER);
+  ParameterizeChannel(pc, 0, 10 * 1000 * 1000);
+  sh->ready = 1;
+  int64_t limit = strcmp(mode, "atexit") == 0 ? 1000000 : INT64_MAX;
+  for (int64_t i = 0; i < limit; i++) {
+    for (int k = 0; k < 4; k++) {
+      if (LogTS(ch[k], i) != 0) return 3;
+      atomic_store_explicit(&sh->accepted[k], i + 1, memory_order_release);
+    }
+    LogTS(pc, i);
+  }
+  return 0;  // atexit: returns from main without closing anything
+}
+
+void own_handler_exit7(int sig) { (void)sig; _exit(7); }
+void own_handler_exit0(int sig) { (void)sig; exit(0); }
+
+// The library is loaded and running in this process: fork() without exec is
+// not supported by the Go runtime, so every child is this program exec'd anew
+// in --child mode, sharing a counter page through a file.
+static pid_t spawn_child(const char *mode, const char *dir, const char *shm_path) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("CP_LOG_DIR", dir, 1);
+    execl(self_path, self_path, "--child", mode, shm_path, (char *)NULL);
+    _exit(127);
+  }
+  return pid;
+}
+
+static shared_t *map_shared(const char *path, int create) {
+  int fd = open(path, O_RDWR | (create ? O_CREAT | O_TRUNC : 0), 0600);
+  if (fd < 0) return NULL;
+  if (create && ftruncate(fd, sizeof(shared_t)) != 0) return NULL;
+  shared_t *sh = mmap(NULL, sizeof(shared_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  return sh == MAP_FAILED ? NULL : sh;
+}
+
+// Runs the child in mode, kills it with sig once it accepted `after` records
+// (sig 0: let it finish), and checks every channel's file.
+static int kill_child(const char *mode, int sig, int64_t after, int want_status) {
+  char *dir = make_dir();
+  char shm_path[4200];
+  snprintf(shm_path, sizeof shm_path, "%s.shm", dir);
+  shared_t *sh = map_shared(shm_path, 1);
+  CHECK(sh != NULL, "shared page");
+  pid_t pid = spawn_child(mode, dir, shm_path);
+  int status;
+  if (sig) {
+    while (atomic_load(&sh->accepted[3]) < after) {
+      if (waitpid(pid, &status, WNOHANG) == pid) CHECK(0, "child died early: status %d", status);
+      usleep(1000);
+    }
+    kill(pid, sig);
+  }
+  CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+  if (want_status >= 0) {
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == want_status, "status %#x, want exit %d", status, want_status);
+  } else {
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == -want_status, "status %#x, want signal %d", status, -want_status);
+  }
+  const char *suffix[4] = {"-kid_zstd.cplog", "-kid_ascii.cplog.txt", "-kid_binary.cplog", "-kid_s2.cplog"};
+  for (int k = 0; k < 4; k++) {
+    char path[4096];
+    CHECK(find_file(dir, suffix[k], path, sizeof path), "%s: no file", suffix[k]);
+    decoded_t d;
+    decode(path, &d);
+    int64_t acc = atomic_load(&sh->accepted[k]);
+    fprintf(stderr, "  %s: %zu records decoded, %lld accepted before death%s%s\n", suffix[k] + 1, d.n,
+            (long long)acc, d.err[0] ? "; dump said: " : "", d.err);
+    CHECK(contiguous_from_zero(&d), "%s: records are not 0..n-1", suffix[k]);
+    if (sig != SIGKILL) {
+      CHECK(d.dump_status == 0, "%s: dump failed: %s", suffix[k], d.err);
+      CHECK((int64_t)d.n >= acc, "%s: %zu records in the file, %lld accepted: lost some", suffix[k], d.n, (long long)acc);
+      CHECK((int64_t)d.n <= acc + 1, "%s: more records than logged", suffix[k]);
+    } else {
+      CHECK(d.dump_status == 0, "%s: a killed file must still decode: %s", suffix[k], d.err);
+    }
+    free(d.ids);
+  }
+  return 1;
+}
+
+static int test_sigterm_default(void) { return kill_child("default", SIGTERM, 3000000, -SIGTERM); }
+static int test_sigterm_own_handler(void) { return kill_child("own-handler", SIGTERM, 2000000, 7); }
+static int test_sigterm_handler_exits(void) { return kill_child("own-handler-exit", SIGTERM, 2000000, 0); }
+static int test_sigkill(void) { return kill_child("default", SIGKILL, 3000000, -SIGKILL); }
+
+// Normal exit without closing: the atexit hook flushes and closes.
+static int test_atexit(void) {
+  char *dir = make_dir();
+  char shm_path[4200];
+  snprintf(shm_path, sizeof shm_path, "%s.shm", dir);
+  CHECK(map_shared(shm_path, 1) != NULL, "shared page");
+  pid_t pid = spawn_child("atexit", dir, shm_path);
+  int status;
+  CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %#x", status);
+  char path[4096];
+  CHECK(find_file(dir, "-kid_zstd.cplog", path, sizeof path), "no file");
+  decoded_t d;
+  decode(path, &d);
+  CHECK(d.dump_status == 0 && d.n == 1000000 && contiguous_from_zero(&d), "%zu records: %s", d.n, d.err);
+  free(d.ids);
+  char cmd[8192];
+  snprintf(cmd, sizeof cmd, "'%s' dump '%s' | grep -q 'closed:     atexit'", dump_cmd, path);
+  CHECK(system(cmd) == 0, "trailer does not say atexit");
+  return 1;
+}
+
+// A file cut in the middle of a frame still decodes, and dump says how much was cut.
+static int test_truncated_file(void) {
+  char *dir = getenv("CP_LOG_DIR");
+  int64_t ch = OpenChannel("c truncated", CP_ZSTD_TSC, CP_BUFFER_IDENTITY);
+  for (int64_t i = 0; i < 300000; i++) LogTS(ch, i);
+  CHECK(CloseChannel(ch) == 0, "close");
+  char path[4096];
+  CHECK(find_file(dir, "-c_truncated.cplog", path, sizeof path), "no file");
+  struct stat st;
+  stat(path, &st);
+  CHECK(truncate(path, st.st_size - 700) == 0, "truncate");
+  decoded_t d;
+  decode(path, &d);
+  CHECK(d.dump_status == 0, "dump: %s", d.err);
+  CHECK(d.n > 0 && d.n < 300000 && contiguous_from_zero(&d), "%zu records", d.n);
+  CHECK(strstr(d.err, "cut short") != NULL, "dump did not report the cut: %s", d.err);
+  free(d.ids);
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  if (argc == 4 && strcmp(argv[1], "--child") == 0) {
+    shared_t *sh = map_shared(argv[3], 0);
+    if (!sh) return 2;
+    return child_main(argv[2], sh);  // returning from main runs exit(): the atexit hook
+  }
+  dump_cmd = getenv("CP_DUMP");
+  if (!dump_cmd) { fprintf(stderr, "set CP_DUMP to the cloudprofiler binary\n"); return 2; }
+  if (readlink("/proc/self/exe", self_path, sizeof self_path - 1) < 0) return 2;
+  char *dir = make_dir();
+  setenv("CP_LOG_DIR", dir, 1);
+  const char *only = argc > 1 ? argv[1] : "";
+  struct { const char *name; int (*fn)(void); } tests[] = {
+    {"bad input", test_bad_input},
+    {"many threads", test_many_threads},
+    {"truncated file", test_truncated_file},
+    {"SIGTERM, default disposition: flushed, dies of SIGTERM", test_sigterm_default},
+    {"SIGTERM, program's own handler runs after the flush", test_sigterm_own_handler},
+    {"SIGTERM, program's handler calls exit()", test_sigterm_handler_exits},
+    {"SIGKILL: the file decodes up to its last whole frame", test_sigkill},
+    {"atexit flushes and closes", test_atexit},
+  };
+  for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
+    if (strstr(tests[i].name, only)) run(tests[i].name, tests[i].fn);
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
+
