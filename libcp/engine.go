@@ -428,6 +428,7 @@ func (c *channel) setupSlot() error {
 	s.kind = C.int32_t(c.htype)
 	s.fast = 0
 	s.owner = 0
+	s.owner_limit = 0
 	s.busy = 0
 	s.rec_size = C.uint32_t(c.recSize)
 	s.with_mono = 0
@@ -504,6 +505,7 @@ func (c *channel) setFastPath(dropWhenFull bool) {
 		fast = C.CP_FAST_SHARED
 		if membarrierOK && getenv("CP_NO_OWNER_BIAS") == "" {
 			atomic.StoreUintptr((*uintptr)(unsafe.Pointer(&c.slot.owner)), 0)
+			c.slot.owner_limit = 0 // no thread can be using it: fast is not OWNED here
 			fast = C.CP_FAST_OWNED
 		}
 	}

@@ -63,15 +63,18 @@ enum cp_kind_class { CP_CLASS_NONE = 0, CP_CLASS_RING = 1, CP_CLASS_COUNTER = 2,
 typedef struct cp_slot {
   /* hot: the first cache line is all LogTS reads on its fastest path */
   _Atomic uint64_t word;
-  int32_t kind;              /* cp_handler_type */
   _Atomic int32_t fast;      /* CP_FAST_* */
-  _Atomic uintptr_t owner;   /* CP_FAST_OWNED: the owner's thread pointer, 0 until claimed */
   _Atomic uint32_t busy;     /* the owner is between its check and its commit */
-  uint32_t block_shift;      /* log2(records per block) */
+  _Atomic uintptr_t owner;   /* CP_FAST_OWNED: the owner's thread pointer, 0 until claimed */
+  uint64_t owner_limit;      /* CP_FAST_OWNED: the owner may write positions below this
+                                without looking at ring_seq (owner-only) */
   uint64_t ring_posmask;     /* ring capacity in records - 1 */
   char *ring;                /* ring_blocks * block records * rec_size */
   _Atomic uint64_t *ring_seq;/* per ring block: the block number it may take */
+  uint32_t block_shift;      /* log2(records per block) */
   uint32_t ring_blocks;
+  /* second line */
+  int32_t kind;              /* cp_handler_type */
   uint32_t rec_size;         /* 16 (_TSC) or 24 (with CLOCK_MONOTONIC_RAW) */
   uint32_t with_mono;
   _Atomic int64_t arg0, arg1;

@@ -286,17 +286,22 @@ __attribute__((noinline)) static int32_t log_owned_slow(cp_slot_t *s, uint64_t g
       continue;
     }
     if (owner != me) { cp_revoke_owner(s); continue; }
-    // The owner, with the ring full or a revocation racing: do it the
-    // careful way, with busy held only around the commit.
+    // The owner at the end of its block, or with a revocation racing: wait
+    // for the next block if need be, then write with busy held only around
+    // the commit.
     uint64_t w = atomic_load(&s->word);
     if ((w >> 47) != (gen << 1)) return cp_word_error(w, gen);
     uint64_t p = w & CP_COUNT_MASK;
     uint64_t b = p >> s->block_shift;
-    _Atomic uint64_t *seq = &s->ring_seq[b & (s->ring_blocks - 1)];
-    if (atomic_load_explicit(seq, memory_order_acquire) != b) {
-      int32_t rc = wait_for_block(s, seq, b);
-      if (rc) return rc;
-      continue;
+    if (p >= s->owner_limit) {
+      _Atomic uint64_t *seq = &s->ring_seq[b & (s->ring_blocks - 1)];
+      if (atomic_load_explicit(seq, memory_order_acquire) != b) {
+        int32_t rc = wait_for_block(s, seq, b);
+        if (rc) return rc;
+        continue;
+      }
+      s->owner_limit = (b + 1) << s->block_shift;
+      entered_block(s, b);
     }
     atomic_store(&s->busy, 1);
     if (atomic_load(&s->fast) != CP_FAST_OWNED) { atomic_store(&s->busy, 0); continue; }
@@ -305,13 +310,34 @@ __attribute__((noinline)) static int32_t log_owned_slow(cp_slot_t *s, uint64_t g
     atomic_store_explicit((_Atomic uint64_t *)&rec[1], t ? t : 1, memory_order_release);
     atomic_store_explicit(&s->word, w + 1, memory_order_release);
     atomic_store_explicit(&s->busy, 0, memory_order_release);
-    if ((p & ((1ull << s->block_shift) - 1)) == 0) entered_block(s, b);
     return 0;
   }
 }
 
-__attribute__((noinline)) static int32_t log_shared_tsc(cp_slot_t *s, uint64_t gen, int64_t id) {
-  return put_shared_tsc(s, gen, id, rdtscp_inline());
+// Every path but the owned one: a tail call from LogTS, so that LogTS
+// itself needs no stack frame.
+__attribute__((noinline)) static int32_t log_by_kind(cp_slot_t *s, uint64_t gen, int64_t tuple_id, int32_t fast) {
+  if (fast == CP_FAST_SHARED) return put_shared_tsc(s, gen, tuple_id, rdtscp_inline());
+  if (fast == CP_FAST_REVOKING) return log_owned_slow(s, gen, tuple_id, rdtscp_inline());
+  int32_t kind = s->kind;
+  if (kind == CP_NULLH) return 0;
+  if (kind == CP_FASTPERIODICCOUNTER) {
+    uint64_t c = atomic_load_explicit(&s->aux, memory_order_relaxed);
+    atomic_store_explicit(&s->aux, c + 1, memory_order_relaxed);
+    return 0;
+  }
+  if (kind == CP_XOY) {
+    uint64_t y = (uint64_t)atomic_load_explicit(&s->arg1, memory_order_relaxed);
+    uint64_t x = (uint64_t)atomic_load_explicit(&s->arg0, memory_order_relaxed);
+    if (floor_mod(tuple_id, y, s) >= x) return 0;
+  } else if (kind == CP_DOWNSAMPLE) {
+    uint64_t c = atomic_load_explicit(&s->aux, memory_order_relaxed);
+    if (c != 0) {
+      atomic_store_explicit(&s->aux, c - 1, memory_order_relaxed);
+      return 0;
+    }
+  }
+  return log_other(s, gen, tuple_id, kind);
 }
 
 // LogTS is laid out so that its common paths need no stack frame: anything
@@ -335,17 +361,14 @@ int32_t LogTS(int64_t ch, int64_t tuple_id) {
       atomic_signal_fence(memory_order_seq_cst);
       if (__builtin_expect(atomic_load_explicit(&s->fast, memory_order_relaxed) == CP_FAST_OWNED, 1)) {
         // Only the owner changes the word while owned (close revokes first),
-        // so w, read at entry, is current.
+        // so w, read at entry, is current; owner_limit says the block is ours.
         uint64_t p = w & CP_COUNT_MASK;
-        uint64_t b = p >> s->block_shift;
-        if (__builtin_expect(atomic_load_explicit(&s->ring_seq[b & (s->ring_blocks - 1)],
-                                                  memory_order_acquire) == b, 1)) {
+        if (__builtin_expect(p < s->owner_limit, 1)) {
           uint64_t *rec = (uint64_t *)(s->ring + ((p & s->ring_posmask) << 4));
           rec[0] = (uint64_t)tuple_id;
           atomic_store_explicit((_Atomic uint64_t *)&rec[1], t ? t : 1, memory_order_release);
           atomic_store_explicit(&s->word, w + 1, memory_order_release);
           atomic_store_explicit(&s->busy, 0, memory_order_release);
-          if (__builtin_expect((p & ((1ull << s->block_shift) - 1)) == 0, 0)) return entered_block(s, b);
           return 0;
         }
       }
@@ -353,27 +376,16 @@ int32_t LogTS(int64_t ch, int64_t tuple_id) {
     }
     return log_owned_slow(s, gen, tuple_id, t);
   }
-  if (fast == CP_FAST_SHARED) return log_shared_tsc(s, gen, tuple_id);
-  if (fast == CP_FAST_REVOKING) return log_owned_slow(s, gen, tuple_id, rdtscp_inline());
-  int32_t kind = s->kind;
-  if (kind == CP_NULLH) return 0;
-  if (kind == CP_FASTPERIODICCOUNTER) {
-    uint64_t c = atomic_load_explicit(&s->aux, memory_order_relaxed);
-    atomic_store_explicit(&s->aux, c + 1, memory_order_relaxed);
-    return 0;
-  }
-  if (kind == CP_XOY) {
-    uint64_t y = (uint64_t)atomic_load_explicit(&s->arg1, memory_order_relaxed);
-    uint64_t x = (uint64_t)atomic_load_explicit(&s->arg0, memory_order_relaxed);
-    if (floor_mod(tuple_id, y, s) >= x) return 0;
-  } else if (kind == CP_DOWNSAMPLE) {
-    uint64_t c = atomic_load_explicit(&s->aux, memory_order_relaxed);
-    if (c != 0) {
-      atomic_store_explicit(&s->aux, c - 1, memory_order_relaxed);
+  if (fast == CP_FAST_NONE) {  // the two cheapest handlers stay here, without a call
+    int32_t kind = s->kind;
+    if (kind == CP_NULLH) return 0;
+    if (kind == CP_FASTPERIODICCOUNTER) {
+      uint64_t c = atomic_load_explicit(&s->aux, memory_order_relaxed);
+      atomic_store_explicit(&s->aux, c + 1, memory_order_relaxed);
       return 0;
     }
   }
-  return log_other(s, gen, tuple_id, kind);
+  return log_by_kind(s, gen, tuple_id, fast);
 }
 
 // ---- MEDIAN: a window of events under a short lock; the median (by TSC) of
