@@ -30,6 +30,11 @@ func (c *channel) drainLoop() {
 		case <-c.stop:
 			return
 		}
+		if c.spilling.Load() {
+			// If the disk still fails, the ring keeps draining into the spill:
+			// bounded, since the channel refuses new events meanwhile.
+			c.retrySpill()
+		}
 		pos := atomic.LoadUint64(c.word()) & countMask
 		for (c.next+1)*c.blockRecs <= pos {
 			c.drainBlock(c.next, (c.next+1)*c.blockRecs)
@@ -153,31 +158,61 @@ func (c *channel) encodeASCII(dst, mem []byte, first, n uint64) []byte {
 	return dst
 }
 
-// write puts one encoded block on disk. On failure (a full disk) the channel
-// refuses new events (LogTS returns CP_ERR_IO) and the block is retried, so
-// nothing accepted is lost while the disk recovers; a closing channel retries
-// for a bounded time and then reports what it could not write.
+// write puts one encoded block on disk. If that fails (a full disk), the
+// block is kept in memory (spilled) and the channel refuses new events
+// (LogTS returns CP_ERR_IO) until every spilled block is written: nothing
+// accepted is lost, the ring goes on turning so no logging thread waits on
+// the disk, and memory stays bounded (new events are refused, so at most one
+// ring's worth spills).
 func (c *channel) write(b []byte, n uint64) {
-	failedFlag := (*uint32)(unsafe.Pointer(&c.slot.failed))
-	for attempt := 0; ; attempt++ {
+	if len(c.spill) == 0 {
 		err := writeFull(c.fd, b)
 		if err == nil {
-			if attempt > 0 {
-				atomic.StoreUint32(failedFlag, 0)
-				fmt.Fprintf(os.Stderr, "cloudprofiler: %s: writing again after %d failed attempts\n", c.path, attempt)
-			}
 			return
 		}
-		if attempt == 0 {
-			fmt.Fprintf(os.Stderr, "cloudprofiler: %s: %v; new events are refused until it recovers\n", c.path, err)
-			atomic.StoreUint32(failedFlag, 1)
+		c.writeErr = err
+		fmt.Fprintf(os.Stderr, "cloudprofiler: %s: %v; refusing new events until it can write again\n", c.path, err)
+		c.setFailed(true)
+	}
+	c.spill = append(c.spill, spilled{append([]byte(nil), b...), n})
+	c.spilling.Store(true)
+}
+
+type spilled struct {
+	frame []byte
+	n     uint64
+}
+
+// retrySpill writes spilled blocks in order and says whether all are out.
+func (c *channel) retrySpill() bool {
+	for len(c.spill) > 0 {
+		if err := writeFull(c.fd, c.spill[0].frame); err != nil {
 			c.writeErr = err
+			return false
 		}
-		if c.isClosing() && attempt >= 20 {
-			c.unwritten += n
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
+		c.spill = c.spill[1:]
+	}
+	c.spill = nil
+	if c.spilling.Swap(false) {
+		fmt.Fprintf(os.Stderr, "cloudprofiler: %s: writing again\n", c.path)
+		c.setFailed(false)
+	}
+	return true
+}
+
+// setFailed switches a channel between refusing events and taking them.
+func (c *channel) setFailed(failed bool) {
+	v := uint32(0)
+	if failed {
+		v = 1
+	}
+	atomic.StoreUint32((*uint32)(unsafe.Pointer(&c.slot.failed)), v)
+	if failed {
+		// The owner-biased path does not look at failed: leave it.
+		C.cp_revoke_owner(c.slot)
+		atomic.StoreInt32((*int32)(unsafe.Pointer(&c.slot.fast)), C.CP_FAST_NONE)
+	} else {
+		c.setFastPath(atomic.LoadUint32((*uint32)(unsafe.Pointer(&c.slot.drop_when_full))) == 1)
 	}
 }
 
@@ -211,6 +246,12 @@ func (c *channel) close(reason string) error {
 		close(c.stop)
 		<-c.drained
 		c.drainFinal(end)
+		for i := 0; !c.retrySpill() && i < 20; i++ {
+			time.Sleep(100 * time.Millisecond)
+		}
+		for _, s := range c.spill {
+			c.unwritten += s.n
+		}
 		tr.Holes, tr.Unwritten = c.holes, c.unwritten
 		tr.Dropped = atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.slot.dropped)))
 		tr.Total = end

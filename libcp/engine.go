@@ -109,23 +109,25 @@ type channel struct {
 	closed bool
 
 	// ring handlers
-	ring       []byte
-	ringSeq    []uint64
-	blockRecs  uint64
-	ringBlocks uint64
-	next       uint64 // next block to drain: owned by whoever drains
-	lastSeen   uint64    // ring position at pump's last look (regMu)
-	lastMove   time.Time // when pump last saw the position move (regMu)
-	written    uint64    // positions below this are on disk (drainer-owned)
+	ring         []byte
+	ringSeq      []uint64
+	blockRecs    uint64
+	ringBlocks   uint64
+	next         uint64    // next block to drain: owned by whoever drains
+	lastSeen     uint64    // ring position at pump's last look (regMu)
+	lastMove     time.Time // when pump last saw the position move (regMu)
+	written      uint64    // positions below this are on disk (drainer-owned)
 	flushPartial atomic.Bool
-	stop       chan struct{}
-	kick       chan struct{}
-	drained    chan struct{}
-	holes      uint64
-	unwritten  uint64
-	writeErr   error
-	scratch    []byte
-	cols       []byte
+	spilling     atomic.Bool // blocks wait in spill for a failing disk
+	spill        []spilled   // drainer-owned
+	stop         chan struct{}
+	kick         chan struct{}
+	drained      chan struct{}
+	holes        uint64
+	unwritten    uint64
+	writeErr     error
+	scratch      []byte
+	cols         []byte
 
 	// counter handlers (guarded by sampler.mu)
 	period   int64
@@ -248,6 +250,14 @@ func kickDrainers(force bool) bool {
 			c.lastMove = now
 		}
 		c.lastSeen = pos
+		if c.spilling.Load() { // retry the disk every look
+			pendingAny = true
+			select {
+			case c.kick <- struct{}{}:
+			default:
+			}
+			continue
+		}
 		if pos <= done {
 			continue
 		}
@@ -602,21 +612,28 @@ func (c *channel) writeHeader(name string) error {
 	return writeFull(c.fd, b)
 }
 
-// writeFull writes b with one write(2) (O_APPEND keeps it whole next to the
-// SIGTERM flusher's writes), retrying on EINTR and short writes.
+// writeFull appends b with one write(2) (O_APPEND keeps it whole next to
+// the SIGTERM flusher's writes), retrying on EINTR and short writes. If it
+// fails part way (a full disk), it cuts the file back to where b began, so
+// the file never holds half a frame that a later retry would follow.
 func writeFull(fd int, b []byte) error {
-	for len(b) > 0 {
-		n, err := unix.Write(fd, b)
+	start, serr := unix.Seek(fd, 0, 2)
+	done := 0
+	for done < len(b) {
+		n, err := unix.Write(fd, b[done:])
 		if err == unix.EINTR {
 			continue
 		}
+		if err == nil && n == 0 {
+			err = syscall.EIO
+		}
 		if err != nil {
+			if done > 0 && serr == nil {
+				unix.Ftruncate(fd, start)
+			}
 			return err
 		}
-		if n == 0 {
-			return syscall.EIO
-		}
-		b = b[n:]
+		done += n
 	}
 	return nil
 }

@@ -81,7 +81,7 @@ typedef struct cp_slot {
   _Atomic uint64_t xoy_m_lo, xoy_m_hi, xoy_m64; /* XOY: 2^128 / y + 1, 0 if y is a power of two or >= 2^32 */
   _Atomic uint64_t aux;      /* DOWNSAMPLE countdown, FPC count */
   _Atomic uint32_t drop_when_full;
-  _Atomic uint32_t failed;   /* background writes failing: refuse new events */
+  _Atomic uint32_t failed;   /* background writes failing: ring handlers refuse new events */
   _Atomic uint32_t abandoned;/* close gave up: waiting writers must return */
   _Atomic uint32_t inflight; /* IDENTITY writes under way (close waits for 0) */
   _Atomic uint64_t dropped;

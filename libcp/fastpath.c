@@ -122,6 +122,7 @@ __attribute__((noinline, cold)) static int32_t drop_if_full(cp_slot_t *s, uint64
 // and call-free on the common path; everything rare is out of line.
 static inline __attribute__((always_inline)) int32_t put_ring(cp_slot_t *s, uint64_t gen, int64_t id,
                                                               uint64_t t, uint64_t m) {
+  if (__builtin_expect(atomic_load_explicit(&s->failed, memory_order_relaxed), 0)) return CP_ERR_IO;
   if (__builtin_expect(atomic_load_explicit(&s->drop_when_full, memory_order_relaxed), 0)) {
     int32_t rc = drop_if_full(s, gen);
     if (rc) return rc;
@@ -227,6 +228,7 @@ static inline uintptr_t thread_pointer(void) {
 
 // The shared fast path: one atomic add reserves the position.
 static inline __attribute__((always_inline)) int32_t put_shared_tsc(cp_slot_t *s, uint64_t gen, int64_t id, uint64_t t) {
+  if (__builtin_expect(atomic_load_explicit(&s->failed, memory_order_relaxed), 0)) return CP_ERR_IO;
   uint64_t old = atomic_fetch_add_explicit(&s->word, 1, memory_order_acq_rel);
   if (__builtin_expect((old >> 47) != (gen << 1), 0)) return cp_word_error(old, gen);
   uint64_t p = old & CP_COUNT_MASK;
@@ -477,7 +479,6 @@ static int32_t log_identity(cp_slot_t *s, uint64_t gen, int64_t id, uint64_t t) 
   uint64_t old = atomic_fetch_add_explicit(&s->word, 1, memory_order_seq_cst);
   int32_t rc = 0;
   if ((old >> 47) != (gen << 1)) { rc = cp_word_error(old, gen); goto out; }
-  if (atomic_load_explicit(&s->failed, memory_order_relaxed)) { rc = CP_ERR_IO; goto out; }
   char buf[96];
   size_t len;
   if (s->ascii) {
@@ -500,8 +501,7 @@ static int32_t log_identity(cp_slot_t *s, uint64_t gen, int64_t id, uint64_t t) 
     ssize_t n = write(fd, buf, len);
     if (n == (ssize_t)len) break;
     if (n < 0 && errno == EINTR) continue;
-    atomic_store_explicit(&s->failed, 1, memory_order_relaxed);
-    rc = CP_ERR_IO;
+    rc = CP_ERR_IO;  // not accepted: the caller is told, nothing is pending
     break;
   }
 out:

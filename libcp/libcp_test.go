@@ -14,6 +14,7 @@ import (
 	"cloudprofiler/internal/logfile"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 var logDir string
@@ -530,4 +531,61 @@ func TestQuietChannelIsFlushedWithoutClose(t *testing.T) {
 		}
 		require.Zero(t, lf.Summary.Duplicates)
 	}
+}
+
+// A full disk: LogTS refuses new events with CP_ERR_IO instead of hanging,
+// every event it accepted reaches the file once there is room again, and a
+// close that cannot write says how many records it could not write.
+func TestFullDiskLosesNothingAccepted(t *testing.T) {
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=96k"); err != nil {
+		t.Skipf("cannot mount a small tmpfs here (%v)", err)
+	}
+	defer unix.Unmount(dir, unix.MNT_DETACH)
+	require.NoError(t, initLibrary())
+	old := cfg.logDir
+	cfg.logDir = dir
+	defer func() { cfg.logDir = old }()
+
+	ch, c := open(t, "full", logfile.BinaryTSC, handlers.BufferIdentity)
+	filler := filepath.Join(dir, "filler")
+	require.Error(t, os.WriteFile(filler, make([]byte, 200<<10), 0o644), "the filler fills the disk")
+	accepted, refused := 0, 0
+	deadline := time.Now().Add(10 * time.Second)
+	for refused == 0 && time.Now().Before(deadline) {
+		for i := 0; i < 512; i++ {
+			switch rc := logTS(ch, int64(accepted)); rc {
+			case 0:
+				accepted++
+			case -12:
+				refused++
+			default:
+				t.Fatalf("LogTS: %d", rc)
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	require.Greater(t, refused, 0, "a full disk makes LogTS fail fast")
+	require.NoError(t, os.Remove(filler)) // room again
+	require.Eventually(t, func() bool { return logTS(ch, int64(accepted)) == 0 }, 5*time.Second, 50*time.Millisecond,
+		"the channel takes events again once the spilled blocks are written")
+	accepted++
+	require.NoError(t, closeChannel(ch, "close"))
+	recs, lf := readRecords(t, c.path)
+	require.Len(t, recs, accepted)
+	for i, r := range recs {
+		require.Equal(t, int64(i), r.TupleID)
+	}
+	require.Zero(t, lf.Summary.Trailer.Unwritten)
+	t.Logf("accepted %d, refused %d while full", accepted, refused)
+
+	// Still full at close: the close reports what it could not write.
+	ch, _ = open(t, "full at close", logfile.BinaryTSC, handlers.BufferIdentity)
+	for i := 0; i < 3000; i++ {
+		require.Zero(t, logTS(ch, int64(i)))
+	}
+	require.Error(t, os.WriteFile(filler, make([]byte, 200<<10), 0o644))
+	err := closeChannel(ch, "close")
+	require.Equal(t, int32(-12), codeOf(err), "%v", err)
+	require.Contains(t, err.Error(), "could not be written")
 }

@@ -168,7 +168,15 @@ static void flush_firstlast(cp_slot_t *s, int fd) {
 // no allocation, no Go.
 static void flush_all_raw(void) {
   if (sig_buf == NULL) return;
-  if (atomic_exchange(&sig_flushing, 1)) return;
+  if (atomic_exchange(&sig_flushing, 1)) {
+    // Another thread is flushing (a second SIGTERM): wait for it, up to 10 s,
+    // so that this one does not end the process under it.
+    for (int i = 0; i < 10000 && atomic_load(&sig_flushing); i++) {
+      struct timespec ts = {0, 1000000};
+      nanosleep(&ts, NULL);
+    }
+    return;
+  }
   atomic_store(&sig_busy, 1);
   for (int i = 0; i < CP_MAX_CHANNELS; i++) {
     cp_slot_t *s = &cp_slots[i];

@@ -210,11 +210,11 @@ type Event struct {
 type Trailer struct {
 	Reason     string `json:"reason"`
 	CloseSync  Sync   `json:"close_sync"`
-	Positions  uint64 `json:"positions"`            // ring positions / events accepted
-	Dropped    uint64 `json:"dropped"`              // events refused with CP_ERR_DROPPED
-	Holes      uint64 `json:"holes"`                // positions reserved but never written
-	Total      uint64 `json:"total"`                // events seen (counters, FIRSTLAST, sampling handlers)
-	Unwritten  uint64 `json:"unwritten,omitempty"`  // accepted but lost to I/O errors
+	Positions  uint64 `json:"positions"`           // ring positions / events accepted
+	Dropped    uint64 `json:"dropped"`             // events refused with CP_ERR_DROPPED
+	Holes      uint64 `json:"holes"`               // positions reserved but never written
+	Total      uint64 `json:"total"`               // events seen (counters, FIRSTLAST, sampling handlers)
+	Unwritten  uint64 `json:"unwritten,omitempty"` // accepted but lost to I/O errors
 	WriteError string `json:"write_error,omitempty"`
 }
 

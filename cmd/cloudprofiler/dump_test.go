@@ -1,0 +1,37 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestDumpErrors(t *testing.T) {
+	var out, errb bytes.Buffer
+	require.Error(t, dump(&out, &errb, nil), "no file")
+	foreign := filepath.Join(t.TempDir(), "foreign")
+	require.NoError(t, os.WriteFile(foreign, []byte("PK\x03\x04 a zip file"), 0o644))
+	require.Error(t, dump(&out, &errb, []string{"--csv", foreign}))
+	require.Contains(t, errb.String(), "not a Cloudprofiler log file")
+	require.Error(t, dump(&out, &errb, []string{filepath.Join(t.TempDir(), "missing")}))
+	require.Contains(t, errb.String(), "no such file")
+}
+
+func TestDumpASCIIFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "x.cplog.txt")
+	content := "#CLOUDPROFILER-LOG v1\n" +
+		`#header {"version":1,"byte_order":"little","format":"ASCII_TSC","format_id":1,"handler":"BUFFER_IDENTITY","handler_id":1,"record_size":16}` + "\n" +
+		"#block 2 2\n5,300\n#hole\n#block 0 2\n3,100\n4,200\n"
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
+	var out, errb bytes.Buffer
+	require.NoError(t, dump(&out, &errb, []string{"--csv", p}))
+	require.Equal(t, "tuple_id,tsc\n3,100\n4,200\n5,300\n", out.String())
+	out.Reset()
+	require.NoError(t, dump(&out, &errb, []string{p}))
+	require.Contains(t, out.String(), "records:    3 in 2 frames")
+	require.Contains(t, out.String(), "1 holes")
+	require.Contains(t, out.String(), "no trailer")
+}
