@@ -226,22 +226,13 @@ static inline uintptr_t thread_pointer(void) {
   return tp;
 }
 
-// The shared fast path: one atomic add reserves the position.
-static inline __attribute__((always_inline)) int32_t put_shared_tsc(cp_slot_t *s, uint64_t gen, int64_t id, uint64_t t) {
-  if (__builtin_expect(atomic_load_explicit(&s->failed, memory_order_relaxed), 0)) return CP_ERR_IO;
-  uint64_t old = atomic_fetch_add_explicit(&s->word, 1, memory_order_acq_rel);
-  if (__builtin_expect((old >> 47) != (gen << 1), 0)) return cp_word_error(old, gen);
-  uint64_t p = old & CP_COUNT_MASK;
-  uint64_t b = p >> s->block_shift;
-  _Atomic uint64_t *seq = &s->ring_seq[b & (s->ring_blocks - 1)];
-  if (__builtin_expect(atomic_load_explicit(seq, memory_order_acquire) != b, 0)) {
-    int32_t rc = wait_for_block(s, seq, b);
-    if (rc) return rc;
-  }
-  uint64_t *rec = (uint64_t *)(s->ring + ((p & s->ring_posmask) << 4));
+// The owner's commit, with busy set: the record, then the word, then busy.
+static inline __attribute__((always_inline)) int32_t owner_commit(cp_slot_t *s, uint64_t w, int64_t id, uint64_t t) {
+  uint64_t *rec = (uint64_t *)(s->ring + (((w & CP_COUNT_MASK) & s->ring_posmask) << 4));
   rec[0] = (uint64_t)id;
   atomic_store_explicit((_Atomic uint64_t *)&rec[1], t ? t : 1, memory_order_release);
-  if (__builtin_expect((p & ((1ull << s->block_shift) - 1)) == 0, 0)) entered_block(s, b);
+  atomic_store_explicit(&s->word, w + 1, memory_order_release);
+  atomic_store_explicit(&s->busy, 0, memory_order_release);
   return 0;
 }
 
@@ -280,7 +271,7 @@ __attribute__((noinline)) static int32_t log_owned_slow(cp_slot_t *s, uint64_t g
   uintptr_t me = thread_pointer();
   for (;;) {
     int32_t fast = atomic_load(&s->fast);
-    if (fast != CP_FAST_OWNED && fast != CP_FAST_REVOKING) return put_shared_tsc(s, gen, id, t);
+    if (fast != CP_FAST_OWNED && fast != CP_FAST_REVOKING) return put_ring(s, gen, id, t, 0);
     if (fast == CP_FAST_REVOKING) { cp_revoke_owner(s); continue; }
     uintptr_t owner = atomic_load(&s->owner);
     if (owner == 0) {
@@ -307,19 +298,14 @@ __attribute__((noinline)) static int32_t log_owned_slow(cp_slot_t *s, uint64_t g
     }
     atomic_store(&s->busy, 1);
     if (atomic_load(&s->fast) != CP_FAST_OWNED) { atomic_store(&s->busy, 0); continue; }
-    uint64_t *rec = (uint64_t *)(s->ring + ((p & s->ring_posmask) << 4));
-    rec[0] = (uint64_t)id;
-    atomic_store_explicit((_Atomic uint64_t *)&rec[1], t ? t : 1, memory_order_release);
-    atomic_store_explicit(&s->word, w + 1, memory_order_release);
-    atomic_store_explicit(&s->busy, 0, memory_order_release);
-    return 0;
+    return owner_commit(s, w, id, t);
   }
 }
 
 // Every path but the owned one: a tail call from LogTS, so that LogTS
 // itself needs no stack frame.
 __attribute__((noinline)) static int32_t log_by_kind(cp_slot_t *s, uint64_t gen, int64_t tuple_id, int32_t fast) {
-  if (fast == CP_FAST_SHARED) return put_shared_tsc(s, gen, tuple_id, rdtscp_inline());
+  if (fast == CP_FAST_SHARED) return put_ring(s, gen, tuple_id, rdtscp_inline(), 0);
   if (fast == CP_FAST_REVOKING) return log_owned_slow(s, gen, tuple_id, rdtscp_inline());
   int32_t kind = s->kind;
   if (kind == CP_NULLH) return 0;
@@ -366,12 +352,7 @@ int32_t LogTS(int64_t ch, int64_t tuple_id) {
         // so w, read at entry, is current; owner_limit says the block is ours.
         uint64_t p = w & CP_COUNT_MASK;
         if (__builtin_expect(p < s->owner_limit, 1)) {
-          uint64_t *rec = (uint64_t *)(s->ring + ((p & s->ring_posmask) << 4));
-          rec[0] = (uint64_t)tuple_id;
-          atomic_store_explicit((_Atomic uint64_t *)&rec[1], t ? t : 1, memory_order_release);
-          atomic_store_explicit(&s->word, w + 1, memory_order_release);
-          atomic_store_explicit(&s->busy, 0, memory_order_release);
-          return 0;
+          return owner_commit(s, w, tuple_id, t);
         }
       }
       atomic_store_explicit(&s->busy, 0, memory_order_release);
