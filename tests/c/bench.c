@@ -14,7 +14,7 @@
 #include "cloudprofiler.h"
 
 #define BURST 1000000
-#define BURSTS 9
+#define BURSTS 15
 
 
 static inline uint64_t rdtscp(void) {
