@@ -1,9 +1,14 @@
 package main
 
 /*
-#cgo CFLAGS: -O2 -Wall -Werror -I${SRCDIR}/../capi
+#cgo CFLAGS: -O2 -Wall -Werror
 #include <stdlib.h>
 #include "engine.h"
+
+// libcp/cloudprofiler.h is a symlink to capi/cloudprofiler.h: the go command
+// hashes headers in the package directory only, so through the link an edit
+// of the contract rebuilds the library, and the compiler checks it against
+// the Go exports in _cgo_export.h.
 */
 import "C"
 
