@@ -133,6 +133,9 @@ func printSummary(w *bufio.Writer, path string, lf *logfile.File, first, last ui
 	if s.Records > 0 && h.TSCHz > 0 {
 		fmt.Fprintf(w, "span:       %.6f s (tsc %d .. %d)\n", float64(last-first)/h.TSCHz, first, last)
 	}
+	if s.CorruptFrames > 0 || s.CorruptBytes > 0 {
+		fmt.Fprintf(w, "DAMAGED:    %d frames failed their checksum, %d unreadable bytes skipped\n", s.CorruptFrames, s.CorruptBytes)
+	}
 	if s.Holes+s.Duplicates+s.MissingPos > 0 {
 		fmt.Fprintf(w, "anomalies:  %d holes, %d duplicates dropped, %d positions missing\n", s.Holes, s.Duplicates, s.MissingPos)
 	}

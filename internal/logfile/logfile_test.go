@@ -125,16 +125,21 @@ func TestCorruptAndForeignFiles(t *testing.T) {
 	_, _, err = readAll(t, p)
 	require.ErrorIs(t, err, ErrForeign)
 
+	// Garbage between frames: skipped, everything whole decoded, damage said.
 	good := recordsFrame(0, 0, 1)
-	bad := append([]byte{}, good...)
-	bad[0] ^= 0xff
-	_, _, err = readAll(t, writeFile(t, good, bad))
-	require.ErrorContains(t, err, "corrupt at byte")
+	ids, lf, err := readAll(t, writeFile(t, good, []byte("garbage garbage"), recordsFrame(2, 2, 3)))
+	require.ErrorIs(t, err, ErrDamaged)
+	require.Equal(t, []int64{0, 1, 2, 3}, ids)
+	require.Equal(t, int64(15), lf.Summary.CorruptBytes)
 
-	flip := append([]byte{}, good...)
+	// A frame whose payload was damaged: skipped, its positions missing.
+	flip := recordsFrame(2, 2, 3)
 	flip[len(flip)-1] ^= 1
-	_, _, err = readAll(t, writeFile(t, flip))
-	require.ErrorContains(t, err, "checksum mismatch")
+	ids, lf, err = readAll(t, writeFile(t, good, flip, recordsFrame(4, 4)))
+	require.ErrorIs(t, err, ErrDamaged)
+	require.Equal(t, []int64{0, 1, 4}, ids)
+	require.Equal(t, 1, lf.Summary.CorruptFrames)
+	require.Equal(t, uint64(2), lf.Summary.MissingPos)
 }
 
 func TestHolesAreSkippedAndCounted(t *testing.T) {

@@ -17,6 +17,12 @@ import (
 // ErrForeign is returned for a file that is not a Cloudprofiler log.
 var ErrForeign = errors.New("not a Cloudprofiler log file")
 
+// ErrDamaged is returned after a full read of a file in which some frames
+// were damaged: every whole frame was still decoded (see Summary).
+var ErrDamaged = errors.New("damaged log file")
+
+var errDamagedFrame = errors.New("damaged frame (checksum or encoding)")
+
 // Summary is what a full read learned about the file.
 type Summary struct {
 	Records        uint64   // tuple or counter records decoded
@@ -26,6 +32,8 @@ type Summary struct {
 	Frames         int      // record/counter frames or blocks read
 	SignalFrames   int      // of which written by the SIGTERM flusher
 	TruncatedBytes int64    // bytes after the last whole frame (a cut-off file)
+	CorruptBytes   int64    // bytes skipped to find the next frame after damage
+	CorruptFrames  int      // frames whose checksum did not match (skipped)
 	Events         []Event  // parameter changes, SIGTERM flushes
 	Trailer        *Trailer // nil if the file was not closed normally
 }
@@ -141,12 +149,19 @@ func (lf *File) indexBinary(br *bufio.Reader) error {
 			return err
 		}
 		fh, err := parseFrameHeader(hb[:])
-		if err != nil {
-			return fmt.Errorf("corrupt at byte %d: %v", off, err)
-		}
-		if int64(fh.StoredLen) > size-off-FrameHeaderSize {
+		if err == nil && fh.Kind >= KindRecords && fh.Kind <= KindTrailer && int64(fh.StoredLen) > size-off-FrameHeaderSize {
 			lf.Summary.TruncatedBytes = size - off
 			break
+		}
+		if err != nil || fh.Kind < KindRecords || fh.Kind > KindTrailer {
+			// Damage: find the next frame header and go on from there.
+			next, ok := lf.nextFrame(off+1, size)
+			lf.Summary.CorruptBytes += next - off
+			if !ok {
+				break
+			}
+			off = next
+			continue
 		}
 		e := entry{kind: fh.Kind, codec: fh.Codec, flags: fh.Flags, n: uint64(fh.N), firstPos: fh.FirstPos,
 			off: off + FrameHeaderSize, length: int64(fh.StoredLen), rawLen: fh.RawLen, crc: fh.CRC, seq: len(lf.entries)}
@@ -162,14 +177,37 @@ func (lf *File) indexBinary(br *bufio.Reader) error {
 				return err
 			}
 			if err := lf.addMeta(fh.Kind, js); err != nil {
-				return fmt.Errorf("corrupt at byte %d: %v", off, err)
+				lf.Summary.CorruptFrames++
 			}
-		default:
-			return fmt.Errorf("corrupt at byte %d: unknown frame kind %d", off, fh.Kind)
 		}
 		off += FrameHeaderSize + int64(fh.StoredLen)
 	}
 	return nil
+}
+
+// nextFrame finds the next offset at or after from that holds a plausible
+// frame header (magic, known kind, payload inside the file).
+func (lf *File) nextFrame(from, size int64) (int64, bool) {
+	buf := make([]byte, 1<<16+FrameHeaderSize)
+	magic := []byte{0x43, 0x50, 0x46, 0x52} // FrameMagic, little endian
+	for off := from; off+FrameHeaderSize <= size; {
+		n, _ := lf.f.ReadAt(buf, off)
+		if n < FrameHeaderSize {
+			break
+		}
+		for i := 0; i+FrameHeaderSize <= n; i++ {
+			if !bytes.Equal(buf[i:i+4], magic) {
+				continue
+			}
+			fh, err := parseFrameHeader(buf[i : i+FrameHeaderSize])
+			if err == nil && fh.Kind >= KindRecords && fh.Kind <= KindTrailer &&
+				int64(fh.StoredLen) <= size-(off+int64(i))-FrameHeaderSize {
+				return off + int64(i), true
+			}
+		}
+		off += int64(n - FrameHeaderSize + 1)
+	}
+	return size, false
 }
 
 func (lf *File) addMeta(kind uint8, js []byte) error {
@@ -317,6 +355,10 @@ func (lf *File) Records(fn func(Record) error) error {
 		}
 		var err error
 		raw, err = lf.loadRecords(raw[:0], e)
+		if errors.Is(err, errDamagedFrame) {
+			sum.CorruptFrames++
+			continue // its positions stay uncovered: counted as missing by the next frame
+		}
 		if err != nil {
 			return err
 		}
@@ -341,7 +383,16 @@ func (lf *File) Records(fn func(Record) error) error {
 		}
 		covered = end
 	}
-	return nil
+	return lf.damage()
+}
+
+// damage reports damage found while reading, after everything whole was read.
+func (lf *File) damage() error {
+	if lf.Summary.CorruptBytes == 0 && lf.Summary.CorruptFrames == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s: %w: %d damaged frames and %d unreadable bytes skipped; every whole frame was decoded",
+		lf.path, ErrDamaged, lf.Summary.CorruptFrames, lf.Summary.CorruptBytes)
 }
 
 // loadRecords returns the raw (fixed-size) records of one entry.
@@ -354,7 +405,7 @@ func (lf *File) loadRecords(dst []byte, e entry) ([]byte, error) {
 		return dst, err
 	}
 	if e.flags&FlagCRC != 0 && CRC(payload) != e.crc {
-		return dst, fmt.Errorf("%s: frame at byte %d: checksum mismatch (corrupt file)", lf.path, e.off-FrameHeaderSize)
+		return dst, fmt.Errorf("%s: frame at byte %d: %w", lf.path, e.off-FrameHeaderSize, errDamagedFrame)
 	}
 	switch e.codec {
 	case CodecRaw:
@@ -362,11 +413,11 @@ func (lf *File) loadRecords(dst []byte, e entry) ([]byte, error) {
 	case CodecZstd, CodecS2, CodecColumns:
 		cols, err := Decompress(nil, payload, int(e.codec), int(e.rawLen))
 		if err != nil {
-			return dst, fmt.Errorf("%s: frame at byte %d: %v", lf.path, e.off-FrameHeaderSize, err)
+			return dst, fmt.Errorf("%s: frame at byte %d: %w: %v", lf.path, e.off-FrameHeaderSize, errDamagedFrame, err)
 		}
 		out, err := DecodeColumns(dst, cols, int(e.n), lf.recSize)
 		if err != nil {
-			return dst, fmt.Errorf("%s: frame at byte %d: %v", lf.path, e.off-FrameHeaderSize, err)
+			return dst, fmt.Errorf("%s: frame at byte %d: %w: %v", lf.path, e.off-FrameHeaderSize, errDamagedFrame, err)
 		}
 		return out, nil
 	}
@@ -452,7 +503,8 @@ func (lf *File) Counters(fn func(CounterRecord) error) error {
 			raw = append(raw[:0], make([]byte, e.length)...)
 			_, err = lf.f.ReadAt(raw, e.off)
 			if err == nil && e.flags&FlagCRC != 0 && CRC(raw) != e.crc {
-				err = fmt.Errorf("%s: counter frame at byte %d: checksum mismatch", lf.path, e.off-FrameHeaderSize)
+				lf.Summary.CorruptFrames++
+				continue
 			}
 		}
 		if err != nil {
@@ -467,5 +519,5 @@ func (lf *File) Counters(fn func(CounterRecord) error) error {
 			}
 		}
 	}
-	return nil
+	return lf.damage()
 }
