@@ -175,6 +175,7 @@ func (c *channel) write(b []byte, n uint64) {
 		c.setFailed(true)
 	}
 	c.spill = append(c.spill, spilled{append([]byte(nil), b...), n})
+	atomic.AddUint64((*uint64)(unsafe.Pointer(&c.slot.unwritten)), n)
 	c.spilling.Store(true)
 }
 
@@ -190,6 +191,7 @@ func (c *channel) retrySpill() bool {
 			c.writeErr = err
 			return false
 		}
+		atomic.AddUint64((*uint64)(unsafe.Pointer(&c.slot.unwritten)), -c.spill[0].n)
 		c.spill = c.spill[1:]
 	}
 	c.spill = nil
@@ -201,19 +203,15 @@ func (c *channel) retrySpill() bool {
 }
 
 // setFailed switches a channel between refusing events and taking them.
+// The owner-biased path does not look at failed, so the fast path is
+// re-selected (which revokes an owner).
 func (c *channel) setFailed(failed bool) {
 	v := uint32(0)
 	if failed {
 		v = 1
 	}
 	atomic.StoreUint32((*uint32)(unsafe.Pointer(&c.slot.failed)), v)
-	if failed {
-		// The owner-biased path does not look at failed: leave it.
-		C.cp_revoke_owner(c.slot)
-		atomic.StoreInt32((*int32)(unsafe.Pointer(&c.slot.fast)), C.CP_FAST_NONE)
-	} else {
-		c.setFastPath(atomic.LoadUint32((*uint32)(unsafe.Pointer(&c.slot.drop_when_full))) == 1)
-	}
+	c.updateFastPath(false)
 }
 
 func (c *channel) isClosing() bool {

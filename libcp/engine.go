@@ -110,6 +110,7 @@ type channel struct {
 	recSize uint64
 
 	mu     sync.Mutex // args, close
+	fastMu sync.Mutex // the slot's fast path selector
 	args   []int64
 	closed bool
 
@@ -185,7 +186,9 @@ func initLibrary() error {
 		}
 		C.cp_block_ready_fd = C.int(efd)
 		membarrierOK = C.cp_membarrier_init() == 1
-		C.cp_sigflush_init(C.uint64_t(cfg.blockRecords * 24 * 2))
+		// The flusher formats one block at a time: 64 bytes covers the
+		// longest ASCII line (three 20-digit numbers) and any binary record.
+		C.cp_sigflush_init(C.uint64_t(cfg.blockRecords * 64))
 		go dispatch(os.NewFile(uintptr(efd), "cp-block-ready"))
 		go pump()
 		go sampler.run()
@@ -475,8 +478,11 @@ func (c *channel) setupSlot() error {
 	if len(c.args) > 1 {
 		s.arg1 = C.int64_t(c.args[1])
 	}
+	s.xoy = nil
 	if c.htype == handlers.XoY {
-		C.cp_set_xoy(s, C.int64_t(c.args[0]), C.int64_t(c.args[1]))
+		if err := c.setXoY(); err != nil {
+			return err
+		}
 	}
 	if c.htype.Counter() {
 		c.period = c.args[0]
@@ -506,23 +512,33 @@ func (c *channel) setupSlot() error {
 	s.ring = (*C.char)(ring)
 	s.ring_seq = (*C.uint64_t)(seq)
 	s.ring_blocks = C.uint32_t(c.ringBlocks)
-	c.setFastPath(false)
+	c.updateFastPath(true)
 	s.ring_posmask = C.uint64_t(c.blockRecs*c.ringBlocks - 1)
 	s.block_shift = C.uint32_t(log2(c.blockRecs))
 	return nil
 }
 
-// setFastPath selects LogTS's shortest path when it applies (fastpath.c).
-func (c *channel) setFastPath(dropWhenFull bool) {
-	C.cp_revoke_owner(c.slot) // a no-op unless owned
+// updateFastPath selects LogTS's path from the channel's state (fastpath.c).
+// The owner-biased path is chosen once, at open, and never again after it
+// was revoked: a thread preempted inside the owned path could otherwise
+// commit into a later owner's positions. fastMu serialises the callers
+// (ParameterizeChannel, the drainer on a failing disk, open).
+func (c *channel) updateFastPath(open bool) {
+	c.fastMu.Lock()
+	defer c.fastMu.Unlock()
+	drop := atomic.LoadUint32((*uint32)(unsafe.Pointer(&c.slot.drop_when_full))) == 1
+	failed := atomic.LoadUint32((*uint32)(unsafe.Pointer(&c.slot.failed))) == 1
 	fast := int32(C.CP_FAST_NONE)
-	if (c.htype == handlers.BufferIdentity || c.htype == handlers.BufferIdentityComp) && c.recSize == 16 && !dropWhenFull {
+	if (c.htype == handlers.BufferIdentity || c.htype == handlers.BufferIdentityComp) && c.recSize == 16 && !drop && !failed {
 		fast = C.CP_FAST_SHARED
-		if membarrierOK && getenv("CP_NO_OWNER_BIAS") == "" {
-			atomic.StoreUintptr((*uintptr)(unsafe.Pointer(&c.slot.owner)), 0)
-			c.slot.owner_limit = 0 // no thread can be using it: fast is not OWNED here
-			fast = C.CP_FAST_OWNED
+		if open && membarrierOK && getenv("CP_NO_OWNER_BIAS") == "" {
+			c.slot.owner = 0
+			c.slot.owner_limit = 0
+			fast = C.CP_FAST_OWNED // the slot is not published yet
 		}
+	}
+	if !open {
+		C.cp_revoke_owner(c.slot) // a no-op unless owned
 	}
 	atomic.StoreInt32((*int32)(unsafe.Pointer(&c.slot.fast)), fast)
 }
@@ -534,6 +550,16 @@ func log2(v uint64) uint32 {
 		n++
 	}
 	return n
+}
+
+// setXoY publishes x and y. The previous parameter set is kept for the life
+// of the process (40 bytes a change): a LogTS racing with the change may
+// still be reading it.
+func (c *channel) setXoY() error {
+	if C.cp_set_xoy(c.slot, C.int64_t(c.args[0]), C.int64_t(c.args[1])) == nil {
+		return fail(C.CP_ERR_NO_MEMORY, "XOY parameters")
+	}
+	return nil
 }
 
 func (c *channel) setMedianWindow(w int64) error {
@@ -696,7 +722,7 @@ func parameterize(h int64, argNum int32, val int64) error {
 	}
 	if argNum == handlers.ArgDropWhenFul {
 		atomic.StoreUint32((*uint32)(unsafe.Pointer(&c.slot.drop_when_full)), uint32(val))
-		c.setFastPath(val == 1)
+		c.updateFastPath(false)
 		return c.writeMeta(logfile.KindEvent, logfile.Event{Event: "drop_when_full", Total: uint64(val), Pos: atomic.LoadUint64(c.word()) & countMask})
 	}
 	switch {
@@ -709,7 +735,11 @@ func parameterize(h int64, argNum int32, val int64) error {
 	}
 	c.args[argNum] = val
 	if c.htype == handlers.XoY {
-		C.cp_set_xoy(c.slot, C.int64_t(c.args[0]), C.int64_t(c.args[1]))
+		if err := c.setXoY(); err != nil {
+			return err
+		}
+	} else if c.htype == handlers.Median {
+		// cp_median_set_window stored arg0 with the buffer.
 	} else if argNum == 0 {
 		atomic.StoreInt64((*int64)(unsafe.Pointer(&c.slot.arg0)), val)
 	} else {

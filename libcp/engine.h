@@ -54,6 +54,15 @@ typedef struct {
 enum cp_kind_class { CP_CLASS_NONE = 0, CP_CLASS_RING = 1, CP_CLASS_COUNTER = 2,
                      CP_CLASS_FIRSTLAST = 3, CP_CLASS_IDENTITY = 4 };
 
+/* XOY's parameters. A new set is published whole on every change (and the
+ * old one kept: a LogTS may still read it), so a racing LogTS sees the old
+ * or the new x and y with their own multipliers, never a mix. */
+struct cp_xoy {
+  uint64_t x, y;
+  uint64_t m64;         /* 2^64 / y + 1: ids below 2^32 */
+  uint64_t m_lo, m_hi;  /* 2^128 / y + 1: other ids; all 0 if y is a power of two or >= 2^32 */
+};
+
 /* Values of cp_slot.fast, the selector of LogTS's shortest path. */
 #define CP_FAST_NONE 0      /* per-handler paths */
 #define CP_FAST_SHARED 1    /* BUFFER_IDENTITY _TSC, never drops: one atomic add per record */
@@ -78,13 +87,14 @@ typedef struct cp_slot {
   uint32_t rec_size;         /* 16 (_TSC) or 24 (with CLOCK_MONOTONIC_RAW) */
   uint32_t with_mono;
   _Atomic int64_t arg0, arg1;
-  _Atomic uint64_t xoy_m_lo, xoy_m_hi, xoy_m64; /* XOY: 2^128 / y + 1, 0 if y is a power of two or >= 2^32 */
+  struct cp_xoy *_Atomic xoy;  /* XOY: x, y and their multipliers, immutable once published */
   _Atomic uint64_t aux;      /* DOWNSAMPLE countdown, FPC count */
   _Atomic uint32_t drop_when_full;
   _Atomic uint32_t failed;   /* background writes failing: ring handlers refuse new events */
   _Atomic uint32_t abandoned;/* close gave up: waiting writers must return */
   _Atomic uint32_t inflight; /* IDENTITY writes under way (close waits for 0) */
   _Atomic uint64_t dropped;
+  _Atomic uint64_t unwritten; /* records held in memory for a failing disk (Go's spill) */
   /* cold */
   _Atomic int fd;            /* O_APPEND log file, -1 when none */
   int32_t ascii;
@@ -108,8 +118,8 @@ uint64_t cp_rdtscp(void);
 uint64_t cp_mono_raw_ns(void);
 int cp_membarrier_init(void);
 void cp_revoke_owner(cp_slot_t *s);
-void cp_set_xoy(cp_slot_t *s, int64_t x, int64_t y);
-int32_t cp_median_set_window(cp_slot_t *s, uint64_t *buf, uint32_t cap);
+struct cp_xoy *cp_set_xoy(cp_slot_t *s, int64_t x, int64_t y);
+int32_t cp_median_set_window(cp_slot_t *s, uint64_t *buf, uint32_t window);
 void cp_firstlast_snapshot(cp_slot_t *s, uint64_t out[7]);
 int cp_install_sigterm(void);
 void cp_sigflush_init(uint64_t max_block_bytes);

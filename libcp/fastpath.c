@@ -108,13 +108,21 @@ __attribute__((noinline, cold)) static int32_t entered_block(cp_slot_t *s, uint6
   return 0;
 }
 
-__attribute__((noinline, cold)) static int32_t drop_if_full(cp_slot_t *s, uint64_t gen) {
-  uint64_t w = atomic_load_explicit(&s->word, memory_order_relaxed);
-  uint64_t b = (w & CP_COUNT_MASK) >> s->block_shift;
-  if (atomic_load_explicit(&s->ring_seq[b & (s->ring_blocks - 1)], memory_order_acquire) == b) return 0;
-  if ((w >> 47) != (gen << 1)) return cp_word_error(w, gen);
-  atomic_fetch_add_explicit(&s->dropped, 1, memory_order_relaxed);
-  return CP_ERR_DROPPED;
+// Reserves a position for a channel that drops rather than waits: only if
+// its block is free, so the reservation itself never waits. Returns the
+// position, or a negative code (in which case the event is not kept).
+__attribute__((noinline, cold)) static int64_t reserve_or_drop(cp_slot_t *s, uint64_t gen) {
+  for (;;) {
+    uint64_t w = atomic_load_explicit(&s->word, memory_order_acquire);
+    if ((w >> 47) != (gen << 1)) return cp_word_error(w, gen);
+    uint64_t b = (w & CP_COUNT_MASK) >> s->block_shift;
+    if (atomic_load_explicit(&s->ring_seq[b & (s->ring_blocks - 1)], memory_order_acquire) != b) {
+      atomic_fetch_add_explicit(&s->dropped, 1, memory_order_relaxed);
+      return CP_ERR_DROPPED;
+    }
+    if (atomic_compare_exchange_weak_explicit(&s->word, &w, w + 1, memory_order_acq_rel, memory_order_relaxed))
+      return (int64_t)(w & CP_COUNT_MASK);
+  }
 }
 
 // Stores one record at a ring position reserved from the word. tsc is never
@@ -123,13 +131,16 @@ __attribute__((noinline, cold)) static int32_t drop_if_full(cp_slot_t *s, uint64
 static inline __attribute__((always_inline)) int32_t put_ring(cp_slot_t *s, uint64_t gen, int64_t id,
                                                               uint64_t t, uint64_t m) {
   if (__builtin_expect(atomic_load_explicit(&s->failed, memory_order_relaxed), 0)) return CP_ERR_IO;
+  uint64_t p;
   if (__builtin_expect(atomic_load_explicit(&s->drop_when_full, memory_order_relaxed), 0)) {
-    int32_t rc = drop_if_full(s, gen);
-    if (rc) return rc;
+    int64_t r = reserve_or_drop(s, gen);
+    if (r < 0) return (int32_t)r;
+    p = (uint64_t)r;
+  } else {
+    uint64_t old = atomic_fetch_add_explicit(&s->word, 1, memory_order_acq_rel);
+    if (__builtin_expect((old >> 47) != (gen << 1), 0)) return cp_word_error(old, gen);
+    p = old & CP_COUNT_MASK;
   }
-  uint64_t old = atomic_fetch_add_explicit(&s->word, 1, memory_order_acq_rel);
-  if (__builtin_expect((old >> 47) != (gen << 1), 0)) return cp_word_error(old, gen);
-  uint64_t p = old & CP_COUNT_MASK;
   uint64_t b = p >> s->block_shift;
   _Atomic uint64_t *seq = &s->ring_seq[b & (s->ring_blocks - 1)];
   if (__builtin_expect(atomic_load_explicit(seq, memory_order_acquire) != b, 0)) {
@@ -145,20 +156,19 @@ static inline __attribute__((always_inline)) int32_t put_ring(cp_slot_t *s, uint
   return 0;
 }
 
-// Floored id mod y without a division (Lemire's fastmod): M64 = 2^64/y + 1
-// serves ids below 2^32, M = 2^128/y + 1 the rest; both set by cp_set_xoy.
-static inline uint64_t floor_mod(int64_t id, uint64_t y, cp_slot_t *s) {
+// Floored id mod y without a division (Lemire's fastmod), with the
+// multipliers cp_set_xoy computed once.
+static inline uint64_t floor_mod(int64_t id, const struct cp_xoy *p) {
+  uint64_t y = p->y;
   if ((y & (y - 1)) == 0) return (uint64_t)id & (y - 1);
   uint64_t a = id >= 0 ? (uint64_t)id : (uint64_t)(-(id + 1));
   uint64_t r;
-  uint64_t m_lo = atomic_load_explicit(&s->xoy_m_lo, memory_order_relaxed);
-  if (m_lo == 0 && atomic_load_explicit(&s->xoy_m_hi, memory_order_relaxed) == 0) {
+  if (p->m64 == 0) {
     r = a % y;  // y >= 2^32
   } else if (a <= 0xFFFFFFFFull) {
-    uint64_t low = atomic_load_explicit(&s->xoy_m64, memory_order_relaxed) * a;
-    r = (uint64_t)(((__uint128_t)low * y) >> 64);
+    r = (uint64_t)(((__uint128_t)(p->m64 * a) * y) >> 64);
   } else {
-    __uint128_t M = ((__uint128_t)atomic_load_explicit(&s->xoy_m_hi, memory_order_relaxed) << 64) | m_lo;
+    __uint128_t M = ((__uint128_t)p->m_hi << 64) | p->m_lo;
     __uint128_t low = M * a;
     uint64_t lo = (uint64_t)low, hi = (uint64_t)(low >> 64);
     r = (uint64_t)(((__uint128_t)hi * y + (((__uint128_t)lo * y) >> 64)) >> 64);
@@ -166,14 +176,20 @@ static inline uint64_t floor_mod(int64_t id, uint64_t y, cp_slot_t *s) {
   return id >= 0 ? r : y - 1 - r;
 }
 
-void cp_set_xoy(cp_slot_t *s, int64_t x, int64_t y) {
-  __uint128_t M = 0;
-  if ((uint64_t)y <= 0xFFFFFFFFull && (y & (y - 1)) != 0) M = ((__uint128_t)-1) / (uint64_t)y + 1;
-  atomic_store_explicit(&s->arg0, x, memory_order_relaxed);
-  atomic_store_explicit(&s->xoy_m_lo, (uint64_t)M, memory_order_relaxed);
-  atomic_store_explicit(&s->xoy_m_hi, (uint64_t)(M >> 64), memory_order_relaxed);
-  atomic_store_explicit(&s->xoy_m64, M ? UINT64_MAX / (uint64_t)y + 1 : 0, memory_order_relaxed);
-  atomic_store_explicit(&s->arg1, y, memory_order_relaxed);
+// Publishes a new parameter set; returns it (Go keeps it: see struct cp_xoy).
+struct cp_xoy *cp_set_xoy(cp_slot_t *s, int64_t x, int64_t y) {
+  struct cp_xoy *p = calloc(1, sizeof *p);
+  if (!p) return NULL;
+  p->x = (uint64_t)x;
+  p->y = (uint64_t)y;
+  if ((uint64_t)y <= 0xFFFFFFFFull && (y & (y - 1)) != 0) {
+    __uint128_t M = ((__uint128_t)-1) / (uint64_t)y + 1;
+    p->m_lo = (uint64_t)M;
+    p->m_hi = (uint64_t)(M >> 64);
+    p->m64 = UINT64_MAX / (uint64_t)y + 1;
+  }
+  atomic_store_explicit(&s->xoy, p, memory_order_release);
+  return p;
 }
 
 static int32_t log_median(cp_slot_t *s, uint64_t gen, int64_t id, uint64_t t);
@@ -315,9 +331,8 @@ __attribute__((noinline)) static int32_t log_by_kind(cp_slot_t *s, uint64_t gen,
     return 0;
   }
   if (kind == CP_XOY) {
-    uint64_t y = (uint64_t)atomic_load_explicit(&s->arg1, memory_order_relaxed);
-    uint64_t x = (uint64_t)atomic_load_explicit(&s->arg0, memory_order_relaxed);
-    if (floor_mod(tuple_id, y, s) >= x) return 0;
+    const struct cp_xoy *p = atomic_load_explicit(&s->xoy, memory_order_acquire);
+    if (floor_mod(tuple_id, p) >= p->x) return 0;
   } else if (kind == CP_DOWNSAMPLE) {
     uint64_t c = atomic_load_explicit(&s->aux, memory_order_relaxed);
     if (c != 0) {
@@ -410,11 +425,14 @@ static int32_t log_median(cp_slot_t *s, uint64_t gen, int64_t id, uint64_t t) {
   return put_ring(s, gen, mid, mt, mm);
 }
 
-int32_t cp_median_set_window(cp_slot_t *s, uint64_t *buf, uint32_t cap) {
+// Swaps the window buffer and the window (arg0) together under the lock, so
+// a racing LogTS sees one consistent pair.
+int32_t cp_median_set_window(cp_slot_t *s, uint64_t *buf, uint32_t window) {
   lock_slot(s);
   s->med_buf = buf;
-  s->med_cap = cap;
+  s->med_cap = window;
   s->med_n = 0;
+  atomic_store_explicit(&s->arg0, window, memory_order_relaxed);
   unlock_slot(s);
   return 0;
 }

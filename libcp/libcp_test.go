@@ -589,3 +589,50 @@ func TestFullDiskLosesNothingAccepted(t *testing.T) {
 	require.Equal(t, int32(-12), codeOf(err), "%v", err)
 	require.Contains(t, err.Error(), "could not be written")
 }
+
+// Switching drop-when-full on and off while threads log never re-enables the
+// owner-biased path (a preempted old owner could then commit over a new one):
+// every accepted event is in the file exactly once.
+func TestFastPathChangesUnderLoadLoseNothing(t *testing.T) {
+	ch, c := open(t, "toggle", logfile.BinaryTSC, handlers.BufferIdentity)
+	var mu sync.Mutex
+	var accepted []int64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for g := 0; g < 3; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			var local []int64
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					mu.Lock()
+					accepted = append(accepted, local...)
+					mu.Unlock()
+					return
+				default:
+				}
+				id := int64(g)<<40 | int64(i)
+				switch rc := logTS(ch, id); rc {
+				case 0:
+					local = append(local, id)
+				case -13:
+				default:
+					t.Errorf("LogTS: %d", rc)
+				}
+			}
+		}(g)
+	}
+	for i := 0; i < 20; i++ {
+		require.NoError(t, parameterize(ch, 100, int64(i%2)))
+		time.Sleep(2 * time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	require.NoError(t, closeChannel(ch, "close"))
+	recs, lf := readRecords(t, c.path)
+	require.Len(t, recs, len(accepted))
+	require.Zero(t, lf.Summary.Holes)
+	require.Zero(t, lf.Summary.Duplicates)
+}

@@ -123,6 +123,11 @@ static void flush_event(cp_slot_t *s, int fd, const char *what, uint64_t total) 
   p = cp_put_i64(p, sp.realtime_ns);
   memcpy(p, "},\"total\":", 10); p += 10;
   p = cp_put_u64(p, total);
+  uint64_t unwritten = atomic_load(&s->unwritten);
+  if (unwritten) {  // held in memory for a failing disk: lost with the process
+    memcpy(p, ",\"unwritten\":", 13); p += 13;
+    p = cp_put_u64(p, unwritten);
+  }
   *p++ = '}';
   if (s->ascii) {
     *p++ = '\n';

@@ -140,7 +140,11 @@ func printSummary(w *bufio.Writer, path string, lf *logfile.File, first, last ui
 		fmt.Fprintf(w, "anomalies:  %d holes, %d duplicates dropped, %d positions missing\n", s.Holes, s.Duplicates, s.MissingPos)
 	}
 	for _, ev := range s.Events {
-		fmt.Fprintf(w, "event:      %s args=%v total=%d pos=%d\n", ev.Event, ev.Args, ev.Total, ev.Pos)
+		fmt.Fprintf(w, "event:      %s args=%v total=%d pos=%d", ev.Event, ev.Args, ev.Total, ev.Pos)
+		if ev.Unwritten > 0 {
+			fmt.Fprintf(w, " UNWRITTEN %d (the disk was failing)", ev.Unwritten)
+		}
+		fmt.Fprintln(w)
 	}
 	if t := s.Trailer; t != nil {
 		fmt.Fprintf(w, "closed:     %s at %s; positions %d, total %d, dropped %d, holes %d",

@@ -204,6 +204,9 @@ type Event struct {
 	Total uint64           `json:"total,omitempty"`
 	Args  map[string]int64 `json:"args,omitempty"`
 	Pos   uint64           `json:"pos,omitempty"`
+	// Unwritten (SIGTERM event): records the channel held in memory for a
+	// failing disk, lost with the process.
+	Unwritten uint64 `json:"unwritten,omitempty"`
 }
 
 // Trailer is written by a normal close (CloseChannel, CloseAllChannels, exit).

@@ -159,3 +159,35 @@ func TestHolesAreSkippedAndCounted(t *testing.T) {
 	require.Equal(t, uint64(1), lf.Summary.Holes)
 	require.Equal(t, 1, lf.Summary.SignalFrames)
 }
+
+func frameWith(first uint64, flags uint16, recs ...[2]uint64) []byte {
+	var raw []byte
+	for _, r := range recs {
+		raw = binary.LittleEndian.AppendUint64(raw, r[0])
+		raw = binary.LittleEndian.AppendUint64(raw, r[1])
+	}
+	fh := FrameHeader{Kind: KindRecords, Flags: flags, N: uint32(len(recs)), StoredLen: uint32(len(raw)),
+		FirstPos: first, RawLen: uint32(len(raw))}
+	return append(fh.Append(nil), raw...)
+}
+
+// The SIGTERM flusher found position 1 reserved but unwritten; the normal
+// writer wrote it later. Either order in the file, the record wins.
+func TestSignalFrameHolesAreFilledByTheNormalFrame(t *testing.T) {
+	sig := frameWith(0, FlagSignal, [2]uint64{10, 100}, [2]uint64{11, 0}, [2]uint64{12, 102})
+	full := frameWith(0, 0, [2]uint64{10, 100}, [2]uint64{11, 101}, [2]uint64{12, 102}, [2]uint64{13, 103})
+	tail := frameWith(2, FlagSignal, [2]uint64{12, 102}, [2]uint64{13, 0}, [2]uint64{14, 104})
+	for _, order := range [][][]byte{{sig, full, tail}, {full, tail, sig}, {tail, sig, full}} {
+		ids, lf, err := readAll(t, writeFile(t, order...))
+		require.NoError(t, err)
+		require.Equal(t, []int64{10, 11, 12, 13, 14}, ids)
+		require.Zero(t, lf.Summary.Holes)
+	}
+	// FIRSTLAST: the flusher's snapshot and the close's final pair share
+	// positions 0 and 1; the close's pair wins.
+	snap := frameWith(0, FlagSignal, [2]uint64{1, 100}, [2]uint64{5, 500})
+	final := frameWith(0, 0, [2]uint64{1, 100}, [2]uint64{9, 900})
+	ids, _, err := readAll(t, writeFile(t, snap, final))
+	require.NoError(t, err)
+	require.Equal(t, []int64{1, 9}, ids)
+}

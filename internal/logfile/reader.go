@@ -315,7 +315,11 @@ func (lf *File) indexASCII(br *bufio.Reader) error {
 }
 
 // Records calls fn for every tuple record in logged order (ring position
-// order; duplicates and holes skipped). It also completes lf.Summary.
+// order). Frames may overlap: the SIGTERM flusher can write positions the
+// background writer also writes, before or after it, and may have found some
+// of them not yet written (holes). Overlaps are merged position by position:
+// a written record beats a hole, and a frame written in the normal course
+// beats one the flusher wrote. It also completes lf.Summary.
 func (lf *File) Records(fn func(Record) error) error {
 	if lf.Header.Counter() {
 		return fmt.Errorf("%s: a counter channel; use Counters", lf.path)
@@ -330,58 +334,86 @@ func (lf *File) Records(fn func(Record) error) error {
 		if ents[i].firstPos != ents[j].firstPos {
 			return ents[i].firstPos < ents[j].firstPos
 		}
-		return ents[i].n > ents[j].n
+		return ents[i].flags&FlagSignal < ents[j].flags&FlagSignal
 	})
-	var covered uint64
-	var raw []byte
 	sum := &lf.Summary
 	sum.Records, sum.Holes, sum.Duplicates, sum.MissingPos, sum.Frames, sum.SignalFrames = 0, 0, 0, 0, 0, 0
+	// pending holds the decoded positions [base, base+len(pending)) that a
+	// later frame (sorted by first position) may still overlap.
+	type slot struct {
+		r      Record
+		signal bool
+	}
+	var pending []slot
+	var base uint64
+	emit := func(upTo uint64) error {
+		k := 0
+		for ; k < len(pending) && base+uint64(k) < upTo; k++ {
+			if pending[k].r.TSC == 0 {
+				sum.Holes++
+				continue
+			}
+			sum.Records++
+			if err := fn(pending[k].r); err != nil {
+				return err
+			}
+		}
+		pending = append(pending[:0], pending[k:]...)
+		base += uint64(k)
+		return nil
+	}
+	var raw []byte
 	for _, e := range ents {
-		end := e.firstPos + e.n
-		if end <= covered && e.n > 0 {
-			sum.Duplicates += e.n
-			continue
-		}
-		skip := uint64(0)
-		if e.firstPos < covered {
-			skip = covered - e.firstPos
-			sum.Duplicates += skip
-		} else if e.firstPos > covered {
-			sum.MissingPos += e.firstPos - covered
-		}
-		sum.Frames++
-		if e.flags&FlagSignal != 0 {
-			sum.SignalFrames++
+		if err := emit(e.firstPos); err != nil {
+			return err
 		}
 		var err error
 		raw, err = lf.loadRecords(raw[:0], e)
 		if errors.Is(err, errDamagedFrame) {
 			sum.CorruptFrames++
-			continue // its positions stay uncovered: counted as missing by the next frame
+			continue // its positions stay uncovered unless another frame has them
 		}
 		if err != nil {
 			return err
 		}
-		got := uint64(len(raw) / lf.recSize)
-		for i := skip; i < got; i++ {
-			r := Record{TupleID: int64(binary.LittleEndian.Uint64(raw[i*uint64(lf.recSize):])),
-				TSC: binary.LittleEndian.Uint64(raw[i*uint64(lf.recSize)+8:])}
-			if lf.recSize == 24 {
-				r.MonoNs = binary.LittleEndian.Uint64(raw[i*uint64(lf.recSize)+16:])
-			}
-			if r.TSC == 0 {
-				sum.Holes++
-				continue
-			}
-			sum.Records++
-			if err := fn(r); err != nil {
-				return err
-			}
+		sum.Frames++
+		signal := e.flags&FlagSignal != 0
+		if signal {
+			sum.SignalFrames++
 		}
+		if len(pending) == 0 {
+			if e.firstPos > base {
+				sum.MissingPos += e.firstPos - base
+			}
+			base = e.firstPos
+		}
+		got := uint64(len(raw) / lf.recSize)
 		if got < e.n {
 			sum.MissingPos += e.n - got
 		}
-		covered = end
+		for i := uint64(0); i < got; i++ {
+			off := i * uint64(lf.recSize)
+			r := Record{TupleID: int64(binary.LittleEndian.Uint64(raw[off:])), TSC: binary.LittleEndian.Uint64(raw[off+8:])}
+			if lf.recSize == 24 {
+				r.MonoNs = binary.LittleEndian.Uint64(raw[off+16:])
+			}
+			pos := e.firstPos + i
+			k := pos - base
+			if k < uint64(len(pending)) {
+				old := &pending[k]
+				if r.TSC != 0 && (old.r.TSC == 0 || (old.signal && !signal)) {
+					*old = slot{r, signal}
+				}
+				if r.TSC != 0 || old.r.TSC != 0 {
+					sum.Duplicates++
+				}
+				continue
+			}
+			pending = append(pending, slot{r, signal}) // k == len(pending): frames start where pending does
+		}
+	}
+	if err := emit(^uint64(0)); err != nil {
+		return err
 	}
 	return lf.damage()
 }

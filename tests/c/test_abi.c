@@ -85,11 +85,16 @@ static int find_file(const char *dir, const char *suffix, char *out, size_t outs
   return found;
 }
 
-static int contiguous_from_zero(const decoded_t *d) {
+static int contiguous_from(const decoded_t *d, int64_t first) {
   for (size_t i = 0; i < d->n; i++)
-    if (d->ids[i] != (int64_t)i) return 0;
+    if (d->ids[i] != first + (int64_t)i) return 0;
   return 1;
 }
+
+static int contiguous_from_zero(const decoded_t *d) { return contiguous_from(d, 0); }
+
+// Children log ids from here: 20-character ids make the longest ASCII lines.
+#define KID_FIRST_ID (-9000000000000000000LL)
 
 static char *make_dir(void) {
   char *dir = strdup("/tmp/cp-ctest-XXXXXX");
@@ -192,13 +197,17 @@ typedef struct { _Atomic int64_t accepted[4]; _Atomic int ready; } shared_t;
 
 void own_handler_exit7(int sig);
 void own_handler_exit0(int sig);
+void own_handler_continue(int sig);
+static volatile sig_atomic_t got_term;
 
 static int child_main(const char *mode, shared_t *sh) {
   if (strncmp(mode, "own-handler", 11) == 0) {
     // Installed before the first OpenChannel, as the header asks.
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = strcmp(mode, "own-handler") == 0 ? own_handler_exit7 : own_handler_exit0;
+    sa.sa_handler = strcmp(mode, "own-handler") == 0        ? own_handler_exit7
+                    : strcmp(mode, "own-handler-exit") == 0 ? own_handler_exit0
+                                                            : own_handler_continue;
     sigaction(SIGTERM, &sa, NULL);
   }
   const int32_t fmts[4] = {CP_ZSTD_TSC, CP_ASCII, CP_BINARY_TSC, CP_S2};
@@ -214,16 +223,21 @@ static int child_main(const char *mode, shared_t *sh) {
   int64_t limit = strcmp(mode, "atexit") == 0 ? 1000000 : INT64_MAX;
   for (int64_t i = 0; i < limit; i++) {
     for (int k = 0; k < 4; k++) {
-      if (LogTS(ch[k], i) != 0) return 3;
+      if (LogTS(ch[k], KID_FIRST_ID + i) != 0) return 3;
       atomic_store_explicit(&sh->accepted[k], i + 1, memory_order_release);
     }
     LogTS(pc, i);
+    if (got_term) {  // own-handler-continue: the program shuts down its own way
+      if (CloseAllChannels() != 0) return 4;
+      return 5;
+    }
   }
   return 0;  // atexit: returns from main without closing anything
 }
 
 void own_handler_exit7(int sig) { (void)sig; _exit(7); }
 void own_handler_exit0(int sig) { (void)sig; exit(0); }
+void own_handler_continue(int sig) { (void)sig; got_term = 1; }
 
 // The library is loaded and running in this process: fork() without exec is
 // not supported by the Go runtime, so every child is this program exec'd anew
@@ -279,7 +293,7 @@ static int kill_child(const char *mode, int sig, int64_t after, int want_status)
     int64_t acc = atomic_load(&sh->accepted[k]);
     fprintf(stderr, "  %s: %zu records decoded, %lld accepted before death%s%s\n", suffix[k] + 1, d.n,
             (long long)acc, d.err[0] ? "; dump said: " : "", d.err);
-    CHECK(contiguous_from_zero(&d), "%s: records are not 0..n-1", suffix[k]);
+    CHECK(contiguous_from(&d, KID_FIRST_ID), "%s: records are not consecutive from the first id", suffix[k]);
     if (sig != SIGKILL) {
       CHECK(d.dump_status == 0, "%s: dump failed: %s", suffix[k], d.err);
       CHECK((int64_t)d.n >= acc, "%s: %zu records in the file, %lld accepted: lost some", suffix[k], d.n, (long long)acc);
@@ -295,6 +309,7 @@ static int kill_child(const char *mode, int sig, int64_t after, int want_status)
 static int test_sigterm_default(void) { return kill_child("default", SIGTERM, 3000000, -SIGTERM); }
 static int test_sigterm_own_handler(void) { return kill_child("own-handler", SIGTERM, 2000000, 7); }
 static int test_sigterm_handler_exits(void) { return kill_child("own-handler-exit", SIGTERM, 2000000, 0); }
+static int test_sigterm_handler_continues(void) { return kill_child("own-handler-continue", SIGTERM, 2000000, 5); }
 static int test_sigkill(void) { return kill_child("default", SIGKILL, 3000000, -SIGKILL); }
 
 // Normal exit without closing: the atexit hook flushes and closes.
@@ -310,7 +325,7 @@ static int test_atexit(void) {
   CHECK(find_file(dir, "-kid_zstd.cplog", path, sizeof path), "no file");
   decoded_t d;
   decode(path, &d);
-  CHECK(d.dump_status == 0 && d.n == 1000000 && contiguous_from_zero(&d), "%zu records: %s", d.n, d.err);
+  CHECK(d.dump_status == 0 && d.n == 1000000 && contiguous_from(&d, KID_FIRST_ID), "%zu records: %s", d.n, d.err);
   free(d.ids);
   char cmd[8192];
   snprintf(cmd, sizeof cmd, "'%s' dump '%s' | grep -q 'closed:     atexit'", dump_cmd, path);
@@ -357,6 +372,7 @@ int main(int argc, char **argv) {
     {"SIGTERM, default disposition: flushed, dies of SIGTERM", test_sigterm_default},
     {"SIGTERM, program's own handler runs after the flush", test_sigterm_own_handler},
     {"SIGTERM, program's handler calls exit()", test_sigterm_handler_exits},
+    {"SIGTERM, program's handler returns, program closes later", test_sigterm_handler_continues},
     {"SIGKILL: the file decodes up to its last whole frame", test_sigkill},
     {"atexit flushes and closes", test_atexit},
   };
