@@ -34,6 +34,10 @@
  * shell). Install your own SIGTERM handler before the first OpenChannel, or
  * call CloseAllChannels from it. The library never calls Go's signal.Notify.
  *
+ * Configuration comes from the environment at the first OpenChannel
+ * (CP_LOG_DIR, CP_BLOCK_RECORDS, CP_RING_BLOCKS, CP_NO_SIGNAL_HANDLER, ...:
+ * see README.md); a C host may setenv() before that call.
+ *
  * Not supported (Go runtime limits): fork() without exec after the library is
  * loaded, dlclose, loading two copies of the library into one process.
  */
@@ -117,8 +121,10 @@ enum cp_handler_type {
 /* Argument numbers for ParameterizeChannel. 0 and 1 are the handler's own
  * (see above). CP_ARG_DROP_WHEN_FULL (buffered handlers, MEDIAN, DOWNSAMPLE,
  * XOY): 1 makes LogTS return CP_ERR_DROPPED instead of waiting when the ring
- * is full; dropped events are counted and the count is written into the file.
- * The default, 0, never drops: the logging thread waits (sleeping) for space. */
+ * is full (it takes a position only in a free block, with a compare-and-swap,
+ * so it never waits); dropped events are counted and the count is written
+ * into the file. The default, 0, never drops: the logging thread waits
+ * (sleeping) for space. */
 enum cp_arg {
   CP_ARG0 = 0,
   CP_ARG1 = 1,
@@ -163,7 +169,10 @@ int32_t ParameterizeChannel(int64_t ch, int32_t arg_num, int64_t arg_val);
  * (or deliberately skipped by a sampling handler), or a negative CP_ERR_*:
  * BAD_HANDLE, CLOSED, DROPPED, IO (the channel failed to write earlier).
  * Thread-safe (see FASTPERIODICCOUNTER); never enters Go, never allocates;
- * waits (sleeping) only when a buffered channel's ring is full. */
+ * waits (sleeping) only when a buffered channel's ring is full. CP_ERR_IO
+ * from a ring handler means its disk is failing: events are refused (and
+ * what was accepted is kept in memory and retried) until it writes again;
+ * from IDENTITY, that this record's write(2) failed. */
 int32_t LogTS(int64_t ch, int64_t tuple_id);
 
 /* Flushes every accepted record, writes the closing sync point and counters,

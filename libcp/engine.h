@@ -114,8 +114,6 @@ extern int cp_block_ready_fd;   /* eventfd written when a block fills */
 int cp_kind_class(int32_t kind);
 int32_t cp_word_error(uint64_t w, uint64_t gen);
 void cp_read_sync(cp_sync_t *out);
-uint64_t cp_rdtscp(void);
-uint64_t cp_mono_raw_ns(void);
 int cp_membarrier_init(void);
 void cp_revoke_owner(cp_slot_t *s);
 struct cp_xoy *cp_set_xoy(cp_slot_t *s, int64_t x, int64_t y);

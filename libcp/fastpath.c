@@ -23,15 +23,11 @@ static inline uint64_t rdtscp_inline(void) {
   return ((uint64_t)hi << 32) | lo;
 }
 
-uint64_t cp_rdtscp(void) { return rdtscp_inline(); }
-
 static inline uint64_t mono_raw_inline(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
-
-uint64_t cp_mono_raw_ns(void) { return mono_raw_inline(); }
 
 // A sync point: CLOCK_MONOTONIC_RAW and CLOCK_REALTIME bracketed by two TSC
 // reads; the narrowest of a few tries wins.

@@ -3,7 +3,6 @@
 package tsc
 
 import (
-	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -117,5 +116,5 @@ func Invariant() (bool, string) {
 			return true, "/proc/cpuinfo constant_tsc nonstop_tsc"
 		}
 	}
-	return false, fmt.Sprintf("no invariant TSC advertised")
+	return false, "no invariant TSC advertised"
 }
