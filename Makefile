@@ -9,7 +9,7 @@ TOOL    := $(BUILD)/cloudprofiler
 CLINK   := -Icapi -L$(BUILD) -lcloudprofiler -Wl,-rpath,'$$ORIGIN' -lpthread
 GOSRC   := $(shell find libcp internal handlers tsc cmd -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*.s') capi/cloudprofiler.h go.mod go.sum
 
-.PHONY: all build demo test test-go test-c bench deps clean
+.PHONY: all build demo test test-go test-c test-jvm bench clean
 
 all: demo
 
@@ -39,7 +39,7 @@ demo: build
 	@echo "first records of the sink channel:"
 	@$(TOOL) dump --csv $(BUILD)/demo-logs/*demo_sink.cplog | head -4
 
-test: test-go test-c
+test: test-go test-c test-jvm
 
 test-go:
 	$(GO) vet ./...
@@ -47,6 +47,11 @@ test-go:
 
 test-c: $(LIB) $(TOOL) $(BUILD)/test_abi $(BUILD)/demo
 	CP_DUMP=$(abspath $(TOOL)) $(BUILD)/test_abi
+
+# A real JVM (JDK >= 22, through the Foreign Function API until the JNI
+# binding lands) killed with SIGTERM: shutdown hooks run, exit 143, no loss.
+test-jvm: $(LIB) $(TOOL)
+	bash tests/jvm/run.sh $(LIB) $(TOOL)
 
 # Benchmarks: ns per LogTS from C next to the floor measured in the same run;
 # 10 s sustained ZSTD_TSC logging with bytes/record and memory; idle CPU; the
