@@ -10,8 +10,6 @@
 #include <linux/membarrier.h>
 #include <sys/syscall.h>
 #include "engine.h"
-
-
 #include "_cgo_export.h"
 
 cp_slot_t cp_slots[CP_MAX_CHANNELS];
@@ -248,13 +246,10 @@ static inline __attribute__((always_inline)) int32_t owner_commit(cp_slot_t *s, 
   return 0;
 }
 
-static int membarrier_ok;
-
 // Registers for expedited private membarrier; owned (biased) channels are
 // used only if this works.
 int cp_membarrier_init(void) {
-  membarrier_ok = syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
-  return membarrier_ok;
+  return syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
 }
 
 // Moves an owned channel to SHARED: after the membarrier every thread has
