@@ -10,7 +10,11 @@ import (
 const usage = `usage: cloudprofiler COMMAND [ARGS]
 
 commands:
-  dump [--csv] FILE...   decode channel log files (any format)
+  dump [--csv] [--counters] FILE...   decode channel log files (any format)
+  confserver --listen ADDR --config FILE [--token-file F]
+                         serve channel configuration (confserver/API.md)
+  conf [--server ADDR] list | get ID | set RULE-JSON | delete ID | resolve NAME
+                         read and change a configuration server's rules
 `
 
 func main() {
@@ -22,6 +26,10 @@ func main() {
 	switch os.Args[1] {
 	case "dump":
 		err = dump(os.Stdout, os.Stderr, os.Args[2:])
+	case "confserver":
+		err = runConfServer(os.Stderr, os.Args[2:])
+	case "conf":
+		err = runConf(os.Stdout, os.Stderr, os.Args[2:])
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

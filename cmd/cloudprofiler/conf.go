@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"cloudprofiler/confserver"
+)
+
+// token reads the bearer token: --token-file, else $CP_CONF_TOKEN.
+func token(file string) (string, error) {
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", err
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	return os.Getenv("CP_CONF_TOKEN"), nil
+}
+
+// runConfServer: cloudprofiler confserver --listen ADDR --config FILE [--token-file F]
+func runConfServer(stderr io.Writer, args []string) error {
+	fs := flag.NewFlagSet("confserver", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", "127.0.0.1:7070", "address to listen on")
+	config := fs.String("config", "", "rules file (JSON; created if missing)")
+	tokenFile := fs.String("token-file", "", "file holding the bearer token for writes (default: $CP_CONF_TOKEN; none: read-only)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *config == "" {
+		return errors.New("confserver: --config FILE is required")
+	}
+	tok, err := token(*tokenFile)
+	if err != nil {
+		return err
+	}
+	store, err := confserver.Open(*config)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: (&confserver.Server{Store: store, Token: tok}).Handler(),
+		ReadHeaderTimeout: 5 * time.Second}
+	t, _ := store.Snapshot()
+	writes := "writes need the bearer token"
+	if tok == "" {
+		writes = "no token: read-only"
+	}
+	fmt.Fprintf(stderr, "confserver: listening on %s, %d rules (version %d) from %s, %s\n",
+		ln.Addr(), len(t.Rules), t.Version, *config, writes)
+	done := make(chan os.Signal, 1)
+	signal.Notify(done, syscall.SIGTERM, os.Interrupt)
+	go func() {
+		<-done
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// runConf: cloudprofiler conf list|get ID|set RULE-JSON|delete ID|resolve NAME --server ADDR
+func runConf(stdout, stderr io.Writer, args []string) error {
+	fs := flag.NewFlagSet("conf", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	server := fs.String("server", os.Getenv("CP_CONF_SERVER"), "server host:port (default $CP_CONF_SERVER)")
+	tokenFile := fs.String("token-file", "", "bearer token file (default $CP_CONF_TOKEN)")
+	host := fs.String("host", "", "resolve: the host asking")
+	pid := fs.Int("pid", 0, "resolve: the pid asking")
+	usage := "usage: cloudprofiler conf [--server ADDR] list | get ID | set 'RULE-JSON' | delete ID | resolve NAME"
+	// Flags may stand before the verb, after it, or both.
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return errors.New(usage)
+	}
+	verb := fs.Arg(0)
+	if err := fs.Parse(fs.Args()[1:]); err != nil {
+		return err
+	}
+	if *server == "" {
+		return errors.New("conf: no server: give --server or set CP_CONF_SERVER")
+	}
+	tok, err := token(*tokenFile)
+	if err != nil {
+		return err
+	}
+	c := &confserver.Client{Addr: *server, Token: tok, HTTP: &http.Client{Timeout: 10 * time.Second}}
+	ctx := context.Background()
+	var out any
+	switch {
+	case verb == "list" && fs.NArg() == 0:
+		out, err = c.Rules(ctx)
+	case verb == "get" && fs.NArg() == 1:
+		out, err = c.Rule(ctx, fs.Arg(0))
+	case verb == "set" && fs.NArg() == 1:
+		var r confserver.Rule
+		dec := json.NewDecoder(strings.NewReader(fs.Arg(0)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&r); err != nil {
+			return fmt.Errorf("conf set: rule JSON: %v", err)
+		}
+		out, err = c.SetRule(ctx, r)
+	case verb == "delete" && fs.NArg() == 1:
+		out, err = c.DeleteRule(ctx, fs.Arg(0))
+	case verb == "resolve" && fs.NArg() == 1:
+		out, err = c.Resolve(ctx, confserver.Channel{Name: fs.Arg(0), Host: *host, PID: *pid})
+	default:
+		return errors.New(usage)
+	}
+	if err != nil {
+		return fmt.Errorf("conf %s: %v", verb, err)
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}

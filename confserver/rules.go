@@ -1,0 +1,190 @@
+// Package confserver is the configuration server: a table of rules that says,
+// per channel (name glob, host, pid), which handler, format and arguments a
+// NET_CONF channel gets, served over HTTP/JSON (see API.md), kept in a JSON
+// file that every change rewrites atomically.
+package confserver
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"cloudprofiler/handlers"
+	"cloudprofiler/internal/logfile"
+)
+
+// Rule matches channels and says what they get. Empty match fields match
+// anything. The first rule that matches wins; the table's default otherwise.
+type Rule struct {
+	ID           string  `json:"id,omitempty"`
+	Name         string  `json:"name,omitempty"` // glob on the channel name: * any run, ? one byte, \ escapes
+	Host         string  `json:"host,omitempty"` // glob on the host name
+	PID          int     `json:"pid,omitempty"`  // 0: any
+	Handler      string  `json:"handler"`        // as in the C header without CP_: NULLH, BUFFER_IDENTITY, ...
+	Format       string  `json:"format,omitempty"`
+	Args         []int64 `json:"args,omitempty"` // arg0, arg1; missing ones take the handler's defaults
+	DropWhenFull bool    `json:"drop_when_full,omitempty"`
+}
+
+// Table is the whole configuration. Version grows by one with every change.
+type Table struct {
+	Version uint64 `json:"version"`
+	Rules   []Rule `json:"rules"`
+	Default Rule   `json:"default"`
+}
+
+// Decision is what a channel gets.
+type Decision struct {
+	Handler      string  `json:"handler"`
+	Format       string  `json:"format,omitempty"` // empty: the format the program opened with
+	Args         []int64 `json:"args"`
+	DropWhenFull bool    `json:"drop_when_full,omitempty"`
+	Rule         string  `json:"rule"` // the matching rule's id, or "default"
+	Version      uint64  `json:"version"`
+}
+
+// Channel identifies a channel asking for its decision.
+type Channel struct {
+	Name string `json:"name"`
+	Host string `json:"host,omitempty"`
+	PID  int    `json:"pid,omitempty"`
+}
+
+// Switchable are the handlers a NET_CONF channel can be given (and switched
+// between while it runs). IDENTITY writes from the logging thread and
+// NET_CONF/FOX/GPIORTT are not local handlers.
+func Switchable(h handlers.Type) bool {
+	switch h {
+	case handlers.BufferIdentity, handlers.BufferIdentityComp, handlers.Median, handlers.Downsample,
+		handlers.XoY, handlers.FirstLast, handlers.PeriodicCounter, handlers.FastPeriodicCounter, handlers.Null:
+		return true
+	}
+	return false
+}
+
+// Validate checks a rule and fills in its arguments' defaults.
+func (r *Rule) Validate() error {
+	h, err := handlers.Parse(r.Handler)
+	if err != nil {
+		return err
+	}
+	if !Switchable(h) {
+		return fmt.Errorf("handler %s cannot be given to a NET_CONF channel (use BUFFER_IDENTITY for IDENTITY)", h)
+	}
+	if r.Format != "" {
+		if _, err := logfile.ParseFormat(r.Format); err != nil {
+			return err
+		}
+	}
+	if r.PID < 0 {
+		return fmt.Errorf("pid %d: must be >= 0 (0 matches any)", r.PID)
+	}
+	for _, g := range []string{r.Name, r.Host} {
+		if err := checkGlob(g); err != nil {
+			return err
+		}
+	}
+	defs := h.Defaults()
+	if len(r.Args) > len(defs) {
+		return fmt.Errorf("%s takes %d argument(s), got %d", h, len(defs), len(r.Args))
+	}
+	args := append([]int64(nil), defs...)
+	copy(args, r.Args)
+	for i := range r.Args {
+		if err := h.CheckArg(int32(i), r.Args[i], args); err != nil {
+			return err
+		}
+	}
+	r.Args = args
+	if r.DropWhenFull && !h.Ring() {
+		return fmt.Errorf("drop_when_full: %s has no ring to drop from", h)
+	}
+	return nil
+}
+
+// Validate checks every rule; ids must be unique.
+func (t *Table) Validate() error {
+	seen := map[string]bool{}
+	for i := range t.Rules {
+		r := &t.Rules[i]
+		if err := r.Validate(); err != nil {
+			return fmt.Errorf("rule %d (%q): %w", i, r.ID, err)
+		}
+		if r.ID == "" {
+			return fmt.Errorf("rule %d: no id", i)
+		}
+		if seen[r.ID] {
+			return fmt.Errorf("rule %d: id %q used twice", i, r.ID)
+		}
+		seen[r.ID] = true
+	}
+	if t.Default.Handler == "" {
+		t.Default.Handler = "NULLH"
+	}
+	if err := t.Default.Validate(); err != nil {
+		return fmt.Errorf("default: %w", err)
+	}
+	return nil
+}
+
+// Resolve returns the decision for a channel: first matching rule, else default.
+func (t *Table) Resolve(c Channel) Decision {
+	for _, r := range t.Rules {
+		if (r.Name == "" || Match(r.Name, c.Name)) && (r.Host == "" || Match(r.Host, c.Host)) && (r.PID == 0 || r.PID == c.PID) {
+			return Decision{Handler: r.Handler, Format: r.Format, Args: r.Args, DropWhenFull: r.DropWhenFull, Rule: r.ID, Version: t.Version}
+		}
+	}
+	d := t.Default
+	return Decision{Handler: d.Handler, Format: d.Format, Args: d.Args, DropWhenFull: d.DropWhenFull, Rule: "default", Version: t.Version}
+}
+
+var errBadGlob = errors.New("glob ends in a lone backslash")
+
+func checkGlob(g string) error {
+	if strings.HasSuffix(g, `\`) && !strings.HasSuffix(g, `\\`) {
+		return fmt.Errorf("%q: %w", g, errBadGlob)
+	}
+	return nil
+}
+
+// Match reports whether s matches the glob: '*' any run of bytes (also '/'),
+// '?' one byte, '\' makes the next byte literal.
+func Match(glob, s string) bool {
+	gi, si := 0, 0
+	starG, starS := -1, 0
+	for si < len(s) {
+		if gi < len(glob) {
+			switch c := glob[gi]; {
+			case c == '*':
+				starG, starS = gi, si
+				gi++
+				continue
+			case c == '?':
+				gi++
+				si++
+				continue
+			case c == '\\' && gi+1 < len(glob):
+				if glob[gi+1] == s[si] {
+					gi += 2
+					si++
+					continue
+				}
+			default:
+				if c == s[si] {
+					gi++
+					si++
+					continue
+				}
+			}
+		}
+		if starG < 0 {
+			return false
+		}
+		starS++
+		gi, si = starG+1, starS
+	}
+	for gi < len(glob) && glob[gi] == '*' {
+		gi++
+	}
+	return gi == len(glob)
+}
