@@ -98,7 +98,18 @@ enum cp_log_format {
  *                        channel's periods in lock step (aligned to multiples
  *                        of the period on CLOCK_MONOTONIC_RAW).
  * CP_NULLH               discards everything (checks the handle only).
- * CP_NET_CONF, CP_FOX_START, CP_FOX_END: not supported yet (CP_ERR_NOT_SUPPORTED).
+ * CP_NET_CONF            asks the configuration server ($CP_CONF_SERVER=host:port)
+ *                        which handler (and optionally format and arguments) the
+ *                        channel gets; OpenChannel returns within
+ *                        $CP_CONF_TIMEOUT_MS [1000] whatever the server does, with
+ *                        the fallback handler $CP_CONF_FALLBACK [NULLH] if it got
+ *                        no usable answer (the reason is in the file header).
+ *                        While open, the channel follows rule changes within about
+ *                        a second, switching handler without being reopened; each
+ *                        switch is an event in the file. It can be given every
+ *                        handler above but IDENTITY; the file's format is fixed at
+ *                        open. Resolved to NULLH it logs as fast as NULLH.
+ * CP_FOX_START, CP_FOX_END: not supported yet (CP_ERR_NOT_SUPPORTED).
  * CP_GPIORTT             aarch64 boards only (CP_ERR_UNSUPPORTED_PLATFORM here).
  */
 enum cp_handler_type {
@@ -139,7 +150,7 @@ enum cp_error {
   CP_ERR_BAD_NAME = -3,           /* NULL, empty, or longer than 4096 bytes */
   CP_ERR_BAD_FORMAT = -4,         /* unknown log format */
   CP_ERR_BAD_HANDLER = -5,        /* unknown handler type */
-  CP_ERR_NOT_SUPPORTED = -6,      /* handler known but not implemented yet */
+  CP_ERR_NOT_SUPPORTED = -6,      /* handler known but not implemented yet (FOX_START, FOX_END) */
   CP_ERR_UNSUPPORTED_PLATFORM = -7,
   CP_ERR_FORMAT_HANDLER = -8,     /* compressed format with a handler that cannot compress */
   CP_ERR_BAD_ARG_NUM = -9,        /* this handler has no such argument */

@@ -114,7 +114,7 @@ func (t Type) CheckOpen(compressed bool) error {
 	switch {
 	case !t.Valid():
 		return ErrUnknown
-	case t == NetConf || t == FoxStart || t == FoxEnd:
+	case t == FoxStart || t == FoxEnd:
 		return fmt.Errorf("%w: %s", ErrNotYet, t)
 	case t == GPIORTT:
 		return fmt.Errorf("%w: %s needs an aarch64 board with GPIO", ErrPlatform, t)

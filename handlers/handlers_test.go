@@ -21,7 +21,8 @@ func TestCheckOpen(t *testing.T) {
 	require.NoError(t, BufferIdentity.CheckOpen(true))
 	require.ErrorIs(t, Identity.CheckOpen(true), ErrFormat)
 	require.NoError(t, Identity.CheckOpen(false))
-	require.ErrorIs(t, NetConf.CheckOpen(false), ErrNotYet)
+	require.NoError(t, NetConf.CheckOpen(false))
+	require.ErrorIs(t, FoxStart.CheckOpen(false), ErrNotYet)
 	require.ErrorIs(t, GPIORTT.CheckOpen(false), ErrPlatform)
 	require.ErrorIs(t, Type(-1).CheckOpen(false), ErrUnknown)
 }

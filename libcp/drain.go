@@ -14,6 +14,7 @@ import (
 	"time"
 	"unsafe"
 
+	"cloudprofiler/handlers"
 	"cloudprofiler/internal/logfile"
 
 	"golang.org/x/sys/unix"
@@ -237,10 +238,14 @@ func (c *channel) close(reason string) error {
 	// One atomic OR linearises the close: every LogTS before it has a
 	// position below end (and will be drained), every one after it fails.
 	C.cp_revoke_owner(c.slot) // an owner thread writes the word with plain stores
+	if c.netconf {
+		unwatchConf(c)
+		c.retire() // before the OR: FIRSTLAST's pair takes ring positions
+	}
 	end := atomic.OrUint64(c.word(), closedBit) & countMask
 	tr := logfile.Trailer{Reason: reason, Positions: end}
 	switch {
-	case c.htype.Ring():
+	case c.cur.Ring() || c.netconf:
 		close(c.stop)
 		<-c.drained
 		c.drainFinal(end)
@@ -253,11 +258,11 @@ func (c *channel) close(reason string) error {
 		tr.Holes, tr.Unwritten = c.holes, c.unwritten
 		tr.Dropped = atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.slot.dropped)))
 		tr.Total = end
-	case c.htype.Counter():
+	case c.cur.Counter():
 		tr.Total = sampler.remove(c, end)
-	case c.htype.String() == "FIRSTLAST":
+	case c.cur == handlers.FirstLast:
 		tr.Total = c.writeFirstLast()
-	case c.htype.String() == "IDENTITY":
+	case c.cur == handlers.Identity:
 		for atomic.LoadUint32((*uint32)(unsafe.Pointer(&c.slot.inflight))) != 0 {
 			time.Sleep(50 * time.Microsecond)
 		}

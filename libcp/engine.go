@@ -103,7 +103,11 @@ type channel struct {
 	handle  int64
 	number  uint64
 	slot    *C.cp_slot_t
-	htype   handlers.Type
+	htype   handlers.Type // as opened: the header's handler (NET_CONF stays NET_CONF)
+	cur     handlers.Type // in effect now: htype, or what the configuration server said
+	netconf bool
+	conf    *logfile.Conf
+	name    string
 	format  logfile.Format
 	path    string
 	fd      int
@@ -376,6 +380,16 @@ func openChannel(name string, f logfile.Format, h handlers.Type) (int64, error) 
 	if err := os.MkdirAll(cfg.logDir, 0o755); err != nil {
 		return 0, fail(C.CP_ERR_IO, "log directory: %v", err)
 	}
+	cur, args, drop := h, h.Defaults(), false
+	var conf *logfile.Conf
+	if h == handlers.NetConf {
+		// Asked before any lock is taken: bounded by CP_CONF_TIMEOUT_MS.
+		d := resolveAtOpen(name)
+		cur, args, drop, conf = d.handler, d.args, d.drop, d.info
+		if d.format >= 0 {
+			f = d.format
+		}
+	}
 
 	regMu.Lock()
 	defer regMu.Unlock()
@@ -384,8 +398,8 @@ func openChannel(name string, f logfile.Format, h handlers.Type) (int64, error) 
 		return 0, err
 	}
 	opened++
-	c := &channel{idx: idx, number: opened, slot: slotPtr(idx), htype: h, format: f,
-		args: h.Defaults(), recSize: uint64(f.RecordSize())}
+	c := &channel{idx: idx, number: opened, slot: slotPtr(idx), htype: h, cur: cur, format: f,
+		args: args, recSize: uint64(f.RecordSize()), netconf: h == handlers.NetConf, conf: conf, name: name}
 	gens[idx] = gens[idx]%C.CP_MAX_GEN + 1
 	c.gen = gens[idx]
 	c.handle = int64(c.gen<<C.CP_IDX_BITS | uint64(idx+1))
@@ -410,6 +424,10 @@ func openChannel(name string, f logfile.Format, h handlers.Type) (int64, error) 
 	}
 	c.fd = fd
 
+	c.slot.drop_when_full = 0
+	if drop {
+		c.slot.drop_when_full = 1
+	}
 	if err := c.setupSlot(); err != nil {
 		unix.Close(fd)
 		os.Remove(c.path)
@@ -428,22 +446,34 @@ func openChannel(name string, f logfile.Format, h handlers.Type) (int64, error) 
 	atomic.StoreUint64(c.word(), c.gen<<wordGenShift)
 	atomic.StoreInt32((*int32)(unsafe.Pointer(&c.slot.fd)), int32(fd))
 	channels[idx] = c
-	if h.Ring() {
+	if c.ring != nil {
 		c.stop = make(chan struct{})
 		c.kick = make(chan struct{}, 1)
 		c.drained = make(chan struct{})
 		go c.drainLoop()
 	}
-	if h.Counter() {
+	if cur.Counter() {
 		sampler.add(c)
 	}
+	if c.netconf {
+		watchConf(c)
+	}
 	return c.handle, nil
+}
+
+// kindValue is what the C slot's kind says for the handler in effect.
+func (c *channel) kindValue() C.int32_t {
+	if c.netconf && c.cur == handlers.PeriodicCounter {
+		return C.CP_KIND_NC_COUNTER
+	}
+	return C.int32_t(c.cur)
 }
 
 // setupSlot fills the C slot (not yet published) for this channel.
 func (c *channel) setupSlot() error {
 	s := c.slot
-	s.kind = C.int32_t(c.htype)
+	s.kind = c.kindValue()
+	s.nc_count = 0
 	s.fast = 0
 	s.owner = 0
 	s.owner_limit = 0
@@ -458,7 +488,6 @@ func (c *channel) setupSlot() error {
 		s.ascii = 1
 	}
 	s.log_format = C.int32_t(c.format)
-	s.drop_when_full = 0
 	s.failed = 0
 	s.abandoned = 0
 	s.inflight = 0
@@ -479,20 +508,20 @@ func (c *channel) setupSlot() error {
 		s.arg1 = C.int64_t(c.args[1])
 	}
 	s.xoy = nil
-	if c.htype == handlers.XoY {
+	if c.cur == handlers.XoY {
 		if err := c.setXoY(); err != nil {
 			return err
 		}
 	}
-	if c.htype.Counter() {
+	if c.cur.Counter() {
 		c.period = c.args[0]
 	}
-	if c.htype == handlers.Median {
+	if c.cur == handlers.Median {
 		if err := c.setMedianWindow(c.args[0]); err != nil {
 			return err
 		}
 	}
-	if !c.htype.Ring() {
+	if !c.cur.Ring() && !c.netconf { // a NET_CONF channel keeps a ring for what it may become
 		return nil
 	}
 	c.blockRecs, c.ringBlocks = cfg.blockRecords, cfg.ringBlocks
@@ -529,7 +558,7 @@ func (c *channel) updateFastPath(open bool) {
 	drop := atomic.LoadUint32((*uint32)(unsafe.Pointer(&c.slot.drop_when_full))) == 1
 	failed := atomic.LoadUint32((*uint32)(unsafe.Pointer(&c.slot.failed))) == 1
 	fast := int32(C.CP_FAST_NONE)
-	if (c.htype == handlers.BufferIdentity || c.htype == handlers.BufferIdentityComp) && c.recSize == 16 && !drop && !failed {
+	if (c.cur == handlers.BufferIdentity || c.cur == handlers.BufferIdentityComp) && c.recSize == 16 && !drop && !failed {
 		fast = C.CP_FAST_SHARED
 		if open && membarrierOK && getenv("CP_NO_OWNER_BIAS") == "" {
 			c.slot.owner = 0
@@ -587,7 +616,7 @@ func (c *channel) freeMemory() {
 
 func (c *channel) argMap() map[string]int64 {
 	m := map[string]int64{}
-	for i, a := range c.htype.Args() {
+	for i, a := range c.cur.Args() {
 		m[a.Name] = c.args[i]
 	}
 	return m
@@ -595,7 +624,7 @@ func (c *channel) argMap() map[string]int64 {
 
 func (c *channel) columns() []string {
 	cols := []string{"tuple_id", "tsc"}
-	if c.htype.Counter() {
+	if c.cur.Counter() && !c.netconf {
 		cols = []string{"period_end_tsc", "count", "skipped_periods"}
 	}
 	if c.format.HasMono() {
@@ -607,15 +636,15 @@ func (c *channel) columns() []string {
 func (c *channel) writeHeader(name string) error {
 	h := logfile.Header{
 		Version: logfile.Version, ByteOrder: "little", Format: c.format.String(), FormatID: int32(c.format),
-		Handler: c.htype.String(), HandlerID: int32(c.htype), Args: c.argMap(), Columns: c.columns(),
+		Handler: c.htype.String(), HandlerID: int32(c.htype), Args: c.argMap(), Columns: c.columns(), Conf: c.conf,
 		RecordSize: int(c.recSize), Channel: int(c.number), Name: name, NameHex: hex.EncodeToString([]byte(name)),
 		Host: host, PID: os.Getpid(), TSCHz: freq.Hz, TSCHzSource: freq.Source, OpenSync: readSync(),
 		Library: LibraryVersion,
 	}
-	if c.htype.Ring() {
+	if c.ring != nil {
 		h.BlockRecords, h.RingBlocks = int(c.blockRecs), int(c.ringBlocks)
 	}
-	if c.htype.Counter() {
+	if c.cur.Counter() {
 		h.CounterPeriod = c.period
 	}
 	js, err := json.Marshal(h)
@@ -717,7 +746,7 @@ func parameterize(h int64, argNum int32, val int64) error {
 	if c.closed {
 		return fail(C.CP_ERR_CLOSED, "channel %d is closed", h)
 	}
-	if err := c.htype.CheckArg(argNum, val, c.args); err != nil {
+	if err := c.cur.CheckArg(argNum, val, c.args); err != nil {
 		return err
 	}
 	if argNum == handlers.ArgDropWhenFul {
@@ -726,19 +755,19 @@ func parameterize(h int64, argNum int32, val int64) error {
 		return c.writeMeta(logfile.KindEvent, logfile.Event{Event: "drop_when_full", Total: uint64(val), Pos: atomic.LoadUint64(c.word()) & countMask})
 	}
 	switch {
-	case c.htype == handlers.Median:
+	case c.cur == handlers.Median:
 		if err := c.setMedianWindow(val); err != nil {
 			return err
 		}
-	case c.htype.Counter():
+	case c.cur.Counter():
 		sampler.setPeriod(c, val)
 	}
 	c.args[argNum] = val
-	if c.htype == handlers.XoY {
+	if c.cur == handlers.XoY {
 		if err := c.setXoY(); err != nil {
 			return err
 		}
-	} else if c.htype == handlers.Median {
+	} else if c.cur == handlers.Median {
 		// cp_median_set_window stored arg0 with the buffer.
 	} else if argNum == 0 {
 		atomic.StoreInt64((*int64)(unsafe.Pointer(&c.slot.arg0)), val)

@@ -63,6 +63,10 @@ struct cp_xoy {
   uint64_t m_lo, m_hi;  /* 2^128 / y + 1: other ids; all 0 if y is a power of two or >= 2^32 */
 };
 
+/* cp_slot.kind is a cp_handler_type, or this: PERIODICCOUNTER on a NET_CONF
+ * channel, which counts in nc_count because its word counts ring positions. */
+#define CP_KIND_NC_COUNTER 64
+
 /* Values of cp_slot.fast, the selector of LogTS's shortest path. */
 #define CP_FAST_NONE 0      /* per-handler paths */
 #define CP_FAST_SHARED 1    /* BUFFER_IDENTITY _TSC, never drops: one atomic add per record */
@@ -95,6 +99,7 @@ typedef struct cp_slot {
   _Atomic uint32_t inflight; /* IDENTITY writes under way (close waits for 0) */
   _Atomic uint64_t dropped;
   _Atomic uint64_t unwritten; /* records held in memory for a failing disk (Go's spill) */
+  _Atomic uint64_t nc_count;  /* PERIODICCOUNTER on a NET_CONF channel (the word counts ring positions) */
   /* cold */
   _Atomic int fd;            /* O_APPEND log file, -1 when none */
   int32_t ascii;
@@ -119,6 +124,8 @@ void cp_revoke_owner(cp_slot_t *s);
 struct cp_xoy *cp_set_xoy(cp_slot_t *s, int64_t x, int64_t y);
 int32_t cp_median_set_window(cp_slot_t *s, uint64_t *buf, uint32_t window);
 void cp_firstlast_snapshot(cp_slot_t *s, uint64_t out[7]);
+void cp_firstlast_reset(cp_slot_t *s);
+int32_t cp_ring_put(cp_slot_t *s, int64_t id, uint64_t tsc, uint64_t mono);
 int cp_install_sigterm(void);
 void cp_sigflush_init(uint64_t max_block_bytes);
 void cp_sigflush_begin_fd_close(void);

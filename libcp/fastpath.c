@@ -52,7 +52,7 @@ int cp_kind_class(int32_t kind) {
   case CP_BUFFER_IDENTITY: case CP_BUFFER_IDENTITY_COMP: case CP_MEDIAN:
   case CP_DOWNSAMPLE: case CP_XOY:
     return CP_CLASS_RING;
-  case CP_PERIODICCOUNTER: case CP_FASTPERIODICCOUNTER:
+  case CP_PERIODICCOUNTER: case CP_FASTPERIODICCOUNTER: case CP_KIND_NC_COUNTER:
     return CP_CLASS_COUNTER;
   case CP_FIRSTLAST:
     return CP_CLASS_FIRSTLAST;
@@ -206,6 +206,9 @@ __attribute__((noinline)) static int32_t log_other(cp_slot_t *s, uint64_t gen, i
   case CP_BUFFER_IDENTITY:
   case CP_BUFFER_IDENTITY_COMP:
     return log_ring(s, gen, id);
+  case CP_KIND_NC_COUNTER:
+    atomic_fetch_add_explicit(&s->nc_count, 1, memory_order_relaxed);
+    return 0;
   case CP_PERIODICCOUNTER: {
     uint64_t old = atomic_fetch_add_explicit(&s->word, 1, memory_order_relaxed);
     if (__builtin_expect((old >> 47) != (gen << 1), 0)) {
@@ -438,6 +441,30 @@ static int32_t log_firstlast(cp_slot_t *s, int64_t id, uint64_t t) {
   return 0;
 }
 
+void cp_firstlast_reset(cp_slot_t *s) {
+  lock_slot(s);
+  s->fl_n = 0;
+  unlock_slot(s);
+}
+
+// Puts one record into a NET_CONF channel's ring for the Go side (FIRSTLAST's
+// pair when the channel switches away or closes): a position like any other,
+// taken even after the closed bit (the close that set it is the caller).
+int32_t cp_ring_put(cp_slot_t *s, int64_t id, uint64_t tsc, uint64_t mono) {
+  uint64_t p = atomic_fetch_add_explicit(&s->word, 1, memory_order_acq_rel) & CP_COUNT_MASK;
+  uint64_t b = p >> s->block_shift;
+  _Atomic uint64_t *seq = &s->ring_seq[b & (s->ring_blocks - 1)];
+  if (atomic_load_explicit(seq, memory_order_acquire) != b) {
+    int32_t rc = wait_for_block(s, seq, b);
+    if (rc) return rc;
+  }
+  uint64_t *rec = (uint64_t *)(s->ring + (p & s->ring_posmask) * s->rec_size);
+  rec[0] = (uint64_t)id;
+  if (s->with_mono) rec[2] = mono;
+  atomic_store_explicit((_Atomic uint64_t *)&rec[1], tsc ? tsc : 1, memory_order_release);
+  return 0;
+}
+
 void cp_firstlast_snapshot(cp_slot_t *s, uint64_t out[7]) {
   lock_slot(s);
   out[0] = s->fl_n;
@@ -513,7 +540,7 @@ const char *CP_ErrorString(int32_t code) {
   case CP_ERR_BAD_NAME: return "bad channel name: NULL, empty, or longer than 4096 bytes";
   case CP_ERR_BAD_FORMAT: return "unknown log format";
   case CP_ERR_BAD_HANDLER: return "unknown handler type";
-  case CP_ERR_NOT_SUPPORTED: return "handler not supported yet (NET_CONF, FOX_START, FOX_END)";
+  case CP_ERR_NOT_SUPPORTED: return "handler not supported yet (FOX_START, FOX_END)";
   case CP_ERR_UNSUPPORTED_PLATFORM: return "handler unsupported on this platform (GPIORTT needs an aarch64 board)";
   case CP_ERR_FORMAT_HANDLER: return "this handler cannot write this format (compressed formats need a buffered handler)";
   case CP_ERR_BAD_ARG_NUM: return "this handler has no such argument";

@@ -290,7 +290,7 @@ func TestBadInput(t *testing.T) {
 	require.Equal(t, int32(-5), codeOf(err))
 	_, err = openChannel("x", logfile.BinaryTSC, -2)
 	require.Equal(t, int32(-5), codeOf(err))
-	for _, h := range []handlers.Type{handlers.NetConf, handlers.FoxStart, handlers.FoxEnd} {
+	for _, h := range []handlers.Type{handlers.FoxStart, handlers.FoxEnd} {
 		_, err = openChannel("x", logfile.BinaryTSC, h)
 		require.Equal(t, int32(-6), codeOf(err), "%s", h)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 	"unsafe"
 
+	"cloudprofiler/handlers"
 	"cloudprofiler/internal/logfile"
 	"cloudprofiler/tsc"
 )
@@ -56,7 +57,10 @@ func (s *counterSampler) setPeriod(c *channel, p int64) {
 
 // count reads a counter channel's running total.
 func (c *channel) count() uint64 {
-	if c.htype.String() == "PERIODICCOUNTER" {
+	switch {
+	case c.cur == handlers.PeriodicCounter && c.netconf:
+		return atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.slot.nc_count)))
+	case c.cur == handlers.PeriodicCounter:
 		return atomic.LoadUint64(c.word()) & countMask
 	}
 	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.slot.aux)))
@@ -69,9 +73,9 @@ func (s *counterSampler) remove(c *channel, end uint64) uint64 {
 	defer s.mu.Unlock()
 	delete(s.chans, c)
 	total := end
-	if c.htype.String() == "FASTPERIODICCOUNTER" {
-		// Single writer, plain increments: give an increment under way a
-		// moment to land before the final read.
+	if c.cur == handlers.FastPeriodicCounter || c.netconf {
+		// Counted outside the word: give an increment under way a moment
+		// to land before the final read.
 		time.Sleep(time.Millisecond)
 		total = c.count()
 	}
@@ -137,6 +141,9 @@ func (c *channel) emit(sp logfile.Sync, total, skipped uint64) {
 	}
 	var out []byte
 	if c.format.IsASCII() {
+		if c.netconf { // tuple records share the file: mark the line
+			out = append(out, "#counter "...)
+		}
 		out = strconv.AppendUint(out, sp.TSC, 10)
 		out = append(out, ',')
 		out = strconv.AppendUint(out, n, 10)

@@ -192,20 +192,21 @@ static void flush_all_raw(void) {
     if (fd <= 0) continue;
     uint64_t w = atomic_load_explicit(&s->word, memory_order_acquire);
     if ((w >> CP_GEN_SHIFT) == 0) continue;
+    // A NET_CONF channel has a ring whatever its handler is now.
+    if (s->ring) flush_ring(s, fd, w & CP_COUNT_MASK);
     switch (cp_kind_class(s->kind)) {
-    case CP_CLASS_RING:
-      flush_ring(s, fd, w & CP_COUNT_MASK);
-      flush_event(s, fd, "sigterm", w & CP_COUNT_MASK);
+    case CP_CLASS_COUNTER: {
+      uint64_t total = s->kind == CP_PERIODICCOUNTER ? (w & CP_COUNT_MASK)
+                       : s->kind == CP_KIND_NC_COUNTER ? atomic_load(&s->nc_count)
+                                                       : atomic_load(&s->aux);
+      flush_event(s, fd, "sigterm", total);
       break;
-    case CP_CLASS_COUNTER:
-      flush_event(s, fd, "sigterm", s->kind == CP_PERIODICCOUNTER ? (w & CP_COUNT_MASK)
-                                                                   : atomic_load(&s->aux));
-      break;
+    }
     case CP_CLASS_FIRSTLAST:
-      flush_firstlast(s, fd);
+      if (!s->ring) flush_firstlast(s, fd);  // NET_CONF: its pair goes through the ring at switch or close
       flush_event(s, fd, "sigterm", s->fl_n);
       break;
-    case CP_CLASS_IDENTITY:
+    default:
       flush_event(s, fd, "sigterm", w & CP_COUNT_MASK);
       break;
     }

@@ -190,9 +190,21 @@ type Header struct {
 	OpenSync      Sync             `json:"open_sync"`
 	Library       string           `json:"library"`
 	CounterPeriod int64            `json:"counter_period_ns,omitempty"`
+	Conf          *Conf            `json:"conf,omitempty"` // NET_CONF channels
 }
 
-// Counter says whether the channel writes counter records.
+// Conf records how a NET_CONF channel was resolved when it opened. Later
+// changes are "switch" events in the file.
+type Conf struct {
+	Server   string           `json:"server,omitempty"`
+	Handler  string           `json:"handler"`
+	Args     map[string]int64 `json:"args,omitempty"`
+	Rule     string           `json:"rule,omitempty"`
+	Version  uint64           `json:"version,omitempty"`
+	Fallback string           `json:"fallback,omitempty"` // why the fallback handler was used
+}
+
+// Counter says whether the channel writes counter records only.
 func (h *Header) Counter() bool {
 	return h.Handler == "PERIODICCOUNTER" || h.Handler == "FASTPERIODICCOUNTER"
 }
@@ -204,6 +216,10 @@ type Event struct {
 	Total uint64           `json:"total,omitempty"`
 	Args  map[string]int64 `json:"args,omitempty"`
 	Pos   uint64           `json:"pos,omitempty"`
+	// Switch events (NET_CONF): the handler from then on, and why.
+	Handler string `json:"handler,omitempty"`
+	Rule    string `json:"rule,omitempty"`
+	Version uint64 `json:"version,omitempty"`
 	// Unwritten (SIGTERM event): records the channel held in memory for a
 	// failing disk, lost with the process.
 	Unwritten uint64 `json:"unwritten,omitempty"`

@@ -276,6 +276,9 @@ func (lf *File) indexASCII(br *bufio.Reader) error {
 			lf.entries = append(lf.entries, entry{kind: KindRecords, flags: flags, n: n, firstPos: first,
 				positions: true, off: off, seq: len(lf.entries)})
 			cur = &lf.entries[len(lf.entries)-1]
+		case strings.HasPrefix(s, "#counter "): // a counter line in a NET_CONF channel's file
+			lf.entries = append(lf.entries, entry{kind: KindCounter, n: 1, off: lineOff + int64(len("#counter ")),
+				length: 1, seq: len(lf.entries)})
 		case strings.HasPrefix(s, "#event "):
 			if err := lf.addMeta(KindEvent, []byte(s[7:])); err != nil {
 				return fmt.Errorf("corrupt at line %d: %v", lineNo, err)
@@ -518,7 +521,7 @@ func (h *Header) Format2() Format { return Format(h.FormatID) }
 
 // Counters calls fn for every counter record in file order.
 func (lf *File) Counters(fn func(CounterRecord) error) error {
-	if !lf.Header.Counter() {
+	if !lf.Header.Counter() && lf.Header.Handler != "NET_CONF" {
 		return fmt.Errorf("%s: not a counter channel; use Records", lf.path)
 	}
 	lf.Summary.Records, lf.Summary.Frames = 0, 0

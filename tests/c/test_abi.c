@@ -109,7 +109,7 @@ static int test_bad_input(void) {
   CHECK(OpenChannel("x", 99, CP_NULLH) == CP_ERR_BAD_FORMAT, "format 99");
   CHECK(OpenChannel("x", -1, CP_NULLH) == CP_ERR_BAD_FORMAT, "format -1");
   CHECK(OpenChannel("x", CP_BINARY_TSC, 42) == CP_ERR_BAD_HANDLER, "handler 42");
-  CHECK(OpenChannel("x", CP_BINARY_TSC, CP_NET_CONF) == CP_ERR_NOT_SUPPORTED, "NET_CONF");
+  CHECK(OpenChannel("x", CP_BINARY_TSC, CP_FOX_START) == CP_ERR_NOT_SUPPORTED, "FOX_START");
   CHECK(OpenChannel("x", CP_BINARY_TSC, CP_GPIORTT) == CP_ERR_UNSUPPORTED_PLATFORM, "GPIORTT");
   CHECK(OpenChannel("x", CP_ZSTD_TSC, CP_IDENTITY) == CP_ERR_FORMAT_HANDLER, "IDENTITY+ZSTD");
   int64_t forged[] = {0, -1, 1, 12345, INT64_MAX, INT64_MIN, (int64_t)1 << 20, ((int64_t)1 << 40) | 3};
