@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -29,7 +30,16 @@ func TestMain(m *testing.M) {
 	os.Setenv("CP_BLOCK_RECORDS", "1024") // many blocks, many laps of the ring
 	os.Setenv("CP_RING_BLOCKS", "4")
 	os.Setenv("CP_QUIET", "1")
+	// NET_CONF tests run a configuration server on this loopback port.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("CP_CONF_SERVER", l.Addr().String())
+	l.Close()
+	os.Setenv("CP_CONF_TIMEOUT_MS", "500")
 	code := m.Run()
+	stopConfServer()
 	os.RemoveAll(d)
 	os.Exit(code)
 }

@@ -87,17 +87,23 @@ func runConf(stdout, stderr io.Writer, args []string) error {
 	host := fs.String("host", "", "resolve: the host asking")
 	pid := fs.Int("pid", 0, "resolve: the pid asking")
 	usage := "usage: cloudprofiler conf [--server ADDR] list | get ID | set 'RULE-JSON' | delete ID | resolve NAME"
-	// Flags may stand before the verb, after it, or both.
-	if err := fs.Parse(args); err != nil {
-		return err
+	// Flags may stand anywhere: before the verb, after it, after its argument.
+	var pos []string
+	for rest := args; ; {
+		if err := fs.Parse(rest); err != nil {
+			return err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		rest = fs.Args()[1:]
 	}
-	if fs.NArg() == 0 {
+	if len(pos) == 0 {
 		return errors.New(usage)
 	}
-	verb := fs.Arg(0)
-	if err := fs.Parse(fs.Args()[1:]); err != nil {
-		return err
-	}
+	verb := pos[0]
+	pos = pos[1:]
 	if *server == "" {
 		return errors.New("conf: no server: give --server or set CP_CONF_SERVER")
 	}
@@ -109,22 +115,22 @@ func runConf(stdout, stderr io.Writer, args []string) error {
 	ctx := context.Background()
 	var out any
 	switch {
-	case verb == "list" && fs.NArg() == 0:
+	case verb == "list" && len(pos) == 0:
 		out, err = c.Rules(ctx)
-	case verb == "get" && fs.NArg() == 1:
-		out, err = c.Rule(ctx, fs.Arg(0))
-	case verb == "set" && fs.NArg() == 1:
+	case verb == "get" && len(pos) == 1:
+		out, err = c.Rule(ctx, pos[0])
+	case verb == "set" && len(pos) == 1:
 		var r confserver.Rule
-		dec := json.NewDecoder(strings.NewReader(fs.Arg(0)))
+		dec := json.NewDecoder(strings.NewReader(pos[0]))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&r); err != nil {
 			return fmt.Errorf("conf set: rule JSON: %v", err)
 		}
 		out, err = c.SetRule(ctx, r)
-	case verb == "delete" && fs.NArg() == 1:
-		out, err = c.DeleteRule(ctx, fs.Arg(0))
-	case verb == "resolve" && fs.NArg() == 1:
-		out, err = c.Resolve(ctx, confserver.Channel{Name: fs.Arg(0), Host: *host, PID: *pid})
+	case verb == "delete" && len(pos) == 1:
+		out, err = c.DeleteRule(ctx, pos[0])
+	case verb == "resolve" && len(pos) == 1:
+		out, err = c.Resolve(ctx, confserver.Channel{Name: pos[0], Host: *host, PID: *pid})
 	default:
 		return errors.New(usage)
 	}

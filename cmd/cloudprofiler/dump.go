@@ -18,6 +18,7 @@ func dump(stdout, stderr io.Writer, args []string) error {
 	fs := flag.NewFlagSet("dump", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	csv := fs.Bool("csv", false, "print records as CSV (tuple_id,tsc[,mono_ns]; counters: period_end_tsc,count,skipped_periods[,mono_ns])")
+	counters := fs.Bool("counters", false, "print the counter records of a NET_CONF channel's file (counter channels print them anyway)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -28,7 +29,7 @@ func dump(stdout, stderr io.Writer, args []string) error {
 	defer w.Flush()
 	var firstErr error
 	for _, path := range fs.Args() {
-		if err := dumpOne(w, stderr, path, *csv); err != nil {
+		if err := dumpOne(w, stderr, path, *csv, *counters); err != nil {
 			w.Flush()
 			fmt.Fprintln(stderr, "cloudprofiler: dump:", err)
 			if firstErr == nil {
@@ -39,7 +40,7 @@ func dump(stdout, stderr io.Writer, args []string) error {
 	return firstErr
 }
 
-func dumpOne(w *bufio.Writer, stderr io.Writer, path string, csv bool) error {
+func dumpOne(w *bufio.Writer, stderr io.Writer, path string, csv, counters bool) error {
 	lf, err := logfile.Open(path)
 	if err != nil {
 		return err
@@ -49,7 +50,7 @@ func dumpOne(w *bufio.Writer, stderr io.Writer, path string, csv bool) error {
 	mono := logfile.Format(h.FormatID).HasMono()
 	var buf []byte
 	var first, last uint64
-	if h.Counter() {
+	if h.Counter() || counters {
 		if csv {
 			w.WriteString("period_end_tsc,count,skipped_periods")
 			if mono {
