@@ -285,3 +285,26 @@ func TestNetConfThousandOpensAtOnce(t *testing.T) {
 		require.NoError(t, closeChannel(h, "close"))
 	}
 }
+
+// FIRSTLAST on a NET_CONF channel: its pair goes through the ring, at a
+// switch and at close.
+func TestNetConfFirstLast(t *testing.T) {
+	startConfServer(t)
+	setRule(t, confserver.Rule{ID: "fl", Name: "nc fl", Handler: "FIRSTLAST"})
+	ch, c := open(t, "nc fl", logfile.ASCII, handlers.NetConf)
+	for i := 10; i < 20; i++ {
+		require.Zero(t, logTS(ch, int64(i)))
+	}
+	setRule(t, confserver.Rule{ID: "fl", Name: "nc fl", Handler: "BUFFER_IDENTITY"})
+	waitFor(t, c, handlers.BufferIdentity, 2*time.Second)
+	require.Zero(t, logTS(ch, 100))
+	setRule(t, confserver.Rule{ID: "fl", Name: "nc fl", Handler: "FIRSTLAST"})
+	waitFor(t, c, handlers.FirstLast, 2*time.Second)
+	for i := 200; i < 205; i++ {
+		require.Zero(t, logTS(ch, int64(i)))
+	}
+	require.NoError(t, closeChannel(ch, "close"))
+	recs, lf := readRecords(t, c.path)
+	require.Equal(t, []int64{10, 19, 100, 200, 204}, ids(recs))
+	require.Zero(t, lf.Summary.Holes)
+}

@@ -106,6 +106,7 @@ int main(int argc, char **argv) {
 
   struct { const char *name; int32_t fmt, h, arg; int64_t val; int32_t arg2; int64_t val2; double target_ratio, target_ns; } cases[] = {
     {"NULLH", CP_BINARY_TSC, CP_NULLH, -1, 0, -1, 0, 0, 3},
+    {"NET_CONF resolved to NULLH", CP_BINARY_TSC, CP_NET_CONF, -1, 0, -1, 0, 0, 3},
     {"FASTPERIODICCOUNTER", CP_BINARY_TSC, CP_FASTPERIODICCOUNTER, -1, 0, -1, 0, 0, 3},
     {"PERIODICCOUNTER", CP_BINARY_TSC, CP_PERIODICCOUNTER, -1, 0, -1, 0, 0, 0},
     {"XOY skipped (x=0,y=1000)", CP_BINARY_TSC, CP_XOY, CP_ARG0, 0, CP_ARG1, 1000, 0, 5},
