@@ -203,6 +203,11 @@ static inline __attribute__((always_inline)) int32_t log_ring(cp_slot_t *s, uint
 // The handlers that are not on the fastest path.
 __attribute__((noinline)) static int32_t log_other(cp_slot_t *s, uint64_t gen, int64_t id, int32_t kind) {
   switch (kind) {
+  case CP_NULLH:
+    return 0;
+  case CP_FASTPERIODICCOUNTER:
+    atomic_store_explicit(&s->aux, atomic_load_explicit(&s->aux, memory_order_relaxed) + 1, memory_order_relaxed);
+    return 0;
   case CP_BUFFER_IDENTITY:
   case CP_BUFFER_IDENTITY_COMP:
     return log_ring(s, gen, id);
@@ -317,13 +322,7 @@ __attribute__((noinline)) static int32_t log_owned_slow(cp_slot_t *s, uint64_t g
 __attribute__((noinline)) static int32_t log_by_kind(cp_slot_t *s, uint64_t gen, int64_t tuple_id, int32_t fast) {
   if (fast == CP_FAST_SHARED) return put_ring(s, gen, tuple_id, rdtscp_inline(), 0);
   if (fast == CP_FAST_REVOKING) return log_owned_slow(s, gen, tuple_id, rdtscp_inline());
-  int32_t kind = s->kind;
-  if (kind == CP_NULLH) return 0;
-  if (kind == CP_FASTPERIODICCOUNTER) {
-    uint64_t c = atomic_load_explicit(&s->aux, memory_order_relaxed);
-    atomic_store_explicit(&s->aux, c + 1, memory_order_relaxed);
-    return 0;
-  }
+  int32_t kind = s->kind;  // may differ from what LogTS saw: a NET_CONF switch
   if (kind == CP_XOY) {
     const struct cp_xoy *p = atomic_load_explicit(&s->xoy, memory_order_acquire);
     if (floor_mod(tuple_id, p) >= p->x) return 0;
