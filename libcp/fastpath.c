@@ -406,7 +406,10 @@ static int32_t log_median(cp_slot_t *s, uint64_t gen, int64_t id, uint64_t t) {
   uint64_t m = s->with_mono ? mono_raw_inline() : 0;
   lock_slot(s);
   uint32_t window = (uint32_t)atomic_load_explicit(&s->arg0, memory_order_relaxed);
-  if (s->med_buf == NULL || window > s->med_cap || window == 0) { unlock_slot(s); return CP_ERR_INTERNAL; }
+  if (s->med_buf == NULL || window > s->med_cap || window == 0) {
+    unlock_slot(s);
+    return CP_ERR_CLOSED;  // the window was torn down: this call raced CloseChannel
+  }
   uint64_t *e = &s->med_buf[3 * s->med_n++];
   e[0] = (uint64_t)id; e[1] = t; e[2] = m;
   if (s->med_n < window) { unlock_slot(s); return 0; }
