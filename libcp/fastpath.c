@@ -338,7 +338,7 @@ __attribute__((noinline)) static int32_t log_by_kind(cp_slot_t *s, uint64_t gen,
 
 // LogTS is laid out so that its common paths need no stack frame: anything
 // that calls out is a tail call or out of line.
-int32_t LogTS(int64_t ch, int64_t tuple_id) {
+__attribute__((aligned(64))) int32_t LogTS(int64_t ch, int64_t tuple_id) {
   uint64_t h = (uint64_t)ch;
   uint64_t idx = (h & ((1ull << CP_IDX_BITS) - 1)) - 1;
   uint64_t gen = h >> CP_IDX_BITS;
