@@ -171,7 +171,7 @@ func (c *channel) write(b []byte, n uint64) {
 		if err == nil {
 			return
 		}
-		c.writeErr = err
+		c.setWriteErr(err)
 		fmt.Fprintf(os.Stderr, "cloudprofiler: %s: %v; refusing new events until it can write again\n", c.path, err)
 		c.setFailed(true)
 	}
@@ -189,7 +189,7 @@ type spilled struct {
 func (c *channel) retrySpill() bool {
 	for len(c.spill) > 0 {
 		if err := writeFull(c.fd, c.spill[0].frame); err != nil {
-			c.writeErr = err
+			c.setWriteErr(err)
 			return false
 		}
 		atomic.AddUint64((*uint64)(unsafe.Pointer(&c.slot.unwritten)), -c.spill[0].n)
@@ -268,8 +268,8 @@ func (c *channel) close(reason string) error {
 		}
 		tr.Total = end
 	}
-	if c.writeErr != nil {
-		tr.WriteError = c.writeErr.Error()
+	if err := c.writeErr(); err != nil {
+		tr.WriteError = err.Error()
 	}
 	tr.CloseSync = readSync()
 	var firstErr error
@@ -291,7 +291,7 @@ func (c *channel) close(reason string) error {
 	freed = append(freed, freedSlot{c.idx, time.Now()})
 	regMu.Unlock()
 	if c.unwritten > 0 && firstErr == nil {
-		firstErr = fail(C.CP_ERR_IO, "%s: %d records could not be written: %v", c.path, c.unwritten, c.writeErr)
+		firstErr = fail(C.CP_ERR_IO, "%s: %d records could not be written: %v", c.path, c.unwritten, c.writeErr())
 	}
 	if firstErr != nil {
 		fmt.Fprintln(os.Stderr, "cloudprofiler:", firstErr)
@@ -325,7 +325,7 @@ func (c *channel) writeFirstLast() uint64 {
 		out = c.encodeFrame(nil, mem, 0, k)
 	}
 	if err := writeFull(c.fd, out); err != nil {
-		c.writeErr = err
+		c.setWriteErr(err)
 		c.unwritten += k
 	}
 	return n

@@ -135,8 +135,9 @@ type channel struct {
 	drained      chan struct{}
 	holes        uint64
 	unwritten    uint64
-	writeErr     error
 	scratch      []byte
+	errMu        sync.Mutex
+	lastErr      error // the last write error (errMu): drainer, sampler and close set it
 	cols         []byte
 
 	// counter handlers (guarded by sampler.mu)
@@ -382,10 +383,11 @@ func openChannel(name string, f logfile.Format, h handlers.Type) (int64, error) 
 	}
 	cur, args, drop := h, h.Defaults(), false
 	var conf *logfile.Conf
+	var confVersion uint64
 	if h == handlers.NetConf {
 		// Asked before any lock is taken: bounded by CP_CONF_TIMEOUT_MS.
 		d := resolveAtOpen(name)
-		cur, args, drop, conf = d.handler, d.args, d.drop, d.info
+		cur, args, drop, conf, confVersion = d.handler, d.args, d.drop, d.info, d.version
 		if d.format >= 0 {
 			f = d.format
 		}
@@ -456,9 +458,21 @@ func openChannel(name string, f logfile.Format, h handlers.Type) (int64, error) 
 		sampler.add(c)
 	}
 	if c.netconf {
-		watchConf(c)
+		watchConf(c, confVersion)
 	}
 	return c.handle, nil
+}
+
+func (c *channel) setWriteErr(err error) {
+	c.errMu.Lock()
+	c.lastErr = err
+	c.errMu.Unlock()
+}
+
+func (c *channel) writeErr() error {
+	c.errMu.Lock()
+	defer c.errMu.Unlock()
+	return c.lastErr
 }
 
 // kindValue is what the C slot's kind says for the handler in effect.
@@ -494,6 +508,7 @@ func (c *channel) setupSlot() error {
 	s.dropped = 0
 	s.written_pos = 0
 	s.aux = 0
+	s.fpc_count = 0
 	s.lock = 0
 	s.fl_n = 0
 	s.ring = nil
@@ -557,8 +572,10 @@ func (c *channel) updateFastPath(open bool) {
 	defer c.fastMu.Unlock()
 	drop := atomic.LoadUint32((*uint32)(unsafe.Pointer(&c.slot.drop_when_full))) == 1
 	failed := atomic.LoadUint32((*uint32)(unsafe.Pointer(&c.slot.failed))) == 1
+	// The slot's kind, not c.cur: this runs on the drainer too, without c.mu.
+	kind := handlers.Type(atomic.LoadInt32((*int32)(unsafe.Pointer(&c.slot.kind))))
 	fast := int32(C.CP_FAST_NONE)
-	if (c.cur == handlers.BufferIdentity || c.cur == handlers.BufferIdentityComp) && c.recSize == 16 && !drop && !failed {
+	if (kind == handlers.BufferIdentity || kind == handlers.BufferIdentityComp) && c.recSize == 16 && !drop && !failed {
 		fast = C.CP_FAST_SHARED
 		if open && membarrierOK && getenv("CP_NO_OWNER_BIAS") == "" {
 			c.slot.owner = 0

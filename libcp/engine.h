@@ -92,7 +92,8 @@ typedef struct cp_slot {
   uint32_t with_mono;
   _Atomic int64_t arg0, arg1;
   struct cp_xoy *_Atomic xoy;  /* XOY: x, y and their multipliers, immutable once published */
-  _Atomic uint64_t aux;      /* DOWNSAMPLE countdown, FPC count */
+  _Atomic uint64_t aux;      /* DOWNSAMPLE countdown */
+  _Atomic uint64_t fpc_count;/* FASTPERIODICCOUNTER (plain increments, single writer) */
   _Atomic uint32_t drop_when_full;
   _Atomic uint32_t failed;   /* background writes failing: ring handlers refuse new events */
   _Atomic uint32_t abandoned;/* close gave up: waiting writers must return */
@@ -125,6 +126,7 @@ struct cp_xoy *cp_set_xoy(cp_slot_t *s, int64_t x, int64_t y);
 int32_t cp_median_set_window(cp_slot_t *s, uint64_t *buf, uint32_t window);
 void cp_firstlast_snapshot(cp_slot_t *s, uint64_t out[7]);
 void cp_firstlast_reset(cp_slot_t *s);
+void cp_firstlast_retire(cp_slot_t *s, uint64_t out[7]);
 int32_t cp_ring_put(cp_slot_t *s, int64_t id, uint64_t tsc, uint64_t mono);
 int cp_install_sigterm(void);
 void cp_sigflush_init(uint64_t max_block_bytes);

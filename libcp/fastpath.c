@@ -206,7 +206,7 @@ __attribute__((noinline)) static int32_t log_other(cp_slot_t *s, uint64_t gen, i
   case CP_NULLH:
     return 0;
   case CP_FASTPERIODICCOUNTER:
-    atomic_store_explicit(&s->aux, atomic_load_explicit(&s->aux, memory_order_relaxed) + 1, memory_order_relaxed);
+    atomic_store_explicit(&s->fpc_count, atomic_load_explicit(&s->fpc_count, memory_order_relaxed) + 1, memory_order_relaxed);
     return 0;
   case CP_BUFFER_IDENTITY:
   case CP_BUFFER_IDENTITY_COMP:
@@ -371,8 +371,8 @@ __attribute__((aligned(64))) int32_t LogTS(int64_t ch, int64_t tuple_id) {
     int32_t kind = s->kind;
     if (kind == CP_NULLH) return 0;
     if (kind == CP_FASTPERIODICCOUNTER) {
-      uint64_t c = atomic_load_explicit(&s->aux, memory_order_relaxed);
-      atomic_store_explicit(&s->aux, c + 1, memory_order_relaxed);
+      uint64_t c = atomic_load_explicit(&s->fpc_count, memory_order_relaxed);
+      atomic_store_explicit(&s->fpc_count, c + 1, memory_order_relaxed);
       return 0;
     }
   }
@@ -405,8 +405,9 @@ static uint64_t *select_kth(uint64_t *v, uint32_t n, uint32_t k) {
 static int32_t log_median(cp_slot_t *s, uint64_t gen, int64_t id, uint64_t t) {
   uint64_t m = s->with_mono ? mono_raw_inline() : 0;
   lock_slot(s);
-  uint32_t window = (uint32_t)atomic_load_explicit(&s->arg0, memory_order_relaxed);
-  if (s->med_buf == NULL || window > s->med_cap || window == 0) {
+  if (s->kind != CP_MEDIAN) { unlock_slot(s); return 0; }  // a NET_CONF switch got here first
+  uint32_t window = s->med_cap;  // set with the buffer, under this lock
+  if (s->med_buf == NULL || window == 0) {
     unlock_slot(s);
     return CP_ERR_CLOSED;  // the window was torn down: this call raced CloseChannel
   }
@@ -437,10 +438,23 @@ int32_t cp_median_set_window(cp_slot_t *s, uint64_t *buf, uint32_t window) {
 static int32_t log_firstlast(cp_slot_t *s, int64_t id, uint64_t t) {
   uint64_t m = s->with_mono ? mono_raw_inline() : 0;
   lock_slot(s);
+  if (s->kind != CP_FIRSTLAST) { unlock_slot(s); return 0; }  // a NET_CONF switch got here first
   if (s->fl_n++ == 0) { s->fl_first_id = id; s->fl_first_tsc = t ? t : 1; s->fl_first_mono = m; }
   s->fl_last_id = id; s->fl_last_tsc = t ? t : 1; s->fl_last_mono = m;
   unlock_slot(s);
   return 0;
+}
+
+// Ends a NET_CONF channel's FIRSTLAST: under the lock, so no event lands
+// after the snapshot, the kind becomes NULLH and the pair is handed out.
+void cp_firstlast_retire(cp_slot_t *s, uint64_t out[7]) {
+  lock_slot(s);
+  atomic_store_explicit((_Atomic int32_t *)&s->kind, CP_NULLH, memory_order_release);
+  out[0] = s->fl_n;
+  out[1] = (uint64_t)s->fl_first_id; out[2] = s->fl_first_tsc; out[3] = s->fl_first_mono;
+  out[4] = (uint64_t)s->fl_last_id; out[5] = s->fl_last_tsc; out[6] = s->fl_last_mono;
+  s->fl_n = 0;
+  unlock_slot(s);
 }
 
 void cp_firstlast_reset(cp_slot_t *s) {

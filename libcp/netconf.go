@@ -33,7 +33,7 @@ var (
 	confAddr     string
 	confTimeout  = time.Second
 	confFallback = handlers.Null
-	confClient   *confserver.Client // resolve calls, bounded by confTimeout
+	confClient   atomic.Pointer[confserver.Client] // resolve calls, bounded by confTimeout
 	watchClient  *confserver.Client // long polls
 
 	confMu      sync.Mutex
@@ -62,7 +62,7 @@ func confInit() {
 			}
 		}
 		tr := &http.Transport{MaxIdleConnsPerHost: 64, ResponseHeaderTimeout: confTimeout}
-		confClient = &confserver.Client{Addr: confAddr, HTTP: &http.Client{Timeout: confTimeout, Transport: tr}}
+		confClient.Store(&confserver.Client{Addr: confAddr, HTTP: &http.Client{Timeout: confTimeout, Transport: tr}})
 		watchClient = &confserver.Client{Addr: confAddr, HTTP: &http.Client{Timeout: 45 * time.Second}}
 		if confWarning != "" {
 			fmt.Fprintln(os.Stderr, "cloudprofiler:", confWarning)
@@ -77,6 +77,7 @@ type resolved struct {
 	drop    bool
 	format  logfile.Format // -1: the one the program opened with
 	info    *logfile.Conf
+	version uint64 // the table version it came from (0: a fallback)
 }
 
 func check(d confserver.Decision) (resolved, error) {
@@ -105,6 +106,7 @@ func check(d confserver.Decision) (resolved, error) {
 	}
 	r.handler, r.args, r.drop = h, args, d.DropWhenFull && h.Ring()
 	r.info = &logfile.Conf{Server: confAddr, Handler: h.String(), Rule: d.Rule, Version: d.Version}
+	r.version = d.Version
 	return r, nil
 }
 
@@ -123,7 +125,7 @@ func resolveAtOpen(name string) resolved {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), confTimeout)
 	defer cancel()
-	d, err := confClient.Resolve(ctx, confserver.Channel{Name: name, Host: host, PID: os.Getpid()})
+	d, err := confClient.Load().Resolve(ctx, confserver.Channel{Name: name, Host: host, PID: os.Getpid()})
 	if err != nil {
 		return fallbackFor(fmt.Sprintf("configuration server %s: %v", confAddr, err))
 	}
@@ -134,11 +136,17 @@ func resolveAtOpen(name string) resolved {
 	return r
 }
 
-// watchConf registers an open NET_CONF channel for remote changes.
-func watchConf(c *channel) {
+// watchConf registers an open NET_CONF channel for remote changes. A
+// channel that fell back, or whose answer is older than what the watcher has
+// seen (the table changed while it opened), is marked stale: the watcher
+// asks again for it within a second, and keeps asking while it is stale.
+func watchConf(c *channel, version uint64) {
 	confMu.Lock()
 	defer confMu.Unlock()
-	confChans[c] = true
+	confChans[c] = version == 0 || version < seenVersion.Load()
+	if confChans[c] && watchCancel != nil {
+		watchCancel() // cut a long poll short
+	}
 	if !watcherOn && confAddr != "" {
 		watcherOn = true
 		go confWatcher()
@@ -151,18 +159,51 @@ func unwatchConf(c *channel) {
 	confMu.Unlock()
 }
 
-// confWatcher long-polls the server. It sleeps in the server's answer; when
-// the server is unreachable it retries every second at most, and re-resolves
-// everything once it is back (channels may have opened on the fallback).
+var (
+	seenVersion atomic.Uint64      // the newest table version the watcher has acted on
+	watchCancel context.CancelFunc // cancels the long poll under way (confMu)
+)
+
+func anyStale() bool {
+	confMu.Lock()
+	defer confMu.Unlock()
+	for _, stale := range confChans {
+		if stale {
+			return true
+		}
+	}
+	return false
+}
+
+// confWatcher long-polls the server. It sleeps in the server's answer (30 s
+// at most, 1 s while some channel is stale); when the server is unreachable
+// it retries every second at most, and re-resolves everything once it is
+// back. It runs for the life of the process once a NET_CONF channel opened.
 func confWatcher() {
 	var since uint64 // 0: answered at once, then everything is re-resolved
 	retry := 100 * time.Millisecond
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
-		v, err := watchClient.Watch(ctx, since, 30*time.Second)
+		stale := anyStale()
+		wait := 30 * time.Second
+		if stale {
+			wait = time.Second
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), wait+10*time.Second)
+		confMu.Lock()
+		watchCancel = cancel
+		confMu.Unlock()
+		v, err := watchClient.Watch(ctx, since, wait)
+		cut := ctx.Err() == context.Canceled
 		cancel()
-		if err == nil && v != since {
-			err = refreshAll()
+		if cut { // a stale channel arrived: ask for it now
+			if refresh(false) != nil {
+				time.Sleep(retry)
+			}
+			continue
+		}
+		if err == nil && (v != since || stale) {
+			seenVersion.Store(v) // before the channels are listed: see watchConf
+			err = refresh(v != since)
 			if err == nil {
 				since = v
 			}
@@ -177,13 +218,15 @@ func confWatcher() {
 	}
 }
 
-// refreshAll re-resolves every open NET_CONF channel in one request and
-// applies what changed.
-func refreshAll() error {
+// refresh re-resolves the open NET_CONF channels (all of them, or only the
+// stale ones) in one request and applies what changed.
+func refresh(all bool) error {
 	confMu.Lock()
 	chans := make([]*channel, 0, len(confChans))
-	for c := range confChans {
-		chans = append(chans, c)
+	for c, stale := range confChans {
+		if all || stale {
+			chans = append(chans, c)
+		}
 	}
 	confMu.Unlock()
 	if len(chans) == 0 {
@@ -195,7 +238,7 @@ func refreshAll() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	ds, err := confClient.ResolveMany(ctx, asks)
+	ds, err := confClient.Load().ResolveMany(ctx, asks)
 	if err != nil {
 		return err
 	}
@@ -206,6 +249,11 @@ func refreshAll() error {
 			continue
 		}
 		c.apply(r)
+		confMu.Lock()
+		if _, open := confChans[c]; open {
+			confChans[c] = false
+		}
+		confMu.Unlock()
 	}
 	return nil
 }
@@ -222,9 +270,14 @@ func (c *channel) apply(r resolved) {
 		return
 	}
 	c.retire()
+	pos := atomic.LoadUint64(c.word()) & countMask // where the old handler's records end
+	// Calls that read the old kind before retire finish within
+	// nanoseconds; give them a millisecond before their state is reused.
+	time.Sleep(time.Millisecond)
 	c.cur, c.args = r.handler, r.args
 	s := c.slot
 	atomic.StoreUint64((*uint64)(unsafe.Pointer(&s.aux)), 0)
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&s.fpc_count)), 0)
 	atomic.StoreUint64((*uint64)(unsafe.Pointer(&s.nc_count)), 0)
 	C.cp_firstlast_reset(s)
 	if len(c.args) > 0 {
@@ -256,13 +309,12 @@ func (c *channel) apply(r resolved) {
 	if c.cur.Counter() {
 		sampler.add(c)
 	}
-	ev := logfile.Event{Event: "switch", Handler: c.cur.String(), Args: c.argMap(),
-		Pos: atomic.LoadUint64(c.word()) & countMask}
+	ev := logfile.Event{Event: "switch", Handler: c.cur.String(), Args: c.argMap(), Pos: pos}
 	if r.info != nil {
 		ev.Rule, ev.Version = r.info.Rule, r.info.Version
 	}
 	if err := c.writeMeta(logfile.KindEvent, ev); err != nil {
-		c.writeErr = err
+		c.setWriteErr(err)
 	}
 }
 
@@ -270,17 +322,16 @@ func (c *channel) apply(r resolved) {
 // new events reach it, a counter writes its last period, FIRSTLAST puts its
 // pair into the ring.
 func (c *channel) retire() {
-	C.cp_revoke_owner(c.slot)
-	atomic.StoreInt32((*int32)(unsafe.Pointer(&c.slot.fast)), C.CP_FAST_NONE)
-	atomic.StoreInt32((*int32)(unsafe.Pointer(&c.slot.kind)), C.CP_NULLH)
-	switch {
-	case c.cur.Counter():
-		sampler.remove(c, 0)
-	case c.cur == handlers.FirstLast:
+	if c.cur == handlers.FirstLast {
 		var v [7]C.uint64_t
-		C.cp_firstlast_snapshot(c.slot, &v[0])
+		C.cp_firstlast_retire(c.slot, &v[0]) // kind = NULLH under the slot's lock
 		for i := 0; i < int(min(v[0], 2)); i++ {
 			C.cp_ring_put(c.slot, C.int64_t(v[1+3*i]), v[2+3*i], v[3+3*i])
 		}
+	}
+	atomic.StoreInt32((*int32)(unsafe.Pointer(&c.slot.kind)), C.CP_NULLH)
+	c.updateFastPath(false) // revokes an owner; NULLH takes no fast path
+	if c.cur.Counter() {
+		sampler.remove(c, 0)
 	}
 }

@@ -308,3 +308,20 @@ func TestNetConfFirstLast(t *testing.T) {
 	require.Equal(t, []int64{10, 19, 100, 200, 204}, ids(recs))
 	require.Zero(t, lf.Summary.Holes)
 }
+
+// One failed answer while the server and the watcher are fine: the channel
+// opened on the fallback is asked again for within about a second.
+func TestNetConfFallbackRetriedWhileServerIsUp(t *testing.T) {
+	startConfServer(t)
+	setRule(t, confserver.Rule{ID: "retry", Name: "nc retry*", Handler: "BUFFER_IDENTITY"})
+	warm, _ := open(t, "nc retry warm", logfile.BinaryTSC, handlers.NetConf) // the watcher is running
+	good := confClient.Load()
+	confClient.Store(&confserver.Client{Addr: "127.0.0.1:1", HTTP: good.HTTP}) // nothing listens there
+	ch, c := open(t, "nc retry 1", logfile.BinaryTSC, handlers.NetConf)
+	confClient.Store(good)
+	require.Equal(t, handlers.Null, current(c))
+	took := waitFor(t, c, handlers.BufferIdentity, 3*time.Second)
+	t.Logf("fallback replaced by the rule after %v", took)
+	require.NoError(t, closeChannel(ch, "close"))
+	require.NoError(t, closeChannel(warm, "close"))
+}

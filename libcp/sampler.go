@@ -63,7 +63,7 @@ func (c *channel) count() uint64 {
 	case c.cur == handlers.PeriodicCounter:
 		return atomic.LoadUint64(c.word()) & countMask
 	}
-	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.slot.aux)))
+	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.slot.fpc_count)))
 }
 
 // remove closes the last (partial) period and returns the total. end is the
@@ -165,6 +165,6 @@ func (c *channel) emit(sp logfile.Sync, total, skipped uint64) {
 		out = append(fh.Append(nil), rec[:]...)
 	}
 	if err := writeFull(c.fd, out); err != nil {
-		c.writeErr = err
+		c.setWriteErr(err)
 	}
 }

@@ -169,6 +169,27 @@ static void flush_firstlast(cp_slot_t *s, int fd) {
   write_all(fd, sig_buf, (size_t)(p - sig_buf));
 }
 
+// Puts a NET_CONF channel's FIRSTLAST pair into its ring (the SIGTERM path:
+// no lock, no waiting; positions are taken only where the block is free) and
+// starts the pair anew. Returns the word after.
+static uint64_t firstlast_into_ring(cp_slot_t *s, uint64_t w) {
+  uint64_t n = s->fl_n;
+  uint64_t v[6] = {(uint64_t)s->fl_first_id, s->fl_first_tsc, s->fl_first_mono,
+                   (uint64_t)s->fl_last_id, s->fl_last_tsc, s->fl_last_mono};
+  for (uint64_t i = 0; i < n && i < 2; i++) {
+    uint64_t p = w & CP_COUNT_MASK, b = p >> s->block_shift;
+    if (atomic_load(&s->ring_seq[b & (s->ring_blocks - 1)]) != b) break;
+    if (!atomic_compare_exchange_strong(&s->word, &w, w + 1)) { i--; continue; }
+    uint64_t *rec = (uint64_t *)(s->ring + (p & s->ring_posmask) * s->rec_size);
+    rec[0] = v[3 * i];
+    if (s->with_mono) rec[2] = v[3 * i + 2];
+    atomic_store((_Atomic uint64_t *)&rec[1], v[3 * i + 1] ? v[3 * i + 1] : 1);
+    w++;
+  }
+  s->fl_n = 0;
+  return atomic_load(&s->word);
+}
+
 // Writes what every open channel has accepted. Async-signal-safe: no locks,
 // no allocation, no Go.
 static void flush_all_raw(void) {
@@ -192,13 +213,15 @@ static void flush_all_raw(void) {
     if (fd <= 0) continue;
     uint64_t w = atomic_load_explicit(&s->word, memory_order_acquire);
     if ((w >> CP_GEN_SHIFT) == 0) continue;
-    // A NET_CONF channel has a ring whatever its handler is now.
+    // A NET_CONF channel has a ring whatever its handler is now; a FIRSTLAST
+    // pair it holds goes into the ring first, at positions of its own.
+    if (s->ring && s->kind == CP_FIRSTLAST) w = firstlast_into_ring(s, w);
     if (s->ring) flush_ring(s, fd, w & CP_COUNT_MASK);
     switch (cp_kind_class(s->kind)) {
     case CP_CLASS_COUNTER: {
       uint64_t total = s->kind == CP_PERIODICCOUNTER ? (w & CP_COUNT_MASK)
                        : s->kind == CP_KIND_NC_COUNTER ? atomic_load(&s->nc_count)
-                                                       : atomic_load(&s->aux);
+                                                       : atomic_load(&s->fpc_count);
       flush_event(s, fd, "sigterm", total);
       break;
     }
