@@ -125,6 +125,7 @@ func TestBadRequestsLeaveTheTableUnchanged(t *testing.T) {
 		{Name: "x", Handler: "NULLH", Args: []int64{1}},
 		{Name: "x", Handler: "NULLH", Format: "GIF"},
 		{Name: `x\`, Handler: "NULLH"},
+		{Name: `x\\\`, Handler: "NULLH"},
 		{Name: "x", Handler: "FIRSTLAST", DropWhenFull: true},
 	}
 	for _, r := range bad {
@@ -167,6 +168,9 @@ func TestChangesPersistAtomically(t *testing.T) {
 	require.Equal(t, tab, onDisk)
 	entries, _ := os.ReadDir(filepath.Dir(f.path))
 	require.Len(t, entries, 1, "no temporary files left behind")
+	fi, err2 := os.Stat(f.path)
+	require.NoError(t, err2)
+	require.Equal(t, os.FileMode(0o644), fi.Mode().Perm())
 }
 
 func TestWatch(t *testing.T) {

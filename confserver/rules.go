@@ -131,17 +131,25 @@ func (t *Table) Validate() error {
 func (t *Table) Resolve(c Channel) Decision {
 	for _, r := range t.Rules {
 		if (r.Name == "" || Match(r.Name, c.Name)) && (r.Host == "" || Match(r.Host, c.Host)) && (r.PID == 0 || r.PID == c.PID) {
-			return Decision{Handler: r.Handler, Format: r.Format, Args: r.Args, DropWhenFull: r.DropWhenFull, Rule: r.ID, Version: t.Version}
+			return Decision{Handler: r.Handler, Format: r.Format, Args: nonNil(r.Args), DropWhenFull: r.DropWhenFull, Rule: r.ID, Version: t.Version}
 		}
 	}
 	d := t.Default
-	return Decision{Handler: d.Handler, Format: d.Format, Args: d.Args, DropWhenFull: d.DropWhenFull, Rule: "default", Version: t.Version}
+	return Decision{Handler: d.Handler, Format: d.Format, Args: nonNil(d.Args), DropWhenFull: d.DropWhenFull, Rule: "default", Version: t.Version}
+}
+
+func nonNil(a []int64) []int64 {
+	if a == nil {
+		return []int64{}
+	}
+	return a
 }
 
 var errBadGlob = errors.New("glob ends in a lone backslash")
 
 func checkGlob(g string) error {
-	if strings.HasSuffix(g, `\`) && !strings.HasSuffix(g, `\\`) {
+	n := len(g) - len(strings.TrimRight(g, `\`))
+	if n%2 == 1 { // an odd run of trailing backslashes: the last escapes nothing
 		return fmt.Errorf("%q: %w", g, errBadGlob)
 	}
 	return nil

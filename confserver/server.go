@@ -22,7 +22,10 @@ type Server struct {
 	MaxWatch time.Duration
 }
 
-const maxBody = 1 << 20
+const (
+	maxBody  = 1 << 20
+	maxBatch = 20000 // channels per POST /v1/resolve
+)
 
 type apiError struct {
 	Error string `json:"error"`
@@ -77,6 +80,11 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			fail(w, http.StatusRequestEntityTooLarge, "body larger than %d bytes", maxBody)
+			return false
+		}
 		fail(w, http.StatusBadRequest, "malformed JSON: %v", err)
 		return false
 	}
@@ -140,8 +148,14 @@ func (s *Server) addRule(w http.ResponseWriter, r *http.Request) {
 		pos = n
 	}
 	s.update(w, http.StatusCreated, func(t *Table) error {
-		if in.ID == "" {
-			in.ID = fmt.Sprintf("r%d", t.Version+1)
+		if in.ID == "" { // make one up that no rule has
+			used := map[string]bool{}
+			for _, r := range t.Rules {
+				used[r.ID] = true
+			}
+			for n := t.Version + 1; in.ID == "" || used[in.ID]; n++ {
+				in.ID = fmt.Sprintf("r%d", n)
+			}
 		}
 		if pos < 0 || pos > len(t.Rules) {
 			pos = len(t.Rules)
@@ -219,6 +233,10 @@ func (s *Server) resolveOne(w http.ResponseWriter, r *http.Request) {
 func (s *Server) resolveMany(w http.ResponseWriter, r *http.Request) {
 	var in []Channel
 	if !decode(w, r, &in) {
+		return
+	}
+	if len(in) > maxBatch {
+		fail(w, http.StatusBadRequest, "%d channels in one request; at most %d", len(in), maxBatch)
 		return
 	}
 	t, _ := s.Store.Snapshot()

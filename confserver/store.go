@@ -113,7 +113,14 @@ func writeAtomic(path string, t Table) error {
 		return err
 	}
 	tmp := f.Name()
-	_, err = f.Write(append(b, '\n'))
+	mode := os.FileMode(0o644)
+	if st, err := os.Stat(path); err == nil {
+		mode = st.Mode().Perm() // keep what the operator set
+	}
+	err = f.Chmod(mode)
+	if err == nil {
+		_, err = f.Write(append(b, '\n'))
+	}
 	if err == nil {
 		err = f.Sync()
 	}

@@ -34,7 +34,7 @@ var (
 	confTimeout  = time.Second
 	confFallback = handlers.Null
 	confClient   atomic.Pointer[confserver.Client] // resolve calls, bounded by confTimeout
-	watchClient  *confserver.Client // long polls
+	watchClient  *confserver.Client                // long polls
 
 	confMu      sync.Mutex
 	confChans   = map[*channel]bool{}

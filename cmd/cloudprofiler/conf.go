@@ -40,6 +40,9 @@ func runConfServer(stderr io.Writer, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("confserver: unexpected argument %q (flags only)", fs.Arg(0))
+	}
 	if *config == "" {
 		return errors.New("confserver: --config FILE is required")
 	}
@@ -125,6 +128,9 @@ func runConf(stdout, stderr io.Writer, args []string) error {
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&r); err != nil {
 			return fmt.Errorf("conf set: rule JSON: %v", err)
+		}
+		if dec.More() {
+			return errors.New("conf set: rule JSON: data after the rule")
 		}
 		out, err = c.SetRule(ctx, r)
 	case verb == "delete" && len(pos) == 1:

@@ -310,6 +310,39 @@ static int test_sigterm_default(void) { return kill_child("default", SIGTERM, 30
 static int test_sigterm_own_handler(void) { return kill_child("own-handler", SIGTERM, 2000000, 7); }
 static int test_sigterm_handler_exits(void) { return kill_child("own-handler-exit", SIGTERM, 2000000, 0); }
 static int test_sigterm_handler_continues(void) { return kill_child("own-handler-continue", SIGTERM, 2000000, 5); }
+// A NET_CONF channel on its fallback FIRSTLAST (no server) gets SIGTERM:
+// its pair is in the file.
+static int test_netconf_firstlast_sigterm(void) {
+  char *dir = make_dir();
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("CP_LOG_DIR", dir, 1);
+    setenv("CP_CONF_FALLBACK", "FIRSTLAST", 1);
+    unsetenv("CP_CONF_SERVER");
+    execl(self_path, self_path, "--child-netconf-fl", (char *)NULL);
+    _exit(127);
+  }
+  int status;
+  CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+  CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM, "status %#x", status);
+  char path[4096];
+  CHECK(find_file(dir, "-nc_fl.cplog.txt", path, sizeof path), "no file");
+  decoded_t d;
+  decode(path, &d);
+  CHECK(d.dump_status == 0 && d.n == 2 && d.ids[0] == 10 && d.ids[1] == 19, "%zu records: %s", d.n, d.err);
+  free(d.ids);
+  return 1;
+}
+
+static int child_netconf_fl(void) {
+  int64_t ch = OpenChannel("nc fl", CP_ASCII, CP_NET_CONF);
+  if (ch < 0) return 2;
+  for (int64_t i = 10; i < 20; i++)
+    if (LogTS(ch, i) != 0) return 3;
+  raise(SIGTERM);
+  return 4;
+}
+
 static int test_sigkill(void) { return kill_child("default", SIGKILL, 3000000, -SIGKILL); }
 
 // Normal exit without closing: the atexit hook flushes and closes.
@@ -354,6 +387,7 @@ static int test_truncated_file(void) {
 }
 
 int main(int argc, char **argv) {
+  if (argc == 2 && strcmp(argv[1], "--child-netconf-fl") == 0) return child_netconf_fl();
   if (argc == 4 && strcmp(argv[1], "--child") == 0) {
     shared_t *sh = map_shared(argv[3], 0);
     if (!sh) return 2;
@@ -374,6 +408,7 @@ int main(int argc, char **argv) {
     {"SIGTERM, program's handler calls exit()", test_sigterm_handler_exits},
     {"SIGTERM, program's handler returns, program closes later", test_sigterm_handler_continues},
     {"SIGKILL: the file decodes up to its last whole frame", test_sigkill},
+    {"SIGTERM, NET_CONF channel on FIRSTLAST: its pair is in the file", test_netconf_firstlast_sigterm},
     {"atexit flushes and closes", test_atexit},
   };
   for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
