@@ -122,6 +122,13 @@ func printSummary(w *bufio.Writer, path string, lf *logfile.File, first, last ui
 	fmt.Fprintf(w, "file:       %s\n", path)
 	fmt.Fprintf(w, "channel:    %d %q (host %s, pid %d)\n", h.Channel, h.Name, h.Host, h.PID)
 	fmt.Fprintf(w, "handler:    %s %v\n", h.Handler, h.Args)
+	if c := h.Conf; c != nil {
+		fmt.Fprintf(w, "conf:       %s from %q (rule %q, version %d)", c.Handler, c.Server, c.Rule, c.Version)
+		if c.Fallback != "" {
+			fmt.Fprintf(w, "; FALLBACK: %s", c.Fallback)
+		}
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintf(w, "format:     %s (v%d, %s-endian, columns %v)\n", h.Format, h.Version, h.ByteOrder, h.Columns)
 	fmt.Fprintf(w, "tsc:        %.6f GHz (%s)\n", h.TSCHz/1e9, h.TSCHzSource)
 	fmt.Fprintf(w, "opened:     %s (tsc %d)\n", time.Unix(0, h.OpenSync.RealtimeNs).UTC().Format(time.RFC3339Nano), h.OpenSync.TSC)
@@ -141,7 +148,11 @@ func printSummary(w *bufio.Writer, path string, lf *logfile.File, first, last ui
 		fmt.Fprintf(w, "anomalies:  %d holes, %d duplicates dropped, %d positions missing\n", s.Holes, s.Duplicates, s.MissingPos)
 	}
 	for _, ev := range s.Events {
-		fmt.Fprintf(w, "event:      %s args=%v total=%d pos=%d", ev.Event, ev.Args, ev.Total, ev.Pos)
+		fmt.Fprintf(w, "event:      %s", ev.Event)
+		if ev.Handler != "" {
+			fmt.Fprintf(w, " to %s (rule %q, version %d)", ev.Handler, ev.Rule, ev.Version)
+		}
+		fmt.Fprintf(w, " args=%v total=%d pos=%d", ev.Args, ev.Total, ev.Pos)
 		if ev.Unwritten > 0 {
 			fmt.Fprintf(w, " UNWRITTEN %d (the disk was failing)", ev.Unwritten)
 		}
