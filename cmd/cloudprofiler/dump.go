@@ -50,61 +50,50 @@ func dumpOne(w *bufio.Writer, stderr io.Writer, path string, csv, counters bool)
 	mono := logfile.Format(h.FormatID).HasMono()
 	var buf []byte
 	var first, last uint64
-	if h.Counter() || counters {
-		if csv {
-			w.WriteString("period_end_tsc,count,skipped_periods")
-			if mono {
-				w.WriteString(",mono_ns")
-			}
-			w.WriteByte('\n')
+	// row ends a CSV line begun in buf (its mono column, if any) and writes
+	// it; it also keeps the first and last TSC for the summary.
+	row := func(tsc, monoNs uint64) error {
+		if first == 0 {
+			first = tsc
 		}
+		last = tsc
+		if !csv {
+			return nil
+		}
+		if mono {
+			buf = append(buf, ',')
+			buf = strconv.AppendUint(buf, monoNs, 10)
+		}
+		_, err := w.Write(append(buf, '\n'))
+		return err
+	}
+	counterFile := h.Counter() || counters
+	if csv {
+		if counterFile {
+			w.WriteString("period_end_tsc,count,skipped_periods")
+		} else {
+			w.WriteString("tuple_id,tsc")
+		}
+		if mono {
+			w.WriteString(",mono_ns")
+		}
+		w.WriteByte('\n')
+	}
+	if counterFile {
 		err = lf.Counters(func(c logfile.CounterRecord) error {
-			if first == 0 {
-				first = c.TSC
-			}
-			last = c.TSC
-			if !csv {
-				return nil
-			}
 			buf = strconv.AppendUint(buf[:0], c.TSC, 10)
 			buf = append(buf, ',')
 			buf = strconv.AppendUint(buf, c.Count, 10)
 			buf = append(buf, ',')
 			buf = strconv.AppendUint(buf, c.Skipped, 10)
-			if mono {
-				buf = append(buf, ',')
-				buf = strconv.AppendUint(buf, c.MonoNs, 10)
-			}
-			buf = append(buf, '\n')
-			_, err := w.Write(buf)
-			return err
+			return row(c.TSC, c.MonoNs)
 		})
 	} else {
-		if csv {
-			w.WriteString("tuple_id,tsc")
-			if mono {
-				w.WriteString(",mono_ns")
-			}
-			w.WriteByte('\n')
-		}
 		err = lf.Records(func(r logfile.Record) error {
-			if first == 0 {
-				first = r.TSC
-			}
-			last = r.TSC
-			if !csv {
-				return nil
-			}
 			buf = strconv.AppendInt(buf[:0], r.TupleID, 10)
 			buf = append(buf, ',')
 			buf = strconv.AppendUint(buf, r.TSC, 10)
-			if mono {
-				buf = append(buf, ',')
-				buf = strconv.AppendUint(buf, r.MonoNs, 10)
-			}
-			buf = append(buf, '\n')
-			_, err := w.Write(buf)
-			return err
+			return row(r.TSC, r.MonoNs)
 		})
 	}
 	s := &lf.Summary
