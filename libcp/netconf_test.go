@@ -270,16 +270,23 @@ func TestNetConfThousandOpensAtOnce(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("1000 NET_CONF opens took %v", time.Since(t0))
+	// Under load some opens may hit CP_CONF_TIMEOUT_MS (500 ms here) and
+	// start on the fallback; the watcher must then bring each to its rule.
+	var chans []*channel
 	fallbacks := 0
 	for i, h := range hs {
 		require.NoError(t, errs[i])
 		c, err := lookup(h)
 		require.NoError(t, err)
+		chans = append(chans, c)
 		if current(c) != handlers.FastPeriodicCounter {
 			fallbacks++
 		}
 	}
-	require.Zero(t, fallbacks, "every channel got the server's answer")
+	t.Logf("%d of 1000 opened on the fallback", fallbacks)
+	for _, c := range chans {
+		waitFor(t, c, handlers.FastPeriodicCounter, 10*time.Second)
+	}
 	sort.Slice(hs, func(i, j int) bool { return hs[i] < hs[j] })
 	for _, h := range hs {
 		require.NoError(t, closeChannel(h, "close"))
