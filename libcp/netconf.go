@@ -40,7 +40,11 @@ var (
 	confChans   = map[*channel]bool{}
 	watcherOn   bool
 	confWarning string // a bad CP_CONF_* value, said in every fallback reason
+
+	resolveSlots = make(chan struct{}, confParallel)
 )
+
+const confParallel = 32
 
 func confInit() {
 	confOnce.Do(func() {
@@ -61,7 +65,7 @@ func confInit() {
 				confFallback = h
 			}
 		}
-		tr := &http.Transport{MaxIdleConnsPerHost: 64, ResponseHeaderTimeout: confTimeout}
+		tr := &http.Transport{MaxIdleConnsPerHost: confParallel, ResponseHeaderTimeout: confTimeout}
 		confClient.Store(&confserver.Client{Addr: confAddr, HTTP: &http.Client{Timeout: confTimeout, Transport: tr}})
 		watchClient = &confserver.Client{Addr: confAddr, HTTP: &http.Client{Timeout: 45 * time.Second}}
 		if confWarning != "" {
@@ -125,6 +129,15 @@ func resolveAtOpen(name string) resolved {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), confTimeout)
 	defer cancel()
+	// At most confParallel requests at once, over kept-alive connections: a
+	// thousand threads opening together queue for a moment instead of each
+	// dialling the server (and missing the deadline in the crowd).
+	select {
+	case resolveSlots <- struct{}{}:
+		defer func() { <-resolveSlots }()
+	case <-ctx.Done():
+		return fallbackFor(fmt.Sprintf("configuration server %s: no answer within %v (busy)", confAddr, confTimeout))
+	}
 	d, err := confClient.Load().Resolve(ctx, confserver.Channel{Name: name, Host: host, PID: os.Getpid()})
 	if err != nil {
 		return fallbackFor(fmt.Sprintf("configuration server %s: %v", confAddr, err))
