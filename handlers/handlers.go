@@ -55,14 +55,16 @@ func Parse(s string) (Type, error) {
 
 // Errors that map onto the C header's codes.
 var (
-	ErrUnknown     = errors.New("unknown handler type")
-	ErrNotYet      = errors.New("handler not supported yet")
-	ErrPlatform    = errors.New("handler unsupported on this platform")
-	ErrFormat      = errors.New("handler cannot write this format")
-	ErrArgNum      = errors.New("handler has no such argument")
-	ErrArgValue    = errors.New("argument value out of range")
-	ArgDropWhenFul = int32(100)
+	ErrUnknown  = errors.New("unknown handler type")
+	ErrNotYet   = errors.New("handler not supported yet")
+	ErrPlatform = errors.New("handler unsupported on this platform")
+	ErrFormat   = errors.New("handler cannot write this format")
+	ErrArgNum   = errors.New("handler has no such argument")
+	ErrArgValue = errors.New("argument value out of range")
 )
+
+// ArgDropWhenFull is the argument number of CP_ARG_DROP_WHEN_FULL.
+const ArgDropWhenFull int32 = 100
 
 // Arg describes one handler argument.
 type Arg struct {
@@ -127,7 +129,7 @@ func (t Type) CheckOpen(compressed bool) error {
 // CheckArg validates ParameterizeChannel(argNum, val) against the current
 // argument values cur (for cross-argument rules such as x <= y).
 func (t Type) CheckArg(argNum int32, val int64, cur []int64) error {
-	if argNum == ArgDropWhenFul {
+	if argNum == ArgDropWhenFull {
 		if !t.Ring() {
 			return fmt.Errorf("%w: %s has no ring to drop from", ErrArgNum, t)
 		}

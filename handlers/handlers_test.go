@@ -37,7 +37,7 @@ func TestCheckArg(t *testing.T) {
 	require.ErrorIs(t, PeriodicCounter.CheckArg(0, 999_999, []int64{1e9}), ErrArgValue)
 	require.NoError(t, Median.CheckArg(0, 100000, []int64{1000}))
 	require.ErrorIs(t, Median.CheckArg(0, 100001, []int64{1000}), ErrArgValue)
-	require.NoError(t, BufferIdentity.CheckArg(ArgDropWhenFul, 1, nil))
-	require.ErrorIs(t, FirstLast.CheckArg(ArgDropWhenFul, 1, nil), ErrArgNum)
-	require.ErrorIs(t, Downsample.CheckArg(ArgDropWhenFul, 2, []int64{10}), ErrArgValue)
+	require.NoError(t, BufferIdentity.CheckArg(ArgDropWhenFull, 1, nil))
+	require.ErrorIs(t, FirstLast.CheckArg(ArgDropWhenFull, 1, nil), ErrArgNum)
+	require.ErrorIs(t, Downsample.CheckArg(ArgDropWhenFull, 2, []int64{10}), ErrArgValue)
 }

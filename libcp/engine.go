@@ -766,7 +766,7 @@ func parameterize(h int64, argNum int32, val int64) error {
 	if err := c.cur.CheckArg(argNum, val, c.args); err != nil {
 		return err
 	}
-	if argNum == handlers.ArgDropWhenFul {
+	if argNum == handlers.ArgDropWhenFull {
 		atomic.StoreUint32((*uint32)(unsafe.Pointer(&c.slot.drop_when_full)), uint32(val))
 		c.updateFastPath(false)
 		return c.writeMeta(logfile.KindEvent, logfile.Event{Event: "drop_when_full", Total: uint64(val), Pos: atomic.LoadUint64(c.word()) & countMask})

@@ -125,7 +125,6 @@ void cp_revoke_owner(cp_slot_t *s);
 struct cp_xoy *cp_set_xoy(cp_slot_t *s, int64_t x, int64_t y);
 int32_t cp_median_set_window(cp_slot_t *s, uint64_t *buf, uint32_t window);
 void cp_firstlast_snapshot(cp_slot_t *s, uint64_t out[7]);
-void cp_firstlast_reset(cp_slot_t *s);
 void cp_firstlast_retire(cp_slot_t *s, uint64_t out[7]);
 int32_t cp_ring_put(cp_slot_t *s, int64_t id, uint64_t tsc, uint64_t mono);
 int cp_install_sigterm(void);

@@ -457,12 +457,6 @@ void cp_firstlast_retire(cp_slot_t *s, uint64_t out[7]) {
   unlock_slot(s);
 }
 
-void cp_firstlast_reset(cp_slot_t *s) {
-  lock_slot(s);
-  s->fl_n = 0;
-  unlock_slot(s);
-}
-
 // Puts one record into a NET_CONF channel's ring for the Go side (FIRSTLAST's
 // pair when the channel switches away or closes): a position like any other,
 // taken even after the closed bit (the close that set it is the caller).

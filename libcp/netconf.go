@@ -292,7 +292,6 @@ func (c *channel) apply(r resolved) {
 	atomic.StoreUint64((*uint64)(unsafe.Pointer(&s.aux)), 0)
 	atomic.StoreUint64((*uint64)(unsafe.Pointer(&s.fpc_count)), 0)
 	atomic.StoreUint64((*uint64)(unsafe.Pointer(&s.nc_count)), 0)
-	C.cp_firstlast_reset(s)
 	if len(c.args) > 0 {
 		atomic.StoreInt64((*int64)(unsafe.Pointer(&s.arg0)), c.args[0])
 	}
