@@ -3,6 +3,7 @@
 package tsc
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -11,8 +12,21 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Read returns the TSC (rdtscp: ordered after earlier instructions).
-func Read() uint64
+// readRaw returns the hardware TSC (rdtscp: ordered after earlier instructions).
+func readRaw() uint64
+
+// Raw returns the hardware TSC, never faked.
+func Raw() uint64 { return readRaw() }
+
+// Read returns this process's TSC: the hardware counter, or, under
+// CP_FAKE_TSC, the fake counter made from it (fake.go).
+func Read() uint64 {
+	t := readRaw()
+	if f := active.Load(); f != nil {
+		return f.Apply(t)
+	}
+	return t
+}
 
 func cpuid(leaf, sub uint32) (eax, ebx, ecx, edx uint32)
 
@@ -27,10 +41,20 @@ var (
 	freq     Frequency
 )
 
-// Freq returns the TSC frequency, found once per process: from CPUID leaf
-// 0x15 (crystal ratio), else the hypervisor timing leaf 0x40000010, else by
-// calibrating against CLOCK_MONOTONIC_RAW for 50 ms.
+// Freq returns the frequency of the counter Read returns: the hardware's
+// (HardwareFreq) times the fake rate under CP_FAKE_TSC.
 func Freq() Frequency {
+	hw := HardwareFreq()
+	if f := active.Load(); f != nil {
+		return Frequency{hw.Hz * f.Rate(), fmt.Sprintf("%s x fake rate %.9f", hw.Source, f.Rate())}
+	}
+	return hw
+}
+
+// HardwareFreq returns the hardware TSC frequency, found once per process:
+// from CPUID leaf 0x15 (crystal ratio), else the hypervisor timing leaf
+// 0x40000010, else by calibrating against CLOCK_MONOTONIC_RAW for 50 ms.
+func HardwareFreq() Frequency {
 	freqOnce.Do(func() {
 		if hz := cpuid15(); hz > 0 {
 			freq = Frequency{hz, "cpuid-0x15"}
@@ -76,6 +100,7 @@ func MonoRaw() int64 {
 }
 
 // Calibrate measures the TSC rate against CLOCK_MONOTONIC_RAW over d.
+// It measures the hardware counter, never a fake one.
 func Calibrate(d time.Duration) float64 {
 	t0, m0 := bracket()
 	time.Sleep(d)
@@ -89,9 +114,9 @@ func bracket() (uint64, int64) {
 	var bm int64
 	best := ^uint64(0)
 	for i := 0; i < 16; i++ {
-		a := Read()
+		a := readRaw()
 		m := MonoRaw()
-		b := Read()
+		b := readRaw()
 		if b-a < best {
 			best, bt, bm = b-a, a+(b-a)/2, m
 		}

@@ -1,7 +1,7 @@
 #include "textflag.h"
 
-// func Read() uint64
-TEXT ·Read(SB),NOSPLIT,$0-8
+// func readRaw() uint64
+TEXT ·readRaw(SB),NOSPLIT,$0-8
 	RDTSCP
 	SHLQ $32, DX
 	ORQ DX, AX
