@@ -1,0 +1,480 @@
+package multinode
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"cloudprofiler/internal/logfile"
+	"cloudprofiler/minrtt"
+	"cloudprofiler/tsc"
+)
+
+// node is one simulated machine: a namespace, a fake TSC, an injected probe
+// delay for its TSC client, and one pipeline stage.
+type node struct {
+	name   string
+	fake   string // CP_FAKE_TSC
+	inject string // tsc-client --inject
+	role   string // source, relay or sink
+	stage  string // channel names are "<stage> in" / "<stage> out"
+	workNs int    // relays: spin per tuple
+}
+
+// The counters disagree by seconds and drift apart by up to 1100 ppm; the
+// probes of each node see a different asymmetric delay, jitter and spikes.
+var nodes = []node{
+	{"a", "1.0:-3000000000", "fwd=40us,rev=10us,jitter=30us,spike=0.02:400us,seed=1", "source", "source", 0},
+	{"b", "0.9996:70000000000", "fwd=5us,rev=60us,jitter=20us,spike=0.05:300us,seed=2", "relay", "map", 3000},
+	{"c", "1.00037:-2000000000", "jitter=10us,spike=0.01:1ms,seed=3", "relay", "reduce", 8000},
+	{"d", "1.0011:25000000000", "fwd=80us,jitter=50us,spike=0.03:200us,seed=4", "sink", "sink", 0},
+}
+
+const (
+	nTuples   = 20000
+	tupleRate = 5000 // per second: the pipeline runs 4 s
+	tscPort   = 7400
+	stagePort = 7500
+)
+
+// env is what the test needs from the build; it skips without it.
+type env struct {
+	tool, lib, capi string
+}
+
+func needEnv(t *testing.T) env {
+	e := env{tool: os.Getenv("CP_TOOL"), lib: os.Getenv("CP_LIB")}
+	if e.tool == "" || e.lib == "" {
+		t.Skip("CP_TOOL and CP_LIB (paths of build/cloudprofiler and build/libcloudprofiler.so) are not set: run `make test-multinode`")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces (ip netns)")
+	}
+	if out, err := exec.Command("ip", "netns", "list").CombinedOutput(); err != nil {
+		t.Skipf("ip netns does not work here: %v %s", err, out)
+	}
+	for _, p := range []*string{&e.tool, &e.lib} {
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(abs); err != nil {
+			t.Fatalf("CP_TOOL/CP_LIB: %v", err)
+		}
+		*p = abs
+	}
+	capi, err := filepath.Abs("../../capi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.capi = capi
+	return e
+}
+
+// commands lists the subcommands the tool's --help mentions.
+func commands(t *testing.T, tool string) map[string]bool {
+	out, _ := exec.Command(tool, "--help").CombinedOutput()
+	have := map[string]bool{}
+	for _, c := range []string{"tsc-server", "tsc-client", "tsc-round", "analyze"} {
+		have[c] = strings.Contains(string(out), c)
+	}
+	return have
+}
+
+// buildStage compiles testdata/stage.c against the header and the library.
+func buildStage(t *testing.T, e env, dir string) string {
+	bin := filepath.Join(dir, "stage")
+	libdir := filepath.Dir(e.lib)
+	args := []string{"-O2", "-Wall", "-Werror", "-I" + e.capi, "testdata/stage.c", "-o", bin,
+		"-L" + libdir, "-lcloudprofiler", "-Wl,-rpath," + libdir, "-lpthread"}
+	if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
+		t.Fatalf("gcc %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return bin
+}
+
+// TestMultiNode: four nodes in network namespaces, each with its own fake
+// TSC; a TSC server and clients probe them before and after a C pipeline
+// passes 20k tuples through them under CPU load; `cloudprofiler analyze`
+// translates every duration into one reference TSC with an error bound, and
+// every bound must hold the exactly known truth.
+func TestMultiNode(t *testing.T) {
+	e := needEnv(t)
+	t0 := time.Now()
+	have := commands(t, e.tool)
+	tmp := t.TempDir()
+	bin := buildStage(t, e, tmp)
+	fakes := map[string]tsc.Fake{}
+	var names []string
+	for _, n := range nodes {
+		f, err := tsc.ParseFake(n.fake)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fakes[n.name] = f
+		names = append(names, n.name)
+	}
+	l := newLab(t, names, tmp)
+	roundsDir, logsDir, outDir := filepath.Join(tmp, "rounds"), filepath.Join(tmp, "logs"), filepath.Join(tmp, "out")
+	nodeEnv := func(n node) []string {
+		return []string{"CP_FAKE_TSC=" + n.fake, "CP_NODE=" + n.name, "CP_LOG_DIR=" + filepath.Join(logsDir, n.name)}
+	}
+
+	// The TSC server in the hub, a client per node with that node's counter.
+	server := fmt.Sprintf("%s:%d", l.hubIP, tscPort)
+	haveTSC := have["tsc-server"] && have["tsc-client"] && have["tsc-round"]
+	var tscProcs []*proc
+	round := func(label string) {
+		out, err := l.run(60*time.Second, l.hub, nil, e.tool, "tsc-round", "--server", server, "--label", label)
+		if err != nil {
+			t.Fatalf("tsc-round %s: %v", label, err)
+		}
+		t.Logf("round %s: %s", label, strings.TrimSpace(out))
+	}
+	if haveTSC {
+		tscProcs = append(tscProcs, l.start("tsc-server", l.hub, nil, e.tool, "tsc-server", "--listen", server, "--out", roundsDir))
+		for _, n := range nodes {
+			tscProcs = append(tscProcs, l.start("tsc-client-"+n.name, l.ns[n.name], nodeEnv(n),
+				e.tool, "tsc-client", "--server", server, "--node", n.name, "--inject", n.inject))
+		}
+		waitRegistered(t, l, e.tool, server)
+		round("before")
+	} else {
+		t.Errorf("%s has no tsc-server/tsc-client/tsc-round yet: no rounds", e.tool)
+	}
+
+	// The pipeline a -> b -> c -> d, started from the sink back, and CPU
+	// load on two nodes for two seconds of its four.
+	var stages []*proc
+	for i := len(nodes) - 1; i >= 0; i-- {
+		n := nodes[i]
+		port := fmt.Sprint(stagePort + i)
+		var argv []string
+		switch n.role {
+		case "sink":
+			argv = []string{bin, "sink", n.stage, port, fmt.Sprint(nTuples)}
+		case "relay":
+			argv = []string{bin, "relay", n.stage, port, l.ip[nodes[i+1].name], fmt.Sprint(stagePort + i + 1), fmt.Sprint(n.workNs)}
+		case "source":
+			argv = []string{bin, "source", n.stage, l.ip[nodes[i+1].name], fmt.Sprint(stagePort + i + 1), fmt.Sprint(nTuples), fmt.Sprint(tupleRate)}
+		}
+		stages = append(stages, l.start("stage-"+n.name, l.ns[n.name], nodeEnv(n), argv...))
+	}
+	time.Sleep(time.Second)
+	burners := []*proc{
+		l.start("burn-b", l.ns["b"], nil, bin, "burn", "2"),
+		l.start("burn-c", l.ns["c"], nil, bin, "burn", "2"),
+	}
+	for _, p := range append(stages, burners...) {
+		if err := p.wait(60 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("pipeline done at %.1fs", time.Since(t0).Seconds())
+
+	// The after round, with one node's CPU busy while it probes.
+	if haveTSC {
+		burn := l.start("burn-after", l.ns["c"], nil, bin, "burn", "30")
+		round("after")
+		burn.stop(2 * time.Second)
+		for _, p := range tscProcs {
+			p.stop(5 * time.Second)
+		}
+	}
+
+	// Every tuple left the source and reached every stage, and the logged
+	// counters give back causal, plausible true durations.
+	hops := checkLogs(t, fakes, logsDir)
+
+	var delays oneWay
+	if haveTSC {
+		rounds, err := minrtt.ReadRounds(roundsDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var nProbes int
+		delays, nProbes, err = probeDelays(fakes, rounds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%d rounds, %d answered probes; every one-way delay is positive under the fake counters", len(rounds), nProbes)
+	}
+
+	if !have["analyze"] {
+		t.Errorf("%s has no analyze command yet: bounds not checked", e.tool)
+		return
+	}
+	if !haveTSC {
+		return
+	}
+	args := []string{"analyze", "--rounds", roundsDir, "--out", outDir, "--logs"}
+	for _, n := range nodes {
+		args = append(args, filepath.Join(logsDir, n.name))
+	}
+	out, err := l.run(90*time.Second, l.hub, nil, append([]string{e.tool}, args...)...)
+	if err != nil {
+		t.Fatalf("analyze: %v\n%s", err, out)
+	}
+	t.Logf("analyze:\n%s", out)
+	checkAnalysis(t, fakes, outDir, hops, delays)
+	t.Logf("total %.1fs", time.Since(t0).Seconds())
+}
+
+// waitRegistered gives the clients up to 10 s to register with the server.
+// The tool has no query for it, so the test waits until each client has
+// been up for a second and has not died.
+func waitRegistered(t *testing.T, l *lab, tool, server string) {
+	time.Sleep(1500 * time.Millisecond)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, p := range l.procs {
+		select {
+		case <-p.done:
+			t.Fatalf("%s exited early: %v\nstderr: %s", p.name, p.waitErr, tail(p.err))
+		default:
+		}
+	}
+}
+
+// hop is a consecutive pair of channels on every tuple's path.
+type hop struct{ from, to string } // channel names
+
+// path is the channels every tuple passes, in order.
+func path() []string {
+	var p []string
+	for _, n := range nodes {
+		if n.role != "source" {
+			p = append(p, n.stage+" in")
+		}
+		if n.role != "sink" {
+			p = append(p, n.stage+" out")
+		}
+	}
+	return p
+}
+
+// checkLogs reads every node's log files, checks that each channel of the
+// path holds every tuple once, and that each hop's true duration (from the
+// logged fake counters, inverted) is positive and under a second. It returns
+// the hops with their channel's node.
+func checkLogs(t *testing.T, fakes map[string]tsc.Fake, logsDir string) map[string]string {
+	t.Helper()
+	chanNode := map[string]string{}
+	tscs := map[string][]uint64{} // channel -> TSC by tuple id
+	for _, n := range nodes {
+		files, _ := filepath.Glob(filepath.Join(logsDir, n.name, "*.cplog"))
+		if len(files) == 0 {
+			t.Fatalf("node %s wrote no log files", n.name)
+		}
+		for _, path := range files {
+			lf, err := logfile.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := lf.Header.Name
+			if _, dup := tscs[name]; dup {
+				t.Fatalf("channel %q logged twice", name)
+			}
+			got := make([]uint64, nTuples)
+			seen := 0
+			err = lf.Records(func(r logfile.Record) error {
+				if r.TupleID < 0 || r.TupleID >= nTuples || got[r.TupleID] != 0 {
+					return fmt.Errorf("tuple id %d out of range or seen twice", r.TupleID)
+				}
+				got[r.TupleID] = r.TSC
+				seen++
+				return nil
+			})
+			lf.Close()
+			if err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			if seen != nTuples {
+				t.Fatalf("%s: %d records, want %d", path, seen, nTuples)
+			}
+			tscs[name], chanNode[name] = got, n.name
+		}
+	}
+	hz := tsc.HardwareFreq().Hz
+	p := path()
+	for i := 1; i < len(p); i++ {
+		from, to := p[i-1], p[i]
+		if tscs[from] == nil || tscs[to] == nil {
+			t.Fatalf("no channel %q or %q in the logs", from, to)
+		}
+		ff, tf := fakes[chanNode[from]], fakes[chanNode[to]]
+		var us []float64
+		for id := 0; id < nTuples; id++ {
+			d := rawMid(tf, tscs[to][id]) - rawMid(ff, tscs[from][id])
+			if d < -1 || d > hz {
+				t.Fatalf("tuple %d %q -> %q: true duration %.0f cycles: the logged counters are not the nodes' CP_FAKE_TSC", id, from, to, d)
+			}
+			us = append(us, d/hz*1e6)
+		}
+		med, max, _ := stats(us)
+		t.Logf("true %q (%s) -> %q (%s): median %.1f us, max %.1f us", from, chanNode[from], to, chanNode[to], med, max)
+	}
+	return chanNode
+}
+
+// checkAnalysis reads the analyzer's output and checks every duration
+// against the truth, then reports the bounds next to the floor.
+func checkAnalysis(t *testing.T, fakes map[string]tsc.Fake, outDir string, chanNode map[string]string, delays oneWay) {
+	t.Helper()
+	var model struct {
+		Ref   string  `json:"ref"`
+		RefHz float64 `json:"ref_hz"`
+	}
+	b, err := os.ReadFile(filepath.Join(outDir, "model.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &model); err != nil || model.Ref == "" || !(model.RefHz > 0) {
+		t.Fatalf("model.json: %v %s", err, b)
+	}
+	if _, ok := fakes[model.Ref]; !ok {
+		t.Fatalf("model.json: reference node %q is not one of ours", model.Ref)
+	}
+	for _, f := range []string{"summary.csv", "report.html"} {
+		if st, err := os.Stat(filepath.Join(outDir, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s missing or empty: %v", f, err)
+		}
+	}
+	rows, err := readDurations(filepath.Join(outDir, "durations.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Every tuple has all its hops (5 consecutive pairs) and its end to end.
+	p := path()
+	want := map[string]bool{}
+	for i := 1; i < len(p); i++ {
+		want[p[i-1]+" -> "+p[i]] = true
+	}
+	want[p[0]+" -> "+p[len(p)-1]] = true
+	count := map[string]int{}
+	for _, d := range rows {
+		k := d.fromCh + " -> " + d.toCh
+		if !want[k] {
+			t.Errorf("line %d: unexpected duration %s (%s)", d.line, k, d.kind)
+		} else if chanNode[d.fromCh] != d.fromNode || chanNode[d.toCh] != d.toNode {
+			t.Errorf("line %d: %s on nodes %s -> %s, logged on %s -> %s", d.line, k, d.fromNode, d.toNode, chanNode[d.fromCh], chanNode[d.toCh])
+		}
+		count[k]++
+	}
+	for k := range want {
+		if count[k] != nTuples {
+			t.Errorf("%d rows %s, want one per tuple (%d)", count[k], k, nTuples)
+		}
+	}
+	if len(rows) != len(want)*nTuples {
+		t.Errorf("%d rows, want %d", len(rows), len(want)*nTuples)
+	}
+
+	v, err := check(fakes, model.Ref, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	us := func(c float64) float64 { return c / model.RefHz * 1e6 }
+	t.Logf("reference node %s at %.0f Hz; %d durations checked against the truth (slack %.0f cycles): %d violations; "+
+		"largest |truth - reported| / bound = %.3f; the paper's bound missed %d, the baseline's %d",
+		model.Ref, model.RefHz, v.rows, slackCycles, v.nViolation, v.worst, v.paperMiss, v.baselineMiss)
+	for _, s := range v.violations {
+		t.Errorf("violation: %s", s)
+	}
+	if v.nViolation > len(v.violations) {
+		t.Errorf("... and %d more violations", v.nViolation-len(v.violations))
+	}
+
+	// The floor of each node pair, from the true one-way delays of the probes.
+	hz := tsc.HardwareFreq().Hz
+	floorUs := func(a, b string) string {
+		if a == b {
+			return "0 (one node)"
+		}
+		f, ok := delays.floor(a, b)
+		if !ok {
+			return "n/a"
+		}
+		fw, rv := delays[[2]string{a, b}], delays[[2]string{b, a}]
+		return fmt.Sprintf("%.1f us (min %s->%s %.1f, %s->%s %.1f)", f/hz*1e6, a, b, fw/hz*1e6, b, a, rv/hz*1e6)
+	}
+
+	// The bound per scenario and per pair of nodes, next to the floor.
+	type group struct{ err, paper, base []float64 }
+	byScenario := map[int]*group{}
+	type pairKey struct {
+		scenario   int
+		kind       string
+		from, to   string
+		fromN, toN string
+	}
+	byPair := map[pairKey]*group{}
+	add := func(g *group, d duration) {
+		g.err = append(g.err, us(d.err))
+		g.paper = append(g.paper, us(d.paperErr))
+		g.base = append(g.base, us(d.baselineErr))
+	}
+	for _, d := range rows {
+		if byScenario[d.scenario] == nil {
+			byScenario[d.scenario] = &group{}
+		}
+		add(byScenario[d.scenario], d)
+		k := pairKey{d.scenario, d.kind, d.fromCh, d.toCh, d.fromNode, d.toNode}
+		if byPair[k] == nil {
+			byPair[k] = &group{}
+		}
+		add(byPair[k], d)
+	}
+	fmtStats := func(xs []float64) string {
+		med, max, n := stats(xs)
+		if n == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f/%.2f", med, max)
+	}
+	var sc []int
+	for s := range byScenario {
+		sc = append(sc, s)
+	}
+	sort.Ints(sc)
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "bound per scenario, median/max us:\n")
+	for _, s := range sc {
+		g := byScenario[s]
+		fmt.Fprintf(&sb, "  scenario %d: %6d rows  bound %s  paper %s  baseline %s\n", s, len(g.err), fmtStats(g.err), fmtStats(g.paper), fmtStats(g.base))
+	}
+	var keys []pairKey
+	for k := range byPair {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].scenario != keys[j].scenario {
+			return keys[i].scenario < keys[j].scenario
+		}
+		return keys[i].from < keys[j].from
+	})
+	fmt.Fprintf(&sb, "bound per duration, median/max us, next to the floor (min fwd + min rev one-way delay)/2 of its nodes:\n")
+	for _, k := range keys {
+		g := byPair[k]
+		fmt.Fprintf(&sb, "  s%d %-11s %q (%s) -> %q (%s): bound %s  paper %s  baseline %s  floor %s\n",
+			k.scenario, k.kind, k.from, k.fromN, k.to, k.toN, fmtStats(g.err), fmtStats(g.paper), fmtStats(g.base), floorUs(k.fromN, k.toN))
+	}
+	fmt.Fprintf(&sb, "floor of every pair:\n")
+	for i, a := range nodes {
+		for _, b := range nodes[i+1:] {
+			fmt.Fprintf(&sb, "  %s-%s: %s\n", a.name, b.name, floorUs(a.name, b.name))
+		}
+	}
+	t.Log("\n" + sb.String())
+	if math.IsNaN(v.worst) {
+		t.Error("worst ratio is NaN")
+	}
+}

@@ -1,0 +1,251 @@
+package multinode
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// lab is a set of network namespaces this test made: a hub holding a bridge
+// and one namespace per node, each joined to the bridge by a veth pair.
+// Addresses are in subnet, which exists only inside these namespaces.
+// Everything (processes, then namespaces) goes away in t.Cleanup.
+type lab struct {
+	t      *testing.T
+	prefix string            // cpt-<pid>: every namespace name starts with it
+	hub    string            // the hub namespace
+	hubIP  string            // the hub's address on the bridge
+	ns     map[string]string // node -> namespace
+	ip     map[string]string // node -> address
+	dir    string            // process output files
+
+	mu    sync.Mutex
+	procs []*proc
+}
+
+const subnet = "10.77.0" // /24, inside the test's namespaces only
+
+// ip runs the ip(8) command and fails the test on error.
+func ipCmd(t *testing.T, args ...string) {
+	t.Helper()
+	out, err := exec.Command("ip", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// removeStaleNamespaces deletes namespaces left by an earlier run of this
+// test that died without its cleanup (named cpt-<pid>-..., pid gone).
+func removeStaleNamespaces(t *testing.T) {
+	out, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		name, _, _ := strings.Cut(strings.TrimSpace(line), " ")
+		rest, ok := strings.CutPrefix(name, "cpt-")
+		if !ok {
+			continue
+		}
+		pidStr, _, _ := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidStr)
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+			continue // its test is still running
+		}
+		killNamespacePids(name)
+		if err := exec.Command("ip", "netns", "del", name).Run(); err == nil {
+			t.Logf("removed namespace %s left by an earlier run", name)
+		}
+	}
+}
+
+// killNamespacePids kills every process still running in a namespace this
+// test made (stray children of the processes it started).
+func killNamespacePids(ns string) {
+	out, err := exec.Command("ip", "netns", "pids", ns).Output()
+	if err != nil {
+		return
+	}
+	for _, f := range strings.Fields(string(out)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 1 && pid != os.Getpid() {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// newLab makes the hub and one namespace per node. Node i gets address
+// subnet.(10+i), the hub subnet.1.
+func newLab(t *testing.T, nodes []string, dir string) *lab {
+	removeStaleNamespaces(t)
+	l := &lab{
+		t: t, prefix: fmt.Sprintf("cpt-%d", os.Getpid()), dir: dir,
+		ns: map[string]string{}, ip: map[string]string{},
+	}
+	l.hub, l.hubIP = l.prefix+"-hub", subnet+".1"
+	all := []string{l.hub}
+	t.Cleanup(func() {
+		for _, ns := range all {
+			killNamespacePids(ns)
+		}
+		for _, ns := range all {
+			if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
+				t.Errorf("ip netns del %s: %v %s", ns, err, out)
+			}
+		}
+	})
+	ipCmd(t, "netns", "add", l.hub)
+	ipCmd(t, "-n", l.hub, "link", "set", "lo", "up")
+	ipCmd(t, "-n", l.hub, "link", "add", "br0", "type", "bridge")
+	ipCmd(t, "-n", l.hub, "addr", "add", l.hubIP+"/24", "dev", "br0")
+	ipCmd(t, "-n", l.hub, "link", "set", "br0", "up")
+	for i, n := range nodes {
+		ns := fmt.Sprintf("%s-%s", l.prefix, n)
+		all = append(all, ns)
+		l.ns[n], l.ip[n] = ns, fmt.Sprintf("%s.%d", subnet, 10+i)
+		ipCmd(t, "netns", "add", ns)
+		ipCmd(t, "-n", ns, "link", "set", "lo", "up")
+		// Both ends are created inside our namespaces: nothing touches the
+		// host's own interfaces.
+		port := fmt.Sprintf("v%d", i)
+		ipCmd(t, "-n", l.hub, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns)
+		ipCmd(t, "-n", l.hub, "link", "set", port, "master", "br0")
+		ipCmd(t, "-n", l.hub, "link", "set", port, "up")
+		ipCmd(t, "-n", ns, "addr", "add", l.ip[n]+"/24", "dev", "eth0")
+		ipCmd(t, "-n", ns, "link", "set", "eth0", "up")
+	}
+	// Processes die before their namespaces (cleanups run last-in first-out).
+	t.Cleanup(l.killAll)
+	return l
+}
+
+// proc is a process started inside a namespace, its output in files.
+type proc struct {
+	name     string
+	cmd      *exec.Cmd
+	out, err string // stdout and stderr files
+	done     chan struct{}
+	waitErr  error
+}
+
+// start runs argv inside namespace ns with env added to a clean copy of the
+// environment (no CP_* variables inherited).
+func (l *lab) start(name, ns string, env []string, argv ...string) *proc {
+	l.t.Helper()
+	p := &proc{
+		name: name, done: make(chan struct{}),
+		out: filepath.Join(l.dir, name+".out"), err: filepath.Join(l.dir, name+".err"),
+	}
+	fo, err := os.Create(p.out)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	fe, err := os.Create(p.err)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	p.cmd = exec.Command("ip", append([]string{"netns", "exec", ns}, argv...)...)
+	p.cmd.Env = append(cleanEnv(), env...)
+	p.cmd.Stdout, p.cmd.Stderr = fo, fe
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		l.t.Fatalf("%s: %v", name, err)
+	}
+	l.mu.Lock()
+	l.procs = append(l.procs, p)
+	l.mu.Unlock()
+	go func() {
+		p.waitErr = p.cmd.Wait()
+		fo.Close()
+		fe.Close()
+		close(p.done)
+	}()
+	return p
+}
+
+// wait waits up to d for p to exit and returns its error (a timeout is one).
+func (p *proc) wait(d time.Duration) error {
+	select {
+	case <-p.done:
+		if p.waitErr != nil {
+			return fmt.Errorf("%s: %v\nstderr: %s", p.name, p.waitErr, tail(p.err))
+		}
+		return nil
+	case <-time.After(d):
+		return fmt.Errorf("%s: still running after %v\nstderr: %s", p.name, d, tail(p.err))
+	}
+}
+
+// stop sends SIGTERM to p's process group and waits up to d, then kills it.
+func (p *proc) stop(d time.Duration) {
+	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(d):
+		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+func (l *lab) killAll() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, p := range l.procs {
+		select {
+		case <-p.done:
+		default:
+			syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-p.done
+		}
+	}
+}
+
+// run runs argv inside ns to completion (at most d) and returns its stdout.
+func (l *lab) run(d time.Duration, ns string, env []string, argv ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns}, argv...)...)
+	cmd.Env = append(cleanEnv(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("%s: %v\nstderr: %s", strings.Join(argv, " "), err, lastLines(errb.String(), 20))
+	}
+	return out.String(), nil
+}
+
+// cleanEnv is this process's environment without CP_* variables.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "CP_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// tail returns the last lines of a file, for error messages.
+func tail(path string) string {
+	b, _ := os.ReadFile(path)
+	return lastLines(string(b), 20)
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

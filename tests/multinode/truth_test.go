@@ -1,0 +1,310 @@
+package multinode
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"math"
+	"math/bits"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"cloudprofiler/minrtt"
+	"cloudprofiler/tsc"
+)
+
+// Ground truth. Every namespace reads the same hardware TSC; a node's counter
+// is fake = floor(raw * q / 2^32) + off (tsc.Fake). So a logged value gives
+// back the hardware TSC it was read at, to within one raw cycle, and any
+// duration's true length is known exactly.
+
+// rawOf returns the hardware TSC values [lo, hi] that f maps to v: every raw
+// with floor(raw*q/2^32) == v - off. For rates near 1 the range holds one or
+// two values.
+func rawOf(f tsc.Fake, v uint64) (lo, hi uint64) {
+	x := v - uint64(f.Offset) // floor(raw*q/2^32), two's complement like Apply
+	// lo = ceil(x*2^32 / q), hi = ceil((x+1)*2^32 / q) - 1.
+	ceilDiv := func(x uint64) uint64 {
+		q, r := bits.Div64(x>>32, x<<32, f.RateQ32)
+		if r != 0 {
+			q++
+		}
+		return q
+	}
+	return ceilDiv(x), ceilDiv(x+1) - 1
+}
+
+// rawMid is the midpoint of rawOf, as a float (exact for values below 2^53).
+func rawMid(f tsc.Fake, v uint64) float64 {
+	lo, hi := rawOf(f, v)
+	return float64(lo) + float64(hi-lo)/2
+}
+
+// slackCycles is the quantization slack of the check, in reference cycles:
+// each end's raw TSC is known to within one cycle (rawOf), so a truth taken
+// at the midpoints is off by at most about 1 cycle, plus float rounding of
+// the analyzer's values. Three cycles (about 1 ns) covers it with room.
+const slackCycles = 3.0
+
+// duration is one row of durations.csv (the analyzer's output).
+type duration struct {
+	tuple                 int64
+	fromNode, fromCh      string
+	toNode, toCh, kind    string
+	start, end            uint64
+	cycles, err           float64
+	scenario              int
+	paperErr, baselineErr float64 // NaN when the analyzer gave none
+	seconds, errSeconds   float64
+	line                  int
+}
+
+var durationColumns = []string{
+	"tuple_id", "from_node", "from_channel", "to_node", "to_channel", "kind",
+	"start_tsc", "end_tsc", "cycles", "error_cycles", "seconds", "error_seconds",
+	"scenario", "paper_error_cycles", "baseline_error_cycles",
+}
+
+// readDurations reads durations.csv by column name.
+func readDurations(path string) ([]duration, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r := csv.NewReader(f)
+	head, err := r.Read()
+	if err != nil {
+		return nil, fmt.Errorf("%s: header: %w", path, err)
+	}
+	col := map[string]int{}
+	for i, h := range head {
+		col[strings.TrimSpace(h)] = i
+	}
+	for _, c := range durationColumns {
+		if _, ok := col[c]; !ok {
+			return nil, fmt.Errorf("%s: no column %q in header %v", path, c, head)
+		}
+	}
+	var out []duration
+	for line := 2; ; line++ {
+		rec, err := r.Read()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		var d duration
+		var perr error
+		get := func(c string) string { return strings.TrimSpace(rec[col[c]]) }
+		u64 := func(c string) uint64 {
+			v, err := strconv.ParseUint(get(c), 10, 64)
+			if err != nil && perr == nil {
+				perr = fmt.Errorf("%s: %w", c, err)
+			}
+			return v
+		}
+		f64 := func(c string, optional bool) float64 {
+			s := get(c)
+			if optional && (s == "" || strings.EqualFold(s, "nan") || s == "-") {
+				return math.NaN()
+			}
+			v, err := strconv.ParseFloat(s, 64)
+			if err != nil && perr == nil {
+				perr = fmt.Errorf("%s: %w", c, err)
+			}
+			return v
+		}
+		d.line = line
+		d.tuple, perr = strconv.ParseInt(get("tuple_id"), 10, 64)
+		d.fromNode, d.fromCh = get("from_node"), get("from_channel")
+		d.toNode, d.toCh, d.kind = get("to_node"), get("to_channel"), get("kind")
+		d.start, d.end = u64("start_tsc"), u64("end_tsc")
+		d.cycles, d.err = f64("cycles", false), f64("error_cycles", false)
+		d.seconds, d.errSeconds = f64("seconds", false), f64("error_seconds", false)
+		d.scenario = int(f64("scenario", false))
+		d.paperErr, d.baselineErr = f64("paper_error_cycles", true), f64("baseline_error_cycles", true)
+		if perr != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, line, perr)
+		}
+		out = append(out, d)
+	}
+}
+
+// truthCycles is a row's true length in reference cycles.
+func truthCycles(fakes map[string]tsc.Fake, ref string, d duration) (float64, error) {
+	ff, ok1 := fakes[d.fromNode]
+	tf, ok2 := fakes[d.toNode]
+	if !ok1 || !ok2 {
+		return 0, fmt.Errorf("line %d: unknown node %q or %q", d.line, d.fromNode, d.toNode)
+	}
+	return (rawMid(tf, d.end) - rawMid(ff, d.start)) * fakes[ref].Rate(), nil
+}
+
+// verdict is what checking every row found.
+type verdict struct {
+	rows       int
+	violations []string // one line per violating row (the first ones)
+	nViolation int
+	// Rows whose truth lies outside the paper's (or the baseline's) own bound:
+	// reported, not failed: only the analyzer's bound is asked to be strict.
+	paperMiss, baselineMiss int
+	worst                   float64 // largest |truth - cycles| / error_cycles
+}
+
+// check compares every row with the truth.
+func check(fakes map[string]tsc.Fake, ref string, rows []duration) (verdict, error) {
+	v := verdict{rows: len(rows)}
+	for _, d := range rows {
+		truth, err := truthCycles(fakes, ref, d)
+		if err != nil {
+			return v, err
+		}
+		miss := math.Abs(truth - d.cycles)
+		if d.err > 0 {
+			v.worst = math.Max(v.worst, miss/d.err)
+		}
+		if !(miss <= d.err+slackCycles) || d.err < 0 || math.IsNaN(d.err) {
+			v.nViolation++
+			if len(v.violations) < 10 {
+				v.violations = append(v.violations, fmt.Sprintf(
+					"line %d: tuple %d %s/%q -> %s/%q scenario %d: truth %.1f, reported %.1f ± %.1f cycles (off by %.1f)",
+					d.line, d.tuple, d.fromNode, d.fromCh, d.toNode, d.toCh, d.scenario, truth, d.cycles, d.err, miss))
+			}
+		}
+		if !math.IsNaN(d.paperErr) && miss > d.paperErr+slackCycles {
+			v.paperMiss++
+		}
+		if !math.IsNaN(d.baselineErr) && miss > d.baselineErr+slackCycles {
+			v.baselineMiss++
+		}
+	}
+	return v, nil
+}
+
+// oneWay is the smallest true one-way delay seen from node to node, in
+// hardware cycles, over every probe of every round.
+type oneWay map[[2]string]float64
+
+// probeDelays reads the rounds files and returns the minimum one-way delay
+// of each ordered pair. A probe origin->responder gives origin->responder
+// (truth of Resp - Send) and responder->origin (Recv - truth of Resp). A
+// delay that is not positive is a broken clock model and an error.
+func probeDelays(fakes map[string]tsc.Fake, rounds []*minrtt.Round) (oneWay, int, error) {
+	min := oneWay{}
+	n := 0
+	note := func(from, to string, d float64) {
+		k := [2]string{from, to}
+		if cur, ok := min[k]; !ok || d < cur {
+			min[k] = d
+		}
+	}
+	for _, r := range rounds {
+		for _, dir := range r.Dirs {
+			fo, ok1 := fakes[dir.Origin]
+			fr, ok2 := fakes[dir.Responder]
+			if !ok1 || !ok2 {
+				return nil, 0, fmt.Errorf("round %d: unknown node %q or %q", r.Round, dir.Origin, dir.Responder)
+			}
+			for _, p := range dir.Probes {
+				send, resp, recv := rawMid(fo, p.Send), rawMid(fr, p.Resp), rawMid(fo, p.Recv)
+				fwd, rev := resp-send, recv-resp
+				if fwd < -2 || rev < -2 {
+					return nil, 0, fmt.Errorf("round %d %s->%s probe %v: one-way delays %.0f and %.0f cycles: the responder's counter is not where its CP_FAKE_TSC says",
+						r.Round, dir.Origin, dir.Responder, p, fwd, rev)
+				}
+				note(dir.Origin, dir.Responder, fwd)
+				note(dir.Responder, dir.Origin, rev)
+				n++
+			}
+		}
+	}
+	return min, n, nil
+}
+
+// floor is (min forward + min reverse one-way delay)/2 between a and b in
+// hardware cycles: no strict method can bound an a-b offset tighter.
+func (w oneWay) floor(a, b string) (float64, bool) {
+	f, ok1 := w[[2]string{a, b}]
+	r, ok2 := w[[2]string{b, a}]
+	return (f + r) / 2, ok1 && ok2
+}
+
+// stats are the median and the maximum of xs (NaNs left out).
+func stats(xs []float64) (med, max float64, n int) {
+	var v []float64
+	for _, x := range xs {
+		if !math.IsNaN(x) {
+			v = append(v, x)
+		}
+	}
+	if len(v) == 0 {
+		return math.NaN(), math.NaN(), 0
+	}
+	sort.Float64s(v)
+	return v[len(v)/2], v[len(v)-1], len(v)
+}
+
+func TestRawOfInvertsFake(t *testing.T) {
+	for _, s := range []string{"1.0:-3000000000", "0.9996:70000000000", "1.00037:-1500000000", "1.0011:25000000000", "0.5:7", "3.3:-99"} {
+		f, err := tsc.ParseFake(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, raw := range []uint64{1 << 40, 1<<40 + 1, 123456789012345, 987654321098765, 1<<50 + 12345} {
+			v := f.Apply(raw)
+			lo, hi := rawOf(f, v)
+			if raw < lo || raw > hi || f.Apply(lo) != v || f.Apply(hi) != v || f.Apply(lo-1) == v || f.Apply(hi+1) == v {
+				t.Errorf("%s raw %d -> %d: rawOf gave [%d, %d]", s, raw, v, lo, hi)
+			}
+			if hi-lo > uint64(math.Ceil(1/f.Rate())) {
+				t.Errorf("%s: range [%d, %d] wider than 1/rate", s, lo, hi)
+			}
+		}
+	}
+}
+
+// TestCheckFindsViolations runs the checker on rows made from known raw
+// values: bounds that hold pass, one that misses the truth by 10 cycles is
+// reported.
+func TestCheckFindsViolations(t *testing.T) {
+	fakes := map[string]tsc.Fake{}
+	for n, s := range map[string]string{"a": "1.0:-3000000000", "b": "0.9996:70000000000"} {
+		f, err := tsc.ParseFake(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fakes[n] = f
+	}
+	const raw0 = 5_000_000_000_000
+	mk := func(line int, from, to string, rawStart, rawEnd uint64, cycles, bound float64) duration {
+		return duration{line: line, fromNode: from, toNode: to, start: fakes[from].Apply(rawStart), end: fakes[to].Apply(rawEnd),
+			cycles: cycles, err: bound, paperErr: math.NaN(), baselineErr: math.NaN()}
+	}
+	rows := []duration{
+		mk(2, "a", "b", raw0, raw0+30000, 30000, 0),       // exact, bound 0: within the slack
+		mk(3, "a", "b", raw0, raw0+30000, 30500, 600),     // off by 500, bound 600
+		mk(4, "b", "b", raw0, raw0+100000, 100000, 0),     // one node, exact
+		mk(5, "b", "a", raw0, raw0+30000, 30000+510, 500), // off by 510 > 500 + slack
+		mk(6, "a", "b", raw0, raw0+30000, 30000, -1),      // a negative bound
+		mk(7, "a", "a", raw0+9, raw0, -9, 0),              // negative durations are fine
+	}
+	v, err := check(fakes, "a", rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.nViolation != 2 || !strings.HasPrefix(v.violations[0], "line 5:") || !strings.HasPrefix(v.violations[1], "line 6:") {
+		t.Fatalf("want lines 5 and 6 flagged, got %d: %v", v.nViolation, v.violations)
+	}
+	// Truth is in the reference node's cycles: with b (rate 0.9996) as the
+	// reference, 100000 raw cycles are 99960.
+	b := []duration{mk(2, "b", "b", raw0, raw0+100000, 99960, 0), mk(3, "b", "b", raw0, raw0+100000, 100000, 0)}
+	v, err = check(fakes, "b", b)
+	if err != nil || v.nViolation != 1 || !strings.HasPrefix(v.violations[0], "line 3:") {
+		t.Fatalf("ref b: want line 3 flagged: %v %v", err, v.violations)
+	}
+}
