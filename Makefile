@@ -53,6 +53,13 @@ test-c: $(LIB) $(TOOL) $(BUILD)/test_abi $(BUILD)/demo
 test-jvm: $(LIB) $(TOOL)
 	bash tests/jvm/run.sh $(LIB) $(TOOL)
 
+# Multi-node on one machine (root): network namespaces on a bridge, a fake
+# TSC per node, TSC server and clients with injected delay, a C pipeline under
+# CPU load, then `analyze`: every duration's bound must hold the exact truth.
+.PHONY: test-multinode
+test-multinode: $(LIB) $(TOOL)
+	CP_TOOL=$(abspath $(TOOL)) CP_LIB=$(abspath $(LIB)) $(GO) test -count=1 -v -timeout 4m ./tests/multinode
+
 # Benchmarks: ns per LogTS from C next to the floor measured in the same run;
 # 10 s sustained ZSTD_TSC logging with bytes/record and memory; idle CPU; the
 # Go encoder. Bursts of 1M records fit a ring of 32 blocks of 64Ki records.
