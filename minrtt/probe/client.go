@@ -1,0 +1,400 @@
+package probe
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"cloudprofiler/minrtt"
+	"cloudprofiler/tsc"
+)
+
+// Client is the TSC client that runs on every node: it registers with the
+// server, answers probes on its UDP socket at any time, and probes another
+// node when the server asks. Between rounds it is blocked reading the
+// control connection and its UDP socket: it neither spins nor polls.
+type Client struct {
+	Server    string        // server control address, host:port
+	Node      string        // this node's name, unique among the server's nodes
+	ListenUDP string        // probe address; "" = the IP used to reach the server, port 0
+	Inject    *Inject       // emulated network delay, nil for none
+	Clock     func() uint64 // the node's counter; nil = tsc.Read
+	// Freq is the frequency of Clock; zero = tsc.Freq() (which follows
+	// CP_FAKE_TSC). In-process clients with their own fake counter set it.
+	Freq       tsc.Frequency
+	Host       string // default os.Hostname()
+	PID        int    // default os.Getpid()
+	MinBackoff time.Duration
+	MaxBackoff time.Duration // reconnect backoff, default 100ms doubling to 5s
+	Logf       func(format string, args ...any)
+
+	once      sync.Once
+	ctx       context.Context
+	cancel    context.CancelFunc
+	udp       *net.UDPConn
+	udpAddr   atomic.Value  // string
+	malformed atomic.Uint64 // total dropped UDP packets and control messages
+	stale     atomic.Uint64 // total late or duplicate replies
+	reported  uint64        // malformed count at the last report (session goroutine only)
+	reportedS uint64
+	wg        sync.WaitGroup
+}
+
+// ErrVersion is returned by Run when the server speaks another protocol
+// version: retrying cannot help.
+var ErrVersion = errors.New("protocol version mismatch")
+
+func (c *Client) init() {
+	c.once.Do(func() {
+		c.ctx, c.cancel = context.WithCancel(context.Background())
+		if c.Clock == nil {
+			c.Clock = tsc.Read
+		}
+		if c.Freq.Hz == 0 {
+			c.Freq = tsc.Freq()
+		}
+		if c.Host == "" {
+			c.Host, _ = os.Hostname()
+		}
+		if c.PID == 0 {
+			c.PID = os.Getpid()
+		}
+		if c.MinBackoff <= 0 {
+			c.MinBackoff = 100 * time.Millisecond
+		}
+		if c.MaxBackoff < c.MinBackoff {
+			c.MaxBackoff = 5 * time.Second
+		}
+		if c.Logf == nil {
+			c.Logf = func(string, ...any) {}
+		}
+	})
+}
+
+// Close stops the client at once: the control connection and the UDP
+// socket close, so the server sees the node leave. Run returns nil.
+func (c *Client) Close() {
+	c.init()
+	c.cancel()
+}
+
+// UDPAddr is the probe address once the client has connected, else "".
+func (c *Client) UDPAddr() string {
+	s, _ := c.udpAddr.Load().(string)
+	return s
+}
+
+// Malformed is how many UDP packets and control messages the client dropped
+// as unknown or malformed; Stale how many late or duplicate replies.
+func (c *Client) Malformed() uint64 { return c.malformed.Load() }
+func (c *Client) Stale() uint64     { return c.stale.Load() }
+
+// Run connects, registers and serves until ctx ends or Close is called
+// (then it returns nil). It reconnects with backoff when the server goes
+// away. It returns an error only for what retrying cannot fix: bad
+// settings, a UDP address it cannot bind, a server of another version.
+func (c *Client) Run(ctx context.Context) error {
+	c.init()
+	if c.Node == "" || c.Server == "" {
+		return errors.New("tsc client: server address and node name are required")
+	}
+	if c.Freq.Hz <= 0 {
+		return errors.New("tsc client: no TSC frequency")
+	}
+	stop := context.AfterFunc(ctx, c.cancel)
+	defer stop()
+	defer c.wg.Wait()
+	defer c.cancel()
+	backoff := c.MinBackoff
+	for {
+		registered, err := c.session()
+		if c.ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, ErrVersion) || errors.Is(err, errBind) {
+			return err
+		}
+		if registered {
+			backoff = c.MinBackoff
+		}
+		c.Logf("tsc-client %s: %v; retrying in %v", c.Node, err, backoff)
+		t := time.NewTimer(backoff)
+		select {
+		case <-c.ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		backoff = min(2*backoff, c.MaxBackoff)
+	}
+}
+
+var errBind = errors.New("cannot open the UDP probe socket")
+
+// session is one control connection: dial, register, then read and execute
+// tasks until the connection fails. It reports whether it got registered.
+func (c *Client) session() (bool, error) {
+	d := net.Dialer{Timeout: 5 * time.Second}
+	conn, err := d.DialContext(c.ctx, "tcp", c.Server)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close()
+	// Closing the connection is what unblocks the read below on shutdown.
+	stop := context.AfterFunc(c.ctx, func() { conn.Close() })
+	defer stop()
+
+	if c.udp == nil {
+		if err := c.openUDP(conn.LocalAddr().(*net.TCPAddr).AddrPort().Addr()); err != nil {
+			return false, err
+		}
+	}
+	node := minrtt.Node{Name: c.Node, Host: c.Host, PID: c.PID, Addr: c.UDPAddr(),
+		TSCHz: c.Freq.Hz, TSCHzSource: c.Freq.Source}
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if err := WriteMessage(conn, &Message{Type: MsgHello, Node: &node}); err != nil {
+		return false, err
+	}
+	r := bufio.NewReader(conn)
+	m, err := c.readMessage(r)
+	if err != nil {
+		return false, err
+	}
+	switch m.Type {
+	case MsgWelcome:
+	case MsgError:
+		if m.Code == CodeVersion {
+			return false, fmt.Errorf("%w: server says: %s", ErrVersion, m.Error)
+		}
+		return false, fmt.Errorf("server refused registration: %s", m.Error)
+	default:
+		return false, fmt.Errorf("server answered hello with %q", m.Type)
+	}
+	conn.SetDeadline(time.Time{})
+	c.Logf("tsc-client %s: registered with %s (%s), probes on %s, TSC %.6f GHz (%s)",
+		c.Node, c.Server, m.Server, node.Addr, c.Freq.Hz/1e9, c.Freq.Source)
+	for {
+		m, err := c.readMessage(r)
+		if err != nil {
+			if errors.Is(err, ErrVersion) {
+				return true, err
+			}
+			var tl *TooLargeError
+			if errors.As(err, &tl) {
+				c.malformed.Add(1)
+			}
+			return true, fmt.Errorf("control connection: %w", err)
+		}
+		switch m.Type {
+		case MsgProbe:
+			res := c.originate(m)
+			if err := WriteMessage(conn, res); err != nil {
+				return true, fmt.Errorf("sending result: %w", err)
+			}
+		case MsgError:
+			return true, fmt.Errorf("server: %s", m.Error)
+		default:
+			c.malformed.Add(1) // a type a client does not handle
+		}
+	}
+}
+
+// readMessage reads the next well-formed message, counting and skipping
+// malformed ones; a message of another version is ErrVersion.
+func (c *Client) readMessage(r *bufio.Reader) (*Message, error) {
+	for {
+		body, err := ReadFrame(r)
+		if err != nil {
+			return nil, err
+		}
+		m, err := DecodeMessage(body)
+		if err != nil {
+			c.malformed.Add(1)
+			continue
+		}
+		if m.V != ProtocolVersion {
+			return nil, fmt.Errorf("%w: %s", ErrVersion, versionError("server", m.V))
+		}
+		return m, nil
+	}
+}
+
+// openUDP binds the probe socket and starts the responder. An unspecified
+// IP in ListenUDP is replaced by ip, the address that reaches the server,
+// so that the registered address is one other nodes can use.
+func (c *Client) openUDP(ip netip.Addr) error {
+	listen := c.ListenUDP
+	if listen == "" {
+		listen = netip.AddrPortFrom(ip, 0).String()
+	}
+	ap, err := net.ResolveUDPAddr("udp", listen)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errBind, err)
+	}
+	if ap.IP == nil || ap.IP.IsUnspecified() {
+		ap.IP = net.IP(ip.AsSlice())
+	}
+	u, err := net.ListenUDP("udp", ap)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errBind, err)
+	}
+	c.udp = u
+	c.udpAddr.Store(u.LocalAddr().String())
+	c.wg.Add(1)
+	go c.respond(u)
+	context.AfterFunc(c.ctx, func() { u.Close() })
+	return nil
+}
+
+// respond answers probe requests until the socket closes. The read blocks
+// (the goroutine is parked in the netpoller between probes); the path from
+// the read returning to the reply is: read Resp, check the packet, wait the
+// injected reverse delay, send.
+func (c *Client) respond(u *net.UDPConn) {
+	defer c.wg.Done()
+	rev := c.Inject.reverse()
+	buf := make([]byte, 64) // larger than a packet, so oversize ones show as such
+	for {
+		n, from, err := u.ReadFromUDPAddrPort(buf)
+		resp := c.Clock()
+		if err != nil {
+			if c.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue // e.g. ICMP-induced errors: keep answering
+		}
+		p, err := ParsePacket(buf[:n])
+		if err != nil || p.Type != PacketRequest {
+			c.malformed.Add(1)
+			continue
+		}
+		p.Type, p.TSC = PacketReply, resp
+		p.Put(buf)
+		rev.wait()
+		u.WriteToUDPAddrPort(buf[:PacketSize], from)
+	}
+}
+
+// maxLost is how many probes in a row may go unanswered before the origin
+// gives up on a direction: the responder is gone, or the path is.
+const maxLost = 5
+
+// originate runs one probe task: Count probes to the responder, paced
+// Interval apart, each awaited for at most Timeout, all within Budget.
+func (c *Client) originate(m *Message) *Message {
+	res := &Message{Type: MsgResult, Round: m.Round, Task: m.Task, Responder: m.Responder}
+	defer func() {
+		// Counts since the previous report ride on every result.
+		mal, st := c.malformed.Load(), c.stale.Load()
+		res.Malformed, res.Stale = mal-c.reported, st-c.reportedS
+		c.reported, c.reportedS = mal, st
+	}()
+	if m.Count <= 0 || m.TimeoutNs <= 0 || m.BudgetNs <= 0 || m.IntervalNs < 0 {
+		res.Error = "bad probe task (count, timeout, budget)"
+		return res
+	}
+	raddr, err := net.ResolveUDPAddr("udp", m.Addr)
+	if err != nil {
+		res.Error = "responder address: " + err.Error()
+		return res
+	}
+	// A fresh connected socket per task: the kernel passes only the
+	// responder's packets, and no late reply of an earlier task can arrive.
+	laddr := &net.UDPAddr{IP: c.udp.LocalAddr().(*net.UDPAddr).IP}
+	conn, err := net.DialUDP("udp", laddr, raddr)
+	if err != nil {
+		res.Error = "probe socket: " + err.Error()
+		return res
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(c.ctx, func() { conn.Close() })
+	defer stop()
+
+	fwd := c.Inject.forward()
+	interval := time.Duration(m.IntervalNs)
+	timeout := time.Duration(m.TimeoutNs)
+	deadline := time.Now().Add(time.Duration(m.BudgetNs))
+	out := make([]byte, PacketSize)
+	in := make([]byte, 64)
+	res.Probes = make([]minrtt.Probe, 0, m.Count)
+	lost := 0
+	var next time.Time
+	for seq := uint32(1); int(seq) <= m.Count; seq++ {
+		if c.ctx.Err() != nil {
+			res.Error = "client closing"
+			return res
+		}
+		if d := time.Until(next); d > 0 {
+			time.Sleep(d) // pacing: parks, never spins
+		}
+		now := time.Now()
+		if now.After(deadline) {
+			res.Error = fmt.Sprintf("budget of %v used up after %d probes", time.Duration(m.BudgetNs), res.Sent)
+			return res
+		}
+		next = now.Add(interval)
+		conn.SetReadDeadline(now.Add(timeout)) // before Send: keep it off the timed path
+		Packet{Type: PacketRequest, Session: m.Task, Seq: seq}.Put(out)
+		send := c.Clock()
+		binary.BigEndian.PutUint64(out[24:32], send)
+		fwd.wait()
+		if _, err := conn.Write(out); err != nil {
+			res.Error = "send: " + err.Error()
+			return res
+		}
+		res.Sent++
+		got := false
+		for {
+			n, err := conn.Read(in)
+			recv := c.Clock()
+			if err != nil {
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() {
+					break
+				}
+				if c.ctx.Err() != nil {
+					res.Error = "client closing"
+					return res
+				}
+				// ECONNREFUSED from an ICMP port-unreachable: nobody is
+				// listening there any more. Count it as a lost probe.
+				if errors.Is(err, net.ErrClosed) {
+					res.Error = "probe socket closed"
+					return res
+				}
+				time.Sleep(time.Until(now.Add(timeout)))
+				break
+			}
+			p, err := ParsePacket(in[:n])
+			if err != nil || p.Type != PacketReply {
+				c.malformed.Add(1)
+				continue
+			}
+			if p.Session != m.Task || p.Seq != seq {
+				c.stale.Add(1) // a reply we gave up on, or a duplicate
+				continue
+			}
+			res.Probes = append(res.Probes, minrtt.Probe{Send: send, Resp: p.TSC, Recv: recv})
+			got = true
+			break
+		}
+		if got {
+			lost = 0
+		} else if lost++; lost >= maxLost {
+			res.Error = fmt.Sprintf("responder stopped answering: %d probes in a row lost (timeout %v each)", lost, timeout)
+			return res
+		}
+	}
+	if len(res.Probes) < res.Sent {
+		res.Error = fmt.Sprintf("%d of %d probes lost", res.Sent-len(res.Probes), res.Sent)
+	}
+	return res
+}

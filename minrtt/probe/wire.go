@@ -1,0 +1,244 @@
+// Package probe is the TSC server and client of the MinRTT measurement
+// (paper section 5.2): a client on every node registers with one server,
+// and the server runs rounds in which every node pair exchanges UDP probes
+// in both directions, each probe bracketed by the origin's TSC and stamped
+// with the responder's. Every probe is kept and written as a minrtt.Round.
+//
+// The wire formats (PROTOCOL.md) are versioned and spell out their byte
+// order: no host structs on the wire, no hard-coded addresses.
+package probe
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"cloudprofiler/minrtt"
+)
+
+// ProtocolVersion is the version of both the control messages ("v") and the
+// UDP probe packets (byte 4). A peer with another version is refused.
+const ProtocolVersion = 1
+
+// UDP probe packets: a fixed 32-byte big-endian layout (PROTOCOL.md).
+const (
+	PacketMagic   uint32 = 0x43505450 // "CPTP": Cloudprofiler TSC probe
+	PacketSize           = 32
+	PacketRequest uint8  = 1 // origin -> responder
+	PacketReply   uint8  = 2 // responder -> origin
+)
+
+// Packet is one UDP probe packet. Session names one direction of one round
+// (the server's task id), Seq the probe within it. TSC is the origin's Send
+// in a request (informational) and the responder's Resp in a reply.
+type Packet struct {
+	Type    uint8
+	Session uint64
+	Seq     uint32
+	TSC     uint64
+}
+
+// Put encodes p into b[:PacketSize].
+func (p Packet) Put(b []byte) {
+	_ = b[PacketSize-1]
+	binary.BigEndian.PutUint32(b[0:4], PacketMagic)
+	b[4] = ProtocolVersion
+	b[5] = p.Type
+	b[6], b[7] = 0, 0
+	binary.BigEndian.PutUint64(b[8:16], p.Session)
+	binary.BigEndian.PutUint32(b[16:20], p.Seq)
+	binary.BigEndian.PutUint32(b[20:24], 0)
+	binary.BigEndian.PutUint64(b[24:32], p.TSC)
+}
+
+// ParsePacket decodes a probe packet. Anything but exactly PacketSize bytes
+// with the magic, this version, a known type and zero reserved bytes is an
+// error: the caller drops the packet and counts it.
+func ParsePacket(b []byte) (Packet, error) {
+	if len(b) != PacketSize {
+		return Packet{}, fmt.Errorf("probe packet of %d bytes, want %d", len(b), PacketSize)
+	}
+	if m := binary.BigEndian.Uint32(b[0:4]); m != PacketMagic {
+		return Packet{}, fmt.Errorf("bad magic %#08x", m)
+	}
+	if b[4] != ProtocolVersion {
+		return Packet{}, fmt.Errorf("probe packet version %d, this build speaks %d", b[4], ProtocolVersion)
+	}
+	if b[5] != PacketRequest && b[5] != PacketReply {
+		return Packet{}, fmt.Errorf("unknown probe packet type %d", b[5])
+	}
+	if b[6]|b[7] != 0 || binary.BigEndian.Uint32(b[20:24]) != 0 {
+		return Packet{}, errors.New("reserved bytes not zero")
+	}
+	return Packet{
+		Type:    b[5],
+		Session: binary.BigEndian.Uint64(b[8:16]),
+		Seq:     binary.BigEndian.Uint32(b[16:20]),
+		TSC:     binary.BigEndian.Uint64(b[24:32]),
+	}, nil
+}
+
+// MaxMessage bounds a control message body. A result of 10,000 probes is
+// about 600 KB; anything longer is refused before it is read.
+const MaxMessage = 1 << 20
+
+// Control message types (PROTOCOL.md describes each one's fields).
+const (
+	MsgHello        = "hello"         // client -> server: registration
+	MsgWelcome      = "welcome"       // server -> client: registered
+	MsgError        = "error"         // either way: refused, with why
+	MsgProbe        = "probe"         // server -> client: probe a responder
+	MsgResult       = "result"        // client -> server: the probes
+	MsgRoundRequest = "round_request" // requester -> server: run a round
+	MsgRoundDone    = "round_done"    // server -> requester: written (or not)
+)
+
+// Error codes in an "error" message.
+const (
+	CodeVersion   = "version"   // the peer speaks another protocol version
+	CodeTooLarge  = "too_large" // a message exceeded MaxMessage
+	CodeMalformed = "malformed" // not a message of this protocol
+	CodeDuplicate = "duplicate" // the node name is registered already
+	CodeRefused   = "refused"   // the request could not be served
+)
+
+// Message is every control message: one JSON object with "v" and "type";
+// the other fields belong to particular types and are omitted when empty.
+type Message struct {
+	V    int    `json:"v"`
+	Type string `json:"type"`
+
+	// hello
+	Node *minrtt.Node `json:"node,omitempty"`
+	// welcome
+	Server string `json:"server,omitempty"`
+	// error
+	Code  string `json:"code,omitempty"`
+	Error string `json:"error,omitempty"` // also: why a result or a round fell short
+
+	// probe (and result: Round, Task, Responder echoed)
+	Round      int    `json:"round,omitempty"`
+	Task       uint64 `json:"task,omitempty"` // the UDP session id, < 2^53
+	Responder  string `json:"responder,omitempty"`
+	Addr       string `json:"addr,omitempty"`
+	Count      int    `json:"count,omitempty"`
+	IntervalNs int64  `json:"interval_ns,omitempty"`
+	TimeoutNs  int64  `json:"timeout_ns,omitempty"`
+	BudgetNs   int64  `json:"budget_ns,omitempty"`
+
+	// result
+	Sent      int            `json:"sent,omitempty"`
+	Probes    []minrtt.Probe `json:"probes,omitempty"`
+	Malformed uint64         `json:"malformed,omitempty"` // dropped since the previous report
+	Stale     uint64         `json:"stale,omitempty"`     // late or duplicate replies, same
+
+	// round_request
+	Label         string `json:"label,omitempty"`
+	WaitNodes     int    `json:"wait_nodes,omitempty"`
+	WaitTimeoutNs int64  `json:"wait_timeout_ns,omitempty"`
+
+	// round_done
+	Path    string        `json:"path,omitempty"`
+	Summary *RoundSummary `json:"summary,omitempty"`
+}
+
+// RoundSummary is what a requester learns of a written round without
+// reading the file (it may run on another machine).
+type RoundSummary struct {
+	Round     int               `json:"round"`
+	Label     string            `json:"label"`
+	Nodes     int               `json:"nodes"`
+	PerDir    int               `json:"probes_per_direction"`
+	Dirs      []DirSummary      `json:"directions"`
+	Missing   []minrtt.Missing  `json:"missing,omitempty"`
+	Malformed map[string]uint64 `json:"malformed,omitempty"`
+}
+
+// DirSummary is one direction: probes answered of sent, the minimum RTT in
+// the origin's cycles and the origin's TSC frequency to turn it into time.
+type DirSummary struct {
+	Origin    string  `json:"origin"`
+	Responder string  `json:"responder"`
+	Sent      int     `json:"sent"`
+	Probes    int     `json:"probes"`
+	MinRTT    uint64  `json:"min_rtt_cycles"`
+	TSCHz     float64 `json:"tsc_hz"`
+	Error     string  `json:"error,omitempty"`
+}
+
+// MinRTTMicros is the minimum RTT in microseconds (0 without probes).
+func (d DirSummary) MinRTTMicros() float64 {
+	if d.Probes == 0 || d.TSCHz <= 0 {
+		return 0
+	}
+	return float64(d.MinRTT) / d.TSCHz * 1e6
+}
+
+// TooLargeError is a control message whose length prefix exceeds MaxMessage.
+type TooLargeError struct{ Len uint32 }
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("control message of %d bytes exceeds the limit of %d", e.Len, MaxMessage)
+}
+
+// WriteMessage frames m: 4-byte big-endian body length, then the JSON body.
+// V is set to ProtocolVersion unless the caller set it (tests speak others).
+func WriteMessage(w io.Writer, m *Message) error {
+	if m.V == 0 {
+		m.V = ProtocolVersion
+	}
+	body, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	if len(body) > MaxMessage {
+		return &TooLargeError{uint32(len(body))}
+	}
+	buf := make([]byte, 4+len(body))
+	binary.BigEndian.PutUint32(buf, uint32(len(body)))
+	copy(buf[4:], body)
+	_, err = w.Write(buf) // one write: frames from concurrent writers never interleave
+	return err
+}
+
+// ReadFrame reads one length-prefixed body. A *TooLargeError leaves the
+// stream unsynchronised: the caller closes the connection.
+func ReadFrame(r io.Reader) ([]byte, error) {
+	var h [4]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(h[:])
+	if n > MaxMessage {
+		return nil, &TooLargeError{n}
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return body, nil
+}
+
+// DecodeMessage parses a body. The version is not checked here: a
+// well-formed message with another "v" is reported by the caller, so that it
+// can answer with a clear version error rather than "malformed".
+func DecodeMessage(body []byte) (*Message, error) {
+	var m Message
+	if err := json.Unmarshal(body, &m); err != nil {
+		return nil, fmt.Errorf("malformed control message: %v", err)
+	}
+	if m.V == 0 || m.Type == "" {
+		return nil, errors.New(`malformed control message: no "v" or "type"`)
+	}
+	return &m, nil
+}
+
+// versionError is the text both sides use for a version mismatch.
+func versionError(peer string, v int) string {
+	return fmt.Sprintf("%s speaks protocol version %d, this build speaks version %d: upgrade the older side", peer, v, ProtocolVersion)
+}
