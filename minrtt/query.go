@@ -1,0 +1,311 @@
+package minrtt
+
+import (
+	"fmt"
+	"math"
+)
+
+// Queries: translating a value or a duration into the reference node's
+// counter. Everything per node and per path was precomputed by NewModel;
+// a query walks the chosen path's links (usually one) and does a few dozen
+// float operations: no allocation, no map lookup in the *Idx forms.
+//
+// A reading c stands for the instant at which the node's counter equalled
+// c; the bounds are for those instants (a reading's own floor, below one
+// cycle on its node, is the caller's, as it is for durations on one node).
+
+// Duration is a duration between events on two nodes, in reference cycles.
+type Duration struct {
+	Value        // best strict bound of the model's method (what the analysis reports)
+	Scenario int // 0 both on the reference, 1 same non-reference node, 2 one end on the reference, 3 two non-reference nodes
+	// Via is, for scenario 3, the tentative reference node of the paper's
+	// method (3.3.4): the end node whose counter the duration was taken in
+	// before scaling it into the reference, whichever gave the smaller
+	// paper bound. "" otherwise.
+	Via string
+	// Paper is the strict paper-form error for this scenario (two-MinRTT
+	// method: scenario 1 |d|*dr, scenario 2 the translation error e,
+	// scenario 3 |d|*dr + r*e + dr*e); +Inf if the paper's anchors do not
+	// reach the nodes.
+	Paper float64
+	// Baseline is the paper's baseline (3.3.5): both ends translated
+	// separately, errors added. Equal to Paper in scenarios 0-2.
+	Baseline float64
+}
+
+// paperTo translates x +- e from node src into node dst along the chosen
+// paper path; ok is false when there is none.
+func (m *Model) paperTo(src, dst int, x, e float64) (float64, float64, bool) {
+	if src == dst {
+		return x, e, true
+	}
+	p := m.paperPath[src*len(m.names)+dst]
+	if p == nil {
+		return math.NaN(), math.Inf(1), false
+	}
+	for _, li := range p {
+		x, e = m.links[li].paperPoint(x, e)
+	}
+	return x, e, true
+}
+
+// polyTo maps the interval [lo, hi] of node src into node dst along the
+// chosen all-probes path.
+func (m *Model) polyTo(src, dst int, lo, hi float64) (float64, float64, bool) {
+	if src == dst {
+		return lo, hi, true
+	}
+	p := m.polyPath[src*len(m.names)+dst]
+	if p == nil {
+		return math.Inf(-1), math.Inf(1), false
+	}
+	for _, li := range p {
+		lo, hi = m.links[li].polyPoint(lo, hi)
+	}
+	return lo, hi, true
+}
+
+// span is a strict interval [lo, hi]; the empty (inverted) span never
+// arises from consistent data.
+type span struct{ lo, hi float64 }
+
+var anything = span{math.Inf(-1), math.Inf(1)}
+
+func around(est, err float64) span {
+	if math.IsNaN(est) || math.IsInf(err, 1) {
+		return anything
+	}
+	return span{est - err, est + err}
+}
+
+// and intersects two strict intervals: the truth is in both. Should they
+// not overlap (impossible with consistent data, NewModel checks), the gap
+// between them is returned, which touches both.
+func (s span) and(t span) span {
+	r := span{math.Max(s.lo, t.lo), math.Min(s.hi, t.hi)}
+	if r.lo > r.hi {
+		r.lo, r.hi = r.hi, r.lo
+	}
+	return r
+}
+
+func (s span) value() Value {
+	if math.IsInf(s.lo, 0) || math.IsInf(s.hi, 0) {
+		return Value{math.NaN(), math.Inf(1)}
+	}
+	e := (s.hi - s.lo) / 2
+	return Value{(s.lo + s.hi) / 2, e + relEps*(math.Abs(s.lo)+math.Abs(s.hi))}
+}
+
+func pt(x float64) span { return span{x, x} }
+
+// diff is the interval of a-b, widened by the rounding of the subtraction
+// (centred values are large, their differences small).
+func diff(a, b span) span {
+	s := slack(math.Abs(a.lo) + math.Abs(a.hi) + math.Abs(b.lo) + math.Abs(b.hi))
+	return span{a.lo - b.hi - s, a.hi - b.lo + s}
+}
+
+// scale multiplies the interval d by a positive ratio within [rlo, rhi].
+func scale(d span, rlo, rhi float64) span {
+	lo, hi := d.lo*rhi, d.hi*rlo
+	if d.lo >= 0 {
+		lo = d.lo * rlo
+	}
+	if d.hi >= 0 {
+		hi = d.hi * rhi
+	}
+	return span{lo - relEps*math.Abs(lo), hi + relEps*math.Abs(hi)}
+}
+
+// pick combines the paper's interval and the all-probes interval per method.
+func (m *Model) pick(paper, poly span) Value {
+	switch m.method {
+	case MethodPaper:
+		return paper.value()
+	case MethodAllProbes:
+		return poly.value()
+	}
+	return paper.and(poly).value()
+}
+
+// PointIdx is node i's reading c in the reference counter, as an absolute
+// reference reading (float64: above 2^53, about a month of uptime at
+// 3 GHz, it is rounded to a few cycles, and Err includes that rounding;
+// PointRelIdx keeps sub-cycle precision). It panics for an invalid index.
+func (m *Model) PointIdx(i int, c uint64) Value {
+	v := m.PointRelIdx(i, c)
+	o := float64(m.origin[m.ref])
+	est := v.Est + o
+	// Both roundings (the origin's and the sum's) are within one ulp.
+	return Value{est, v.Err + 2*ulp(est) + ulp(o)}
+}
+
+func ulp(x float64) float64 {
+	x = math.Abs(x)
+	return math.Nextafter(x, math.Inf(1)) - x
+}
+
+// PointRelIdx is node i's reading c in the reference counter, relative to
+// RefOrigin.
+func (m *Model) PointRelIdx(i int, c uint64) Value {
+	x := m.x(i, c)
+	y, e, _ := m.paperTo(i, m.ref, x, 0)
+	if m.method == MethodPaper {
+		return around(y, e).value()
+	}
+	lo, hi, _ := m.polyTo(i, m.ref, x, x)
+	return m.pick(around(y, e), span{lo, hi})
+}
+
+// Point is the named node's reading c in the reference counter (PointIdx).
+func (m *Model) Point(node string, c uint64) (Value, error) {
+	i, ok := m.index[node]
+	if !ok {
+		return Value{}, fmt.Errorf("minrtt: unknown node %q", node)
+	}
+	return m.PointIdx(i, c), nil
+}
+
+// PointRel is the named node's reading c relative to RefOrigin.
+func (m *Model) PointRel(node string, c uint64) (Value, error) {
+	i, ok := m.index[node]
+	if !ok {
+		return Value{}, fmt.Errorf("minrtt: unknown node %q", node)
+	}
+	return m.PointRelIdx(i, c), nil
+}
+
+// Duration is the duration from reading start on startNode to reading end
+// on endNode, in reference cycles (DurationIdx).
+func (m *Model) Duration(startNode string, start uint64, endNode string, end uint64) (Duration, error) {
+	si, ok := m.index[startNode]
+	if !ok {
+		return Duration{}, fmt.Errorf("minrtt: unknown node %q", startNode)
+	}
+	ei, ok := m.index[endNode]
+	if !ok {
+		return Duration{}, fmt.Errorf("minrtt: unknown node %q", endNode)
+	}
+	return m.DurationIdx(si, start, ei, end), nil
+}
+
+// DurationIdx is the duration from reading start on node si to reading end
+// on node ei, in reference cycles, by the paper's scenarios (3.3):
+//
+//   - 0, both on the reference: exact.
+//   - 1, both on one other node B: d^A = r*d^B, paper error |d^B|*dr (the
+//     paper's 2*d/D*e); all-probes: d^B times the ratio interval.
+//   - 2, one end on the reference: the other end's translation error.
+//   - 3, on two other nodes B and C: the paper translates v into B's counter
+//     (tentative reference B), takes d^B there and scales it by r_B^A:
+//     |d^B|*dr + r*e_BC + dr*e_BC; and likewise via C; Paper is the smaller.
+//     The all-probes form intersects the same two routes and the baseline
+//     (each end separately).
+//
+// It panics for an invalid index.
+func (m *Model) DurationIdx(si int, start uint64, ei int, end uint64) Duration {
+	ref := m.ref
+	xs, xe := m.x(si, start), m.x(ei, end)
+	var d Duration
+	var paper, poly span
+	switch {
+	case si == ref && ei == ref:
+		v := float64(int64(end - start))
+		d.Value = Value{v, 0}
+		return d
+
+	case si == ei:
+		d.Scenario = 1
+		dd := float64(int64(end - start))
+		est := m.paperR[si] * dd
+		err := math.Abs(dd)*m.paperDR[si] + relEps*math.Abs(est)
+		paper = around(est, err)
+		d.Paper = paper.value().Err
+		d.Baseline = d.Paper
+		if m.method != MethodPaper {
+			poly = scale(span{dd, dd}, m.polyRlo[si], m.polyRhi[si])
+		}
+
+	case ei == ref || si == ref:
+		d.Scenario = 2
+		if si == ref { // start on the reference, translate the end
+			y, e, _ := m.paperTo(ei, ref, xe, 0)
+			paper = around(y-xs, e+slack(math.Abs(y)+math.Abs(xs)))
+			if m.method != MethodPaper {
+				lo, hi, _ := m.polyTo(ei, ref, xe, xe)
+				poly = diff(span{lo, hi}, pt(xs))
+			}
+		} else {
+			y, e, _ := m.paperTo(si, ref, xs, 0)
+			paper = around(xe-y, e+slack(math.Abs(y)+math.Abs(xe)))
+			if m.method != MethodPaper {
+				lo, hi, _ := m.polyTo(si, ref, xs, xs)
+				poly = diff(pt(xe), span{lo, hi})
+			}
+		}
+		d.Paper = paper.value().Err
+		d.Baseline = d.Paper
+
+	default:
+		d.Scenario = 3
+		paper, poly = m.scenario3(si, xs, ei, xe, &d)
+	}
+	d.Value = m.pick(paper, poly)
+	return d
+}
+
+// scenario3 computes the paper's route through each end node, the baseline
+// and (unless the method is the paper's) the all-probes intervals.
+func (m *Model) scenario3(si int, xs float64, ei int, xe float64, d *Duration) (paper, poly span) {
+	ref := m.ref
+	// Baseline: both ends into the reference, errors added.
+	yu, eu, _ := m.paperTo(si, ref, xs, 0)
+	yv, ev, _ := m.paperTo(ei, ref, xe, 0)
+	base := around(yv-yu, eu+ev+slack(math.Abs(yu)+math.Abs(yv)))
+	d.Baseline = base.value().Err
+
+	// Via the start node B: v into B's counter, d^B there, scaled by r_B^A.
+	viaB := anything
+	if v, e, ok := m.paperTo(ei, si, xe, 0); ok {
+		dB := v - xs
+		r, dr := m.paperR[si], m.paperDR[si]
+		viaB = around(r*dB, math.Abs(dB)*dr+r*e+dr*e+slack(math.Abs(v)+math.Abs(xs)))
+	}
+	// Via the end node C: u into C's counter.
+	viaC := anything
+	if u, e, ok := m.paperTo(si, ei, xs, 0); ok {
+		dC := xe - u
+		r, dr := m.paperR[ei], m.paperDR[ei]
+		viaC = around(r*dC, math.Abs(dC)*dr+r*e+dr*e+slack(math.Abs(u)+math.Abs(xe)))
+	}
+	paper = viaB
+	d.Via = m.names[si]
+	if viaC.hi-viaC.lo < viaB.hi-viaB.lo {
+		paper, d.Via = viaC, m.names[ei]
+	}
+	if math.IsInf(paper.hi, 1) { // no route between B and C: the baseline is all there is
+		paper, d.Via = base, ""
+	}
+	d.Paper = paper.value().Err
+	if m.method == MethodPaper {
+		return paper, anything
+	}
+	if m.method == MethodBest {
+		// Every strict interval narrows the best: the other route and the
+		// baseline too.
+		paper = viaB.and(viaC).and(base)
+	}
+
+	// All-probes: each end separately, and through either end node.
+	lu, hu, _ := m.polyTo(si, ref, xs, xs)
+	lv, hv, _ := m.polyTo(ei, ref, xe, xe)
+	poly = diff(span{lv, hv}, span{lu, hu})
+	if lo, hi, ok := m.polyTo(ei, si, xe, xe); ok {
+		poly = poly.and(scale(diff(span{lo, hi}, pt(xs)), m.polyRlo[si], m.polyRhi[si]))
+	}
+	if lo, hi, ok := m.polyTo(si, ei, xs, xs); ok {
+		poly = poly.and(scale(diff(pt(xe), span{lo, hi}), m.polyRlo[ei], m.polyRhi[ei]))
+	}
+	return paper, poly
+}
