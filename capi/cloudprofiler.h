@@ -36,7 +36,17 @@
  *
  * Configuration comes from the environment at the first OpenChannel
  * (CP_LOG_DIR, CP_BLOCK_RECORDS, CP_RING_BLOCKS, CP_NO_SIGNAL_HANDLER, ...:
- * see README.md); a C host may setenv() before that call.
+ * see README.md); a C host may setenv() before that call. A bad value fails
+ * that OpenChannel with CP_ERR_CONFIG (the message on stderr names the
+ * variable) and the next OpenChannel reads the environment again.
+ *   CP_FAKE_TSC=RATE:OFFSET  every TSC the library reads (LogTS of every
+ *     handler, counter period ends, sync points, the SIGTERM flush) is
+ *     ((unsigned __int128)raw * RateQ32 >> 32) + OFFSET, RateQ32 =
+ *     round(RATE * 2^32), RATE in [0.01, 100]: one machine can play several
+ *     nodes with exact ground truth. The header's tsc_hz is scaled by RATE.
+ *     Unset, LogTS costs what it did (one predicted branch on the owned path).
+ *   CP_NODE=NAME  the node this process plays (default: the host name),
+ *     1..64 characters of [A-Za-z0-9._-], written as "node" in every header.
  *
  * Not supported (Go runtime limits): fork() without exec after the library is
  * loaded, dlclose, loading two copies of the library into one process.
@@ -159,7 +169,9 @@ enum cp_error {
   CP_ERR_IO = -12,                /* log directory or file unusable (details on stderr) */
   CP_ERR_DROPPED = -13,           /* ring full and channel set to drop: event not kept */
   CP_ERR_NO_MEMORY = -14,
-  CP_ERR_INTERNAL = -15
+  CP_ERR_INTERNAL = -15,
+  CP_ERR_CONFIG = -16             /* a CP_* environment variable is invalid, or a FOX
+                                     channel has no peer (details on stderr) */
 };
 
 /* Opens a channel. name: any bytes, NUL-terminated, copied (the caller keeps

@@ -54,6 +54,8 @@ type config struct {
 	logDir       string
 	blockRecords uint64 // power of two
 	ringBlocks   uint64 // power of two
+	fake         *tsc.Fake // CP_FAKE_TSC, nil when unset
+	node         string    // CP_NODE, else the host name
 }
 
 // getenv reads the process environment as it is now, through libc: a C host
@@ -93,7 +95,57 @@ func loadConfig() (config, error) {
 	if c.ringBlocks, err = envPow2("CP_RING_BLOCKS", 8, 2, 1024); err != nil {
 		return c, err
 	}
+	if v := getenv("CP_FAKE_TSC"); v != "" {
+		f, err := tsc.ParseFake(v)
+		if err != nil {
+			return c, err
+		}
+		c.fake = &f
+	}
+	if v := getenv("CP_NODE"); v != "" { // empty means unset, as for every CP_* variable
+		if !validNode(v) {
+			return c, fmt.Errorf("CP_NODE=%q: want 1..%d characters of [A-Za-z0-9._-]", v, maxNodeLen)
+		}
+		c.node = v
+	} else {
+		h, _ := os.Hostname()
+		c.node = defaultNode(h)
+	}
 	return c, nil
+}
+
+const maxNodeLen = 64
+
+// validNode says whether s is a usable CP_NODE: 1..64 of [A-Za-z0-9._-].
+func validNode(s string) bool {
+	if len(s) == 0 || len(s) > maxNodeLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		ch := s[i]
+		if !(ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '.' || ch == '_' || ch == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// defaultNode makes a node name of the host name: other characters become
+// '_', at most 64 of them.
+func defaultNode(h string) string {
+	b := []byte(h)
+	if len(b) > maxNodeLen {
+		b = b[:maxNodeLen]
+	}
+	for i, ch := range b {
+		if !validNode(string(ch)) {
+			b[i] = '_'
+		}
+	}
+	if len(b) == 0 {
+		return "unknown-host"
+	}
+	return string(b)
 }
 
 // channel is the Go side of one open channel; the C side is cp_slots[idx].
@@ -149,8 +201,8 @@ type channel struct {
 }
 
 var (
-	initOnce sync.Once
-	initErr  error
+	initMu   sync.Mutex
+	initDone bool
 	cfg      config
 	host     string
 	freq     tsc.Frequency
@@ -174,35 +226,49 @@ func slotPtr(idx int) *C.cp_slot_t { return &C.cp_slots[idx] }
 
 func (c *channel) word() *uint64 { return (*uint64)(unsafe.Pointer(&c.slot.word)) }
 
+// initLibrary runs once, at the first OpenChannel that finds a valid
+// configuration: a bad CP_* value fails that open (CP_ERR_CONFIG) and the
+// next OpenChannel reads the environment again.
 func initLibrary() error {
-	initOnce.Do(func() {
-		if cfg, initErr = loadConfig(); initErr != nil {
-			return
-		}
-		host, _ = os.Hostname()
-		if host == "" {
-			host = "unknown-host"
-		}
-		freq = tsc.Freq()
-		efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
-		if err != nil {
-			initErr = fmt.Errorf("eventfd: %w", err)
-			return
-		}
-		C.cp_block_ready_fd = C.int(efd)
-		membarrierOK = C.cp_membarrier_init() == 1
-		// The flusher formats one block at a time: 64 bytes covers the
-		// longest ASCII line (three 20-digit numbers) and any binary record.
-		C.cp_sigflush_init(C.uint64_t(cfg.blockRecords * 64))
-		go dispatch(os.NewFile(uintptr(efd), "cp-block-ready"))
-		go pump()
-		go sampler.run()
-		C.cp_register_atexit()
-		if C.cp_install_sigterm() < 0 {
-			fmt.Fprintln(os.Stderr, "cloudprofiler: could not install the SIGTERM flush handler")
-		}
-	})
-	return initErr
+	initMu.Lock()
+	defer initMu.Unlock()
+	if initDone {
+		return nil
+	}
+	c, err := loadConfig()
+	if err != nil {
+		return fail(C.CP_ERR_CONFIG, "%v", err)
+	}
+	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		return fail(C.CP_ERR_IO, "eventfd: %v", err)
+	}
+	cfg = c
+	host, _ = os.Hostname()
+	if host == "" {
+		host = "unknown-host"
+	}
+	// The fake counter before anything reads the TSC: no handle exists yet,
+	// and the first one is published (with a release) after this.
+	if cfg.fake != nil {
+		tsc.SetFake(cfg.fake)
+		C.cp_set_fake(C.uint64_t(cfg.fake.RateQ32), C.int64_t(cfg.fake.Offset))
+	}
+	freq = tsc.Freq()
+	C.cp_block_ready_fd = C.int(efd)
+	membarrierOK = C.cp_membarrier_init() == 1
+	// The flusher formats one block at a time: 64 bytes covers the
+	// longest ASCII line (three 20-digit numbers) and any binary record.
+	C.cp_sigflush_init(C.uint64_t(cfg.blockRecords * 64))
+	go dispatch(os.NewFile(uintptr(efd), "cp-block-ready"))
+	go pump()
+	go sampler.run()
+	C.cp_register_atexit()
+	if C.cp_install_sigterm() < 0 {
+		fmt.Fprintln(os.Stderr, "cloudprofiler: could not install the SIGTERM flush handler")
+	}
+	initDone = true
+	return nil
 }
 
 // dispatch wakes the drainers at once when a logging thread finds half its
@@ -376,7 +442,7 @@ func openChannel(name string, f logfile.Format, h handlers.Type) (int64, error) 
 		return 0, err
 	}
 	if err := initLibrary(); err != nil {
-		return 0, fail(C.CP_ERR_IO, "cloudprofiler: %v", err)
+		return 0, err
 	}
 	if err := os.MkdirAll(cfg.logDir, 0o755); err != nil {
 		return 0, fail(C.CP_ERR_IO, "log directory: %v", err)
@@ -655,7 +721,7 @@ func (c *channel) writeHeader(name string) error {
 		Version: logfile.Version, ByteOrder: "little", Format: c.format.String(), FormatID: int32(c.format),
 		Handler: c.htype.String(), HandlerID: int32(c.htype), Args: c.argMap(), Columns: c.columns(), Conf: c.conf,
 		RecordSize: int(c.recSize), Channel: int(c.number), Name: name, NameHex: hex.EncodeToString([]byte(name)),
-		Host: host, PID: os.Getpid(), TSCHz: freq.Hz, TSCHzSource: freq.Source, OpenSync: readSync(),
+		Host: host, Node: cfg.node, PID: os.Getpid(), TSCHz: freq.Hz, TSCHzSource: freq.Source, OpenSync: readSync(),
 		Library: LibraryVersion,
 	}
 	if c.ring != nil {

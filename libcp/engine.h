@@ -117,6 +117,16 @@ typedef struct cp_slot {
 extern cp_slot_t cp_slots[CP_MAX_CHANNELS];
 extern int cp_block_ready_fd;   /* eventfd written when a block fills */
 
+/* CP_FAKE_TSC: set once, at the first OpenChannel, before any handle exists
+ * (so every LogTS sees them through the word's acquire). Every TSC the C side
+ * reads is then ((unsigned __int128)raw * cp_fake_q32 >> 32) + cp_fake_off,
+ * bit-identical to tsc.Fake.Apply. */
+extern int cp_fake_on;
+extern uint64_t cp_fake_q32, cp_fake_off;
+void cp_set_fake(uint64_t q32, int64_t off);
+uint64_t cp_fake_apply(uint64_t raw);   /* tests: the same mapping, on any value */
+uint64_t cp_tsc_now(void);              /* the TSC as LogTS reads it (faked or not) */
+
 int cp_kind_class(int32_t kind);
 int32_t cp_word_error(uint64_t w, uint64_t gen);
 void cp_read_sync(cp_sync_t *out);

@@ -21,11 +21,12 @@ import (
 
 func main() {}
 
-// report prints what went wrong (the code alone cannot say which file) when
-// CP_QUIET is not set, and returns the code.
+// report prints what went wrong (the code alone cannot say which file or
+// which variable) and returns the code: I/O errors unless CP_QUIET is set,
+// configuration errors always.
 func report(err error) int32 {
 	code := codeOf(err)
-	if err != nil && getenv("CP_QUIET") == "" && code == C.CP_ERR_IO {
+	if err != nil && (code == C.CP_ERR_CONFIG || getenv("CP_QUIET") == "" && code == C.CP_ERR_IO) {
 		fmt.Fprintln(os.Stderr, "cloudprofiler:", err)
 	}
 	return code

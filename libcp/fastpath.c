@@ -15,11 +15,42 @@
 cp_slot_t cp_slots[CP_MAX_CHANNELS];
 int cp_block_ready_fd = -1;
 
-static inline uint64_t rdtscp_inline(void) {
+static inline uint64_t rdtscp_raw(void) {
   uint32_t lo, hi, aux;
   __asm__ volatile("rdtscp" : "=a"(lo), "=d"(hi), "=c"(aux)::"memory");
   return ((uint64_t)hi << 32) | lo;
 }
+
+static uint64_t cp_fake_apply_cold(uint64_t raw);
+
+// CP_FAKE_TSC (engine.h): off unless the environment asked for it.
+int cp_fake_on;
+uint64_t cp_fake_q32, cp_fake_off;
+
+void cp_set_fake(uint64_t q32, int64_t off) {
+  cp_fake_q32 = q32;
+  cp_fake_off = (uint64_t)off;
+  cp_fake_on = 1;
+}
+
+uint64_t cp_fake_apply(uint64_t raw) {
+  return (uint64_t)(((unsigned __int128)raw * cp_fake_q32) >> 32) + cp_fake_off;
+}
+
+// Every TSC read of the library: the hardware counter, or under CP_FAKE_TSC
+// the fake one. The fast paths pay one load of a global that never changes
+// and a branch that always goes the same way; the mapping itself is out of
+// line (cold), so that it takes no registers from the paths that do not use
+// it (LogTS keeps needing no stack frame).
+static inline __attribute__((always_inline)) uint64_t rdtscp_inline(void) {
+  uint64_t t = rdtscp_raw();
+  if (__builtin_expect(cp_fake_on, 0)) t = cp_fake_apply_cold(t);
+  return t;
+}
+
+uint64_t cp_tsc_now(void) { return rdtscp_inline(); }
+
+__attribute__((noinline, cold)) static uint64_t cp_fake_apply_cold(uint64_t raw) { return cp_fake_apply(raw); }
 
 static inline uint64_t mono_raw_inline(void) {
   struct timespec ts;
@@ -317,6 +348,31 @@ __attribute__((noinline)) static int32_t log_owned_slow(cp_slot_t *s, uint64_t g
   }
 }
 
+// The owner's path (LogTS's fastest): w is the word LogTS read at entry.
+static inline __attribute__((always_inline)) int32_t log_owned(cp_slot_t *s, uint64_t gen, uint64_t w,
+                                                               int64_t tuple_id, uint64_t t) {
+  if (atomic_load_explicit(&s->owner, memory_order_relaxed) == thread_pointer()) {
+    // busy tells a revoking thread (after its membarrier) that this
+    // record is still being written.
+    atomic_store_explicit(&s->busy, 1, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst);
+    if (__builtin_expect(atomic_load_explicit(&s->fast, memory_order_relaxed) == CP_FAST_OWNED, 1)) {
+      // Only the owner changes the word while owned (close revokes first),
+      // so w, read at entry, is current; owner_limit says the block is ours.
+      uint64_t p = w & CP_COUNT_MASK;
+      if (__builtin_expect(p < s->owner_limit, 1)) {
+        return owner_commit(s, w, tuple_id, t);
+      }
+    }
+    atomic_store_explicit(&s->busy, 0, memory_order_release);
+  }
+  return log_owned_slow(s, gen, tuple_id, t);
+}
+
+__attribute__((noinline)) static int32_t log_owned_fake(cp_slot_t *s, uint64_t gen, uint64_t w, int64_t tuple_id) {
+  return log_owned(s, gen, w, tuple_id, rdtscp_inline());
+}
+
 // Every path but the owned one: a tail call from LogTS, so that LogTS
 // itself needs no stack frame.
 __attribute__((noinline)) static int32_t log_by_kind(cp_slot_t *s, uint64_t gen, int64_t tuple_id, int32_t fast) {
@@ -349,23 +405,10 @@ __attribute__((aligned(64))) int32_t LogTS(int64_t ch, int64_t tuple_id) {
   int32_t fast = atomic_load_explicit(&s->fast, memory_order_relaxed);
   if (fast == CP_FAST_OWNED) {
     // BUFFER_IDENTITY, _TSC format, one writer thread: plain stores only.
-    uint64_t t = rdtscp_inline();
-    if (atomic_load_explicit(&s->owner, memory_order_relaxed) == thread_pointer()) {
-      // busy tells a revoking thread (after its membarrier) that this
-      // record is still being written.
-      atomic_store_explicit(&s->busy, 1, memory_order_relaxed);
-      atomic_signal_fence(memory_order_seq_cst);
-      if (__builtin_expect(atomic_load_explicit(&s->fast, memory_order_relaxed) == CP_FAST_OWNED, 1)) {
-        // Only the owner changes the word while owned (close revokes first),
-        // so w, read at entry, is current; owner_limit says the block is ours.
-        uint64_t p = w & CP_COUNT_MASK;
-        if (__builtin_expect(p < s->owner_limit, 1)) {
-          return owner_commit(s, w, tuple_id, t);
-        }
-      }
-      atomic_store_explicit(&s->busy, 0, memory_order_release);
-    }
-    return log_owned_slow(s, gen, tuple_id, t);
+    // Under CP_FAKE_TSC the same path, with the fake counter, out of line:
+    // a tail call, so the branch costs this path no register.
+    if (__builtin_expect(cp_fake_on, 0)) return log_owned_fake(s, gen, w, tuple_id);
+    return log_owned(s, gen, w, tuple_id, rdtscp_raw());
   }
   if (fast == CP_FAST_NONE) {  // the two cheapest handlers stay here, without a call
     int32_t kind = s->kind;
@@ -560,6 +603,7 @@ const char *CP_ErrorString(int32_t code) {
   case CP_ERR_DROPPED: return "event dropped: ring full and channel set to drop when full";
   case CP_ERR_NO_MEMORY: return "out of memory";
   case CP_ERR_INTERNAL: return "internal error";
+  case CP_ERR_CONFIG: return "bad configuration: a CP_* environment variable is invalid, or a FOX channel has no peer (details on stderr)";
   }
   return "unknown error code";
 }

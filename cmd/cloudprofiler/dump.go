@@ -110,6 +110,9 @@ func printSummary(w *bufio.Writer, path string, lf *logfile.File, first, last ui
 	h, s := &lf.Header, &lf.Summary
 	fmt.Fprintf(w, "file:       %s\n", path)
 	fmt.Fprintf(w, "channel:    %d %q (host %s, pid %d)\n", h.Channel, h.Name, h.Host, h.PID)
+	if h.Node != "" {
+		fmt.Fprintf(w, "node:       %s\n", h.Node)
+	}
 	fmt.Fprintf(w, "handler:    %s %v\n", h.Handler, h.Args)
 	if c := h.Conf; c != nil {
 		fmt.Fprintf(w, "conf:       %s from %q (rule %q, version %d)", c.Handler, c.Server, c.Rule, c.Version)

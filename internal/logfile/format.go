@@ -184,6 +184,7 @@ type Header struct {
 	Name          string           `json:"name"`
 	NameHex       string           `json:"name_hex"`
 	Host          string           `json:"host"`
+	Node          string           `json:"node,omitempty"` // CP_NODE: the node whose TSC the file is in (default: host)
 	PID           int              `json:"pid"`
 	TSCHz         float64          `json:"tsc_hz"`
 	TSCHzSource   string           `json:"tsc_hz_source"`

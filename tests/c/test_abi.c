@@ -386,8 +386,150 @@ static int test_truncated_file(void) {
   return 1;
 }
 
+
+// ---- CP_FAKE_TSC and CP_NODE (read at the first OpenChannel: in children)
+
+static inline uint64_t raw_tsc(void) {
+  uint32_t lo, hi, aux;
+  __asm__ volatile("rdtscp" : "=a"(lo), "=d"(hi), "=c"(aux)::"memory");
+  return ((uint64_t)hi << 32) | lo;
+}
+
+// tsc.Fake.Apply, from the CP_FAKE_TSC string, computed here independently.
+static uint64_t fake_q32;
+static int64_t fake_off;
+static uint64_t fake_apply(uint64_t raw) {
+  return (uint64_t)(((unsigned __int128)raw * fake_q32) >> 32) + (uint64_t)fake_off;
+}
+
+// The tsc column of `dump --csv` (second field), at most cap values.
+static size_t decode_tsc(const char *path, uint64_t *out, size_t cap) {
+  char cmd[8192];
+  snprintf(cmd, sizeof cmd, "'%s' dump --csv '%s'", dump_cmd, path);
+  FILE *p = popen(cmd, "r");
+  char line[256];
+  size_t n = 0;
+  if (!fgets(line, sizeof line, p)) line[0] = 0;
+  while (fgets(line, sizeof line, p)) {
+    char *c = strchr(line, ',');
+    if (c && n < cap) out[n++] = strtoull(c + 1, NULL, 10);
+  }
+  pclose(p);
+  return n;
+}
+
+#define FCHECK(cond, ...) do { if (!(cond)) { fprintf(stderr, "  child FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+  fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); return 10; } } while (0)
+
+static int child_fake(void) {
+  const char *v = getenv("CP_FAKE_TSC");
+  fake_q32 = (uint64_t)(strtod(v, NULL) * 4294967296.0 + 0.5);  // math.Round of a positive value
+  fake_off = strtoll(strchr(v, ':') + 1, NULL, 10);
+  const char *dir = getenv("CP_LOG_DIR");
+  struct { const char *name, *suffix; int32_t fmt, h, arg; int64_t val; int n, want; } cs[] = {
+    {"f bi", "-f_bi.cplog", CP_BINARY_TSC, CP_BUFFER_IDENTITY, -1, 0, 5000, 5000},
+    {"f bi zstd", "-f_bi_zstd.cplog", CP_ZSTD_TSC, CP_BUFFER_IDENTITY, -1, 0, 5000, 5000},
+    {"f bi mono", "-f_bi_mono.cplog", CP_BINARY, CP_BUFFER_IDENTITY, -1, 0, 5000, 5000},
+    {"f bi drop", "-f_bi_drop.cplog", CP_BINARY_TSC, CP_BUFFER_IDENTITY, CP_ARG_DROP_WHEN_FULL, 1, 500, 500},
+    {"f identity", "-f_identity.cplog.txt", CP_ASCII_TSC, CP_IDENTITY, -1, 0, 100, 100},
+    {"f firstlast", "-f_firstlast.cplog", CP_BINARY_TSC, CP_FIRSTLAST, -1, 0, 100, 2},
+    {"f median", "-f_median.cplog", CP_BINARY_TSC, CP_MEDIAN, CP_ARG0, 10, 100, 10},
+    {"f downsample", "-f_downsample.cplog", CP_BINARY_TSC, CP_DOWNSAMPLE, CP_ARG0, 1, 100, 100},
+  };
+  static uint64_t tscs[5000];
+  for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
+    int64_t ch = OpenChannel(cs[k].name, cs[k].fmt, cs[k].h);
+    FCHECK(ch > 0, "%s: open: %s", cs[k].name, CP_ErrorString((int32_t)ch));
+    if (cs[k].arg >= 0) FCHECK(ParameterizeChannel(ch, cs[k].arg, cs[k].val) == 0, "%s: param", cs[k].name);
+    uint64_t lo = fake_apply(raw_tsc());
+    for (int i = 0; i < cs[k].n; i++) FCHECK(LogTS(ch, i) == 0, "%s: LogTS", cs[k].name);
+    uint64_t hi = fake_apply(raw_tsc());
+    FCHECK(CloseChannel(ch) == 0, "%s: close", cs[k].name);
+    char path[4096];
+    FCHECK(find_file(dir, cs[k].suffix, path, sizeof path), "%s: no file", cs[k].name);
+    size_t n = decode_tsc(path, tscs, 5000);
+    FCHECK(n == (size_t)cs[k].want, "%s: %zu records", cs[k].name, n);
+    for (size_t i = 0; i < n; i++)
+      FCHECK(tscs[i] >= lo && tscs[i] <= hi, "%s: record %zu tsc %llu outside [%llu, %llu]", cs[k].name, i,
+             (unsigned long long)tscs[i], (unsigned long long)lo, (unsigned long long)hi);
+    if (k == 0) {
+      char cmd[8192];
+      snprintf(cmd, sizeof cmd, "'%s' dump '%s' | grep -q '^node: *c-node-7$'", dump_cmd, path);
+      FCHECK(system(cmd) == 0, "dump does not show the node");
+      snprintf(cmd, sizeof cmd, "'%s' dump '%s' | grep -q 'fake rate'", dump_cmd, path);
+      FCHECK(system(cmd) == 0, "dump does not show the fake rate");
+    }
+  }
+  return 0;
+}
+
+static int test_fake_tsc(void) {
+  const char *fakes[] = {"1.0002:-5000000000", "0.37:123456789012345"};
+  for (int i = 0; i < 2; i++) {
+    char *dir = make_dir();
+    pid_t pid = fork();
+    if (pid == 0) {
+      setenv("CP_LOG_DIR", dir, 1);
+      setenv("CP_FAKE_TSC", fakes[i], 1);
+      setenv("CP_NODE", "c-node-7", 1);
+      execl(self_path, self_path, "--child-fake", (char *)NULL);
+      _exit(127);
+    }
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "CP_FAKE_TSC=%s: child status %#x", fakes[i], status);
+  }
+  return 1;
+}
+
+// Bad values fail OpenChannel with CP_ERR_CONFIG; fixed, the next one works.
+static int child_config(void) {
+  const char *bad[][2] = {{"CP_FAKE_TSC", "fast"}, {"CP_FAKE_TSC", "2"}, {"CP_FAKE_TSC", "1000:0"},
+                          {"CP_NODE", "no spaces"}, {"CP_NODE", "01234567890123456789012345678901234567890123456789012345678901234"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    setenv(bad[i][0], bad[i][1], 1);
+    int64_t ch = OpenChannel("cfg", CP_BINARY_TSC, CP_NULLH);
+    FCHECK(ch == CP_ERR_CONFIG, "%s=%s: got %lld", bad[i][0], bad[i][1], (long long)ch);
+    unsetenv(bad[i][0]);
+  }
+  FCHECK(strstr(CP_ErrorString(CP_ERR_CONFIG), "configuration") != NULL, "error string");
+  int64_t ch = OpenChannel("cfg", CP_BINARY_TSC, CP_NULLH);
+  FCHECK(ch > 0, "fixed: %s", CP_ErrorString((int32_t)ch));
+  FCHECK(CloseChannel(ch) == 0, "close");
+  return 0;
+}
+
+static int test_config_errors(void) {
+  char *dir = make_dir();
+  char errpath[4200];
+  snprintf(errpath, sizeof errpath, "%s.err", dir);
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("CP_LOG_DIR", dir, 1);
+    int fd = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 2);
+    execl(self_path, self_path, "--child-config", (char *)NULL);
+    _exit(127);
+  }
+  int status;
+  CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+  char msg[8192] = "";
+  FILE *e = fopen(errpath, "r");
+  size_t k = e ? fread(msg, 1, sizeof msg - 1, e) : 0;
+  msg[k] = 0;
+  if (e) fclose(e);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %#x: %s", status, msg);
+  CHECK(strstr(msg, "CP_FAKE_TSC=\"fast\"") && strstr(msg, "CP_NODE=\"no spaces\""), "stderr does not name the variables: %s", msg);
+  return 1;
+}
+
 int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "--child-netconf-fl") == 0) return child_netconf_fl();
+  if (argc == 2 && strcmp(argv[1], "--child-fake") == 0) {
+    dump_cmd = getenv("CP_DUMP");
+    return child_fake();
+  }
+  if (argc == 2 && strcmp(argv[1], "--child-config") == 0) return child_config();
   if (argc == 4 && strcmp(argv[1], "--child") == 0) {
     shared_t *sh = map_shared(argv[3], 0);
     if (!sh) return 2;
@@ -410,6 +552,8 @@ int main(int argc, char **argv) {
     {"SIGKILL: the file decodes up to its last whole frame", test_sigkill},
     {"SIGTERM, NET_CONF channel on FIRSTLAST: its pair is in the file", test_netconf_firstlast_sigterm},
     {"atexit flushes and closes", test_atexit},
+    {"CP_FAKE_TSC: every handler logs Fake.Apply of the raw TSC; CP_NODE in the header", test_fake_tsc},
+    {"bad CP_FAKE_TSC or CP_NODE: CP_ERR_CONFIG, then a fixed environment opens", test_config_errors},
   };
   for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
     if (strstr(tests[i].name, only)) run(tests[i].name, tests[i].fn);
