@@ -66,10 +66,11 @@ type link struct {
 }
 
 // buildLink makes the link Into<-From from the probes Into sent to From
-// (fwd: Into is origin) and those From sent to Into (rev: From is origin).
+// (fwd: Into is origin) and those From sent to Into (rev: From is origin);
+// hzRatio is Into's registered TSC frequency over From's (1 if unknown).
 // It returns an error only for inconsistent data (an empty polygon); a link
 // that is merely unusable carries why in paperWhy/polyWhy.
-func buildLink(into, from int, names []string, fwd, rev []sample) (*link, error) {
+func buildLink(into, from int, names []string, hzRatio float64, fwd, rev []sample) (*link, error) {
 	l := &link{into: into, from: from, minRTT: math.NaN(), minRTTRev: math.NaN()}
 	rounds := map[int]bool{}
 	for _, s := range fwd {
@@ -89,28 +90,44 @@ func buildLink(into, from int, names []string, fwd, rev []sample) (*link, error)
 
 	l.buildPaper(fwd, pair)
 	// The polygon needs a first guess of the relation to centre its
-	// coordinates: this link's anchors, else the reverse link's inverted.
+	// coordinates: this link's anchors, else the reverse link's inverted,
+	// else the registered frequencies' ratio through the best probe. The
+	// guess only conditions the numbers; the polygon is the same.
 	var a0, r0, xc float64
-	ok := false
-	if l.paperOK {
+	back := &link{}
+	back.buildPaper(rev, "")
+	switch {
+	case l.paperOK:
 		xc = (l.anch[0].x + l.anch[len(l.anch)-1].x) / 2
-		a0, r0, ok = l.anch[0].y+l.pr*(xc-l.anch[0].x), l.pr, true
-	} else {
-		back := &link{}
-		back.buildPaper(rev, "")
-		if back.paperOK {
-			// back: X_into = y'_0 + r'(X_from - x'_0) seen from From; invert.
-			b0 := back.anch[0]
-			r0 = 1 / back.pr
-			xc = (b0.y + back.anch[len(back.anch)-1].y) / 2
-			a0, ok = b0.x+(xc-b0.y)*r0, true
+		a0, r0 = l.anch[0].y+l.pr*(xc-l.anch[0].x), l.pr
+	case back.paperOK:
+		// back: X_from = y'_0 + r'(X_into - x'_0); invert.
+		b0 := back.anch[0]
+		r0 = 1 / back.pr
+		xc = (b0.y + back.anch[len(back.anch)-1].y) / 2
+		a0 = b0.x + (xc-b0.y)*r0
+	default:
+		r0 = hzRatio
+		best := math.Inf(1)
+		for _, s := range fwd {
+			if s.rtt() < best {
+				best, xc, a0 = s.rtt(), s.resp, (s.send+s.rv)/2
+			}
+		}
+		for _, s := range rev {
+			if s.rtt() < best {
+				best, xc, a0 = s.rtt(), (s.send+s.rv)/2, s.resp
+			}
 		}
 	}
-	if !ok {
-		l.polyWhy = fmt.Sprintf("%s: probes in %d round(s) (need probes in 2 or more rounds spanning time in one direction)", pair, l.rounds)
-		return l, nil
+	// Check the polygon even for a link too short to use: an empty one
+	// means inconsistent data.
+	err := l.buildPoly(fwd, rev, a0, r0, xc, pair)
+	if err == nil && l.rounds < 2 {
+		l.polyOK = false
+		l.polyWhy = fmt.Sprintf("%s: probes in %d round(s) (need probes in 2 or more rounds spanning time)", pair, l.rounds)
 	}
-	return l, l.buildPoly(fwd, rev, a0, r0, xc, pair)
+	return l, err
 }
 
 // buildPaper picks each round's min-RTT probe (paper 3.1) as an anchor.

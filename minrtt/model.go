@@ -181,7 +181,11 @@ func NewModel(rounds []*Round, opt Options) (*Model, error) {
 			if len(fwd)+len(rev) == 0 {
 				continue
 			}
-			l, err := buildLink(i, j, m.names, fwd, rev)
+			hzRatio := 1.0
+			if m.hz[i] > 0 && m.hz[j] > 0 {
+				hzRatio = m.hz[i] / m.hz[j]
+			}
+			l, err := buildLink(i, j, m.names, hzRatio, fwd, rev)
 			if err != nil {
 				return nil, err
 			}
@@ -365,4 +369,29 @@ func (m *Model) Links() []Link {
 		out = append(out, k)
 	}
 	return out
+}
+
+// Path is the chain of nodes, from node to the reference, that values of
+// node follow in the given method's form (MethodBest: the all-probes path;
+// the paper-form numbers take the paper path). nil for the reference.
+func (m *Model) Path(node string, method Method) ([]string, error) {
+	i, ok := m.index[node]
+	if !ok {
+		return nil, fmt.Errorf("minrtt: unknown node %q", node)
+	}
+	if i == m.ref {
+		return nil, nil
+	}
+	p := m.polyPath[i*len(m.names)+m.ref]
+	if method == MethodPaper {
+		p = m.paperPath[i*len(m.names)+m.ref]
+	}
+	if p == nil {
+		return nil, fmt.Errorf("minrtt: no %s path from %s to %s", method, node, m.names[m.ref])
+	}
+	out := []string{node}
+	for _, li := range p {
+		out = append(out, m.names[m.links[li].into])
+	}
+	return out, nil
 }
