@@ -38,10 +38,11 @@ var nodes = []node{
 }
 
 const (
-	nTuples   = 20000
-	tupleRate = 5000 // per second: the pipeline runs 4 s
-	tscPort   = 7400
-	stagePort = 7500
+	nTuples      = 20000
+	tupleRate    = 5000 // per second: the pipeline runs 4 s
+	tscPort      = 7400
+	probesPerDir = 300 // per direction and round: 1.2 ms per probe pair, 0.2 ms apart
+	stagePort    = 7500
 )
 
 // env is what the test needs from the build; it skips without it.
@@ -132,19 +133,20 @@ func TestMultiNode(t *testing.T) {
 	haveTSC := have["tsc-server"] && have["tsc-client"] && have["tsc-round"]
 	var tscProcs []*proc
 	round := func(label string) {
-		out, err := l.run(60*time.Second, l.hub, nil, e.tool, "tsc-round", "--server", server, "--label", label)
+		out, err := l.run(60*time.Second, l.hub, nil, e.tool, "tsc-round", "--server", server, "--label", label,
+			"--wait-nodes", fmt.Sprint(len(nodes)), "--wait-timeout", "15s")
 		if err != nil {
 			t.Fatalf("tsc-round %s: %v", label, err)
 		}
 		t.Logf("round %s: %s", label, strings.TrimSpace(out))
 	}
 	if haveTSC {
-		tscProcs = append(tscProcs, l.start("tsc-server", l.hub, nil, e.tool, "tsc-server", "--listen", server, "--out", roundsDir))
+		tscProcs = append(tscProcs, l.start("tsc-server", l.hub, nil, e.tool, "tsc-server", "--listen", server, "--out", roundsDir,
+			"--probes", fmt.Sprint(probesPerDir)))
 		for _, n := range nodes {
 			tscProcs = append(tscProcs, l.start("tsc-client-"+n.name, l.ns[n.name], nodeEnv(n),
 				e.tool, "tsc-client", "--server", server, "--node", n.name, "--inject", n.inject))
 		}
-		waitRegistered(t, l, e.tool, server)
 		round("before")
 	} else {
 		t.Errorf("%s has no tsc-server/tsc-client/tsc-round yet: no rounds", e.tool)
@@ -204,7 +206,15 @@ func TestMultiNode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		checkRounds(t, rounds)
 		t.Logf("%d rounds, %d answered probes; every one-way delay is positive under the fake counters", len(rounds), nProbes)
+		var sb strings.Builder
+		for i, a := range nodes {
+			for _, b := range nodes[i+1:] {
+				fmt.Fprintf(&sb, "  %s-%s: %s\n", a.name, b.name, delays.floorText(a.name, b.name))
+			}
+		}
+		t.Logf("floor (min fwd + min rev one-way delay)/2 of every pair, from the probes' true delays:\n%s", sb.String())
 	}
 
 	if !have["analyze"] {
@@ -227,24 +237,29 @@ func TestMultiNode(t *testing.T) {
 	t.Logf("total %.1fs", time.Since(t0).Seconds())
 }
 
-// waitRegistered gives the clients up to 10 s to register with the server.
-// The tool has no query for it, so the test waits until each client has
-// been up for a second and has not died.
-func waitRegistered(t *testing.T, l *lab, tool, server string) {
-	time.Sleep(1500 * time.Millisecond)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, p := range l.procs {
-		select {
-		case <-p.done:
-			t.Fatalf("%s exited early: %v\nstderr: %s", p.name, p.waitErr, tail(p.err))
-		default:
+// checkRounds wants two rounds, before and after, in which every node took
+// part and every direction got most of its probes answered.
+func checkRounds(t *testing.T, rounds []*minrtt.Round) {
+	t.Helper()
+	if len(rounds) != 2 || rounds[0].Label != "before" || rounds[1].Label != "after" {
+		var labels []string
+		for _, r := range rounds {
+			labels = append(labels, r.Label)
+		}
+		t.Fatalf("want rounds before and after, got %v", labels)
+	}
+	n := len(nodes)
+	for _, r := range rounds {
+		if len(r.Nodes) != n || len(r.Missing) != 0 || len(r.Dirs) != n*(n-1) {
+			t.Fatalf("round %q: %d nodes, %d directions, missing %v: want %d nodes, %d directions", r.Label, len(r.Nodes), len(r.Dirs), r.Missing, n, n*(n-1))
+		}
+		for _, d := range r.Dirs {
+			if len(d.Probes) < d.Sent/2 || len(d.Probes) == 0 {
+				t.Errorf("round %q %s->%s: %d of %d probes answered (%s)", r.Label, d.Origin, d.Responder, len(d.Probes), d.Sent, d.Error)
+			}
 		}
 	}
 }
-
-// hop is a consecutive pair of channels on every tuple's path.
-type hop struct{ from, to string } // channel names
 
 // path is the channels every tuple passes, in order.
 func path() []string {
@@ -279,6 +294,9 @@ func checkLogs(t *testing.T, fakes map[string]tsc.Fake, logsDir string) map[stri
 				t.Fatal(err)
 			}
 			name := lf.Header.Name
+			if lf.Header.Node != n.name {
+				t.Fatalf("%s: header node %q, want %q (CP_NODE)", path, lf.Header.Node, n.name)
+			}
 			if _, dup := tscs[name]; dup {
 				t.Fatalf("channel %q logged twice", name)
 			}
@@ -393,20 +411,6 @@ func checkAnalysis(t *testing.T, fakes map[string]tsc.Fake, outDir string, chanN
 		t.Errorf("... and %d more violations", v.nViolation-len(v.violations))
 	}
 
-	// The floor of each node pair, from the true one-way delays of the probes.
-	hz := tsc.HardwareFreq().Hz
-	floorUs := func(a, b string) string {
-		if a == b {
-			return "0 (one node)"
-		}
-		f, ok := delays.floor(a, b)
-		if !ok {
-			return "n/a"
-		}
-		fw, rv := delays[[2]string{a, b}], delays[[2]string{b, a}]
-		return fmt.Sprintf("%.1f us (min %s->%s %.1f, %s->%s %.1f)", f/hz*1e6, a, b, fw/hz*1e6, b, a, rv/hz*1e6)
-	}
-
 	// The bound per scenario and per pair of nodes, next to the floor.
 	type group struct{ err, paper, base []float64 }
 	byScenario := map[int]*group{}
@@ -465,13 +469,7 @@ func checkAnalysis(t *testing.T, fakes map[string]tsc.Fake, outDir string, chanN
 	for _, k := range keys {
 		g := byPair[k]
 		fmt.Fprintf(&sb, "  s%d %-11s %q (%s) -> %q (%s): bound %s  paper %s  baseline %s  floor %s\n",
-			k.scenario, k.kind, k.from, k.fromN, k.to, k.toN, fmtStats(g.err), fmtStats(g.paper), fmtStats(g.base), floorUs(k.fromN, k.toN))
-	}
-	fmt.Fprintf(&sb, "floor of every pair:\n")
-	for i, a := range nodes {
-		for _, b := range nodes[i+1:] {
-			fmt.Fprintf(&sb, "  %s-%s: %s\n", a.name, b.name, floorUs(a.name, b.name))
-		}
+			k.scenario, k.kind, k.from, k.fromN, k.to, k.toN, fmtStats(g.err), fmtStats(g.paper), fmtStats(g.base), delays.floorText(k.fromN, k.toN))
 	}
 	t.Log("\n" + sb.String())
 	if math.IsNaN(v.worst) {

@@ -234,6 +234,20 @@ func (w oneWay) floor(a, b string) (float64, bool) {
 	return (f + r) / 2, ok1 && ok2
 }
 
+// floorText is the floor of a and b in microseconds with the two minima
+// behind it; a duration on one node has no offset to bound (floor 0).
+func (w oneWay) floorText(a, b string) string {
+	if a == b {
+		return "0 (one node)"
+	}
+	f, ok := w.floor(a, b)
+	if !ok {
+		return "n/a"
+	}
+	us := func(c float64) float64 { return c / tsc.HardwareFreq().Hz * 1e6 }
+	return fmt.Sprintf("%.1f us (min %s->%s %.1f, %s->%s %.1f)", us(f), a, b, us(w[[2]string{a, b}]), b, a, us(w[[2]string{b, a}]))
+}
+
 // stats are the median and the maximum of xs (NaNs left out).
 func stats(xs []float64) (med, max float64, n int) {
 	var v []float64
