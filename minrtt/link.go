@@ -297,10 +297,15 @@ func (l *link) polyPoint(xlo, xhi float64) (float64, float64) {
 	klo, khi := (xlo-l.xc)/l.s, (xhi-l.xc)/l.s
 	blo, bhi := l.a0+l.r0*(xlo-l.xc), l.a0+l.r0*(xhi-l.xc)
 	mlo, mhi := math.Inf(1), math.Inf(-1)
+	vu := l.vu[:len(l.va)]
 	for i, a := range l.va {
-		u := l.vu[i]
-		mlo = math.Min(mlo, a+u*klo)
-		mhi = math.Max(mhi, a+u*khi)
+		// Plain comparisons: math.Min/Max pay for NaN and -0 handling.
+		if v := a + vu[i]*klo; v < mlo {
+			mlo = v
+		}
+		if v := a + vu[i]*khi; v > mhi {
+			mhi = v
+		}
 	}
 	ylo, yhi := blo+mlo, bhi+mhi
 	return ylo - slack(math.Abs(ylo)+math.Abs(xlo)), yhi + slack(math.Abs(yhi)+math.Abs(xhi))
