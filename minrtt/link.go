@@ -311,8 +311,8 @@ func (l *link) polyPoint(xlo, xhi float64) (float64, float64) {
 	return ylo - slack(math.Abs(ylo)+math.Abs(xlo)), yhi + slack(math.Abs(yhi)+math.Abs(xhi))
 }
 
-// paperMid and polyMid are the links' translation errors at x, for reports
-// and path choice.
+// paperErrAt and polyErrAt are the link's translation errors at x, for
+// reports.
 func (l *link) paperErrAt(x float64) float64 {
 	_, e := l.paperPoint(x, 0)
 	return e

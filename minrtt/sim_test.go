@@ -1,7 +1,6 @@
 package minrtt
 
 import (
-	"fmt"
 	"math"
 	"math/rand"
 )
@@ -19,8 +18,6 @@ func (n simNode) read(tau float64) uint64 { return n.off + uint64(math.Floor(n.r
 
 // tau is the true instant at which the node's continuous counter equals c.
 func (n simNode) tau(c uint64) float64 { return float64(int64(c-n.off)) / n.rate }
-
-type simPair struct{ base [2]float64 } // minimum one-way delay a->b, b->a (ticks)
 
 type sim struct {
 	nodes []simNode
@@ -151,5 +148,3 @@ func (s *sim) truthDuration(ref, si int, start uint64, ei int, end uint64) float
 	}
 	return s.nodes[ref].rate * (s.tau(ei, end) - s.tau(si, start))
 }
-
-func (s *sim) String() string { return fmt.Sprintf("sim(%d nodes)", len(s.nodes)) }
