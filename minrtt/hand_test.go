@@ -257,6 +257,42 @@ func TestHandScenarios(t *testing.T) {
 	require.InDelta(t, -210.42, d.Est, 1e-9)
 	require.InDelta(t, 60.3944288, d.Err, handTol)
 
+	// Table 2, with e the largest anchor error involved (110.016 on A<-B):
+	// scenario 1 below e, scenario 2 at most e, scenario 3 below 2e, the
+	// baseline at most 2e and above scenario 3.
+	e := 110.016
+	d1, _ := m.Duration("B", 6000, "B", 8000)
+	d2, _ := m.Duration("A", 3000, "B", 10520)
+	d3, _ := m.Duration("B", 10520, "C", 111250)
+	require.Less(t, d1.Err, e)
+	require.LessOrEqual(t, d2.Err, e)
+	require.Less(t, d3.Err, 2*e)
+	require.LessOrEqual(t, d3.Baseline, 2*e)
+	require.Less(t, d3.Paper, d3.Baseline)
+
+	// The report: A<-B's anchors, ratio and round trips.
+	var ab *Link
+	links := m.Links()
+	for i := range links {
+		if links[i].Into == "A" && links[i].From == "B" {
+			ab = &links[i]
+		}
+	}
+	require.NotNil(t, ab)
+	require.Equal(t, 2, ab.Rounds)
+	require.Equal(t, 2, ab.Probes)
+	require.Equal(t, 100.0, ab.MinRTT)
+	require.True(t, math.IsNaN(ab.MinRTTRev)) // B never probed A
+	require.InDeltaSlice(t, []float64{60.016, 110.016}, ab.AnchorErr, 1e-9)
+	require.InDelta(t, 2.004, ab.Ratio, 1e-12)
+	require.InDelta(t, 0.0170032, ab.RatioErr, 1e-12)
+	require.True(t, ab.RatioLo <= 2 && 2 <= ab.RatioHi)
+	require.True(t, ab.Used)
+	require.Empty(t, ab.Unusable)
+	path, err := m.Path("B", MethodPaper)
+	require.NoError(t, err)
+	require.Equal(t, []string{"B", "A"}, path)
+
 	// The other methods agree with the truth and are no wider.
 	for _, meth := range []Method{MethodAllProbes, MethodBest} {
 		mm, err := NewModel(handRounds(), Options{Ref: "A", Method: meth})

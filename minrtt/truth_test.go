@@ -135,6 +135,12 @@ func checkTruth(t *testing.T, s *sim, ms models, n int, lo, hi float64) *truthRe
 		require.LessOrEqual(t, db.Err, dp.Err+1e-6, "best is no wider than paper")
 		require.LessOrEqual(t, db.Err, da.Err+1e-6, "best is no wider than all-probes")
 		sc := db.Scenario
+		if sc > 0 {
+			res.durations++
+			if da.Err <= dp.Err+1e-9 {
+				res.durAllNoWider++
+			}
+		}
 		paperErr[sc].add(dp.Err)
 		allErr[sc].add(da.Err)
 		bestErr[sc].add(db.Err)
@@ -159,6 +165,7 @@ type truthResult struct {
 	ptAllOverFloor                  stats
 	exPaper, exAll                  stats
 	points, allNoWider, violations  int
+	durations, durAllNoWider        int
 }
 
 func (r *truthResult) log(t *testing.T) {
@@ -170,8 +177,8 @@ func (r *truthResult) log(t *testing.T) {
 	t.Logf("points within the rounds: n=%d error median/max: paper %.0f/%.0f all-probes %.0f/%.0f best %.0f/%.0f; floor median %.0f; all-probes/floor median %.3f max %.3f",
 		len(r.ptPaper.errs), r.ptPaper.median(), r.ptPaper.max(), r.ptAll.median(), r.ptAll.max(), r.ptBest.median(), r.ptBest.max(),
 		r.ptFloor.median(), r.ptAllOverFloor.median(), r.ptAllOverFloor.max())
-	t.Logf("points extrapolated: n=%d median paper %.0f all-probes %.0f; all-probes no wider than paper on %d of %d points",
-		len(r.exPaper.errs), r.exPaper.median(), r.exAll.median(), r.allNoWider, r.points)
+	t.Logf("points extrapolated: n=%d median paper %.0f all-probes %.0f; all-probes no wider than paper on %d of %d points, %d of %d durations (scenarios 1-3)",
+		len(r.exPaper.errs), r.exPaper.median(), r.exAll.median(), r.allNoWider, r.points, r.durAllNoWider, r.durations)
 }
 
 // TestGroundTruth: four nodes with rates 1, 0.9997, 1.0004, 1.00013 and
