@@ -15,6 +15,10 @@ commands:
                          serve channel configuration (confserver/API.md)
   conf [--server ADDR] list | get ID | set RULE-JSON | delete ID | resolve NAME
                          read and change a configuration server's rules
+  tsc-server --listen ADDR --out DIR [--probes 100] [--interval-us 200] [--every D] [--round-timeout 10s]
+  tsc-client --server ADDR --node NAME [--listen-udp ADDR] [--inject SPEC]
+  tsc-round --server ADDR [--label L] [--wait-nodes N --wait-timeout D]
+                         MinRTT rounds between nodes (minrtt/probe/PROTOCOL.md)
 `
 
 func main() {
@@ -30,6 +34,12 @@ func main() {
 		err = runConfServer(os.Stderr, os.Args[2:])
 	case "conf":
 		err = runConf(os.Stdout, os.Stderr, os.Args[2:])
+	case "tsc-server":
+		err = runTSCServer(os.Stderr, os.Args[2:])
+	case "tsc-client":
+		err = runTSCClient(os.Stderr, os.Args[2:])
+	case "tsc-round":
+		err = runTSCRound(os.Stdout, os.Stderr, os.Args[2:])
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

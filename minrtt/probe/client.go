@@ -33,7 +33,7 @@ type Client struct {
 	Host       string // default os.Hostname()
 	PID        int    // default os.Getpid()
 	MinBackoff time.Duration
-	MaxBackoff time.Duration // reconnect backoff, default 100ms doubling to 5s
+	MaxBackoff time.Duration // reconnect backoff, default 50ms doubling to 2s
 	Logf       func(format string, args ...any)
 
 	once      sync.Once
@@ -68,10 +68,10 @@ func (c *Client) init() {
 			c.PID = os.Getpid()
 		}
 		if c.MinBackoff <= 0 {
-			c.MinBackoff = 100 * time.Millisecond
+			c.MinBackoff = 50 * time.Millisecond
 		}
 		if c.MaxBackoff < c.MinBackoff {
-			c.MaxBackoff = 5 * time.Second
+			c.MaxBackoff = 2 * time.Second
 		}
 		if c.Logf == nil {
 			c.Logf = func(string, ...any) {}

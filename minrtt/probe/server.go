@@ -304,14 +304,19 @@ func (s *Server) serveConn(c net.Conn) {
 		s.serveRoundRequest(c, m)
 		return
 	}
-	p, err := s.register(c, m)
+	p, code, err := s.register(c, m)
 	if err != nil {
 		s.malformed.Add(1)
-		refuse(c, CodeDuplicate, err.Error())
+		refuse(c, code, err.Error())
 		s.Logf("tsc-server: %s: registration refused: %v", c.RemoteAddr(), err)
 		return
 	}
-	if err := p.send(&Message{Type: MsgWelcome, Server: s.Name}); err != nil {
+	// register returned with p.wmu held: a round that picked the node up
+	// already cannot send it a task before the welcome.
+	c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	err = WriteMessage(c, &Message{Type: MsgWelcome, Server: s.Name})
+	p.wmu.Unlock()
+	if err != nil {
 		s.unregister(p, "welcome: "+err.Error())
 		return
 	}
@@ -349,28 +354,31 @@ func (s *Server) serveConn(c net.Conn) {
 	s.Logf("tsc-server: node %s left: %s", p.node.Name, why)
 }
 
-func (s *Server) register(c net.Conn, m *Message) (*peer, error) {
+// register adds a node; a refusal comes with its error code. On success the
+// peer's write lock is held, for the caller to send the welcome first.
+func (s *Server) register(c net.Conn, m *Message) (*peer, string, error) {
 	n := m.Node
 	if n == nil || n.Name == "" {
-		return nil, errors.New("hello without a node name")
+		return nil, CodeRefused, errors.New("hello without a node name")
 	}
 	if !(n.TSCHz > 0) {
-		return nil, fmt.Errorf("node %s: TSC frequency %v", n.Name, n.TSCHz)
+		return nil, CodeRefused, fmt.Errorf("node %s: TSC frequency %v", n.Name, n.TSCHz)
 	}
 	ap, err := netip.ParseAddrPort(n.Addr)
 	if err != nil || ap.Addr().IsUnspecified() || ap.Port() == 0 {
-		return nil, fmt.Errorf("node %s: probe address %q is not a usable ip:port", n.Name, n.Addr)
+		return nil, CodeRefused, fmt.Errorf("node %s: probe address %q is not a usable ip:port", n.Name, n.Addr)
 	}
 	p := &peer{node: *n, conn: c, gone: make(chan struct{})}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old := s.peers[n.Name]; old != nil {
-		return nil, fmt.Errorf("node name %q is registered already (host %s, pid %d, probes on %s): give each node its own --node",
+		return nil, CodeDuplicate, fmt.Errorf("node name %q is registered already (host %s, pid %d, probes on %s): give each node its own --node",
 			n.Name, old.node.Host, old.node.PID, old.node.Addr)
 	}
+	p.wmu.Lock()
 	s.peers[n.Name] = p
 	s.notifyLocked()
-	return p, nil
+	return p, "", nil
 }
 
 func (s *Server) unregister(p *peer, why string) {

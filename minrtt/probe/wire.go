@@ -99,9 +99,8 @@ const (
 const (
 	CodeVersion   = "version"   // the peer speaks another protocol version
 	CodeTooLarge  = "too_large" // a message exceeded MaxMessage
-	CodeMalformed = "malformed" // not a message of this protocol
 	CodeDuplicate = "duplicate" // the node name is registered already
-	CodeRefused   = "refused"   // the request could not be served
+	CodeRefused   = "refused"   // a hello the server cannot use (no name, bad address)
 )
 
 // Message is every control message: one JSON object with "v" and "type";
