@@ -305,6 +305,61 @@ func TestNodeLeavesMidRound(t *testing.T) {
 	require.Equal(t, r.Missing, back.Missing)
 }
 
+// A node that registers but never reports a result is listed missing after
+// the round timeout and skipped from then on; its probe socket never answers,
+// so the directions towards it end after a few lost probes. A junk message
+// it sends during the round is counted as the server's.
+func TestSilentNodeTimesOut(t *testing.T) {
+	s := startServer(t, &Server{Probes: 20, Interval: 100 * time.Microsecond,
+		ProbeTimeout: 20 * time.Millisecond, RoundTimeout: 300 * time.Millisecond})
+	fakes := map[string]tsc.Fake{"a": mustFake(t, "1:0"), "b": mustFake(t, "1.3:0")}
+	for name, f := range fakes {
+		startNode(t, s.Addr(), name, f, nil)
+	}
+	deaf, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	require.NoError(t, err)
+	defer deaf.Close()
+	mute, err := net.Dial("tcp", s.Addr())
+	require.NoError(t, err)
+	defer mute.Close()
+	require.NoError(t, WriteMessage(mute, &Message{Type: MsgHello,
+		Node: &minrtt.Node{Name: "mute", Addr: deaf.LocalAddr().String(), TSCHz: 1e9, TSCHzSource: "test"}}))
+	require.Equal(t, MsgWelcome, readReply(t, mute).Type)
+	tasks := make(chan *Message, 4)
+	go func() {
+		for {
+			body, err := ReadFrame(mute)
+			if err != nil {
+				return
+			}
+			m, _ := DecodeMessage(body)
+			tasks <- m
+			mute.Write(frame([]byte(`{bad`))) // junk instead of a result
+		}
+	}()
+	waitNodes(t, s, 3)
+	start := time.Now()
+	r, _, err := s.RequestRound("x")
+	require.NoError(t, err)
+	t.Logf("round took %v, missing %+v", time.Since(start), r.Missing)
+	require.Len(t, tasks, 1, "mute gets one task, then it is missing")
+	require.Equal(t, []minrtt.Missing{{Node: "mute", Why: "no result within the round timeout (300ms)"}}, r.Missing)
+	require.Equal(t, uint64(1), r.Malformed["server"])
+	for _, d := range r.Dirs {
+		switch {
+		case d.Origin == "mute":
+			require.Empty(t, d.Probes)
+			require.NotEmpty(t, d.Error)
+		case d.Responder == "mute":
+			require.Empty(t, d.Probes)
+			require.NotEmpty(t, d.Error, "%s->mute", d.Origin)
+		default:
+			require.Len(t, d.Probes, 20, d.Error)
+		}
+	}
+	checkCausality(t, r, fakes) // mute's directions hold no probes
+}
+
 func TestTooFewNodes(t *testing.T) {
 	s := startServer(t, &Server{})
 	_, _, err := s.RequestRound("x")
