@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sort"
 	"sync"
 	"syscall"
 	"time"
@@ -154,8 +155,13 @@ func runTSCRound(stdout, stderr io.Writer, args []string) error {
 	for _, m := range sum.Missing {
 		fmt.Fprintf(stdout, "missing %s: %s\n", m.Node, m.Why)
 	}
-	for who, n := range sum.Malformed {
-		fmt.Fprintf(stdout, "malformed packets dropped by %s: %d\n", who, n)
+	who := make([]string, 0, len(sum.Malformed))
+	for w := range sum.Malformed {
+		who = append(who, w)
+	}
+	sort.Strings(who)
+	for _, w := range who {
+		fmt.Fprintf(stdout, "malformed packets or messages dropped by %s: %d\n", w, sum.Malformed[w])
 	}
 	return nil
 }

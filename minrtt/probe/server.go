@@ -144,7 +144,7 @@ func lastRound(dir string) int {
 	return last
 }
 
-// Addr is the address the server listens on.
+// Addr is the address the server listens on (after Start).
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
 // Malformed is how many control messages the server dropped as malformed,
@@ -154,6 +154,9 @@ func (s *Server) Malformed() uint64 { return s.malformed.Load() }
 // Close stops the server: the listener and every connection close, a round
 // in progress ends with an error, and Close waits for the goroutines.
 func (s *Server) Close() error {
+	if s.cancel == nil {
+		return nil // never started
+	}
 	s.cancel()
 	s.mu.Lock()
 	for c := range s.conns {
@@ -204,14 +207,21 @@ func (s *Server) periodic() {
 	defer s.wg.Done()
 	t := time.NewTicker(s.Every)
 	defer t.Stop()
+	last := "" // say each new reason for skipping once, not every tick
 	for {
 		select {
 		case <-s.ctx.Done():
 			return
 		case <-t.C:
-			if _, _, err := s.RequestRound("during"); err != nil && s.ctx.Err() == nil {
+			_, _, err := s.RequestRound("during")
+			why := ""
+			if err != nil {
+				why = err.Error()
+			}
+			if why != last && why != "" && s.ctx.Err() == nil {
 				s.Logf("tsc-server: periodic round: %v", err)
 			}
+			last = why
 		}
 	}
 }

@@ -6,6 +6,23 @@
 //
 // The wire formats (PROTOCOL.md) are versioned and spell out their byte
 // order: no host structs on the wire, no hard-coded addresses.
+//
+// In-process use, e.g. from a test with exact ground truth: start a Server,
+// then several Clients, each with its own fake counter, and ask for rounds.
+//
+//	s := &probe.Server{Listen: "127.0.0.1:0", OutDir: dir, Probes: 100}
+//	s.Start(ctx)
+//	f, _ := tsc.ParseFake("1.0002:5000")
+//	c := &probe.Client{Server: s.Addr(), Node: "a",
+//		Clock: func() uint64 { return f.Apply(tsc.Raw()) },
+//		Freq:  tsc.Frequency{Hz: tsc.HardwareFreq().Hz * f.Rate(), Source: "fake"}}
+//	go c.Run(ctx)
+//	... more clients ...
+//	s.WaitNodes(ctx, 2)
+//	round, path, err := s.RequestRound("before")
+//
+// From another process, RequestRound(ctx, addr, RoundRequest{...}) asks a
+// running server (what `cloudprofiler tsc-round` does).
 package probe
 
 import (
