@@ -297,8 +297,9 @@ func (c *Client) originate(m *Message) *Message {
 		res.Malformed, res.Stale = mal-c.reported, st-c.reportedS
 		c.reported, c.reportedS = mal, st
 	}()
-	if m.Count <= 0 || m.TimeoutNs <= 0 || m.BudgetNs <= 0 || m.IntervalNs < 0 {
-		res.Error = "bad probe task (count, timeout, budget)"
+	if m.Count <= 0 || m.Count > MaxProbes || m.TimeoutNs <= 0 || m.BudgetNs <= 0 || m.IntervalNs < 0 {
+		res.Error = fmt.Sprintf("bad probe task: count %d (1..%d), timeout %dns, budget %dns, interval %dns",
+			m.Count, MaxProbes, m.TimeoutNs, m.BudgetNs, m.IntervalNs)
 		return res
 	}
 	raddr, err := net.ResolveUDPAddr("udp", m.Addr)

@@ -360,6 +360,12 @@ func TestSilentNodeTimesOut(t *testing.T) {
 	checkCausality(t, r, fakes) // mute's directions hold no probes
 }
 
+func TestServerRefusesTooManyProbes(t *testing.T) {
+	s := &Server{Listen: "127.0.0.1:0", OutDir: t.TempDir(), Probes: MaxProbes + 1}
+	require.ErrorContains(t, s.Start(context.Background()), "at most")
+	require.NoError(t, s.Close())
+}
+
 func TestTooFewNodes(t *testing.T) {
 	s := startServer(t, &Server{})
 	_, _, err := s.RequestRound("x")
@@ -489,6 +495,16 @@ func TestMalformedControlMessages(t *testing.T) {
 	m = readReply(t, c4)
 	require.Equal(t, CodeDuplicate, m.Code)
 	require.Contains(t, m.Error, "registered already")
+	require.Equal(t, uint64(8), s.Malformed(), "a taken name is not a malformed message")
+	// A hello the server cannot use is refused and counted.
+	c5, err := net.Dial("tcp", s.Addr())
+	require.NoError(t, err)
+	defer c5.Close()
+	require.NoError(t, WriteMessage(c5, &Message{Type: MsgHello, Node: &minrtt.Node{Name: "z", Addr: "0.0.0.0:9", TSCHz: 1e9}}))
+	m = readReply(t, c5)
+	require.Equal(t, CodeRefused, m.Code)
+	require.Contains(t, m.Error, "not a usable ip:port")
+	require.Equal(t, uint64(9), s.Malformed())
 
 	r, _, err := s.RequestRound("still serving")
 	require.NoError(t, err)

@@ -86,6 +86,9 @@ func (s *Server) Start(ctx context.Context) error {
 	if s.Probes <= 0 {
 		s.Probes = 100
 	}
+	if s.Probes > MaxProbes {
+		return fmt.Errorf("tsc server: %d probes per direction, at most %d", s.Probes, MaxProbes)
+	}
 	if s.Interval <= 0 {
 		s.Interval = 200 * time.Microsecond
 	}
@@ -316,7 +319,9 @@ func (s *Server) serveConn(c net.Conn) {
 	}
 	p, code, err := s.register(c, m)
 	if err != nil {
-		s.malformed.Add(1)
+		if code != CodeDuplicate { // a taken name is a setup mistake, not a bad message
+			s.malformed.Add(1)
+		}
 		refuse(c, code, err.Error())
 		s.Logf("tsc-server: %s: registration refused: %v", c.RemoteAddr(), err)
 		return

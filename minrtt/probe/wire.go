@@ -97,9 +97,13 @@ func ParsePacket(b []byte) (Packet, error) {
 	}, nil
 }
 
-// MaxMessage bounds a control message body. A result of 10,000 probes is
-// about 600 KB; anything longer is refused before it is read.
-const MaxMessage = 1 << 20
+// MaxMessage bounds a control message body; anything longer is refused
+// before it is read. MaxProbes bounds a task so that its result fits: a
+// probe takes at most 63 bytes of JSON, 10,000 of them about 630 KB.
+const (
+	MaxMessage = 1 << 20
+	MaxProbes  = 10000
+)
 
 // Control message types (PROTOCOL.md describes each one's fields).
 const (
