@@ -60,6 +60,7 @@ type link struct {
 	// few thousand cycles at most and k=(x-xc)/s is about [-1/2, 1/2].
 	a0, r0, xc, s float64
 	va, vu        []float64
+	loose         float64 // polygon.loose: vertex uncertainty, |a'|+|u|
 	rlo, rhi      float64
 	polyOK        bool
 	polyWhy       string
@@ -90,14 +91,15 @@ func buildLink(into, from int, names []string, hzRatio float64, fwd, rev []sampl
 
 	l.buildPaper(fwd, pair)
 	// The polygon needs a first guess of the relation to centre its
-	// coordinates: this link's anchors, else the reverse link's inverted,
-	// else the registered frequencies' ratio through the best probe. The
-	// guess only conditions the numbers; the polygon is the same.
+	// coordinates: this link's anchors or the reverse link's inverted,
+	// whichever knows the ratio better, else the registered frequencies'
+	// ratio through the best probe. The guess only conditions the numbers;
+	// the polygon is the same.
 	var a0, r0, xc float64
 	back := &link{}
 	back.buildPaper(rev, "")
 	switch {
-	case l.paperOK:
+	case l.paperOK && !(back.paperOK && back.pdr/back.pr < l.pdr/l.pr):
 		xc = (l.anch[0].x + l.anch[len(l.anch)-1].x) / 2
 		a0, r0 = l.anch[0].y+l.pr*(xc-l.anch[0].x), l.pr
 	case back.paperOK:
@@ -260,7 +262,10 @@ func (l *link) buildPoly(fwd, rev []sample, a0, r0, xc float64, pair string) err
 			ge(s.rv+quantQ, s.resp-quantQ)
 		}
 	}
-	poly := intersect(hs, polyBox)
+	// The initial box must hold every (a', u) the probes allow; a' and u
+	// are within a round trip of 0 when the guess is right, and the box
+	// still holds ratios up to 5 times the guess when it is not.
+	poly := intersect(hs, polyBox+8*r0*sc)
 	if len(poly.a) == 0 {
 		return fmt.Errorf("minrtt: the %d probes between %s and %s admit no linear relation between their counters (inconsistent data: a bug, or a counter that is not constant-rate)",
 			l.probes, pairInto(pair), pair[len(pairInto(pair))+2:])
@@ -269,13 +274,13 @@ func (l *link) buildPoly(fwd, rev []sample, a0, r0, xc float64, pair string) err
 		l.polyWhy = fmt.Sprintf("%s: the probes do not bound the ratio (need probes in 2 or more rounds spanning time)", pair)
 		return nil
 	}
-	l.va, l.vu = poly.a, poly.u
+	l.va, l.vu, l.loose = poly.a, poly.u, poly.loose
 	ulo, uhi := math.Inf(1), math.Inf(-1)
 	for _, u := range l.vu {
 		ulo, uhi = math.Min(ulo, u), math.Max(uhi, u)
 	}
-	l.rlo = r0 + ulo/sc - relEps*r0
-	l.rhi = r0 + uhi/sc + relEps*r0
+	l.rlo = r0 + (ulo-l.loose)/sc - relEps*r0
+	l.rhi = r0 + (uhi+l.loose)/sc + relEps*r0
 	if !(l.rlo > 0) {
 		l.polyWhy = fmt.Sprintf("%s: the probes allow a non-positive ratio", pair)
 		return nil
@@ -284,9 +289,8 @@ func (l *link) buildPoly(fwd, rev []sample, a0, r0, xc float64, pair string) err
 	return nil
 }
 
-// polyBox is the half-size of the initial box in (a', u) cycles. The true
-// (a', u) is within a round trip or so of the first guess; a polygon that
-// still touches the box was not bounded by the probes.
+// polyBox is the smallest half-size of the initial box in (a', u) cycles. A
+// polygon that still touches the box was not bounded by the probes.
 const polyBox = 1e12
 
 // polyPoint maps the interval [xlo, xhi] (From) to the interval of Into
@@ -308,6 +312,10 @@ func (l *link) polyPoint(xlo, xhi float64) (float64, float64) {
 		}
 	}
 	ylo, yhi := blo+mlo, bhi+mhi
+	if l.loose > 0 { // a vertex off by da, du moves a'+u*k by da+du*|k|
+		ylo -= l.loose * (1 + math.Abs(klo))
+		yhi += l.loose * (1 + math.Abs(khi))
+	}
 	return ylo - slack(math.Abs(ylo)+math.Abs(xlo)), yhi + slack(math.Abs(yhi)+math.Abs(xhi))
 }
 

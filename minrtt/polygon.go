@@ -18,6 +18,10 @@ type halfPlane struct{ ca, cu, w float64 }
 type polygon struct {
 	a, u []float64
 	edge []int // index into the half-plane list; negative: the initial box
+	// loose bounds how far a vertex that could not be recomputed exactly
+	// (nearly parallel lines, or a sliver where the clipped point and the
+	// lines disagree) may be from the true one, in |a|+|u|; 0 if none.
+	loose float64
 }
 
 // boxPlanes are the four sides of the initial box |a| <= b, |u| <= b, with
@@ -73,18 +77,41 @@ func (p polygon) clip(h halfPlane, hi int, out polygon) polygon {
 }
 
 // intersect clips a box of half-size b with every half-plane, in order, and
-// returns the polygon (empty when infeasible). Vertices are finally
-// recomputed from their two lines (see polygon).
+// returns the polygon (empty when infeasible).
+//
+// Rounding. A clipped point carries the rounding of the clips before it,
+// relative to the size of the polygon at the time: a few ulps of b at
+// first, far more than the final polygon's scale warrants, and amplified
+// along an edge by 1/sin of the angle between the lines that meet there
+// (adjacent constraints are often nearly parallel). So the clipping runs
+// twice: the second time from a box just around the first result, so that
+// every number is at the polygon's own scale; and then each vertex is
+// recomputed as the exact intersection of its two lines. p.loose bounds
+// what rounding is left.
 func intersect(hs []halfPlane, b float64) polygon {
-	p, q := newBox(b), polygon{}
-	for i, h := range hs {
-		q = p.clip(h, i, q)
-		p, q = q, p
-		if len(p.a) == 0 {
-			return p
-		}
+	p := clipAll(hs, newBox(b))
+	if len(p.a) == 0 || p.touchesBox() {
+		return p // infeasible, or unbounded: the box decides, no refinement
 	}
-	box := boxPlanes(b)
+	// Second pass, from the first result's bounding box with a margin of
+	// its own size (plus one cycle): the true polygon is within rounding of
+	// the first, so it lies well inside.
+	alo, ahi, ulo, uhi := math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
+	for i := range p.a {
+		alo, ahi = math.Min(alo, p.a[i]), math.Max(ahi, p.a[i])
+		ulo, uhi = math.Min(ulo, p.u[i]), math.Max(uhi, p.u[i])
+	}
+	ma, mu := ahi-alo+1, uhi-ulo+1
+	b2 := math.Max(math.Max(math.Abs(alo-ma), math.Abs(ahi+ma)), math.Max(math.Abs(ulo-mu), math.Abs(uhi+mu)))
+	p = clipAll(hs, newBox(b2))
+	if len(p.a) == 0 || p.touchesBox() {
+		// Cannot happen unless rounding is far worse than assumed; report
+		// the first pass's verdict conservatively as unbounded.
+		p = clipAll(hs, newBox(b))
+		p.edge[0] = -1
+		return p
+	}
+	box := boxPlanes(b2)
 	line := func(i int) halfPlane {
 		if i < 0 {
 			return box[-i-1]
@@ -92,18 +119,35 @@ func intersect(hs []halfPlane, b float64) polygon {
 		return hs[i]
 	}
 	n := len(p.a)
+	const eps = 0x1p-52
 	for i := 0; i < n; i++ {
 		l1, l2 := line(p.edge[(i+n-1)%n]), line(p.edge[i])
 		det := l1.ca*l2.cu - l1.cu*l2.ca
-		if math.Abs(det) < 1e-9 {
-			continue // nearly parallel: keep the clipped point
+		if math.Abs(det) < 1e-12 {
+			// Lines parallel to 1e-12: keep the clipped point, whose
+			// rounding is a few ulps of b2 per clip, amplified by 1/det
+			// at most up to b2 itself.
+			p.loose = math.Max(p.loose, math.Min(8*eps*b2*float64(len(hs))/math.Max(math.Abs(det), 1e-300), 2*b2))
+			continue
 		}
 		a := (l1.w*l2.cu - l1.cu*l2.w) / det
 		u := (l1.ca*l2.w - l1.w*l2.ca) / det
-		// Keep the exact intersection only when it agrees with the clipped
-		// point up to rounding; otherwise (a degenerate sliver) trust clip.
-		if math.Abs(a-p.a[i]) <= 1e-6*(1+math.Abs(a)) && math.Abs(u-p.u[i]) <= 1e-6*(1+math.Abs(u)) {
-			p.a[i], p.u[i] = a, u
+		// Cramer's rule: each product and difference rounds by an ulp of
+		// the numbers involved; dividing by det amplifies it.
+		p.loose = math.Max(p.loose, 8*eps*(math.Abs(l1.w)+math.Abs(l2.w)+math.Abs(a)+math.Abs(u))/math.Abs(det))
+		p.a[i], p.u[i] = a, u
+	}
+	return p
+}
+
+// clipAll clips p with every half-plane in order.
+func clipAll(hs []halfPlane, p polygon) polygon {
+	q := polygon{}
+	for i, h := range hs {
+		q = p.clip(h, i, q)
+		p, q = q, p
+		if len(p.a) == 0 {
+			return p
 		}
 	}
 	return p
