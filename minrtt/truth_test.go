@@ -226,3 +226,25 @@ func TestGroundTruthNoisy(t *testing.T) {
 	require.Equal(t, r.points, r.allNoWider)
 	require.Less(t, r.ptAll.median(), r.ptPaper.median())
 }
+
+// TestGroundTruthZeroDelay: probes with no delay at all (the responder
+// reads at the very instant the origin sends and receives): the truth sits
+// on the edge of every probe's bracket and only the quantization slack and
+// float rounding keep it inside. The bounds shrink to a few cycles.
+func TestGroundTruthZeroDelay(t *testing.T) {
+	s := newSim(11)
+	for k := range s.base {
+		s.base[k] = 0
+	}
+	s.jitter, s.spikeP, s.perDir = 0.5, 0, 20
+	rs := s.rounds([]float64{10 * minute, 30 * minute, 50 * minute, 70 * minute})
+	ms := buildModels(t, rs, "c")
+	span := s.lastTau - s.firstTau
+	n := 30000
+	if testing.Short() {
+		n = 3000
+	}
+	r := checkTruth(t, s, ms, n, s.firstTau-0.3*span, s.lastTau+0.3*span)
+	r.log(t)
+	require.Less(t, r.ptAll.max(), 20.0)
+}
