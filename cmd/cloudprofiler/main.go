@@ -19,6 +19,9 @@ commands:
   tsc-client --server ADDR --node NAME [--listen-udp ADDR] [--inject SPEC]
   tsc-round --server ADDR [--label L] [--wait-nodes N --wait-timeout D]
                          MinRTT rounds between nodes (minrtt/probe/PROTOCOL.md)
+  analyze --rounds DIR --logs DIR... --out DIR [--ref NODE] [--method best|paper|allprobes]
+                         durations between channels across nodes in one
+                         reference TSC, each with a strict error bound
 `
 
 func main() {
@@ -34,6 +37,8 @@ func main() {
 		err = runConfServer(os.Stderr, os.Args[2:])
 	case "conf":
 		err = runConf(os.Stdout, os.Stderr, os.Args[2:])
+	case "analyze":
+		err = runAnalyze(os.Stdout, os.Stderr, os.Args[2:])
 	case "tsc-server":
 		err = runTSCServer(os.Stderr, os.Args[2:])
 	case "tsc-client":

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"cloudprofiler/internal/analyze"
+	"cloudprofiler/minrtt"
+)
+
+// multiFlag collects a flag given several times, or followed by several
+// paths: --logs A B --logs C.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return fmt.Sprint(*m) }
+func (m *multiFlag) Set(s string) error { *m = append(*m, s); return nil }
+
+// runAnalyze: cloudprofiler analyze --rounds DIR --logs DIR... --out DIR.
+func runAnalyze(stdout, stderr io.Writer, args []string) error {
+	fs := flag.NewFlagSet("analyze", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg analyze.Config
+	var logs multiFlag
+	fs.StringVar(&cfg.Rounds, "rounds", "", "directory of MinRTT rounds files (tsc-server --out)")
+	fs.Var(&logs, "logs", "directory of channel logs (walked) or a log file; repeat, or list several after it")
+	fs.StringVar(&cfg.Out, "out", "", "directory for the results (created)")
+	fs.StringVar(&cfg.Ref, "ref", "", "reference node (default: chosen from the rounds, see minrtt)")
+	method := fs.String("method", "best", "error bound: best (tightest strict), paper (two MinRTTs), allprobes")
+	mem := fs.Int("mem-mb", 256, "memory for joining tuple records before they spill to disk, MiB")
+	fs.BoolVar(&cfg.NoDurations, "no-durations", false, "do not write durations.csv (one row per duration), only summaries")
+	// Go's flag package stops at the first non-flag: take the paths that
+	// follow --logs as more log paths, then go on parsing.
+	for len(args) > 0 {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if len(logs) == 0 {
+			return fmt.Errorf("analyze: unexpected argument %q", rest[0])
+		}
+		i := 0
+		for i < len(rest) && (len(rest[i]) == 0 || rest[i][0] != '-') {
+			logs = append(logs, rest[i])
+			i++
+		}
+		args = rest[i:]
+	}
+	switch *method {
+	case "best":
+		cfg.Method = minrtt.MethodBest
+	case "paper":
+		cfg.Method = minrtt.MethodPaper
+	case "allprobes":
+		cfg.Method = minrtt.MethodAllProbes
+	default:
+		return fmt.Errorf("analyze: --method must be best, paper or allprobes, not %q", *method)
+	}
+	if *mem < 16 {
+		return fmt.Errorf("analyze: --mem-mb must be at least 16")
+	}
+	cfg.Logs = logs
+	cfg.MemEvents = *mem << 20 / 32 // an event takes 32 bytes while it is joined
+	res, err := analyze.Run(cfg)
+	if err != nil {
+		return err
+	}
+	if err := res.WriteText(stdout); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "report: %s\n", filepath.Join(cfg.Out, "report.html"))
+	return nil
+}

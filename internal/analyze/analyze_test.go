@@ -1,0 +1,196 @@
+package analyze
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"cloudprofiler/internal/logfile"
+	"cloudprofiler/minrtt"
+)
+
+// A node of the synthetic cluster: its counter reads off + hz*t for true
+// time t in seconds, floored to an integer as a real TSC read is.
+type simNode struct {
+	name string
+	hz   float64
+	off  float64
+}
+
+func (n simNode) at(t float64) uint64 { return uint64(math.Floor(n.off + n.hz*t)) }
+
+// writeASCII writes a channel file in the ASCII_TSC format, as the library
+// does for IDENTITY channels: the magic, the header, one line per record.
+func writeASCII(t *testing.T, dir string, h logfile.Header, lines []string) {
+	t.Helper()
+	h.Version, h.ByteOrder, h.Format, h.FormatID = logfile.Version, "little", "ASCII_TSC", int32(logfile.ASCIITSC)
+	h.RecordSize, h.Columns = 16, []string{"tuple_id", "tsc"}
+	if h.Handler == "PERIODICCOUNTER" {
+		h.Columns, h.CounterPeriod = []string{"period_end_tsc", "count", "skipped_periods"}, 1e9
+	}
+	js, err := json.Marshal(h)
+	require.NoError(t, err)
+	body := logfile.ASCIIMagic + "\n#header " + string(js) + "\n" + strings.Join(lines, "\n") + "\n"
+	name := fmt.Sprintf("%s-%d-%s.cplog.txt", h.Node, h.Channel, strings.ReplaceAll(h.Name, " ", "_"))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644))
+}
+
+// simRound measures every pair both ways around true time t0, with one-way
+// delays of 5-40 us (asymmetric), and a 1 % chance of a 300 us spike.
+func simRound(r *rand.Rand, id int, label string, t0 float64, nodes []simNode) *minrtt.Round {
+	rd := &minrtt.Round{Round: id, Label: label, PerDir: 50}
+	for _, n := range nodes {
+		rd.Nodes = append(rd.Nodes, minrtt.Node{Name: n.name, TSCHz: n.hz, TSCHzSource: "sim"})
+	}
+	delay := func() float64 {
+		d := 5e-6 + r.Float64()*35e-6
+		if r.Float64() < 0.01 {
+			d += 300e-6
+		}
+		return d
+	}
+	t := t0
+	for _, o := range nodes {
+		for _, p := range nodes {
+			if o.name == p.name {
+				continue
+			}
+			d := minrtt.Direction{Origin: o.name, Responder: p.name, Sent: 50}
+			for k := 0; k < 50; k++ {
+				send := t
+				resp := send + delay()
+				recv := resp + delay()
+				d.Probes = append(d.Probes, minrtt.Probe{Send: o.at(send), Resp: p.at(resp), Recv: o.at(recv)})
+				t = recv + 100e-6
+			}
+			rd.Dirs = append(rd.Dirs, d)
+		}
+	}
+	return rd
+}
+
+func TestAnalyzeSyntheticPipeline(t *testing.T) {
+	dir := t.TempDir()
+	nodes := []simNode{{"a", 2.4e9, 1e9}, {"b", 2.4e9 * 0.9996, 7e10}, {"c", 2.4e9 * 1.00037, 3e9}}
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	r := rand.New(rand.NewSource(7))
+	for i, rd := range []*minrtt.Round{simRound(r, 1, "before", 0, nodes), simRound(r, 2, "after", 60, nodes)} {
+		_, err := minrtt.WriteRound(filepath.Join(dir, "rounds"), rd)
+		require.NoError(t, err, "round %d", i)
+	}
+	// A pipeline a -> b (in, out) -> c; tuple i starts at 1 + i ms.
+	const n = 5000
+	type ev struct {
+		node simNode
+		t    float64
+	}
+	truth := map[int64][]ev{}
+	var src, bin, bout, sink, counts []string
+	for i := int64(0); i < n; i++ {
+		t0 := 1 + float64(i)*1e-3
+		t1 := t0 + 30e-6 + r.Float64()*50e-6
+		t2 := t1 + 2e-6 + r.Float64()*5e-6
+		t3 := t2 + 30e-6 + r.Float64()*500e-6
+		truth[i] = []ev{{a, t0}, {b, t1}, {b, t2}, {c, t3}}
+		src = append(src, fmt.Sprintf("%d,%d", i, a.at(t0)))
+		bin = append(bin, fmt.Sprintf("%d,%d", i, b.at(t1)))
+		bout = append(bout, fmt.Sprintf("%d,%d", i, b.at(t2)))
+		sink = append(sink, fmt.Sprintf("%d,%d", i, c.at(t3)))
+	}
+	for s := 1; s <= 6; s++ { // the sink counts per second
+		counts = append(counts, fmt.Sprintf("%d,1000,0", c.at(float64(s))))
+	}
+	logs := filepath.Join(dir, "logs")
+	require.NoError(t, os.MkdirAll(logs, 0o755))
+	hdr := func(node simNode, pid, ch int, name, handler string) logfile.Header {
+		return logfile.Header{Node: node.name, Host: "h", PID: pid, Channel: ch, Name: name, Handler: handler, TSCHz: node.hz}
+	}
+	writeASCII(t, logs, hdr(a, 10, 1, "source out", "IDENTITY"), src)
+	writeASCII(t, logs, hdr(b, 20, 1, "relay in", "IDENTITY"), bin)
+	writeASCII(t, logs, hdr(b, 20, 2, "relay out", "IDENTITY"), bout)
+	writeASCII(t, logs, hdr(c, 30, 1, "sink in", "IDENTITY"), sink)
+	writeASCII(t, logs, hdr(c, 30, 2, "sink rate", "PERIODICCOUNTER"), counts)
+	writeASCII(t, logs, hdr(a, 10, 2, "source run", "FIRSTLAST"), []string{src[0], src[n-1]})
+
+	out := filepath.Join(dir, "out")
+	// A small memory budget forces the spill path.
+	res, err := Run(Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{logs}, Out: out, Ref: "a", MemEvents: 3000})
+	require.NoError(t, err)
+	require.Equal(t, "a", res.Ref)
+	require.EqualValues(t, 4*n, res.Records)
+	require.EqualValues(t, n, res.Tuples)
+	require.EqualValues(t, 4*n, res.Durations) // 3 hops and end to end per tuple
+	require.EqualValues(t, 4*n, res.Spilled)
+
+	// Every duration's truth lies within its bound.
+	f, err := os.Open(filepath.Join(out, "durations.csv"))
+	require.NoError(t, err)
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	require.NoError(t, err)
+	require.Equal(t, "tuple_id,from_node,from_channel,to_node,to_channel,kind,start_tsc,end_tsc,cycles,error_cycles,seconds,error_seconds,scenario,paper_error_cycles,baseline_error_cycles", strings.Join(rows[0], ","))
+	require.Len(t, rows, 4*n+1)
+	step := map[string]int{"source out": 0, "relay in": 1, "relay out": 2, "sink in": 3}
+	kinds := map[string]int{}
+	worst := 0.0
+	for _, row := range rows[1:] {
+		id, _ := strconv.ParseInt(row[0], 10, 64)
+		from, to := truth[id][step[row[2]]], truth[id][step[row[4]]]
+		want := (to.t - from.t) * a.hz
+		got, _ := strconv.ParseFloat(row[8], 64)
+		bound, _ := strconv.ParseFloat(row[9], 64)
+		// 2 cycles: both ends' readings are floored.
+		require.LessOrEqual(t, math.Abs(got-want), bound+2, "row %v: truth %.1f", row, want)
+		worst = math.Max(worst, math.Abs(got-want)/(bound+2))
+		kinds[row[5]+":"+row[2]+">"+row[4]]++
+	}
+	t.Logf("worst |error|/bound = %.3f", worst)
+	require.Equal(t, map[string]int{"transfer:source out>relay in": n, "compute:relay in>relay out": n,
+		"transfer:relay out>sink in": n, "end_to_end:source out>sink in": n}, kinds)
+
+	for _, name := range []string{"summary.csv", "summary.txt", "model.json", "report.html", "runs.csv", "throughput.csv"} {
+		_, err := os.Stat(filepath.Join(out, name))
+		require.NoError(t, err, name)
+	}
+	html, _ := os.ReadFile(filepath.Join(out, "report.html"))
+	require.Contains(t, string(html), "<svg")
+	require.Contains(t, string(html), "relay in")
+	tp, _ := os.ReadFile(filepath.Join(out, "throughput.csv"))
+	require.Equal(t, 7, strings.Count(string(tp), "\n"), string(tp))
+	require.Contains(t, string(tp), ",1000,")
+	// The run: source's first to last tuple, 4.999 s on node a.
+	require.Len(t, res.Runs, 1)
+	require.InDelta(t, 4.999, res.Runs[0].Duration.Est/res.RefHz, 1e-6)
+	txt, _ := os.ReadFile(filepath.Join(out, "summary.txt"))
+	t.Logf("\n%s", txt)
+	_, err = os.Stat(filepath.Join(out, ".spill"))
+	require.True(t, os.IsNotExist(err), "spill files removed")
+}
+
+func TestAnalyzeErrors(t *testing.T) {
+	dir := t.TempDir()
+	nodes := []simNode{{"a", 2e9, 0}, {"b", 2e9, 5e9}}
+	r := rand.New(rand.NewSource(1))
+	for i, label := range []string{"before", "after"} {
+		_, err := minrtt.WriteRound(filepath.Join(dir, "rounds"), simRound(r, i+1, label, float64(i*10), nodes))
+		require.NoError(t, err)
+	}
+	logs := filepath.Join(dir, "logs")
+	require.NoError(t, os.MkdirAll(logs, 0o755))
+	_, err := Run(Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{logs}, Out: filepath.Join(dir, "o")})
+	require.ErrorContains(t, err, "no channel files")
+	writeASCII(t, logs, logfile.Header{Node: "zz", PID: 1, Channel: 1, Name: "x", Handler: "IDENTITY", TSCHz: 2e9}, []string{"1,5"})
+	_, err = Run(Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{logs}, Out: filepath.Join(dir, "o")})
+	require.ErrorContains(t, err, `node "zz", which no round measured`)
+	_, err = Run(Config{Rounds: filepath.Join(dir, "nope"), Logs: []string{logs}, Out: filepath.Join(dir, "o")})
+	require.ErrorContains(t, err, "rounds")
+}

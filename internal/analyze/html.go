@@ -1,0 +1,138 @@
+package analyze
+
+import (
+	"fmt"
+	"html"
+	"io"
+	"math"
+	"sort"
+	"strings"
+)
+
+// writeHTML writes one self-contained page: the summary table, a box plot
+// per pair with the error bound drawn as a bar around the median, the
+// throughput of every counter channel over time, and the links the
+// translation used. Plain SVG; no script, no external file.
+func (a *analysis) writeHTML(w io.Writer, rows []Row) error {
+	r := a.res
+	var b strings.Builder
+	esc := html.EscapeString
+	us := func(v float64) string { return fmt.Sprintf("%.3f", v*1e6) }
+	b.WriteString(`<!doctype html><html><head><meta charset="utf-8"><title>Cloudprofiler analysis</title><style>
+body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}
+td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#f3f3f3}td.l{text-align:left}
+svg text{font:11px system-ui,sans-serif}.note{color:#555}</style></head><body>`)
+	fmt.Fprintf(&b, "<h1>Cloudprofiler: durations in one reference TSC</h1><p>Reference node <b>%s</b> (%.6f GHz). %d channels, %d tuple records, %d tuples, %d durations. Every duration is shown with its strict error bound (±): the true value lies within it.</p>",
+		esc(r.Ref), r.RefHz/1e9, len(r.Channels), r.Records, r.Tuples, r.Durations)
+
+	// Box plots: one row per pair, a shared linear axis in microseconds.
+	if len(rows) > 0 {
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, x := range rows {
+			lo = math.Min(lo, math.Min(x.Min, x.Median-x.ErrMax))
+			hi = math.Max(hi, math.Max(x.Max, x.Median+x.ErrMax))
+		}
+		if lo > 0 {
+			lo = 0
+		}
+		if hi <= lo {
+			hi = lo + 1e-6
+		}
+		const left, width, rowH = 330, 560, 34
+		height := 40 + rowH*len(rows)
+		xpos := func(v float64) float64 { return left + (v-lo)/(hi-lo)*width }
+		fmt.Fprintf(&b, `<h2>Durations (µs)</h2><p class="note">Box: quartiles; line: median; whiskers: min and max; red bar: median ± the largest error bound of the pair.</p><svg width="%d" height="%d" xmlns="http://www.w3.org/2000/svg">`, left+width+40, height)
+		for i := 0; i <= 5; i++ {
+			v := lo + (hi-lo)*float64(i)/5
+			x := xpos(v)
+			fmt.Fprintf(&b, `<line x1="%.1f" y1="20" x2="%.1f" y2="%d" stroke="#eee"/><text x="%.1f" y="14" text-anchor="middle">%s</text>`, x, x, height-10, x, us(v))
+		}
+		for i, x := range rows {
+			y := 30 + rowH*i
+			mid := float64(y + rowH/2 - 4)
+			fmt.Fprintf(&b, `<text x="4" y="%.0f">%s: %s → %s</text>`, mid+4, esc(x.Kind), esc(trim(x.From, 22)), esc(trim(x.To, 22)))
+			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.0f" x2="%.1f" y2="%.0f" stroke="#333"/>`, xpos(x.Min), mid, xpos(x.Max), mid)
+			fmt.Fprintf(&b, `<rect x="%.1f" y="%.0f" width="%.1f" height="14" fill="#9cc3e6" stroke="#333"/>`, xpos(x.P25), mid-7, math.Max(1, xpos(x.P75)-xpos(x.P25)))
+			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.0f" x2="%.1f" y2="%.0f" stroke="#000" stroke-width="2"/>`, xpos(x.Median), mid-7, xpos(x.Median), mid+7)
+			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.0f" x2="%.1f" y2="%.0f" stroke="#d22" stroke-width="3"/>`, xpos(x.Median-x.ErrMax), mid+10, xpos(x.Median+x.ErrMax), mid+10)
+		}
+		b.WriteString("</svg>")
+	}
+
+	b.WriteString("<h2>Summary (µs)</h2><table><tr><th>kind</th><th>from</th><th>to</th><th>count</th><th>min</th><th>p25</th><th>median</th><th>p75</th><th>p99</th><th>max</th><th>± median</th><th>± max</th><th>paper ±</th><th>baseline ±</th></tr>")
+	for _, x := range rows {
+		fmt.Fprintf(&b, `<tr><td class="l">%s</td><td class="l">%s</td><td class="l">%s</td><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>`,
+			esc(x.Kind), esc(x.From), esc(x.To), x.Count, us(x.Min), us(x.P25), us(x.Median), us(x.P75), us(x.P99), us(x.Max),
+			us(x.ErrMedian), us(x.ErrMax), us(x.PaperMedian), us(x.BaselineMedian))
+	}
+	b.WriteString("</table>")
+	for _, x := range rows {
+		if x.Kind == KindReturnRTT {
+			fmt.Fprintf(&b, "<p>Return-trip method %s → %s overestimates the latency by %s µs (median), %s µs (max); our bound is ± %s µs (median).</p>",
+				esc(x.From), esc(x.To), us(x.RetErrMedian), us(x.RetErrMax), us(x.ErrMedian))
+		}
+	}
+	if len(r.Runs) > 0 {
+		b.WriteString("<h2>Run duration (FIRSTLAST)</h2><table><tr><th>channel</th><th>seconds</th><th>± µs</th></tr>")
+		for _, s := range r.Runs {
+			fmt.Fprintf(&b, `<tr><td class="l">%s</td><td>%.6f</td><td>%.3f</td></tr>`, esc(s.Channel), s.Duration.Est/r.RefHz, s.Duration.Err/r.RefHz*1e6)
+		}
+		b.WriteString("</table>")
+	}
+	a.throughputSVG(&b)
+	b.WriteString(`<h2>Links between nodes</h2><p class="note">Translating one node's counter into another's; cycles of the receiving node shown in µs at the reference frequency.</p><table><tr><th>from</th><th>into</th><th>rounds</th><th>probes</th><th>min RTT (µs)</th><th>min RTT back (µs)</th><th>ratio</th><th>error mid-run, paper (µs)</th><th>all probes (µs)</th><th>used</th></tr>`)
+	for _, l := range a.model.Links() {
+		fmt.Fprintf(&b, `<tr><td class="l">%s</td><td class="l">%s</td><td>%d</td><td>%d</td><td>%.3f</td><td>%.3f</td><td>%.9f</td><td>%.3f</td><td>%.3f</td><td>%v %s</td></tr>`,
+			esc(l.From), esc(l.Into), l.Rounds, l.Probes, l.MinRTT/r.RefHz*1e6, l.MinRTTRev/r.RefHz*1e6, l.Ratio,
+			l.PaperErrMid/r.RefHz*1e6, l.AllProbesErrMid/r.RefHz*1e6, l.Used, esc(l.Unusable))
+	}
+	b.WriteString("</table></body></html>\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func (a *analysis) throughputSVG(b *strings.Builder) {
+	if len(a.throughput) == 0 {
+		return
+	}
+	var idx []int
+	tmax, rmax := 0.0, 0.0
+	for i, pts := range a.throughput {
+		idx = append(idx, i)
+		for _, p := range pts {
+			tmax = math.Max(tmax, p.T)
+			if p.Period > 0 {
+				rmax = math.Max(rmax, float64(p.Count)/p.Period)
+			}
+		}
+	}
+	sort.Ints(idx)
+	if tmax <= 0 || rmax <= 0 {
+		return
+	}
+	const left, width, height = 70, 700, 220
+	colors := []string{"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"}
+	fmt.Fprintf(b, `<h2>Throughput (periodic counters)</h2><svg width="%d" height="%d" xmlns="http://www.w3.org/2000/svg">`, left+width+20, height+50+16*len(idx))
+	fmt.Fprintf(b, `<line x1="%d" y1="10" x2="%d" y2="%d" stroke="#333"/><line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#333"/>`, left, left, height+10, left, height+10, left+width, height+10)
+	fmt.Fprintf(b, `<text x="4" y="16">%.0f/s</text><text x="4" y="%d">0</text><text x="%d" y="%d" text-anchor="end">%.2f s</text>`, rmax, height+10, left+width, height+26, tmax)
+	for k, i := range idx {
+		var pts []string
+		for _, p := range a.throughput[i] {
+			if p.Period <= 0 {
+				continue
+			}
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", left+p.T/tmax*width, 10+height-float64(p.Count)/p.Period/rmax*height))
+		}
+		c := colors[k%len(colors)]
+		fmt.Fprintf(b, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/><text x="%d" y="%d" fill="%s">%s</text>`,
+			c, strings.Join(pts, " "), left+10, height+46+16*k, c, html.EscapeString(a.chans[i].Label()))
+	}
+	b.WriteString("</svg>")
+}
+
+func trim(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n+1:]
+}

@@ -1,0 +1,94 @@
+package analyze
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"cloudprofiler/internal/logfile"
+)
+
+// Role is what the analysis does with a channel file.
+type Role int
+
+const (
+	RoleTuples  Role = iota // (tuple id, TSC) records joined across channels
+	RoleFirst               // FIRSTLAST: first and last tuple, for the run duration
+	RoleCounter             // periodic counters: throughput over time
+	RoleReturn              // FOX_START return log: ReTACK arrival times
+)
+
+// Channel is one channel log file and where its counter comes from.
+type Channel struct {
+	Path    string
+	Node    string // header "node" (CP_NODE), else the host name
+	Name    string
+	PID     int
+	Handler string
+	Role    Role
+	Hz      float64 // the node's TSC frequency as the file header says
+	Header  logfile.Header
+}
+
+// Label is how reports name the channel: node/name.
+func (c *Channel) Label() string { return c.Node + "/" + c.Name }
+
+// findChannels walks each directory (or takes each file) for channel logs.
+func findChannels(paths []string) ([]*Channel, error) {
+	var files []string
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, fmt.Errorf("logs: %w", err)
+		}
+		if !st.IsDir() {
+			files = append(files, p)
+			continue
+		}
+		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if !d.IsDir() && (strings.HasSuffix(path, ".cplog") || strings.HasSuffix(path, ".cplog.txt")) {
+				files = append(files, path)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("logs: %w", err)
+		}
+	}
+	sort.Strings(files)
+	if len(files) == 0 {
+		return nil, fmt.Errorf("logs: no channel files (*.cplog, *.cplog.txt) under %s", strings.Join(paths, ", "))
+	}
+	var chans []*Channel
+	for _, path := range files {
+		lf, err := logfile.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		h := lf.Header
+		lf.Close()
+		c := &Channel{Path: path, Node: h.Node, Name: h.Name, PID: h.PID, Handler: h.Handler, Hz: h.TSCHz, Header: h}
+		if c.Node == "" {
+			c.Node = h.Host
+		}
+		switch {
+		case h.Counter():
+			c.Role = RoleCounter
+		case h.Handler == "FIRSTLAST":
+			c.Role = RoleFirst
+		case isReturnLog(&h):
+			c.Role = RoleReturn
+		}
+		chans = append(chans, c)
+	}
+	return chans, nil
+}
+
+// isReturnLog says whether a FOX_START file is the return log (ReTACKs).
+func isReturnLog(h *logfile.Header) bool { return false }
