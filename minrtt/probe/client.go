@@ -196,6 +196,7 @@ func (c *Client) session() (bool, error) {
 		switch m.Type {
 		case MsgProbe:
 			res := c.originate(m)
+			conn.SetWriteDeadline(time.Now().Add(10 * time.Second)) // a stuck server must not hang the client
 			if err := WriteMessage(conn, res); err != nil {
 				return true, fmt.Errorf("sending result: %w", err)
 			}
