@@ -317,7 +317,7 @@ func TestHandErrors(t *testing.T) {
 
 	// One round only: no pair spans time.
 	_, err = NewModel(handRounds()[:1], Options{Ref: "A"})
-	require.ErrorContains(t, err, "no path from B, C to the reference node A")
+	require.ErrorContains(t, err, "B, C: no path to the reference node A")
 	require.ErrorContains(t, err, "2 or more rounds")
 
 	// A node that never answered.
@@ -333,8 +333,38 @@ func TestHandErrors(t *testing.T) {
 	_, err = NewModel(rs, Options{Ref: "A"})
 	require.ErrorContains(t, err, "between A and B admit no linear relation")
 
-	m, err := NewModel(handRounds(), Options{Ref: "A"})
+	// SkipUnreachable: D is left out, the others translate.
+	rs = handRounds()
+	rs[0].Nodes = append(rs[0].Nodes, Node{Name: "D"})
+	m, err := NewModel(rs, Options{Ref: "A", Method: MethodPaper, SkipUnreachable: true})
 	require.NoError(t, err)
+	require.Contains(t, m.Unreachable()["D"], "answered no probe")
+	_, err = m.Point("D", 1)
+	require.ErrorContains(t, err, "node D does not translate into A")
+	_, err = m.Duration("B", 1, "D", 2)
+	require.Error(t, err)
+	v := m.PointIdx(m.NodeIndex("D"), 1)
+	require.True(t, math.IsNaN(v.Est) && math.IsInf(v.Err, 1))
+	d := m.DurationIdx(m.NodeIndex("D"), 1, m.NodeIndex("D"), 2)
+	require.Equal(t, -1, d.Scenario)
+	require.True(t, math.IsInf(d.Err, 1))
+	p, err := m.Point("B", 10520)
+	require.NoError(t, err)
+	require.InDelta(t, 85.016, p.Err, handTol)
+	// D as the reference cannot work.
+	_, err = NewModel(rs, Options{Ref: "D", SkipUnreachable: true})
+	require.ErrorContains(t, err, "node D registered but answered no probe")
+	// C's only probes in one round: with SkipUnreachable, C is left out.
+	rs = handRounds()
+	rs[1].Dirs = rs[1].Dirs[:1] // round 2: only A->B
+	m, err = NewModel(rs, Options{Ref: "A", SkipUnreachable: true})
+	require.NoError(t, err)
+	require.Contains(t, m.Unreachable()["C"], "no path to the reference node A")
+	require.NotContains(t, m.Unreachable(), "B")
+
+	m, err = NewModel(handRounds(), Options{Ref: "A"})
+	require.NoError(t, err)
+	require.Empty(t, m.Unreachable())
 	_, err = m.Point("Z", 1)
 	require.Error(t, err)
 	_, err = m.Duration("A", 1, "Z", 2)

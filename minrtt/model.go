@@ -47,6 +47,11 @@ type Options struct {
 	// first name in sort order.
 	Ref    string
 	Method Method
+	// SkipUnreachable keeps nodes that cannot be translated (no probes, or
+	// no usable path to the reference) out of the model instead of failing
+	// NewModel: Unreachable lists them with why, Point and Duration return
+	// an error for them and the *Idx forms a NaN estimate with Err +Inf.
+	SkipUnreachable bool
 }
 
 // Model translates TSC values and durations of every node into the
@@ -61,6 +66,10 @@ type Model struct {
 	mid    []float64 // per node: centred mid-experiment reading
 	ref    int
 	links  []*link
+	// reach: per node, whether it translates into the reference; unreach
+	// says why not for the others (Options.SkipUnreachable).
+	reach   []bool
+	unreach map[string]string
 
 	// Chosen paths, per method, as link indices from src to dst: index
 	// src*n+dst. nil when dst is not reachable (or src == dst).
@@ -83,7 +92,7 @@ func NewModel(rounds []*Round, opt Options) (*Model, error) {
 	default:
 		return nil, fmt.Errorf("minrtt: unknown method %d", int(opt.Method))
 	}
-	m := &Model{method: opt.Method, index: map[string]int{}}
+	m := &Model{method: opt.Method, index: map[string]int{}, unreach: map[string]string{}}
 
 	// Nodes: every name that registered or took part in a probe.
 	hz := map[string]float64{}
@@ -131,6 +140,9 @@ func NewModel(rounds []*Round, opt Options) (*Model, error) {
 	}
 	for ri, r := range rounds {
 		for _, d := range r.Dirs {
+			if len(d.Probes) == 0 || d.Origin == d.Responder {
+				continue
+			}
 			o, p := m.index[d.Origin], m.index[d.Responder]
 			for _, pr := range d.Probes {
 				see(o, pr.Send)
@@ -138,19 +150,21 @@ func NewModel(rounds []*Round, opt Options) (*Model, error) {
 				see(p, pr.Resp)
 			}
 			for _, i := range []int{o, p} {
-				if len(d.Probes) > 0 {
-					if present[i] == nil {
-						present[i] = map[int]bool{}
-					}
-					present[i][ri] = true
+				if present[i] == nil {
+					present[i] = map[int]bool{}
 				}
+				present[i][ri] = true
 			}
 		}
 	}
 	m.mid = make([]float64, n)
 	for i := range m.names {
 		if !have[i] {
-			return nil, fmt.Errorf("minrtt: node %s registered but answered no probe in %d round(s)", m.names[i], len(rounds))
+			why := fmt.Sprintf("registered but answered no probe in %d round(s)", len(rounds))
+			if !opt.SkipUnreachable || opt.Ref == m.names[i] {
+				return nil, fmt.Errorf("minrtt: node %s %s", m.names[i], why)
+			}
+			m.unreach[m.names[i]] = why
 		}
 		m.mid[i] = float64(top[i]-m.origin[i]) / 2
 	}
@@ -159,10 +173,10 @@ func NewModel(rounds []*Round, opt Options) (*Model, error) {
 	samples := map[[2]int][]sample{}
 	for ri, r := range rounds {
 		for _, d := range r.Dirs {
-			o, p := m.index[d.Origin], m.index[d.Responder]
-			if o == p {
+			if d.Origin == d.Responder {
 				continue
 			}
+			o, p := m.index[d.Origin], m.index[d.Responder]
 			for _, pr := range d.Probes {
 				samples[[2]int{o, p}] = append(samples[[2]int{o, p}], sample{
 					round: ri, send: m.x(o, pr.Send), resp: m.x(p, pr.Resp), rv: m.x(o, pr.Recv),
@@ -235,26 +249,35 @@ func NewModel(rounds []*Round, opt Options) (*Model, error) {
 		m.ref = best
 	}
 
+	if !have[m.ref] {
+		return nil, fmt.Errorf("minrtt: the reference node %s answered no probe", m.names[m.ref])
+	}
+
 	// Every node must reach the reference.
-	m.paperOK, m.polyOK = make([]bool, n), make([]bool, n)
+	m.paperOK, m.polyOK, m.reach = make([]bool, n), make([]bool, n), make([]bool, n)
 	var lost []string
 	for i := 0; i < n; i++ {
 		m.paperOK[i] = i == m.ref || m.paperPath[i*n+m.ref] != nil
 		m.polyOK[i] = i == m.ref || m.polyPath[i*n+m.ref] != nil
-		ok := m.polyOK[i]
+		m.reach[i] = m.polyOK[i]
 		if opt.Method == MethodPaper {
-			ok = m.paperOK[i]
+			m.reach[i] = m.paperOK[i]
 		}
-		if !ok {
+		if !m.reach[i] && have[i] {
 			lost = append(lost, m.names[i])
 		}
 	}
 	if len(lost) > 0 {
-		msg := fmt.Sprintf("minrtt: no path from %s to the reference node %s with the %s method", strings.Join(lost, ", "), m.names[m.ref], opt.Method)
+		msg := fmt.Sprintf("no path to the reference node %s with the %s method", m.names[m.ref], opt.Method)
 		if len(why) > 0 {
 			msg += "; unusable links: " + strings.Join(why, "; ")
 		}
-		return nil, errors.New(msg)
+		if !opt.SkipUnreachable {
+			return nil, fmt.Errorf("minrtt: %s: %s", strings.Join(lost, ", "), msg)
+		}
+		for _, name := range lost {
+			m.unreach[name] = msg
+		}
 	}
 
 	// Ratios into the reference.
@@ -271,6 +294,28 @@ func NewModel(rounds []*Round, opt Options) (*Model, error) {
 // difference read as int64 is exact for readings on either side of the
 // origin; float64 is exact up to 2^53 cycles from it (a month at 3 GHz).
 func (m *Model) x(i int, c uint64) float64 { return float64(int64(c - m.origin[i])) }
+
+// Unreachable lists the nodes left out with Options.SkipUnreachable, with
+// why; empty otherwise.
+func (m *Model) Unreachable() map[string]string {
+	out := map[string]string{}
+	for k, v := range m.unreach {
+		out[k] = v
+	}
+	return out
+}
+
+// lookup is the index of a node that translates, or an error.
+func (m *Model) lookup(node string) (int, error) {
+	i, ok := m.index[node]
+	if !ok {
+		return -1, fmt.Errorf("minrtt: unknown node %q", node)
+	}
+	if !m.reach[i] {
+		return -1, fmt.Errorf("minrtt: node %s does not translate into %s: %s", node, m.names[m.ref], m.unreach[node])
+	}
+	return i, nil
+}
 
 // Ref is the reference node's name.
 func (m *Model) Ref() string { return m.names[m.ref] }

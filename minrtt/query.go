@@ -1,9 +1,6 @@
 package minrtt
 
-import (
-	"fmt"
-	"math"
-)
+import "math"
 
 // Queries: translating a value or a duration into the reference node's
 // counter. Everything per node and per path was precomputed by NewModel;
@@ -17,7 +14,7 @@ import (
 // Duration is a duration between events on two nodes, in reference cycles.
 type Duration struct {
 	Value        // best strict bound of the model's method (what the analysis reports)
-	Scenario int // 0 both on the reference, 1 same non-reference node, 2 one end on the reference, 3 two non-reference nodes
+	Scenario int // 0 both on the reference, 1 same non-reference node, 2 one end on the reference, 3 two non-reference nodes; -1 an unreachable node
 	// Via is, for scenario 3, the tentative reference node of the paper's
 	// method (3.3.4): the end node whose counter the duration was taken in
 	// before scaling it into the reference, whichever gave the smaller
@@ -135,6 +132,9 @@ func (m *Model) pick(paper, poly span) Value {
 // PointRelIdx keeps sub-cycle precision). It panics for an invalid index.
 func (m *Model) PointIdx(i int, c uint64) Value {
 	v := m.PointRelIdx(i, c)
+	if math.IsInf(v.Err, 1) {
+		return v
+	}
 	o := float64(m.origin[m.ref])
 	est := v.Est + o
 	// Both roundings (the origin's and the sum's) are within one ulp.
@@ -160,18 +160,18 @@ func (m *Model) PointRelIdx(i int, c uint64) Value {
 
 // Point is the named node's reading c in the reference counter (PointIdx).
 func (m *Model) Point(node string, c uint64) (Value, error) {
-	i, ok := m.index[node]
-	if !ok {
-		return Value{}, fmt.Errorf("minrtt: unknown node %q", node)
+	i, err := m.lookup(node)
+	if err != nil {
+		return Value{}, err
 	}
 	return m.PointIdx(i, c), nil
 }
 
 // PointRel is the named node's reading c relative to RefOrigin.
 func (m *Model) PointRel(node string, c uint64) (Value, error) {
-	i, ok := m.index[node]
-	if !ok {
-		return Value{}, fmt.Errorf("minrtt: unknown node %q", node)
+	i, err := m.lookup(node)
+	if err != nil {
+		return Value{}, err
 	}
 	return m.PointRelIdx(i, c), nil
 }
@@ -179,13 +179,13 @@ func (m *Model) PointRel(node string, c uint64) (Value, error) {
 // Duration is the duration from reading start on startNode to reading end
 // on endNode, in reference cycles (DurationIdx).
 func (m *Model) Duration(startNode string, start uint64, endNode string, end uint64) (Duration, error) {
-	si, ok := m.index[startNode]
-	if !ok {
-		return Duration{}, fmt.Errorf("minrtt: unknown node %q", startNode)
+	si, err := m.lookup(startNode)
+	if err != nil {
+		return Duration{}, err
 	}
-	ei, ok := m.index[endNode]
-	if !ok {
-		return Duration{}, fmt.Errorf("minrtt: unknown node %q", endNode)
+	ei, err := m.lookup(endNode)
+	if err != nil {
+		return Duration{}, err
 	}
 	return m.DurationIdx(si, start, ei, end), nil
 }
@@ -209,6 +209,10 @@ func (m *Model) DurationIdx(si int, start uint64, ei int, end uint64) Duration {
 	xs, xe := m.x(si, start), m.x(ei, end)
 	var d Duration
 	var paper, poly span
+	if !m.reach[si] || !m.reach[ei] {
+		inf := math.Inf(1)
+		return Duration{Value: Value{math.NaN(), inf}, Scenario: -1, Paper: inf, Baseline: inf}
+	}
 	switch {
 	case si == ref && ei == ref:
 		v := float64(int64(end - start))

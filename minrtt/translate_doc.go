@@ -80,4 +80,10 @@
 // use. For many queries use NodeIndex once and PointIdx, PointRelIdx and
 // DurationIdx: no allocation and no map lookup per call. A query reading c
 // stands for the instant at which that node's counter equalled c.
+//
+// NewModel fails with an error naming the cause when there are no rounds,
+// the reference is unknown, a node answered no probe or has no usable path
+// to the reference (pairs need probes in two or more rounds spanning time),
+// or a pair's probes admit no linear relation. Options.SkipUnreachable
+// leaves unreachable nodes out instead (Model.Unreachable says why).
 package minrtt
