@@ -31,6 +31,7 @@ type Channel struct {
 	Role    Role
 	Hz      float64 // the node's TSC frequency as the file header says
 	Header  logfile.Header
+	node    int // the node's index in the model
 }
 
 // Label is how reports name the channel: node/name.

@@ -20,13 +20,20 @@ var histLog = math.Log1p(histRel)
 // log-bucketed histogram after that.
 type Stats struct {
 	N        uint64
+	limit    uint64 // values kept for exact quantiles
 	Min, Max float64
 	exact    []float64
 	hist     map[int32]uint64 // bucket -> count; negative buckets for negative values
 	zero     uint64           // values with |v| < 1
 }
 
-func newStats() *Stats { return &Stats{Min: math.Inf(1), Max: math.Inf(-1), hist: map[int32]uint64{}} }
+func newStats() *Stats { return newStatsLimit(exactLimit) }
+
+// newStatsLimit keeps up to limit values for exact quantiles (0: the
+// histogram only, for values whose quantiles need not be exact).
+func newStatsLimit(limit uint64) *Stats {
+	return &Stats{Min: math.Inf(1), Max: math.Inf(-1), hist: map[int32]uint64{}, limit: limit}
+}
 
 func bucketOf(v float64) int32 {
 	b := int32(math.Log(math.Abs(v))/histLog) + 1
@@ -60,7 +67,7 @@ func (s *Stats) Add(v float64) {
 		s.hist[bucketOf(v)]++
 	}
 	if s.exact != nil || s.N == 1 {
-		if s.N <= exactLimit {
+		if s.N <= s.limit {
 			s.exact = append(s.exact, v)
 		} else {
 			s.exact = nil
@@ -69,7 +76,7 @@ func (s *Stats) Add(v float64) {
 }
 
 // Exact says whether Quantile is exact (else within histRel/2 relative).
-func (s *Stats) Exact() bool { return s.N <= exactLimit }
+func (s *Stats) Exact() bool { return s.N <= s.limit }
 
 // Quantiles returns the values at the given fractions (0..1), nearest rank.
 func (s *Stats) Quantiles(qs ...float64) []float64 {
