@@ -54,9 +54,11 @@
 // vertices: the estimate is the middle of that range and the error half its
 // width. This is the tightest strict bound the probes give; no strict
 // method can beat (min one-way delay forward + min one-way delay back)/2,
-// and this one comes within 2% of it between the rounds, in the simulations
-// of truth_test.go and over real UDP in e2e_test.go (the paper's form: 2-8%
-// and 15-35% above it). An empty polygon means
+// and this one comes within a few percent of it between the rounds, in the
+// simulations of truth_test.go and over real UDP in e2e_test.go. The
+// paper's form, which rests on one probe per round in one direction, was
+// 2-8% above the floor in the simulations and 1.2-2.4 times it over UDP
+// with asymmetric injected delays. An empty polygon means
 // inconsistent data (a bug, or a counter that is not constant-rate):
 // NewModel fails naming the pair.
 //
