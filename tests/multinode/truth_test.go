@@ -153,21 +153,21 @@ type verdict struct {
 	// Rows whose truth lies outside the paper's (or the baseline's) own bound:
 	// reported, not failed: only the analyzer's bound is asked to be strict.
 	paperMiss, baselineMiss int
-	worst                   float64 // largest |truth - cycles| / error_cycles
+	// used is, per scenario, |truth - cycles| / (error_cycles + slack) of
+	// every row: how much of its bound the truth needed (at most 1).
+	used map[int][]float64
 }
 
 // check compares every row with the truth.
 func check(fakes map[string]tsc.Fake, ref string, rows []duration) (verdict, error) {
-	v := verdict{rows: len(rows)}
+	v := verdict{rows: len(rows), used: map[int][]float64{}}
 	for _, d := range rows {
 		truth, err := truthCycles(fakes, ref, d)
 		if err != nil {
 			return v, err
 		}
 		miss := math.Abs(truth - d.cycles)
-		if d.err > 0 {
-			v.worst = math.Max(v.worst, miss/d.err)
-		}
+		v.used[d.scenario] = append(v.used[d.scenario], miss/(d.err+slackCycles))
 		if !(miss <= d.err+slackCycles) || d.err < 0 || math.IsNaN(d.err) {
 			v.nViolation++
 			if len(v.violations) < 10 {
