@@ -119,7 +119,26 @@ enum cp_log_format {
  *                        switch is an event in the file. It can be given every
  *                        handler above but IDENTITY; the file's format is fixed at
  *                        open. Resolved to NULLH it logs as fast as NULLH.
- * CP_FOX_START, CP_FOX_END: not supported yet (CP_ERR_NOT_SUPPORTED).
+ * CP_FOX_START           the return-trip (ReT) method's start: logs each tuple
+ *                        as BUFFER_IDENTITY does (same cost), and listens on UDP
+ *                        ($CP_RET_LISTEN=host:port [0.0.0.0:0: any interface, a
+ *                        port the kernel picks]; the address bound is in the file
+ *                        header, "fox":{"listen":...}) for ReTACKs: a goroutine
+ *                        blocked in recvmsg logs (tuple id, TSC when the kernel
+ *                        received the ReTACK) into a second file, the return log:
+ *                        the channel's file name with ".ret" before ".cplog",
+ *                        same format, header "fox":{"role":"return"}. Datagrams
+ *                        that are not a ReTACK v1 are dropped and counted (trailer).
+ *                        One FOX_START channel per listen address.
+ * CP_FOX_END             the ReT method's end: logs each tuple as BUFFER_IDENTITY
+ *                        does, then sends a ReTACK (24 bytes, big-endian: magic
+ *                        "CPRA", version 1, type 1, length, tuple id, this
+ *                        record's TSC) to $CP_RET_START=host:port with one
+ *                        non-blocking send(2) from LogTS (about 0.8 us): a send
+ *                        that fails (EAGAIN...) is counted, never waited for.
+ *                        Without a usable CP_RET_START, OpenChannel returns
+ *                        CP_ERR_CONFIG. CP_RET_LISTEN and CP_RET_START are read
+ *                        at each FOX OpenChannel. Not reachable through NET_CONF.
  * CP_GPIORTT             aarch64 boards only (CP_ERR_UNSUPPORTED_PLATFORM here).
  */
 enum cp_handler_type {
@@ -160,7 +179,7 @@ enum cp_error {
   CP_ERR_BAD_NAME = -3,           /* NULL, empty, or longer than 4096 bytes */
   CP_ERR_BAD_FORMAT = -4,         /* unknown log format */
   CP_ERR_BAD_HANDLER = -5,        /* unknown handler type */
-  CP_ERR_NOT_SUPPORTED = -6,      /* handler known but not implemented yet (FOX_START, FOX_END) */
+  CP_ERR_NOT_SUPPORTED = -6,      /* handler known but not implemented (none today) */
   CP_ERR_UNSUPPORTED_PLATFORM = -7,
   CP_ERR_FORMAT_HANDLER = -8,     /* compressed format with a handler that cannot compress */
   CP_ERR_BAD_ARG_NUM = -9,        /* this handler has no such argument */

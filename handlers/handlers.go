@@ -101,7 +101,7 @@ func (t Type) Defaults() []int64 {
 // (and so may be compressed, and may drop when configured to).
 func (t Type) Ring() bool {
 	switch t {
-	case BufferIdentity, BufferIdentityComp, Median, Downsample, XoY:
+	case BufferIdentity, BufferIdentityComp, Median, Downsample, XoY, FoxStart, FoxEnd:
 		return true
 	}
 	return false
@@ -116,8 +116,6 @@ func (t Type) CheckOpen(compressed bool) error {
 	switch {
 	case !t.Valid():
 		return ErrUnknown
-	case t == FoxStart || t == FoxEnd:
-		return fmt.Errorf("%w: %s", ErrNotYet, t)
 	case t == GPIORTT:
 		return fmt.Errorf("%w: %s needs an aarch64 board with GPIO", ErrPlatform, t)
 	case compressed && t == Identity:

@@ -22,7 +22,9 @@ func TestCheckOpen(t *testing.T) {
 	require.ErrorIs(t, Identity.CheckOpen(true), ErrFormat)
 	require.NoError(t, Identity.CheckOpen(false))
 	require.NoError(t, NetConf.CheckOpen(false))
-	require.ErrorIs(t, FoxStart.CheckOpen(false), ErrNotYet)
+	require.NoError(t, FoxStart.CheckOpen(true))
+	require.NoError(t, FoxEnd.CheckOpen(false))
+	require.True(t, FoxStart.Ring() && FoxEnd.Ring())
 	require.ErrorIs(t, GPIORTT.CheckOpen(false), ErrPlatform)
 	require.ErrorIs(t, Type(-1).CheckOpen(false), ErrUnknown)
 }

@@ -235,6 +235,18 @@ func (c *channel) close(reason string) error {
 		return fail(C.CP_ERR_CLOSED, "channel %d is closed", c.handle)
 	}
 	c.closed = true
+	c.stopReceiver() // a return log: nothing is put after the final drain
+	var foxStats *logfile.FoxStats
+	if c.retLog != nil { // FOX_START: its return log first, with the ReTACK counts
+		c.retLog.close(reason)
+		foxStats = c.retLog.recv.stats()
+	}
+	if c.recv != nil {
+		foxStats = c.recv.stats()
+	}
+	if c.fox != nil && c.fox.role == "start" {
+		c.fox.release() // its socket, if the return log never took it
+	}
 	// One atomic OR linearises the close: every LogTS before it has a
 	// position below end (and will be drained), every one after it fails.
 	C.cp_revoke_owner(c.slot) // an owner thread writes the word with plain stores
@@ -243,7 +255,10 @@ func (c *channel) close(reason string) error {
 		c.retire() // before the OR: FIRSTLAST's pair takes ring positions
 	}
 	end := atomic.OrUint64(c.word(), closedBit) & countMask
-	tr := logfile.Trailer{Reason: reason, Positions: end}
+	tr := logfile.Trailer{Reason: reason, Positions: end, Fox: foxStats}
+	if c.fox != nil && c.fox.role == "end" {
+		tr.Fox = c.endFoxEnd()
+	}
 	switch {
 	case c.cur.Ring() || c.netconf:
 		close(c.stop)

@@ -52,8 +52,8 @@ const (
 // config is read from the environment once, at the first OpenChannel.
 type config struct {
 	logDir       string
-	blockRecords uint64 // power of two
-	ringBlocks   uint64 // power of two
+	blockRecords uint64    // power of two
+	ringBlocks   uint64    // power of two
 	fake         *tsc.Fake // CP_FAKE_TSC, nil when unset
 	node         string    // CP_NODE, else the host name
 }
@@ -198,6 +198,11 @@ type channel struct {
 	last     uint64
 
 	medBuf unsafe.Pointer
+
+	// FOX_START, FOX_END and the return log (fox.go)
+	fox    *foxOpen
+	retLog *channel // FOX_START: its return log
+	recv   *foxRecv // the return log: the ReTACK receiver
 }
 
 var (
@@ -459,34 +464,72 @@ func openChannel(name string, f logfile.Format, h handlers.Type) (int64, error) 
 		}
 	}
 
-	regMu.Lock()
-	defer regMu.Unlock()
-	idx, err := allocSlot()
-	if err != nil {
-		return 0, err
+	var fox *foxOpen
+	if h == handlers.FoxStart || h == handlers.FoxEnd {
+		// Bound or resolved before any file exists: a missing peer is a
+		// clear error at open (CP_ERR_CONFIG), not a file that logs nothing.
+		var err error
+		if fox, err = prepareFox(h); err != nil {
+			return 0, err
+		}
 	}
-	opened++
-	c := &channel{idx: idx, number: opened, slot: slotPtr(idx), htype: h, cur: cur, format: f,
-		args: args, recSize: uint64(f.RecordSize()), netconf: h == handlers.NetConf, conf: conf, name: name}
-	gens[idx] = gens[idx]%C.CP_MAX_GEN + 1
-	c.gen = gens[idx]
-	c.handle = int64(c.gen<<C.CP_IDX_BITS | uint64(idx+1))
 
+	regMu.Lock()
+	opened++
+	c := &channel{number: opened, htype: h, cur: cur, format: f, args: args, recSize: uint64(f.RecordSize()),
+		netconf: h == handlers.NetConf, conf: conf, name: name, fox: fox}
 	ext := ".cplog"
 	if f.IsASCII() {
 		ext = ".cplog.txt"
 	}
-	c.path = filepath.Join(cfg.logDir, fmt.Sprintf("%s-%d-%d-%s%s", sanitize(host), os.Getpid(), c.number, sanitize(name), ext))
+	stem := filepath.Join(cfg.logDir, fmt.Sprintf("%s-%d-%d-%s", sanitize(host), os.Getpid(), c.number, sanitize(name)))
+	c.path = stem + ext
+	if h == handlers.FoxStart {
+		fox.retPath = stem + ".ret" + ext
+	}
+	err := c.create(drop)
+	regMu.Unlock()
+	if err != nil {
+		fox.release()
+		return 0, err
+	}
+	if c.netconf {
+		watchConf(c, confVersion)
+	}
+	if h == handlers.FoxStart {
+		if err := c.openReturnLog(); err != nil {
+			c.close("open failed")
+			os.Remove(c.path)
+			return 0, err
+		}
+	}
+	return c.handle, nil
+}
+
+// create allocates the slot, creates the file with its header and publishes
+// the channel (regMu held). On error nothing is left behind.
+func (c *channel) create(drop bool) error {
+	idx, err := allocSlot()
+	if err != nil {
+		return err
+	}
+	c.idx, c.slot = idx, slotPtr(idx)
+	gens[idx] = gens[idx]%C.CP_MAX_GEN + 1
+	c.gen = gens[idx]
+	c.handle = int64(c.gen<<C.CP_IDX_BITS | uint64(idx+1))
+
 	fd, err := unix.Open(c.path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_APPEND|unix.O_CLOEXEC, 0o644)
 	if err != nil {
 		freed = append(freed, freedSlot{idx, time.Time{}})
-		return 0, fail(C.CP_ERR_IO, "open %s: %v", c.path, err)
+		return fail(C.CP_ERR_IO, "open %s: %v", c.path, err)
 	}
 	if fd < 3 { // fd 0 means "no file" to the signal flusher
 		nfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3)
 		unix.Close(fd)
 		if err != nil {
-			return 0, fail(C.CP_ERR_IO, "dup: %v", err)
+			os.Remove(c.path)
+			freed = append(freed, freedSlot{idx, time.Time{}})
+			return fail(C.CP_ERR_IO, "dup: %v", err)
 		}
 		fd = nfd
 	}
@@ -500,14 +543,14 @@ func openChannel(name string, f logfile.Format, h handlers.Type) (int64, error) 
 		unix.Close(fd)
 		os.Remove(c.path)
 		freed = append(freed, freedSlot{idx, time.Time{}})
-		return 0, err
+		return err
 	}
-	if err := c.writeHeader(name); err != nil {
+	if err := c.writeHeader(c.name); err != nil {
 		c.freeMemory()
 		unix.Close(fd)
 		os.Remove(c.path)
 		freed = append(freed, freedSlot{idx, time.Time{}})
-		return 0, fail(C.CP_ERR_IO, "write %s: %v", c.path, err)
+		return fail(C.CP_ERR_IO, "write %s: %v", c.path, err)
 	}
 	// Publish: the word makes the handle valid, then the fd makes the
 	// channel visible to the SIGTERM flusher (which reads fd, then word).
@@ -520,13 +563,10 @@ func openChannel(name string, f logfile.Format, h handlers.Type) (int64, error) 
 		c.drained = make(chan struct{})
 		go c.drainLoop()
 	}
-	if cur.Counter() {
+	if c.cur.Counter() {
 		sampler.add(c)
 	}
-	if c.netconf {
-		watchConf(c, confVersion)
-	}
-	return c.handle, nil
+	return nil
 }
 
 func (c *channel) setWriteErr(err error) {
@@ -582,6 +622,10 @@ func (c *channel) setupSlot() error {
 	s.med_buf = nil
 	s.med_n = 0
 	s.med_cap = 0
+	s.fox = nil
+	if c.fox != nil && c.fox.cfox != nil {
+		s.fox = c.fox.cfox // FOX_END's socket, before the slot is published
+	}
 	if len(c.args) > 0 {
 		s.arg0 = C.int64_t(c.args[0])
 	}
@@ -641,7 +685,10 @@ func (c *channel) updateFastPath(open bool) {
 	// The slot's kind, not c.cur: this runs on the drainer too, without c.mu.
 	kind := handlers.Type(atomic.LoadInt32((*int32)(unsafe.Pointer(&c.slot.kind))))
 	fast := int32(C.CP_FAST_NONE)
-	if (kind == handlers.BufferIdentity || kind == handlers.BufferIdentityComp) && c.recSize == 16 && !drop && !failed {
+	// FOX_START logs its starts as BUFFER_IDENTITY does; its return log is
+	// filled by the receiver (cp_ring_put), never by LogTS.
+	ring := kind == handlers.BufferIdentity || kind == handlers.BufferIdentityComp || kind == handlers.FoxStart && c.fox.role == "start"
+	if ring && c.recSize == 16 && !drop && !failed {
 		fast = C.CP_FAST_SHARED
 		if open && membarrierOK && getenv("CP_NO_OWNER_BIAS") == "" {
 			c.slot.owner = 0
@@ -723,6 +770,9 @@ func (c *channel) writeHeader(name string) error {
 		RecordSize: int(c.recSize), Channel: int(c.number), Name: name, NameHex: hex.EncodeToString([]byte(name)),
 		Host: host, Node: cfg.node, PID: os.Getpid(), TSCHz: freq.Hz, TSCHzSource: freq.Source, OpenSync: readSync(),
 		Library: LibraryVersion,
+	}
+	if c.fox != nil {
+		h.Fox = c.fox.header()
 	}
 	if c.ring != nil {
 		h.BlockRecords, h.RingBlocks = int(c.blockRecs), int(c.ringBlocks)

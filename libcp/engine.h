@@ -63,6 +63,20 @@ struct cp_xoy {
   uint64_t m_lo, m_hi;  /* 2^128 / y + 1: other ids; all 0 if y is a power of two or >= 2^32 */
 };
 
+/* FOX_END: the ReTACK sender. ReTACK v1, 24 bytes, big-endian:
+ *   u32 magic "CPRA" | u8 version 1 | u8 type 1 | u16 length 24 |
+ *   i64 tuple id | u64 the END channel's record TSC (its node's counter)
+ * sent with one non-blocking send(2) on a UDP socket connected to the START
+ * node, from LogTS, right after the record is in the ring. */
+#define CP_RETACK_MAGIC 0x43505241u
+#define CP_RETACK_VERSION 1
+#define CP_RETACK_TYPE 1
+#define CP_RETACK_SIZE 24
+struct cp_fox {
+  int fd;                          /* connected UDP socket */
+  _Atomic uint64_t sent, send_failed;
+};
+
 /* cp_slot.kind is a cp_handler_type, or this: PERIODICCOUNTER on a NET_CONF
  * channel, which counts in nc_count because its word counts ring positions. */
 #define CP_KIND_NC_COUNTER 64
@@ -112,6 +126,7 @@ typedef struct cp_slot {
   uint64_t fl_n;
   uint64_t *med_buf;             /* window * 3 words: id, tsc, mono */
   uint32_t med_n, med_cap;
+  struct cp_fox *fox;            /* FOX_END: set before the slot is published */
 } __attribute__((aligned(64))) cp_slot_t;
 
 extern cp_slot_t cp_slots[CP_MAX_CHANNELS];
@@ -137,6 +152,7 @@ int32_t cp_median_set_window(cp_slot_t *s, uint64_t *buf, uint32_t window);
 void cp_firstlast_snapshot(cp_slot_t *s, uint64_t out[7]);
 void cp_firstlast_retire(cp_slot_t *s, uint64_t out[7]);
 int32_t cp_ring_put(cp_slot_t *s, int64_t id, uint64_t tsc, uint64_t mono);
+void cp_fox_stamp(int64_t kernel_rt_ns, double tsc_per_ns, uint64_t *tsc, uint64_t *mono);
 int cp_install_sigterm(void);
 void cp_sigflush_init(uint64_t max_block_bytes);
 void cp_sigflush_begin_fd_close(void);

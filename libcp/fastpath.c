@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <linux/membarrier.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include "engine.h"
 #include "_cgo_export.h"
@@ -81,7 +82,7 @@ void cp_read_sync(cp_sync_t *out) {
 int cp_kind_class(int32_t kind) {
   switch (kind) {
   case CP_BUFFER_IDENTITY: case CP_BUFFER_IDENTITY_COMP: case CP_MEDIAN:
-  case CP_DOWNSAMPLE: case CP_XOY:
+  case CP_DOWNSAMPLE: case CP_XOY: case CP_FOX_START: case CP_FOX_END:
     return CP_CLASS_RING;
   case CP_PERIODICCOUNTER: case CP_FASTPERIODICCOUNTER: case CP_KIND_NC_COUNTER:
     return CP_CLASS_COUNTER;
@@ -218,6 +219,7 @@ struct cp_xoy *cp_set_xoy(cp_slot_t *s, int64_t x, int64_t y) {
 }
 
 static int32_t log_median(cp_slot_t *s, uint64_t gen, int64_t id, uint64_t t);
+static int32_t log_fox_end(cp_slot_t *s, uint64_t gen, int64_t id);
 static int32_t log_identity(cp_slot_t *s, uint64_t gen, int64_t id, uint64_t t);
 static int32_t log_firstlast(cp_slot_t *s, int64_t id, uint64_t t);
 
@@ -241,7 +243,10 @@ __attribute__((noinline)) static int32_t log_other(cp_slot_t *s, uint64_t gen, i
     return 0;
   case CP_BUFFER_IDENTITY:
   case CP_BUFFER_IDENTITY_COMP:
+  case CP_FOX_START:
     return log_ring(s, gen, id);
+  case CP_FOX_END:
+    return log_fox_end(s, gen, id);
   case CP_KIND_NC_COUNTER:
     atomic_fetch_add_explicit(&s->nc_count, 1, memory_order_relaxed);
     return 0;
@@ -579,6 +584,63 @@ out:
   return rc;
 }
 
+// ---- FOX_END: the record, then its ReTACK to the START node (engine.h).
+// inflight keeps CloseChannel from closing the socket under a send: it is
+// raised before the position is reserved (which fails once closed), and
+// close waits for it to fall to 0 after setting the closed bit.
+static inline void put_be64(uint8_t *p, uint64_t v) {
+  for (int i = 7; i >= 0; i--) { p[i] = (uint8_t)v; v >>= 8; }
+}
+
+static int32_t log_fox_end(cp_slot_t *s, uint64_t gen, int64_t id) {
+  uint64_t t = rdtscp_inline();
+  uint64_t m = s->with_mono ? mono_raw_inline() : 0;
+  atomic_fetch_add_explicit(&s->inflight, 1, memory_order_seq_cst);
+  int32_t rc = put_ring(s, gen, id, t, m);
+  if (rc == 0) {
+    struct cp_fox *f = s->fox;
+    uint8_t pkt[CP_RETACK_SIZE] = {(uint8_t)(CP_RETACK_MAGIC >> 24), (uint8_t)(CP_RETACK_MAGIC >> 16),
+                                   (uint8_t)(CP_RETACK_MAGIC >> 8), (uint8_t)CP_RETACK_MAGIC,
+                                   CP_RETACK_VERSION, CP_RETACK_TYPE, 0, CP_RETACK_SIZE};
+    put_be64(pkt + 8, (uint64_t)id);
+    put_be64(pkt + 16, t ? t : 1);
+    ssize_t n = send(f->fd, pkt, sizeof pkt, MSG_DONTWAIT | MSG_NOSIGNAL);
+    // A connected UDP socket reports an earlier ICMP "port unreachable" on
+    // the next send, which then sends nothing: try once more.
+    if (n < 0 && (errno == ECONNREFUSED || errno == EINTR)) n = send(f->fd, pkt, sizeof pkt, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n == (ssize_t)sizeof pkt) atomic_fetch_add_explicit(&f->sent, 1, memory_order_relaxed);
+    else atomic_fetch_add_explicit(&f->send_failed, 1, memory_order_relaxed);
+  }
+  atomic_fetch_sub_explicit(&s->inflight, 1, memory_order_release);
+  return rc;
+}
+
+// The return log's arrival stamp: the TSC (and CLOCK_MONOTONIC_RAW) when
+// the kernel received the datagram (kernel_rt_ns, SO_TIMESTAMPNS, in
+// CLOCK_REALTIME), from a TSC and CLOCK_REALTIME read together now, back by
+// the datagram's age. The narrowest of three brackets: a thread preempted
+// inside one would move the stamp by half its width. Without a kernel stamp
+// (kernel_rt_ns <= 0), or if the clock stepped, the TSC now.
+void cp_fox_stamp(int64_t kernel_rt_ns, double tsc_per_ns, uint64_t *tsc, uint64_t *mono) {
+  uint64_t best = UINT64_MAX, mid = 0;
+  int64_t rt = 0;
+  for (int i = 0; i < 3; i++) {
+    struct timespec r;
+    uint64_t t0 = rdtscp_inline();
+    clock_gettime(CLOCK_REALTIME, &r);
+    uint64_t t1 = rdtscp_inline();
+    if (t1 - t0 < best) {
+      best = t1 - t0;
+      mid = t0 + (t1 - t0) / 2;
+      rt = (int64_t)r.tv_sec * 1000000000 + r.tv_nsec;
+    }
+  }
+  int64_t age = kernel_rt_ns > 0 ? rt - kernel_rt_ns : 0;
+  if (age < 0 || age > 1000000000) age = 0;
+  *tsc = mid - (uint64_t)((double)age * tsc_per_ns);
+  *mono = mono_raw_inline() - (uint64_t)age;
+}
+
 // ---- the rest of the ABI that is plain C.
 int64_t OpenChannel(const char *name, int32_t log_format, int32_t handler_type) {
   if (name == NULL) return CP_ERR_BAD_NAME;
@@ -593,7 +655,7 @@ const char *CP_ErrorString(int32_t code) {
   case CP_ERR_BAD_NAME: return "bad channel name: NULL, empty, or longer than 4096 bytes";
   case CP_ERR_BAD_FORMAT: return "unknown log format";
   case CP_ERR_BAD_HANDLER: return "unknown handler type";
-  case CP_ERR_NOT_SUPPORTED: return "handler not supported yet (FOX_START, FOX_END)";
+  case CP_ERR_NOT_SUPPORTED: return "handler not supported yet";
   case CP_ERR_UNSUPPORTED_PLATFORM: return "handler unsupported on this platform (GPIORTT needs an aarch64 board)";
   case CP_ERR_FORMAT_HANDLER: return "this handler cannot write this format (compressed formats need a buffered handler)";
   case CP_ERR_BAD_ARG_NUM: return "this handler has no such argument";

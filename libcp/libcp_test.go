@@ -300,10 +300,9 @@ func TestBadInput(t *testing.T) {
 	require.Equal(t, int32(-5), codeOf(err))
 	_, err = openChannel("x", logfile.BinaryTSC, -2)
 	require.Equal(t, int32(-5), codeOf(err))
-	for _, h := range []handlers.Type{handlers.FoxStart, handlers.FoxEnd} {
-		_, err = openChannel("x", logfile.BinaryTSC, h)
-		require.Equal(t, int32(-6), codeOf(err), "%s", h)
-	}
+	os.Setenv("CP_RET_START", "")
+	_, err = openChannel("x", logfile.BinaryTSC, handlers.FoxEnd)
+	require.Equal(t, int32(-16), codeOf(err), "FOX_END without CP_RET_START")
 	_, err = openChannel("x", logfile.BinaryTSC, handlers.GPIORTT)
 	require.Equal(t, int32(-7), codeOf(err))
 

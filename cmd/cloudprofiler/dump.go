@@ -121,6 +121,16 @@ func printSummary(w *bufio.Writer, path string, lf *logfile.File, first, last ui
 		}
 		fmt.Fprintln(w)
 	}
+	if f := h.Fox; f != nil {
+		switch f.Role {
+		case "start":
+			fmt.Fprintf(w, "fox:        start; ReTACKs received on %s, logged in %s\n", f.Listen, f.ReturnFile)
+		case "return":
+			fmt.Fprintf(w, "fox:        return log of %s (ReTACKs received on %s): tuple_id,tsc of each arrival\n", f.StartFile, f.Listen)
+		default:
+			fmt.Fprintf(w, "fox:        %s; ReTACKs sent to %s (%s)\n", f.Role, f.Start, f.StartAddr)
+		}
+	}
 	fmt.Fprintf(w, "format:     %s (v%d, %s-endian, columns %v)\n", h.Format, h.Version, h.ByteOrder, h.Columns)
 	fmt.Fprintf(w, "tsc:        %.6f GHz (%s)\n", h.TSCHz/1e9, h.TSCHzSource)
 	fmt.Fprintf(w, "opened:     %s (tsc %d)\n", time.Unix(0, h.OpenSync.RealtimeNs).UTC().Format(time.RFC3339Nano), h.OpenSync.TSC)
@@ -157,6 +167,13 @@ func printSummary(w *bufio.Writer, path string, lf *logfile.File, first, last ui
 			fmt.Fprintf(w, ", UNWRITTEN %d (%s)", t.Unwritten, t.WriteError)
 		}
 		fmt.Fprintln(w)
+		if f := t.Fox; f != nil {
+			if h.Fox != nil && h.Fox.Role == "end" {
+				fmt.Fprintf(w, "retacks:    %d sent, %d not sent\n", f.Sent, f.SendFailed)
+			} else {
+				fmt.Fprintf(w, "retacks:    %d received, %d malformed dropped, %d dropped by the socket\n", f.Received, f.Malformed, f.KernelDrop)
+			}
+		}
 		if d := float64(t.CloseSync.TSC - h.OpenSync.TSC); d > 0 && t.CloseSync.MonoRawNs > h.OpenSync.MonoRawNs {
 			fmt.Fprintf(w, "tsc check:  %.6f GHz between the open and close sync points\n", d/float64(t.CloseSync.MonoRawNs-h.OpenSync.MonoRawNs))
 		}

@@ -192,6 +192,32 @@ type Header struct {
 	Library       string           `json:"library"`
 	CounterPeriod int64            `json:"counter_period_ns,omitempty"`
 	Conf          *Conf            `json:"conf,omitempty"` // NET_CONF channels
+	Fox           *Fox             `json:"fox,omitempty"`  // FOX_START, FOX_END channels and the return log
+}
+
+// Fox describes a return-trip (ReT) file. A FOX_START channel writes two
+// files: its own (role "start": tuple starts, like BUFFER_IDENTITY) and the
+// return log (role "return", same channel number and name, file name with
+// ".ret" before ".cplog"): one record per ReTACK received, (tuple id, TSC
+// when it arrived, in this node's counter). A FOX_END channel (role "end")
+// logs like BUFFER_IDENTITY and sends one ReTACK per record to Start.
+type Fox struct {
+	Role       string `json:"role"`                  // "start", "return" or "end"
+	Listen     string `json:"listen,omitempty"`      // start, return: UDP address ReTACKs are received on (the port bound)
+	ReturnFile string `json:"return_file,omitempty"` // start: base name of its return log
+	StartFile  string `json:"start_file,omitempty"`  // return: base name of its START channel's file
+	Start      string `json:"start,omitempty"`       // end: CP_RET_START as given
+	StartAddr  string `json:"start_addr,omitempty"`  // end: the address it resolved to
+	Stamp      string `json:"stamp,omitempty"`       // return: how the arrival TSC is taken
+}
+
+// FoxStats are a FOX file's ReTACK counts, in its trailer.
+type FoxStats struct {
+	Received   uint64 `json:"retacks_received,omitempty"`    // start, return: ReTACKs logged in the return log
+	Malformed  uint64 `json:"retacks_malformed,omitempty"`   // start, return: packets dropped as not a ReTACK v1
+	KernelDrop uint64 `json:"kernel_drops,omitempty"`        // start, return: datagrams the socket dropped (SO_RXQ_OVFL)
+	Sent       uint64 `json:"retacks_sent,omitempty"`        // end: ReTACKs handed to the kernel
+	SendFailed uint64 `json:"retacks_send_failed,omitempty"` // end: ReTACKs not sent (EAGAIN or another send error)
 }
 
 // Conf records how a NET_CONF channel was resolved when it opened. Later
@@ -228,14 +254,15 @@ type Event struct {
 
 // Trailer is written by a normal close (CloseChannel, CloseAllChannels, exit).
 type Trailer struct {
-	Reason     string `json:"reason"`
-	CloseSync  Sync   `json:"close_sync"`
-	Positions  uint64 `json:"positions"`           // ring positions / events accepted
-	Dropped    uint64 `json:"dropped"`             // events refused with CP_ERR_DROPPED
-	Holes      uint64 `json:"holes"`               // positions reserved but never written
-	Total      uint64 `json:"total"`               // events seen (counters, FIRSTLAST, sampling handlers)
-	Unwritten  uint64 `json:"unwritten,omitempty"` // accepted but lost to I/O errors
-	WriteError string `json:"write_error,omitempty"`
+	Reason     string    `json:"reason"`
+	CloseSync  Sync      `json:"close_sync"`
+	Positions  uint64    `json:"positions"`           // ring positions / events accepted
+	Dropped    uint64    `json:"dropped"`             // events refused with CP_ERR_DROPPED
+	Holes      uint64    `json:"holes"`               // positions reserved but never written
+	Total      uint64    `json:"total"`               // events seen (counters, FIRSTLAST, sampling handlers)
+	Unwritten  uint64    `json:"unwritten,omitempty"` // accepted but lost to I/O errors
+	WriteError string    `json:"write_error,omitempty"`
+	Fox        *FoxStats `json:"fox,omitempty"` // FOX_START, FOX_END and return log files
 }
 
 // Record is one tuple record.

@@ -11,6 +11,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include "cloudprofiler.h"
 
 #define BURST 1000000
@@ -43,20 +46,20 @@ static double median(double *v, int n) {
 
 static uint64_t sink_ring[4096 * 2];
 
-static double floor_burst(void) {
+static double floor_burst(int64_t burst) {
   uint64_t t0 = rdtscp();
-  for (uint64_t i = 0; i < BURST; i++) {
+  for (int64_t i = 0; i < burst; i++) {
     uint64_t t = rdtscp();
     volatile uint64_t *r = &sink_ring[(i & 4095) * 2];
     r[0] = i;
     r[1] = t;
   }
-  return (rdtscp() - t0) / tsc_per_ns / BURST;
+  return (rdtscp() - t0) / tsc_per_ns / burst;
 }
 
 static double floor_ns(void) {
   double v[BURSTS];
-  for (int b = 0; b < BURSTS; b++) v[b] = floor_burst();
+  for (int b = 0; b < BURSTS; b++) v[b] = floor_burst(BURST);
   return median(v, BURSTS);
 }
 
@@ -67,7 +70,8 @@ typedef struct { double ns, floor_ns, ratio, first_lap_ns; } result_t;
 // One case: a warm-up lap of the ring (its first touch of fresh memory pays
 // page faults; reported apart), then BURSTS bursts, each followed by a floor
 // burst of the same length, so that every ratio compares two neighbours.
-static result_t bench(const char *name, int32_t fmt, int32_t h, int32_t arg, int64_t val, int32_t arg2, int64_t val2) {
+static result_t bench(const char *name, int32_t fmt, int32_t h, int32_t arg, int64_t val, int32_t arg2, int64_t val2,
+                      int64_t burst) {
   int64_t ch = OpenChannel(name, fmt, h);
   if (ch < 0) { fprintf(stderr, "%s: %s\n", name, CP_ErrorString((int32_t)ch)); exit(1); }
   if (arg >= 0 && ParameterizeChannel(ch, arg, val) != 0) { fprintf(stderr, "param %s\n", name); exit(1); }
@@ -75,19 +79,19 @@ static result_t bench(const char *name, int32_t fmt, int32_t h, int32_t arg, int
   const char *rb = getenv("CP_RING_BLOCKS"), *br = getenv("CP_BLOCK_RECORDS");
   int64_t ring = (int64_t)(rb ? atol(rb) : 8) * (br ? atol(br) : 65536);
   double v[BURSTS], f[BURSTS], r[BURSTS], first = 0;
-  int warm = (int)((ring + BURST - 1) / BURST);
+  int warm = (int)((ring + burst - 1) / burst);
   for (int b = -warm; b < BURSTS; b++) {
-    int64_t id = next_id, end = next_id + BURST;
+    int64_t id = next_id, end = next_id + burst;
     int32_t bad = 0;
     uint64_t t0 = rdtscp();
     for (; id < end; id++) bad |= LogTS(ch, id);
-    double ns = (rdtscp() - t0) / tsc_per_ns / BURST;
+    double ns = (rdtscp() - t0) / tsc_per_ns / burst;
     next_id = end;
     if (bad) { fprintf(stderr, "LogTS failed on %s: %s\n", name, CP_ErrorString(bad)); exit(1); }
     if (b == -warm) first = ns;
     if (b >= 0) {
       v[b] = ns;
-      f[b] = floor_burst();
+      f[b] = floor_burst(burst);
       r[b] = v[b] / f[b];
     }
     usleep(150000);  // let the pipeline drain: the next burst starts with an empty ring
@@ -104,7 +108,21 @@ int main(int argc, char **argv) {
   usleep(100000);
   tsc_per_ns = (rdtscp() - t0) / (now_ns() - n0);
 
-  struct { const char *name; int32_t fmt, h, arg; int64_t val; int32_t arg2; int64_t val2; double target_ratio, target_ns; } cases[] = {
+  // FOX_END sends each ReTACK to a UDP socket of this process that nobody
+  // reads (the start node would be another machine): the kernel drops what
+  // overflows its buffer, after the send(2) LogTS pays for.
+  int sink = socket(AF_INET, SOCK_DGRAM, 0);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t slen = sizeof sa;
+  if (sink < 0 || bind(sink, (struct sockaddr *)&sa, sizeof sa) != 0 || getsockname(sink, (struct sockaddr *)&sa, &slen) != 0) {
+    perror("FOX_END sink socket");
+    return 1;
+  }
+  char start[64];
+  snprintf(start, sizeof start, "127.0.0.1:%d", ntohs(sa.sin_port));
+  setenv("CP_RET_START", start, 1);
+
+  struct { const char *name; int32_t fmt, h, arg; int64_t val; int32_t arg2; int64_t val2; double target_ratio, target_ns; int64_t burst; } cases[] = {
     {"NULLH", CP_BINARY_TSC, CP_NULLH, -1, 0, -1, 0, 0, 3},
     {"NET_CONF resolved to NULLH", CP_BINARY_TSC, CP_NET_CONF, -1, 0, -1, 0, 0, 3},
     {"FASTPERIODICCOUNTER", CP_BINARY_TSC, CP_FASTPERIODICCOUNTER, -1, 0, -1, 0, 0, 3},
@@ -122,6 +140,8 @@ int main(int argc, char **argv) {
     {"BUFFER_IDENTITY ASCII_TSC", CP_ASCII_TSC, CP_BUFFER_IDENTITY, -1, 0, -1, 0, 0, 0},
     {"BUFFER_IDENTITY BINARY (+mono)", CP_BINARY, CP_BUFFER_IDENTITY, -1, 0, -1, 0, 0, 0},
     {"BUFFER_IDENTITY ZSTD (+mono)", CP_ZSTD, CP_BUFFER_IDENTITY, -1, 0, -1, 0, 0, 0},
+    {"FOX_START ZSTD_TSC", CP_ZSTD_TSC, CP_FOX_START, -1, 0, -1, 0, 1.3, 0},
+    {"FOX_END ZSTD_TSC (+ReTACK send)", CP_ZSTD_TSC, CP_FOX_END, -1, 0, -1, 0, 0, 0, 100000},
   };
   int n = sizeof cases / sizeof cases[0];
   double fl = floor_ns();
@@ -131,7 +151,8 @@ int main(int argc, char **argv) {
   printf("%-34s %9s %9s %8s %10s  %s\n", "handler / format", "ns/LogTS", "floor ns", "x floor", "first lap", "target");
   for (int i = 0; i < n; i++) {
     if (only && !strstr(cases[i].name, only)) continue;
-    result_t res = bench(cases[i].name, cases[i].fmt, cases[i].h, cases[i].arg, cases[i].val, cases[i].arg2, cases[i].val2);
+    result_t res = bench(cases[i].name, cases[i].fmt, cases[i].h, cases[i].arg, cases[i].val, cases[i].arg2, cases[i].val2,
+                         cases[i].burst ? cases[i].burst : BURST);
     char target[64] = "";
     int miss = 0;
     if (cases[i].target_ratio > 0) {

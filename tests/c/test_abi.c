@@ -109,7 +109,19 @@ static int test_bad_input(void) {
   CHECK(OpenChannel("x", 99, CP_NULLH) == CP_ERR_BAD_FORMAT, "format 99");
   CHECK(OpenChannel("x", -1, CP_NULLH) == CP_ERR_BAD_FORMAT, "format -1");
   CHECK(OpenChannel("x", CP_BINARY_TSC, 42) == CP_ERR_BAD_HANDLER, "handler 42");
-  CHECK(OpenChannel("x", CP_BINARY_TSC, CP_FOX_START) == CP_ERR_NOT_SUPPORTED, "FOX_START");
+  // FOX: a missing or bad peer is a clear error at open.
+  unsetenv("CP_RET_START");
+  CHECK(OpenChannel("x", CP_BINARY_TSC, CP_FOX_END) == CP_ERR_CONFIG, "FOX_END without CP_RET_START");
+  setenv("CP_RET_START", "no-such-host.invalid:7000", 1);
+  CHECK(OpenChannel("x", CP_BINARY_TSC, CP_FOX_END) == CP_ERR_CONFIG, "FOX_END, unresolvable start");
+  setenv("CP_RET_START", "127.0.0.1", 1);
+  CHECK(OpenChannel("x", CP_BINARY_TSC, CP_FOX_END) == CP_ERR_CONFIG, "FOX_END, no port");
+  unsetenv("CP_RET_START");
+  setenv("CP_RET_LISTEN", "192.0.2.1:7000", 1);
+  CHECK(OpenChannel("x", CP_BINARY_TSC, CP_FOX_START) == CP_ERR_CONFIG, "FOX_START, foreign listen address");
+  setenv("CP_RET_LISTEN", "nonsense", 1);
+  CHECK(OpenChannel("x", CP_BINARY_TSC, CP_FOX_START) == CP_ERR_CONFIG, "FOX_START, bad CP_RET_LISTEN");
+  unsetenv("CP_RET_LISTEN");
   CHECK(OpenChannel("x", CP_BINARY_TSC, CP_GPIORTT) == CP_ERR_UNSUPPORTED_PLATFORM, "GPIORTT");
   CHECK(OpenChannel("x", CP_ZSTD_TSC, CP_IDENTITY) == CP_ERR_FORMAT_HANDLER, "IDENTITY+ZSTD");
   int64_t forged[] = {0, -1, 1, 12345, INT64_MAX, INT64_MIN, (int64_t)1 << 20, ((int64_t)1 << 40) | 3};
@@ -523,6 +535,73 @@ static int test_config_errors(void) {
   return 1;
 }
 
+// ---- FOX_START / FOX_END: SIGTERM loses nothing accepted, in any of the
+// three files (start, end, return log).
+
+#define FOX_N 20000
+
+// The UDP address a FOX_START channel listens on, from its file header.
+static int fox_listen(const char *dir, char *out, size_t outsz) {
+  char path[4096];
+  if (!find_file(dir, "-fox_start.cplog", path, sizeof path)) return 0;
+  char buf[8192] = "";
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  char *p = memmem(buf, n, "\"listen\":\"", 10);
+  if (!p) return 0;
+  p += 10;
+  char *e = strchr(p, '"');
+  if (!e || (size_t)(e - p) >= outsz) return 0;
+  memcpy(out, p, (size_t)(e - p));
+  out[e - p] = 0;
+  return 1;
+}
+
+static int child_fox(void) {
+  setenv("CP_RET_LISTEN", "127.0.0.1:0", 1);
+  int64_t st = OpenChannel("fox start", CP_ZSTD_TSC, CP_FOX_START);
+  if (st < 0) return 2;
+  char addr[256];
+  if (!fox_listen(getenv("CP_LOG_DIR"), addr, sizeof addr)) return 3;
+  setenv("CP_RET_START", addr, 1);
+  int64_t en = OpenChannel("fox end", CP_BINARY_TSC, CP_FOX_END);
+  if (en < 0) return 4;
+  for (int64_t i = 0; i < FOX_N; i++) {
+    if (LogTS(st, i) != 0 || LogTS(en, i) != 0) return 5;
+    if (i % 50 == 49) usleep(200);  // a socket buffer as small as rmem_max keeps up
+  }
+  usleep(300000);  // the last ReTACKs arrive
+  raise(SIGTERM);
+  return 6;
+}
+
+static int test_fox_sigterm(void) {
+  char *dir = make_dir();
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("CP_LOG_DIR", dir, 1);
+    execl(self_path, self_path, "--child-fox", (char *)NULL);
+    _exit(127);
+  }
+  int status;
+  CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+  CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM, "status %#x", status);
+  const char *suffixes[3] = {"-fox_start.cplog", "-fox_end.cplog", "-fox_start.ret.cplog"};
+  for (int k = 0; k < 3; k++) {
+    char path[4096];
+    CHECK(find_file(dir, suffixes[k], path, sizeof path), "no %s file", suffixes[k]);
+    decoded_t d;
+    decode(path, &d);
+    CHECK(d.dump_status == 0 && d.n == FOX_N, "%s: %zu records: %s", suffixes[k], d.n, d.err);
+    if (k < 2) CHECK(contiguous_from_zero(&d), "%s: not 0..N-1 in order", suffixes[k]);
+    free(d.ids);
+  }
+  return 1;
+}
+
 int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "--child-netconf-fl") == 0) return child_netconf_fl();
   if (argc == 2 && strcmp(argv[1], "--child-fake") == 0) {
@@ -530,6 +609,7 @@ int main(int argc, char **argv) {
     return child_fake();
   }
   if (argc == 2 && strcmp(argv[1], "--child-config") == 0) return child_config();
+  if (argc == 2 && strcmp(argv[1], "--child-fox") == 0) return child_fox();
   if (argc == 4 && strcmp(argv[1], "--child") == 0) {
     shared_t *sh = map_shared(argv[3], 0);
     if (!sh) return 2;
@@ -554,6 +634,7 @@ int main(int argc, char **argv) {
     {"atexit flushes and closes", test_atexit},
     {"CP_FAKE_TSC: every handler logs Fake.Apply of the raw TSC; CP_NODE in the header", test_fake_tsc},
     {"bad CP_FAKE_TSC or CP_NODE: CP_ERR_CONFIG, then a fixed environment opens", test_config_errors},
+    {"SIGTERM, FOX_START and FOX_END: start, end and return logs complete", test_fox_sigterm},
   };
   for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
     if (strstr(tests[i].name, only)) run(tests[i].name, tests[i].fn);
