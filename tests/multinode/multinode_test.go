@@ -78,14 +78,15 @@ func needEnv(t *testing.T) env {
 	return e
 }
 
-// commands lists the subcommands the tool's --help mentions.
-func commands(t *testing.T, tool string) map[string]bool {
+// needCommands fails the test unless the tool's --help lists every
+// subcommand the test runs.
+func needCommands(t *testing.T, tool string) {
 	out, _ := exec.Command(tool, "--help").CombinedOutput()
-	have := map[string]bool{}
 	for _, c := range []string{"tsc-server", "tsc-client", "tsc-round", "analyze"} {
-		have[c] = strings.Contains(string(out), c)
+		if !strings.Contains(string(out), c) {
+			t.Fatalf("%s has no %s command", tool, c)
+		}
 	}
-	return have
 }
 
 // buildStage compiles testdata/stage.c against the header and the library.
@@ -108,7 +109,7 @@ func buildStage(t *testing.T, e env, dir string) string {
 func TestMultiNode(t *testing.T) {
 	e := needEnv(t)
 	t0 := time.Now()
-	have := commands(t, e.tool)
+	needCommands(t, e.tool)
 	tmp := t.TempDir()
 	bin := buildStage(t, e, tmp)
 	fakes := map[string]tsc.Fake{}
@@ -129,7 +130,6 @@ func TestMultiNode(t *testing.T) {
 
 	// The TSC server in the hub, a client per node with that node's counter.
 	server := fmt.Sprintf("%s:%d", l.hubIP, tscPort)
-	haveTSC := have["tsc-server"] && have["tsc-client"] && have["tsc-round"]
 	var tscProcs []*proc
 	round := func(label string) {
 		out, err := l.run(60*time.Second, l.hub, nil, e.tool, "tsc-round", "--server", server, "--label", label,
@@ -139,17 +139,13 @@ func TestMultiNode(t *testing.T) {
 		}
 		t.Logf("round %s: %s", label, strings.TrimSpace(out))
 	}
-	if haveTSC {
-		tscProcs = append(tscProcs, l.start("tsc-server", l.hub, nil, e.tool, "tsc-server", "--listen", server, "--out", roundsDir,
-			"--probes", fmt.Sprint(probesPerDir)))
-		for _, n := range nodes {
-			tscProcs = append(tscProcs, l.start("tsc-client-"+n.name, l.ns[n.name], nodeEnv(n),
-				e.tool, "tsc-client", "--server", server, "--node", n.name, "--inject", n.inject))
-		}
-		round("before")
-	} else {
-		t.Errorf("%s has no tsc-server/tsc-client/tsc-round yet: no rounds", e.tool)
+	tscProcs = append(tscProcs, l.start("tsc-server", l.hub, nil, e.tool, "tsc-server", "--listen", server, "--out", roundsDir,
+		"--probes", fmt.Sprint(probesPerDir)))
+	for _, n := range nodes {
+		tscProcs = append(tscProcs, l.start("tsc-client-"+n.name, l.ns[n.name], nodeEnv(n),
+			e.tool, "tsc-client", "--server", server, "--node", n.name, "--inject", n.inject))
 	}
+	round("before")
 
 	// The pipeline a -> b -> c -> d, started from the sink back, and CPU
 	// load on two nodes for two seconds of its four.
@@ -181,58 +177,59 @@ func TestMultiNode(t *testing.T) {
 	t.Logf("pipeline done at %.1fs", time.Since(t0).Seconds())
 
 	// The after round, with one node's CPU busy while it probes.
-	if haveTSC {
-		burn := l.start("burn-after", l.ns["c"], nil, bin, "burn", "30")
-		round("after")
-		burn.stop(2 * time.Second)
-		for _, p := range tscProcs {
-			p.stop(5 * time.Second)
-		}
+	burn := l.start("burn-after", l.ns["c"], nil, bin, "burn", "30")
+	round("after")
+	burn.stop(2 * time.Second)
+	for _, p := range tscProcs {
+		p.stop(5 * time.Second)
 	}
 
 	// Every tuple left the source and reached every stage, and the logged
 	// counters give back causal, plausible true durations.
 	logged := checkLogs(t, fakes, logsDir)
 
-	var delays oneWay
-	if haveTSC {
-		rounds, err := minrtt.ReadRounds(roundsDir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var nProbes int
-		delays, nProbes, err = probeDelays(fakes, rounds)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkRounds(t, rounds)
-		t.Logf("%d rounds, %d answered probes; every one-way delay is positive under the fake counters", len(rounds), nProbes)
-		var sb strings.Builder
-		for i, a := range nodes {
-			for _, b := range nodes[i+1:] {
-				fmt.Fprintf(&sb, "  %s-%s: %s\n", a.name, b.name, delays.floorText(a.name, b.name))
-			}
-		}
-		t.Logf("floor (min fwd + min rev one-way delay)/2 of every pair, from the probes' true delays:\n%s", sb.String())
-	}
-
-	if !have["analyze"] {
-		t.Errorf("%s has no analyze command yet: bounds not checked", e.tool)
-		return
-	}
-	if !haveTSC {
-		return
-	}
-	args := []string{"analyze", "--rounds", roundsDir, "--out", outDir, "--logs"}
-	for _, n := range nodes {
-		args = append(args, filepath.Join(logsDir, n.name))
-	}
-	out, err := l.run(90*time.Second, l.hub, nil, append([]string{e.tool}, args...)...)
+	rounds, err := minrtt.ReadRounds(roundsDir)
 	if err != nil {
-		t.Fatalf("analyze: %v\n%s", err, out)
+		t.Fatal(err)
 	}
-	t.Logf("analyze:\n%s", out)
-	checkAnalysis(t, fakes, outDir, logged, delays)
+	checkRounds(t, rounds)
+	delays, nProbes, err := probeDelays(fakes, rounds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d rounds, %d answered probes; every one-way delay is positive under the fake counters", len(rounds), nProbes)
+	var sb strings.Builder
+	for i, a := range nodes {
+		for _, b := range nodes[i+1:] {
+			fmt.Fprintf(&sb, "  %s-%s: %s\n", a.name, b.name, delays.floorText(a.name, b.name))
+		}
+	}
+	t.Logf("floor (min fwd + min rev one-way delay)/2 of every pair, from the probes' true delays:\n%s", sb.String())
+
+	// analyze, first with the reference node it chooses, then with a relay
+	// as the reference (so that the durations fall in all four scenarios).
+	analyze := func(out string, extra ...string) {
+		args := append([]string{e.tool, "analyze", "--rounds", roundsDir, "--out", out}, extra...)
+		args = append(args, "--logs")
+		for _, n := range nodes {
+			args = append(args, filepath.Join(logsDir, n.name))
+		}
+		text, err := l.run(90*time.Second, l.hub, nil, args...)
+		if err != nil {
+			t.Fatalf("analyze: %v\n%s", err, text)
+		}
+		t.Logf("%s:\n%s", strings.Join(args[1:len(args)-len(nodes)-1], " "), text)
+	}
+	analyze(outDir)
+	ref := checkAnalysis(t, fakes, outDir, logged, delays)
+	relay := "b"
+	if ref == relay {
+		relay = "c"
+	}
+	analyze(outDir+"-ref-"+relay, "--ref", relay)
+	if ref := checkAnalysis(t, fakes, outDir+"-ref-"+relay, logged, delays); ref != relay {
+		t.Errorf("analyze --ref %s: model.json says the reference is %s", relay, ref)
+	}
 	t.Logf("total %.1fs", time.Since(t0).Seconds())
 }
 
@@ -348,7 +345,8 @@ func checkLogs(t *testing.T, fakes map[string]tsc.Fake, logsDir string) logs {
 
 // checkAnalysis reads the analyzer's output and checks every duration
 // against the truth, then reports the bounds next to the floor.
-func checkAnalysis(t *testing.T, fakes map[string]tsc.Fake, outDir string, logged logs, delays oneWay) {
+// It returns the reference node.
+func checkAnalysis(t *testing.T, fakes map[string]tsc.Fake, outDir string, logged logs, delays oneWay) string {
 	t.Helper()
 	var model struct {
 		Ref   string  `json:"ref"`
@@ -408,6 +406,25 @@ func checkAnalysis(t *testing.T, fakes map[string]tsc.Fake, outDir string, logge
 	}
 	if badTSC > 0 {
 		t.Errorf("%d rows with start_tsc/end_tsc other than the logged values", badTSC)
+	}
+
+	// The scenario follows from the nodes (paper 3.3, numbered from 0).
+	badScenario := 0
+	for _, d := range rows {
+		want := 3
+		switch {
+		case d.fromNode == d.toNode && d.fromNode == model.Ref:
+			want = 0
+		case d.fromNode == d.toNode:
+			want = 1
+		case d.fromNode == model.Ref || d.toNode == model.Ref:
+			want = 2
+		}
+		if d.scenario != want {
+			if badScenario++; badScenario <= 5 {
+				t.Errorf("line %d: %s -> %s with reference %s: scenario %d, want %d", d.line, d.fromNode, d.toNode, model.Ref, d.scenario, want)
+			}
+		}
 	}
 
 	v, err := check(fakes, model.Ref, rows)
@@ -488,4 +505,5 @@ func checkAnalysis(t *testing.T, fakes map[string]tsc.Fake, outDir string, logge
 			k.scenario, k.kind, k.from, k.fromN, k.to, k.toN, fmtStats(g.err), fmtStats(g.paper), fmtStats(g.base), delays.floorText(k.fromN, k.toN))
 	}
 	t.Log("\n" + sb.String())
+	return model.Ref
 }
