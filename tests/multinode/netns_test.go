@@ -94,17 +94,35 @@ func newLab(t *testing.T, nodes []string, dir string) *lab {
 		ns: map[string]string{}, ip: map[string]string{},
 	}
 	l.hub, l.hubIP = l.prefix+"-hub", subnet+".1"
-	all := []string{l.hub}
-	t.Cleanup(func() {
-		for _, ns := range all {
-			killNamespacePids(ns)
-		}
-		for _, ns := range all {
-			if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
-				t.Errorf("ip netns del %s: %v %s", ns, err, out)
+	var (
+		all     = []string{l.hub}
+		allMu   sync.Mutex
+		tearing sync.Once
+	)
+	teardown := func() {
+		tearing.Do(func() {
+			allMu.Lock()
+			defer allMu.Unlock()
+			for _, ns := range all {
+				killNamespacePids(ns)
 			}
-		}
-	})
+			for _, ns := range all {
+				if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
+					fmt.Fprintf(os.Stderr, "ip netns del %s: %v %s\n", ns, err, out)
+				}
+			}
+		})
+	}
+	t.Cleanup(teardown)
+	// go test -timeout panics without running cleanups: tear down just
+	// before it (the blocked step then fails, its processes gone).
+	if deadline, ok := t.Deadline(); ok {
+		watchdog := time.AfterFunc(time.Until(deadline)-5*time.Second, func() {
+			fmt.Fprintln(os.Stderr, "multinode: the test deadline is near: killing its processes, deleting its namespaces")
+			teardown()
+		})
+		t.Cleanup(func() { watchdog.Stop() })
+	}
 	ipCmd(t, "netns", "add", l.hub)
 	ipCmd(t, "-n", l.hub, "link", "set", "lo", "up")
 	ipCmd(t, "-n", l.hub, "link", "add", "br0", "type", "bridge")
@@ -112,7 +130,9 @@ func newLab(t *testing.T, nodes []string, dir string) *lab {
 	ipCmd(t, "-n", l.hub, "link", "set", "br0", "up")
 	for i, n := range nodes {
 		ns := fmt.Sprintf("%s-%s", l.prefix, n)
+		allMu.Lock()
 		all = append(all, ns)
+		allMu.Unlock()
 		l.ns[n], l.ip[n] = ns, fmt.Sprintf("%s.%d", subnet, 10+i)
 		ipCmd(t, "netns", "add", ns)
 		ipCmd(t, "-n", ns, "link", "set", "lo", "up")
