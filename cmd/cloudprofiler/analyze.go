@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"runtime/debug"
 
 	"cloudprofiler/internal/analyze"
 	"cloudprofiler/minrtt"
@@ -28,7 +29,7 @@ func runAnalyze(stdout, stderr io.Writer, args []string) error {
 	fs.StringVar(&cfg.Out, "out", "", "directory for the results (created)")
 	fs.StringVar(&cfg.Ref, "ref", "", "reference node (default: chosen from the rounds, see minrtt)")
 	method := fs.String("method", "best", "error bound: best (tightest strict), paper (two MinRTTs), allprobes")
-	mem := fs.Int("mem-mb", 256, "memory for joining tuple records before they spill to disk, MiB")
+	mem := fs.Int("mem-mb", 256, "memory the analysis aims to stay within, MiB: tuple records spill to disk past a quarter of it")
 	fs.BoolVar(&cfg.NoDurations, "no-durations", false, "do not write durations.csv (one row per duration), only summaries")
 	// Go's flag package stops at the first non-flag: take the paths that
 	// follow --logs as more log paths, then go on parsing.
@@ -64,7 +65,13 @@ func runAnalyze(stdout, stderr io.Writer, args []string) error {
 		return fmt.Errorf("analyze: --mem-mb must be at least 16")
 	}
 	cfg.Logs = logs
-	cfg.MemEvents = *mem << 20 / 32 // an event takes 32 bytes while it is joined
+	// An event takes 32 bytes while it is joined; the in-memory buffer gets
+	// a quarter of the budget because a growing slice briefly holds two
+	// copies and the collector lets the heap grow past what is live. The
+	// soft memory limit makes the collector work harder instead of going
+	// over; the largest spill partition (1/64 of the records) must fit too.
+	cfg.MemEvents = *mem << 20 / 4 / 32
+	debug.SetMemoryLimit(int64(*mem) << 20)
 	res, err := analyze.Run(cfg)
 	if err != nil {
 		return err

@@ -25,6 +25,7 @@ type Stats struct {
 	exact    []float64
 	hist     map[int32]uint64 // bucket -> count; negative buckets for negative values
 	zero     uint64           // values with |v| < 1
+	inf      uint64           // +Inf and NaN (a bound a method could not give): sorted last
 }
 
 func newStats() *Stats { return newStatsLimit(exactLimit) }
@@ -58,12 +59,16 @@ func bucketMid(b int32) float64 {
 
 // Add records one value.
 func (s *Stats) Add(v float64) {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		v = math.Inf(1)
+		s.inf++
+	}
 	s.N++
 	s.Min = math.Min(s.Min, v)
 	s.Max = math.Max(s.Max, v)
 	if math.Abs(v) < 1 {
 		s.zero++
-	} else {
+	} else if s.inf == 0 || !math.IsInf(v, 1) {
 		s.hist[bucketOf(v)]++
 	}
 	if s.exact != nil || s.N == 1 {
@@ -111,6 +116,7 @@ func (s *Stats) Quantiles(qs ...float64) []float64 {
 	sort.Slice(keys, func(i, j int) bool { return order(keys[i]) < order(keys[j]) })
 	for i, q := range qs {
 		want, seen := rank(q), uint64(0)
+		out[i] = math.Inf(1) // past every bucket: the +Inf values
 		for _, b := range keys {
 			n := s.hist[b]
 			if b == 0 {

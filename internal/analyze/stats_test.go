@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"math"
 	"math/rand"
 	"testing"
 
@@ -38,4 +39,19 @@ func TestStatsHistogramPastTheLimit(t *testing.T) {
 	}
 	require.InEpsilon(t, -999.5, neg.Quantiles(0)[0], 0.001)
 	require.InDelta(t, -0.5, neg.Quantiles(1)[0], 0.001)
+}
+
+func TestStatsInfinite(t *testing.T) {
+	s := newStatsLimit(0)
+	s.Add(10)
+	s.Add(math.Inf(1))
+	s.Add(math.NaN())
+	require.EqualValues(t, 3, s.N)
+	q := s.Quantiles(0.1, 1)
+	require.InEpsilon(t, 10, q[0], 0.001)
+	require.True(t, math.IsInf(q[1], 1))
+	e := newStats()
+	e.Add(math.Inf(1))
+	e.Add(1)
+	require.Equal(t, []float64{1, math.Inf(1)}, e.Quantiles(0, 1))
 }
