@@ -234,8 +234,40 @@ func (w oneWay) floor(a, b string) (float64, bool) {
 	return (f + r) / 2, ok1 && ok2
 }
 
+// shortest is the smallest sum of minimum one-way delays over any chain of
+// nodes from a to b (the direct link is a chain of one); +Inf if none.
+func (w oneWay) shortest(a, b string) float64 {
+	dist := map[string]float64{a: 0}
+	for range len(w) { // Bellman-Ford; every delay is positive
+		for k, d := range w {
+			if da, ok := dist[k[0]]; ok {
+				if db, ok := dist[k[1]]; !ok || da+d < db {
+					dist[k[1]] = da + d
+				}
+			}
+		}
+	}
+	if d, ok := dist[b]; ok {
+		return d
+	}
+	return math.Inf(1)
+}
+
+// pathFloor is the floor of the a-b offset when every probe of every pair
+// may be combined: an offset known through a chain of links is known to
+// within the sums of the chain's one-way minima, and intersecting chains
+// leaves (shortest a->b + shortest b->a)/2. Hardware cycles; 0 on one node.
+// No method using the probes alone can give a strict bound below it.
+func (w oneWay) pathFloor(a, b string) float64 {
+	if a == b {
+		return 0
+	}
+	return (w.shortest(a, b) + w.shortest(b, a)) / 2
+}
+
 // floorText is the floor of a and b in microseconds with the two minima
-// behind it; a duration on one node has no offset to bound (floor 0).
+// behind it, and the path floor when chains through other nodes beat the
+// direct link; a duration on one node has no offset to bound (floor 0).
 func (w oneWay) floorText(a, b string) string {
 	if a == b {
 		return "0 (one node)"
@@ -245,7 +277,11 @@ func (w oneWay) floorText(a, b string) string {
 		return "n/a"
 	}
 	us := func(c float64) float64 { return c / tsc.HardwareFreq().Hz * 1e6 }
-	return fmt.Sprintf("%.1f us (min %s->%s %.1f, %s->%s %.1f)", us(f), a, b, us(w[[2]string{a, b}]), b, a, us(w[[2]string{b, a}]))
+	txt := fmt.Sprintf("%.1f us (min %s->%s %.1f, %s->%s %.1f)", us(f), a, b, us(w[[2]string{a, b}]), b, a, us(w[[2]string{b, a}]))
+	if pf := w.pathFloor(a, b); pf < f-0.5 {
+		txt += fmt.Sprintf(", %.1f us through other nodes", us(pf))
+	}
+	return txt
 }
 
 // stats are the median and the maximum of xs (NaNs left out).
