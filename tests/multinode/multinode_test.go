@@ -208,8 +208,9 @@ func TestMultiNode(t *testing.T) {
 	t.Logf("floor (min fwd + min rev one-way delay)/2 of every pair, from the probes' true delays:\n%s", sb.String())
 
 	// analyze, first with the reference node it chooses, then with a relay
-	// as the reference (so that the durations fall in all four scenarios).
-	analyze := func(out string, extra ...string) {
+	// as the reference (so that the durations fall in all four scenarios),
+	// then with each of the other bound methods: all must hold the truth.
+	analyze := func(out string, verbose bool, extra ...string) {
 		args := append([]string{e.tool, "analyze", "--rounds", roundsDir, "--out", out}, extra...)
 		args = append(args, "--logs")
 		for _, n := range nodes {
@@ -219,17 +220,25 @@ func TestMultiNode(t *testing.T) {
 		if err != nil {
 			t.Fatalf("analyze: %v\n%s", err, text)
 		}
-		t.Logf("%s:\n%s", strings.Join(args[1:len(args)-len(nodes)-1], " "), text)
+		if verbose {
+			t.Logf("%s:\n%s", strings.Join(args[1:len(args)-len(nodes)-1], " "), text)
+		}
 	}
-	analyze(outDir)
-	ref := checkAnalysis(t, fakes, outDir, logged, delays)
+	analyze(outDir, true)
+	ref := checkAnalysis(t, fakes, outDir, logged, delays, true)
 	relay := "b"
 	if ref == relay {
 		relay = "c"
 	}
-	analyze(outDir+"-ref-"+relay, "--ref", relay)
-	if ref := checkAnalysis(t, fakes, outDir+"-ref-"+relay, logged, delays); ref != relay {
+	analyze(outDir+"-ref-"+relay, true, "--ref", relay)
+	if ref := checkAnalysis(t, fakes, outDir+"-ref-"+relay, logged, delays, true); ref != relay {
 		t.Errorf("analyze --ref %s: model.json says the reference is %s", relay, ref)
+	}
+	for _, m := range []string{"paper", "allprobes"} {
+		dir := outDir + "-" + m
+		analyze(dir, false, "--ref", relay, "--method", m)
+		t.Logf("analyze --ref %s --method %s:", relay, m)
+		checkAnalysis(t, fakes, dir, logged, delays, false)
 	}
 	t.Logf("total %.1fs", time.Since(t0).Seconds())
 }
@@ -347,7 +356,7 @@ func checkLogs(t *testing.T, fakes map[string]tsc.Fake, logsDir string) logs {
 // checkAnalysis reads the analyzer's output and checks every duration
 // against the truth, then reports the bounds next to the floor.
 // It returns the reference node.
-func checkAnalysis(t *testing.T, fakes map[string]tsc.Fake, outDir string, logged logs, delays oneWay) string {
+func checkAnalysis(t *testing.T, fakes map[string]tsc.Fake, outDir string, logged logs, delays oneWay, verbose bool) string {
 	t.Helper()
 	var model struct {
 		Ref   string  `json:"ref"`
@@ -499,6 +508,10 @@ func checkAnalysis(t *testing.T, fakes map[string]tsc.Fake, outDir string, logge
 		}
 		return keys[i].from < keys[j].from
 	})
+	if !verbose {
+		t.Log("\n" + sb.String())
+		return model.Ref
+	}
 	fmt.Fprintf(&sb, "bound per duration, median/max us, next to the floor (min fwd + min rev one-way delay)/2 of its nodes:\n")
 	for _, k := range keys {
 		g := byPair[k]
