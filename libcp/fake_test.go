@@ -124,6 +124,32 @@ func TestFakeTSCChild(t *testing.T) {
 		require.LessOrEqual(t, r.TSC, f.Apply(raw1))
 	}
 
+	// FOX: the return log's arrival stamps are on the fake counter too.
+	os.Setenv("CP_RET_LISTEN", "127.0.0.1:0")
+	raw0 = tsc.Raw()
+	st, sc := open(t, "fake fox start", logfile.BinaryTSC, handlers.FoxStart)
+	os.Setenv("CP_RET_START", sc.fox.listen)
+	en, ec := open(t, "fake fox end", logfile.BinaryTSC, handlers.FoxEnd)
+	for i := 0; i < 200; i++ {
+		require.Zero(t, logTS(st, int64(i)))
+		require.Zero(t, logTS(en, int64(i)))
+	}
+	for end := time.Now().Add(5 * time.Second); sc.retLog.recv.received.Load() < 200 && time.Now().Before(end); {
+		time.Sleep(time.Millisecond)
+	}
+	require.NoError(t, closeChannel(en, "close"))
+	require.NoError(t, closeChannel(st, "close"))
+	raw1 = tsc.Raw()
+	erecs, _ := readRecords(t, ec.path)
+	rrecs, _ := readRecords(t, sc.retLog.path)
+	require.Len(t, rrecs, 200)
+	endTSC := byID(t, erecs)
+	for _, r := range rrecs {
+		require.GreaterOrEqual(t, r.TSC, endTSC[r.TupleID])
+		require.GreaterOrEqual(t, r.TSC, f.Apply(raw0))
+		require.LessOrEqual(t, r.TSC, f.Apply(raw1))
+	}
+
 	// The C mapping is Go's, bit for bit, over the whole range.
 	rng := rand.New(rand.NewSource(1))
 	vals := []uint64{0, 1, 1 << 32, math.MaxUint64, math.MaxUint64 - 1, 1 << 63, tsc.Raw()}
