@@ -487,17 +487,19 @@ func openChannel(name string, f logfile.Format, h handlers.Type) (int64, error) 
 	if h == handlers.FoxStart {
 		fox.retPath = stem + ".ret" + ext
 	}
-	err := c.create(drop)
+	err := c.create(drop, confVersion)
 	regMu.Unlock()
 	if err != nil {
 		fox.release()
 		return 0, err
 	}
-	if c.netconf {
-		watchConf(c, confVersion)
-	}
 	if h == handlers.FoxStart {
-		if err := c.openReturnLog(); err != nil {
+		// Under c.mu: a CloseAllChannels racing with this open finds the
+		// return log in place, or none and a channel it already closed.
+		c.mu.Lock()
+		err := c.openReturnLog()
+		c.mu.Unlock()
+		if err != nil {
 			c.close("open failed")
 			os.Remove(c.path)
 			return 0, err
@@ -508,7 +510,7 @@ func openChannel(name string, f logfile.Format, h handlers.Type) (int64, error) 
 
 // create allocates the slot, creates the file with its header and publishes
 // the channel (regMu held). On error nothing is left behind.
-func (c *channel) create(drop bool) error {
+func (c *channel) create(drop bool, confVersion uint64) error {
 	idx, err := allocSlot()
 	if err != nil {
 		return err
@@ -565,6 +567,9 @@ func (c *channel) create(drop bool) error {
 	}
 	if c.cur.Counter() {
 		sampler.add(c)
+	}
+	if c.netconf {
+		watchConf(c, confVersion)
 	}
 	return nil
 }

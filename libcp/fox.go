@@ -191,14 +191,17 @@ func (f *foxOpen) header() *logfile.Fox {
 }
 
 // openReturnLog creates a FOX_START channel's return log (another slot and
-// file, never handed out) and starts its receiver.
+// file, never handed out) and starts its receiver (c.mu held).
 func (c *channel) openReturnLog() error {
 	f := c.fox
+	if c.closed {
+		return fail(C.CP_ERR_CLOSED, "channel %d was closed while it opened", c.handle)
+	}
 	r := &channel{number: c.number, htype: handlers.FoxStart, cur: handlers.FoxStart, format: c.format,
 		recSize: c.recSize, name: c.name, path: f.retPath,
 		fox: &foxOpen{role: "return", listen: f.listen, startFile: filepath.Base(c.path)}}
 	regMu.Lock()
-	err := r.create(false)
+	err := r.create(false, 0)
 	regMu.Unlock()
 	if err != nil {
 		return err
