@@ -92,4 +92,4 @@ func findChannels(paths []string) ([]*Channel, error) {
 }
 
 // isReturnLog says whether a FOX_START file is the return log (ReTACKs).
-func isReturnLog(h *logfile.Header) bool { return false }
+func isReturnLog(h *logfile.Header) bool { return h.Fox != nil && h.Fox.Role == "return" }
