@@ -225,20 +225,21 @@ func TestMultiNode(t *testing.T) {
 		}
 	}
 	analyze(outDir, true)
-	ref := checkAnalysis(t, fakes, outDir, logged, delays, true)
+	ref := checkAnalysis(t, fakes, outDir, logged, delays, true, true)
 	relay := "b"
 	if ref == relay {
 		relay = "c"
 	}
 	analyze(outDir+"-ref-"+relay, true, "--ref", relay)
-	if ref := checkAnalysis(t, fakes, outDir+"-ref-"+relay, logged, delays, true); ref != relay {
+	if ref := checkAnalysis(t, fakes, outDir+"-ref-"+relay, logged, delays, true, true); ref != relay {
 		t.Errorf("analyze --ref %s: model.json says the reference is %s", relay, ref)
 	}
 	for _, m := range []string{"paper", "allprobes"} {
 		dir := outDir + "-" + m
 		analyze(dir, false, "--ref", relay, "--method", m)
 		t.Logf("analyze --ref %s --method %s:", relay, m)
-		checkAnalysis(t, fakes, dir, logged, delays, false)
+		// Their wider bounds may reorder a tuple's events: reported, not failed.
+		checkAnalysis(t, fakes, dir, logged, delays, false, false)
 	}
 	t.Logf("total %.1fs", time.Since(t0).Seconds())
 }
@@ -348,7 +349,7 @@ func checkLogs(t *testing.T, fakes map[string]tsc.Fake, logsDir string) logs {
 			us = append(us, d/hz*1e6)
 		}
 		med, max, _ := stats(us)
-		t.Logf("true %q (%s) -> %q (%s): median %.1f us, max %.1f us", from, chanNode[from], to, chanNode[to], med, max)
+		t.Logf("true %q (%s) -> %q (%s): min %.1f us, median %.1f us, max %.1f us", from, chanNode[from], to, chanNode[to], slices.Min(us), med, max)
 	}
 	return logs{chanNode, tscs}
 }
@@ -356,7 +357,7 @@ func checkLogs(t *testing.T, fakes map[string]tsc.Fake, logsDir string) logs {
 // checkAnalysis reads the analyzer's output and checks every duration
 // against the truth, then reports the bounds next to the floor.
 // It returns the reference node.
-func checkAnalysis(t *testing.T, fakes map[string]tsc.Fake, outDir string, logged logs, delays oneWay, verbose bool) string {
+func checkAnalysis(t *testing.T, fakes map[string]tsc.Fake, outDir string, logged logs, delays oneWay, verbose, strictOrder bool) string {
 	t.Helper()
 	var model struct {
 		Ref   string  `json:"ref"`
@@ -390,32 +391,65 @@ func checkAnalysis(t *testing.T, fakes map[string]tsc.Fake, outDir string, logge
 	}
 	want[p[0]+" -> "+p[len(p)-1]] = true
 	count := map[string]int{}
-	badTSC := 0
+	perTuple := make([]int, nTuples)
+	offPath := map[int64]bool{} // tuples with a duration off the pipeline's path
+	var offExample string
+	bad := 0
 	for _, d := range rows {
 		k := d.fromCh + " -> " + d.toCh
+		count[k]++
 		if !want[k] {
-			t.Errorf("line %d: unexpected duration %s (%s)", d.line, k, d.kind)
-		} else if logged.node[d.fromCh] != d.fromNode || logged.node[d.toCh] != d.toNode {
-			t.Errorf("line %d: %s on nodes %s -> %s, logged on %s -> %s", d.line, k, d.fromNode, d.toNode, logged.node[d.fromCh], logged.node[d.toCh])
-		} else if d.tuple < 0 || d.tuple >= nTuples || d.start != logged.tscs[d.fromCh][d.tuple] || d.end != logged.tscs[d.toCh][d.tuple] {
+			offPath[d.tuple] = true
+			if offExample == "" {
+				offExample = fmt.Sprintf("line %d tuple %d %s (%s)", d.line, d.tuple, k, d.kind)
+			}
+		}
+		switch {
+		case d.tuple < 0 || d.tuple >= nTuples:
+			t.Fatalf("line %d: tuple id %d was never logged", d.line, d.tuple)
+		case logged.node[d.fromCh] != d.fromNode || logged.node[d.toCh] != d.toNode:
+			if bad++; bad <= 10 {
+				t.Errorf("line %d: %s on nodes %s -> %s, logged on %s -> %s", d.line, k, d.fromNode, d.toNode, logged.node[d.fromCh], logged.node[d.toCh])
+			}
+		case d.start != logged.tscs[d.fromCh][d.tuple] || d.end != logged.tscs[d.toCh][d.tuple]:
 			// The truth is computed from start_tsc and end_tsc: they must be
 			// the values the stages logged.
-			if badTSC++; badTSC <= 10 {
+			if bad++; bad <= 10 {
 				t.Errorf("line %d: tuple %d %s: start_tsc %d end_tsc %d are not the logged values", d.line, d.tuple, k, d.start, d.end)
 			}
 		}
-		count[k]++
+		perTuple[d.tuple]++
 	}
-	for k := range want {
-		if count[k] != nTuples {
-			t.Errorf("%d rows %s, want one per tuple (%d)", count[k], k, nTuples)
-		}
+	if bad > 0 {
+		t.Errorf("%d rows with nodes or start_tsc/end_tsc other than logged", bad)
 	}
+	// Each tuple crossed 6 channels: 5 consecutive durations and its end to end.
 	if len(rows) != len(want)*nTuples {
 		t.Errorf("%d rows, want %d", len(rows), len(want)*nTuples)
 	}
-	if badTSC > 0 {
-		t.Errorf("%d rows with start_tsc/end_tsc other than the logged values", badTSC)
+	for id, n := range perTuple {
+		if n != len(want) {
+			t.Errorf("tuple %d has %d durations, want %d", id, n, len(want))
+			break
+		}
+	}
+	// The analyzer orders a tuple's events by their translated times; the
+	// order must be the pipeline's.
+	var short []string
+	for k := range want {
+		if count[k] != nTuples {
+			short = append(short, fmt.Sprintf("%s: %d", k, count[k]))
+		}
+	}
+	sort.Strings(short)
+	if len(offPath) > 0 || len(short) > 0 {
+		msg := fmt.Sprintf("%d of %d tuples have their events in another order than the pipeline's (e.g. %s); rows per hop short of %d: %s",
+			len(offPath), nTuples, offExample, nTuples, strings.Join(short, ", "))
+		if strictOrder {
+			t.Error(msg)
+		} else {
+			t.Log("NOTE (not failed for this method): " + msg)
+		}
 	}
 
 	// The scenario follows from the nodes (paper 3.3, numbered from 0).
