@@ -58,7 +58,9 @@ type PairStats struct {
 	Dur, Err        *Stats
 	Paper, Baseline *Stats
 	Scenarios       [4]uint64
-	RetErr          *Stats // return_trip only: ReT duration minus ours
+	// return_trip only (Key.To is the tuple's last channel): the return-trip
+	// duration minus ours from start to that channel, and our bound there.
+	RetErr, OursErr *Stats
 }
 
 // Result is what Run found; the files in Out say the same at length.
@@ -266,12 +268,12 @@ func (a *analysis) tuple(evs []event) error {
 		if cx, cy := a.chans[x.ch], a.chans[y.ch]; cx.Node == cy.Node && cx.PID == cy.PID {
 			kind = KindCompute
 		}
-		if _, err := a.duration(kind, x, y, nil); err != nil {
+		if _, err := a.duration(kind, x, y, nil, -1); err != nil {
 			return err
 		}
 	}
 	if len(hops) >= 3 {
-		if _, err := a.duration(KindEndToEnd, hops[0], hops[len(hops)-1], nil); err != nil {
+		if _, err := a.duration(KindEndToEnd, hops[0], hops[len(hops)-1], nil, -1); err != nil {
 			return err
 		}
 	}
@@ -295,7 +297,7 @@ func (a *analysis) tuple(evs []event) error {
 		}
 		end = &hops[len(hops)-1]
 		ours := a.model.DurationIdx(a.chans[s.ch].node, s.tsc, a.chans[end.ch].node, end.tsc)
-		if _, err := a.duration(KindReturnRTT, *s, r, &ours); err != nil {
+		if _, err := a.duration(KindReturnRTT, *s, r, &ours, int(end.ch)); err != nil {
 			return err
 		}
 	}
@@ -303,18 +305,22 @@ func (a *analysis) tuple(evs []event) error {
 }
 
 // duration computes, records and writes one duration from x to y. For a
-// return trip, ours is the start-to-end duration the ReT method estimates.
-func (a *analysis) duration(kind string, x, y event, ours *minrtt.Duration) (minrtt.Duration, error) {
+// return trip, ours is the start-to-end duration the ReT method estimates
+// and keyTo the end's channel, under which the pair is summarised.
+func (a *analysis) duration(kind string, x, y event, ours *minrtt.Duration, keyTo int) (minrtt.Duration, error) {
 	cx, cy := a.chans[x.ch], a.chans[y.ch]
 	d := a.model.DurationIdx(cx.node, x.tsc, cy.node, y.tsc)
 	key := PairKey{kind, int(x.ch), int(y.ch)}
+	if keyTo >= 0 {
+		key.To = keyTo
+	}
 	p := a.pairs[key]
 	if p == nil {
 		// Only the durations get exact quantiles: the bounds are
 		// reported by min, median and max, and 0.1 % is plenty there.
 		p = &PairStats{Key: key, Dur: newStats(), Err: newStatsLimit(0), Paper: newStatsLimit(0), Baseline: newStatsLimit(0)}
 		if ours != nil {
-			p.RetErr = newStats()
+			p.RetErr, p.OursErr = newStats(), newStatsLimit(0)
 		}
 		a.pairs[key] = p
 	}
@@ -327,6 +333,7 @@ func (a *analysis) duration(kind string, x, y event, ours *minrtt.Duration) (min
 	}
 	if ours != nil {
 		p.RetErr.Add(d.Est - ours.Est)
+		p.OursErr.Add(ours.Err)
 	}
 	a.res.Durations++
 	if a.out != nil {

@@ -94,7 +94,7 @@ func TestAnalyzeSyntheticPipeline(t *testing.T) {
 		t    float64
 	}
 	truth := map[int64][]ev{}
-	var src, bin, bout, sink, counts []string
+	var src, bin, bout, sink, rets, counts []string
 	for i := int64(0); i < n; i++ {
 		t0 := 1 + float64(i)*1e-3
 		t1 := t0 + 30e-6 + r.Float64()*50e-6
@@ -105,6 +105,8 @@ func TestAnalyzeSyntheticPipeline(t *testing.T) {
 		bin = append(bin, fmt.Sprintf("%d,%d", i, b.at(t1)))
 		bout = append(bout, fmt.Sprintf("%d,%d", i, b.at(t2)))
 		sink = append(sink, fmt.Sprintf("%d,%d", i, c.at(t3)))
+		// The sink's ReTACK takes 100 us back to the source.
+		rets = append(rets, fmt.Sprintf("%d,%d", i, a.at(t3+100e-6)))
 	}
 	for s := 1; s <= 6; s++ { // the sink counts per second
 		counts = append(counts, fmt.Sprintf("%d,1000,0", c.at(float64(s))))
@@ -114,7 +116,11 @@ func TestAnalyzeSyntheticPipeline(t *testing.T) {
 	hdr := func(node simNode, pid, ch int, name, handler string) logfile.Header {
 		return logfile.Header{Node: node.name, Host: "h", PID: pid, Channel: ch, Name: name, Handler: handler, TSCHz: node.hz}
 	}
-	writeASCII(t, logs, hdr(a, 10, 1, "source out", "IDENTITY"), src)
+	writeASCII(t, logs, hdr(a, 10, 1, "source out", "FOX_START"), src)
+	ret := hdr(a, 10, 1, "source out", "FOX_START")
+	ret.Fox = &logfile.Fox{Role: "return"}
+	ret.Channel = 99 // another file name; the same channel in truth
+	writeASCII(t, logs, ret, rets)
 	writeASCII(t, logs, hdr(b, 20, 1, "relay in", "IDENTITY"), bin)
 	writeASCII(t, logs, hdr(b, 20, 2, "relay out", "IDENTITY"), bout)
 	writeASCII(t, logs, hdr(c, 30, 1, "sink in", "IDENTITY"), sink)
@@ -126,10 +132,22 @@ func TestAnalyzeSyntheticPipeline(t *testing.T) {
 	res, err := Run(Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{logs}, Out: out, Ref: "a", MemEvents: 3000})
 	require.NoError(t, err)
 	require.Equal(t, "a", res.Ref)
-	require.EqualValues(t, 4*n, res.Records)
+	require.EqualValues(t, 5*n, res.Records)
 	require.EqualValues(t, n, res.Tuples)
-	require.EqualValues(t, 4*n, res.Durations) // 3 hops and end to end per tuple
-	require.EqualValues(t, 4*n, res.Spilled)
+	require.EqualValues(t, 5*n, res.Durations) // 3 hops, end to end and the return trip per tuple
+	require.EqualValues(t, 5*n, res.Spilled)
+	var rt *Row
+	for _, row := range res.Rows() {
+		if row.Kind == KindReturnRTT {
+			rt = &row
+		}
+	}
+	require.NotNil(t, rt)
+	require.EqualValues(t, n, rt.Count)
+	// ReT overestimates by the ReTACK's 100 us, within our bound.
+	require.InDelta(t, 100e-6, rt.RetErrMedian, 6e-6)
+	require.Equal(t, "c/sink in", rt.To)
+	require.Greater(t, rt.OursErrMedian, 1e-6)
 
 	// Every duration's truth lies within its bound.
 	f, err := os.Open(filepath.Join(out, "durations.csv"))
@@ -138,13 +156,16 @@ func TestAnalyzeSyntheticPipeline(t *testing.T) {
 	rows, err := csv.NewReader(f).ReadAll()
 	require.NoError(t, err)
 	require.Equal(t, "tuple_id,from_node,from_channel,to_node,to_channel,kind,start_tsc,end_tsc,cycles,error_cycles,seconds,error_seconds,scenario,paper_error_cycles,baseline_error_cycles", strings.Join(rows[0], ","))
-	require.Len(t, rows, 4*n+1)
+	require.Len(t, rows, 5*n+1)
 	step := map[string]int{"source out": 0, "relay in": 1, "relay out": 2, "sink in": 3}
 	kinds := map[string]int{}
 	worst := 0.0
 	for _, row := range rows[1:] {
 		id, _ := strconv.ParseInt(row[0], 10, 64)
 		from, to := truth[id][step[row[2]]], truth[id][step[row[4]]]
+		if row[5] == KindReturnRTT {
+			to = ev{a, truth[id][3].t + 100e-6}
+		}
 		want := (to.t - from.t) * a.hz
 		got, _ := strconv.ParseFloat(row[8], 64)
 		bound, _ := strconv.ParseFloat(row[9], 64)
@@ -155,7 +176,7 @@ func TestAnalyzeSyntheticPipeline(t *testing.T) {
 	}
 	t.Logf("worst |error|/bound = %.3f", worst)
 	require.Equal(t, map[string]int{"transfer:source out>relay in": n, "compute:relay in>relay out": n,
-		"transfer:relay out>sink in": n, "end_to_end:source out>sink in": n}, kinds)
+		"transfer:relay out>sink in": n, "end_to_end:source out>sink in": n, "return_trip:source out>source out": n}, kinds)
 
 	for _, name := range []string{"summary.csv", "summary.txt", "model.json", "report.html", "runs.csv", "throughput.csv"} {
 		_, err := os.Stat(filepath.Join(out, name))

@@ -68,8 +68,8 @@ svg text{font:11px system-ui,sans-serif}.note{color:#555}</style></head><body>`)
 	b.WriteString("</table>")
 	for _, x := range rows {
 		if x.Kind == KindReturnRTT {
-			fmt.Fprintf(&b, "<p>Return-trip method %s → %s overestimates the latency by %s µs (median), %s µs (max); our bound is ± %s µs (median).</p>",
-				esc(x.From), esc(x.To), us(x.RetErrMedian), us(x.RetErrMax), us(x.ErrMedian))
+			fmt.Fprintf(&b, "<p>Return-trip method %s → %s overestimates the latency by %s µs (median), %s µs (max); our bound on the same durations is ± %s µs (median).</p>",
+				esc(x.From), esc(x.To), us(x.RetErrMedian), us(x.RetErrMax), us(x.OursErrMedian))
 		}
 	}
 	if len(r.Runs) > 0 {
