@@ -41,7 +41,7 @@ const (
 	nTuples      = 20000
 	tupleRate    = 5000 // per second: the pipeline runs 4 s
 	tscPort      = 7400
-	probesPerDir = 300 // per direction and round: 1.2 ms per probe pair, 0.2 ms apart
+	probesPerDir = 300 // probes per direction and round (the server sends them 200 us apart)
 	stagePort    = 7500
 )
 
@@ -385,11 +385,15 @@ func checkAnalysis(t *testing.T, fakes map[string]tsc.Fake, outDir string, logge
 
 	// Every tuple has all its hops (5 consecutive pairs) and its end to end.
 	p := path()
-	want := map[string]bool{}
+	want := map[string]string{} // "from -> to" channels: kind
 	for i := 1; i < len(p); i++ {
-		want[p[i-1]+" -> "+p[i]] = true
+		kind := "transfer"
+		if logged.node[p[i-1]] == logged.node[p[i]] {
+			kind = "compute" // one stage: one process
+		}
+		want[p[i-1]+" -> "+p[i]] = kind
 	}
-	want[p[0]+" -> "+p[len(p)-1]] = true
+	want[p[0]+" -> "+p[len(p)-1]] = "end_to_end"
 	count := map[string]int{}
 	perTuple := make([]int, nTuples)
 	offPath := map[int64]bool{} // tuples with a duration off the pipeline's path
@@ -398,10 +402,14 @@ func checkAnalysis(t *testing.T, fakes map[string]tsc.Fake, outDir string, logge
 	for _, d := range rows {
 		k := d.fromCh + " -> " + d.toCh
 		count[k]++
-		if !want[k] {
+		if kind, ok := want[k]; !ok {
 			offPath[d.tuple] = true
 			if offExample == "" {
 				offExample = fmt.Sprintf("line %d tuple %d %s (%s)", d.line, d.tuple, k, d.kind)
+			}
+		} else if d.kind != kind {
+			if bad++; bad <= 10 {
+				t.Errorf("line %d: %s is a %s duration, want %s", d.line, k, d.kind, kind)
 			}
 		}
 		switch {
@@ -421,7 +429,7 @@ func checkAnalysis(t *testing.T, fakes map[string]tsc.Fake, outDir string, logge
 		perTuple[d.tuple]++
 	}
 	if bad > 0 {
-		t.Errorf("%d rows with nodes or start_tsc/end_tsc other than logged", bad)
+		t.Errorf("%d rows with a kind, nodes or start_tsc/end_tsc other than logged", bad)
 	}
 	// Each tuple crossed 6 channels: 5 consecutive durations and its end to end.
 	if len(rows) != len(want)*nTuples {
