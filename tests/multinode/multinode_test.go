@@ -3,6 +3,8 @@ package multinode
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -342,6 +344,16 @@ func checkLogs(t *testing.T, fakes map[string]tsc.Fake, logsDir string) logs {
 		ff, tf := fakes[chanNode[from]], fakes[chanNode[to]]
 		var us []float64
 		for id := 0; id < nTuples; id++ {
+			for _, x := range []struct {
+				f tsc.Fake
+				v uint64
+			}{{ff, tscs[from][id]}, {tf, tscs[to][id]}} {
+				// With a rate above 1 some counter values are never read;
+				// a logged one would mean another mapping than tsc.Fake's.
+				if lo, hi := rawOf(x.f, x.v); hi < lo {
+					t.Fatalf("tuple %d: %d is not a value counter %s ever reads", id, x.v, x.f)
+				}
+			}
 			d := rawMid(tf, tscs[to][id]) - rawMid(ff, tscs[from][id])
 			if d < -1 || d > hz {
 				t.Fatalf("tuple %d %q -> %q: true duration %.0f cycles: the logged counters are not the nodes' CP_FAKE_TSC", id, from, to, d)
@@ -492,6 +504,34 @@ func checkAnalysis(t *testing.T, fakes map[string]tsc.Fake, outDir string, logge
 	}
 	if v.nViolation > len(v.violations) {
 		t.Errorf("... and %d more violations", v.nViolation-len(v.violations))
+	}
+	// The reference frequency is the reference node's counter's: the
+	// hardware's times its fake rate.
+	if hz := tsc.HardwareFreq().Hz * fakes[model.Ref].Rate(); math.Abs(model.RefHz-hz) > hz*1e-6 {
+		t.Errorf("model.json: ref_hz %.0f, the reference node's counter runs at %.0f Hz", model.RefHz, hz)
+	}
+	if verbose {
+		// The check has teeth on this data: were one relay's counter 20 us
+		// later than its CP_FAKE_TSC says, every duration that starts or
+		// ends there (and not both) must be caught.
+		moved := maps.Clone(fakes)
+		f := moved["c"]
+		f.Offset += int64(20e-6 * tsc.HardwareFreq().Hz)
+		moved["c"] = f
+		mv, err := check(moved, model.Ref, rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		touching := 0
+		for _, d := range rows {
+			if (d.fromNode == "c") != (d.toNode == "c") {
+				touching++
+			}
+		}
+		t.Logf("negative control: with node c's counter taken 20 us later than it is, %d of the %d rows that cross c's border are violations", mv.nViolation, touching)
+		if mv.nViolation != touching {
+			t.Errorf("negative control: %d violations, want %d", mv.nViolation, touching)
+		}
 	}
 
 	// The bound per scenario and per pair of nodes, next to the floor.

@@ -23,7 +23,8 @@ import (
 
 // rawOf returns the hardware TSC values [lo, hi] that f maps to v: every raw
 // with floor(raw*q/2^32) == v - off. For rates near 1 the range holds one or
-// two values.
+// two values; for rates above 1 some v are never produced, and then hi is
+// lo - 1 (v lies between raw values hi and lo).
 func rawOf(f tsc.Fake, v uint64) (lo, hi uint64) {
 	x := v - uint64(f.Offset) // floor(raw*q/2^32), two's complement like Apply
 	// lo = ceil(x*2^32 / q), hi = ceil((x+1)*2^32 / q) - 1.
@@ -40,7 +41,7 @@ func rawOf(f tsc.Fake, v uint64) (lo, hi uint64) {
 // rawMid is the midpoint of rawOf, as a float (exact for values below 2^53).
 func rawMid(f tsc.Fake, v uint64) float64 {
 	lo, hi := rawOf(f, v)
-	return float64(lo) + float64(hi-lo)/2
+	return float64(lo) + (float64(hi)-float64(lo))/2
 }
 
 // slackCycles is the quantization slack of the check, in reference cycles:
@@ -211,6 +212,14 @@ func probeDelays(fakes map[string]tsc.Fake, rounds []*minrtt.Round) (oneWay, int
 				return nil, 0, fmt.Errorf("round %d: unknown node %q or %q", r.Round, dir.Origin, dir.Responder)
 			}
 			for _, p := range dir.Probes {
+				for _, x := range []struct {
+					f tsc.Fake
+					v uint64
+				}{{fo, p.Send}, {fr, p.Resp}, {fo, p.Recv}} {
+					if lo, hi := rawOf(x.f, x.v); hi < lo {
+						return nil, 0, fmt.Errorf("round %d %s->%s probe %v: %d is not a value counter %s ever reads", r.Round, dir.Origin, dir.Responder, p, x.v, x.f)
+					}
+				}
 				send, resp, recv := rawMid(fo, p.Send), rawMid(fr, p.Resp), rawMid(fo, p.Recv)
 				fwd, rev := resp-send, recv-resp
 				if fwd < -2 || rev < -2 {
@@ -315,6 +324,18 @@ func TestRawOfInvertsFake(t *testing.T) {
 				t.Errorf("%s: range [%d, %d] wider than 1/rate", s, lo, hi)
 			}
 		}
+	}
+	// Rate 3.3: only about one value in 3.3 is ever read; the others give
+	// an empty range between the raw values around them.
+	f, err := tsc.ParseFake("3.3:-99")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := uint64(1 << 40)
+	v := f.Apply(raw) + 1
+	lo, hi := rawOf(f, v)
+	if hi != lo-1 || f.Apply(hi) >= v || f.Apply(lo) <= v || rawMid(f, v) != float64(lo)-0.5 {
+		t.Errorf("unread value %d: rawOf gave [%d, %d], mid %v", v, lo, hi, rawMid(f, v))
 	}
 }
 
