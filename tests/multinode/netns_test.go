@@ -21,7 +21,7 @@ import (
 // Everything (processes, then namespaces) goes away in t.Cleanup.
 type lab struct {
 	t      *testing.T
-	prefix string            // cpt-<pid>: every namespace name starts with it
+	prefix string            // cpt-<pid>-<tag>: every namespace name starts with it
 	hub    string            // the hub namespace
 	hubIP  string            // the hub's address on the bridge
 	ns     map[string]string // node -> namespace
@@ -85,12 +85,12 @@ func killNamespacePids(ns string) {
 	}
 }
 
-// newLab makes the hub and one namespace per node. Node i gets address
-// subnet.(10+i), the hub subnet.1.
-func newLab(t *testing.T, nodes []string, dir string) *lab {
+// newLab makes the hub and one namespace per node, named cpt-<pid>-<tag>-.
+// Node i gets address subnet.(10+i), the hub subnet.1.
+func newLab(t *testing.T, tag string, nodes []string, dir string) *lab {
 	removeStaleNamespaces(t)
 	l := &lab{
-		t: t, prefix: fmt.Sprintf("cpt-%d", os.Getpid()), dir: dir,
+		t: t, prefix: fmt.Sprintf("cpt-%d-%s", os.Getpid(), tag), dir: dir,
 		ns: map[string]string{}, ip: map[string]string{},
 	}
 	l.hub, l.hubIP = l.prefix+"-hub", subnet+".1"
