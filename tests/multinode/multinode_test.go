@@ -190,8 +190,10 @@ func runConfig(t *testing.T, e env, bin, tag string, c config) {
 		}
 		t.Logf("round %s: %s", label, strings.TrimSpace(out))
 	}
-	tscProcs = append(tscProcs, l.start("tsc-server", l.hub, nil, e.tool, "tsc-server", "--listen", server, "--out", roundsDir,
-		"--probes", fmt.Sprint(probesPerDir)))
+	srv := l.start("tsc-server", l.hub, nil, e.tool, "tsc-server", "--listen", server, "--out", roundsDir,
+		"--probes", fmt.Sprint(probesPerDir))
+	srv.waitOutput(t, "listening on", 10*time.Second) // clients retry; tsc-round does not
+	tscProcs = append(tscProcs, srv)
 	for _, n := range nodes {
 		tscProcs = append(tscProcs, l.start("tsc-client-"+n.name, l.ns[n.name], nodeEnv(n),
 			e.tool, "tsc-client", "--server", server, "--node", n.name, "--inject", n.inject))

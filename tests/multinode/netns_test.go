@@ -207,6 +207,26 @@ func (p *proc) wait(d time.Duration) error {
 	}
 }
 
+// waitOutput waits up to d for text to appear in p's stderr, and fails the
+// test if p exits first or the time runs out.
+func (p *proc) waitOutput(t *testing.T, text string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		if b, _ := os.ReadFile(p.err); bytes.Contains(b, []byte(text)) {
+			return
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("%s exited before saying %q: %v\nstderr: %s", p.name, text, p.waitErr, tail(p.err))
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not say %q within %v\nstderr: %s", p.name, text, d, tail(p.err))
+		}
+	}
+}
+
 // stop sends SIGTERM to p's process group and waits up to d, then kills it.
 func (p *proc) stop(d time.Duration) {
 	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
