@@ -201,7 +201,7 @@ func runConfig(t *testing.T, e env, bin, tag string, c config) {
 	round("before")
 
 	// The pipeline a -> b -> c -> d, started from the sink back, and CPU
-	// load on two nodes for two seconds of its four.
+	// load on the configuration's nodes for two seconds of its four.
 	var stages []*proc
 	for i := len(nodes) - 1; i >= 0; i-- {
 		n := nodes[i]
