@@ -6,6 +6,7 @@ import (
 	"io"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 
 	"cloudprofiler/internal/analyze"
 	"cloudprofiler/minrtt"
@@ -28,6 +29,7 @@ func runAnalyze(stdout, stderr io.Writer, args []string) error {
 	fs.Var(&logs, "logs", "directory of channel logs (walked) or a log file; repeat, or list several after it")
 	fs.StringVar(&cfg.Out, "out", "", "directory for the results (created)")
 	fs.StringVar(&cfg.Ref, "ref", "", "reference node (default: chosen from the rounds, see minrtt)")
+	order := fs.String("order", "", `channel order of the topology, first to last: "node/name" or "name", comma-separated (default: found from the data)`)
 	method := fs.String("method", "best", "error bound: best (tightest strict), paper (two MinRTTs), allprobes")
 	mem := fs.Int("mem-mb", 256, "memory the analysis aims to stay within, MiB: tuple records spill to disk past a quarter of it")
 	fs.BoolVar(&cfg.NoDurations, "no-durations", false, "do not write durations.csv (one row per duration), only summaries")
@@ -65,6 +67,13 @@ func runAnalyze(stdout, stderr io.Writer, args []string) error {
 		return fmt.Errorf("analyze: --mem-mb must be at least 16")
 	}
 	cfg.Logs = logs
+	if *order != "" {
+		for _, o := range strings.Split(*order, ",") {
+			if o = strings.TrimSpace(o); o != "" {
+				cfg.Order = append(cfg.Order, o)
+			}
+		}
+	}
 	// An event takes 32 bytes while it is joined; the in-memory buffer gets
 	// a quarter of the budget because a growing slice briefly holds two
 	// copies and the collector lets the heap grow past what is live. The

@@ -19,6 +19,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,8 +35,9 @@ type Config struct {
 	Out         string   // output directory, created
 	Ref         string   // reference node; "" lets minrtt choose
 	Method      minrtt.Method
-	MemEvents   int  // tuple records held in memory before spilling (default 8M, ~256 MiB)
-	NoDurations bool // skip durations.csv (summaries only)
+	Order       []string // channel order of the topology ("node/name" or "name"), first to last; the rest ranked from the data (order.go)
+	MemEvents   int      // tuple records held in memory before spilling (default 8M, ~256 MiB)
+	NoDurations bool     // skip durations.csv (summaries only)
 }
 
 // Kinds of duration.
@@ -73,6 +75,7 @@ type Result struct {
 	Durations uint64
 	Spilled   uint64 // records that went through the spill files
 	Pairs     []*PairStats
+	Order     []string // channel labels in the order hops follow
 	Runs      []RunSpan
 	Files     []string
 }
@@ -87,6 +90,7 @@ type analysis struct {
 	row   []byte
 	t0    float64     // earliest reference estimate seen: time zero of the reports
 	retOf map[int]int // return-log channel -> its FOX_START channel
+	rank  []int       // channel -> its place in the hop order (order.go)
 	// counter channel -> its periods (throughput.csv), for the report
 	throughput map[int][]ThroughputPoint
 }
@@ -187,6 +191,7 @@ func (a *analysis) linkReturnLogs() {
 
 func (a *analysis) joinTuples() error {
 	j := newJoiner(filepath.Join(a.cfg.Out, ".spill"), a.cfg.MemEvents)
+	defer j.close()
 	for i, c := range a.chans {
 		if c.Role != RoleTuples && c.Role != RoleReturn {
 			continue
@@ -220,11 +225,40 @@ func (a *analysis) joinTuples() error {
 		for k := range evs {
 			e := &evs[k]
 			v := a.model.PointRelIdx(a.chans[e.ch].node, e.tsc)
-			e.est = v.Est
+			e.est, e.err = v.Est, v.Err
 			a.t0 = math.Min(a.t0, v.Est)
 		}
 	}
+	// First pass: the channel order (order.go).
+	ov := orderVotes{}
 	err := j.each(fill, func(evs []event) error {
+		for s := 0; s < len(evs); {
+			e := s + 1
+			for e < len(evs) && evs[e].id == evs[s].id {
+				e++
+			}
+			a.vote(ov, evs[s:e])
+			s = e
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if a.rank, err = a.rankChannels(ov); err != nil {
+		return err
+	}
+	byRank := make([]int, len(a.chans))
+	for i, r := range a.rank {
+		byRank[r] = i
+	}
+	for _, i := range byRank {
+		if a.chans[i].Role == RoleTuples {
+			a.res.Order = append(a.res.Order, a.chans[i].Label())
+		}
+	}
+	// Second pass: the durations.
+	err = j.each(fill, func(evs []event) error {
 		for s := 0; s < len(evs); {
 			e := s + 1
 			for e < len(evs) && evs[e].id == evs[s].id {
@@ -247,10 +281,11 @@ func (a *analysis) joinTuples() error {
 	return nil
 }
 
-// tuple turns one tuple's events, ordered by their reference estimate, into
-// durations: every hop between consecutive channels, first to last when the
-// tuple crossed three or more channels, and the return trip when a FOX_START
-// channel heard the tuple's ReTACK.
+// tuple turns one tuple's events into durations: every hop between
+// consecutive channels in the channel order (events of one channel by
+// their estimate), first to last when the tuple crossed three or more
+// channels, and the return trip when a FOX_START channel heard the tuple's
+// ReTACK.
 func (a *analysis) tuple(evs []event) error {
 	var path [64]event
 	hops := path[:0]
@@ -262,6 +297,9 @@ func (a *analysis) tuple(evs []event) error {
 			hops = append(hops, e)
 		}
 	}
+	// evs are sorted by estimate: a stable sort by rank keeps that within
+	// a channel.
+	slices.SortStableFunc(hops, func(x, y event) int { return a.rank[x.ch] - a.rank[y.ch] })
 	for i := 1; i < len(hops); i++ {
 		x, y := hops[i-1], hops[i]
 		kind := KindTransfer

@@ -15,7 +15,8 @@ type event struct {
 	id  int64
 	tsc uint64
 	ch  uint32  // index into the analysis's channels
-	est float64 // reference TSC estimate: orders a tuple's events
+	est float64 // reference TSC estimate (relative to the model's origin)
+	err float64 // and its bound
 }
 
 const eventDiskSize = 20 // id, tsc, ch: little-endian on the spill files
@@ -95,7 +96,8 @@ func (j *joiner) spill(e event) error {
 }
 
 // each calls fn with the events of every partition, sorted by tuple id and
-// then by est (which fill computes first, per partition).
+// then by est (which fill computes first, per partition). It may be called
+// again; close removes the spill files.
 func (j *joiner) each(fill func([]event), fn func([]event) error) error {
 	sortEv := func(evs []event) {
 		fill(evs)
@@ -119,7 +121,6 @@ func (j *joiner) each(fill func([]event), fn func([]event) error) error {
 		sortEv(j.mem)
 		return fn(j.mem)
 	}
-	defer j.cleanup()
 	var evs []event
 	for i, f := range j.parts {
 		if err := j.writers[i].Flush(); err != nil {
@@ -148,7 +149,7 @@ func (j *joiner) each(fill func([]event), fn func([]event) error) error {
 	return nil
 }
 
-func (j *joiner) cleanup() {
+func (j *joiner) close() {
 	for _, f := range j.parts {
 		f.Close()
 		os.Remove(f.Name())

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 
 	"cloudprofiler/minrtt"
@@ -92,6 +93,7 @@ func (a *analysis) writeSummaries() error {
 func (r *Result) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, "reference node %s (%.6f GHz); %d channels, %d tuple records, %d tuples, %d durations\n",
 		r.Ref, r.RefHz/1e9, len(r.Channels), r.Records, r.Tuples, r.Durations)
+	fmt.Fprintf(w, "channel order: %s\n", strings.Join(r.Order, " -> "))
 	fmt.Fprintln(w, "durations in microseconds; ± is the strict bound (median, max); paper and baseline: their bounds' medians")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "kind\tfrom\tto\tcount\tmin\tp25\tmedian\tp75\tp99\tmax\t±median\t±max\tpaper\tbaseline\t")
