@@ -13,7 +13,7 @@ GOSRC   := $(shell find libcp internal handlers tsc cmd -name '*.go' -o -name '*
 
 all: demo
 
-build: $(LIB) $(TOOL) $(BUILD)/demo
+build: $(LIB) $(TOOL) $(BUILD)/demo $(BUILD)/stage
 
 $(LIB): $(GOSRC)
 	@mkdir -p $(BUILD)
@@ -27,19 +27,25 @@ $(TOOL): $(GOSRC)
 $(BUILD)/%: examples/c/%.c $(LIB) capi/cloudprofiler.h
 	$(CC) $(CFLAGS) $< -o $@ $(CLINK)
 
+$(BUILD)/stage: examples/pipeline/stage.c $(LIB) capi/cloudprofiler.h
+	$(CC) $(CFLAGS) $< -o $@ $(CLINK)
+
 $(BUILD)/%: tests/c/%.c $(LIB) capi/cloudprofiler.h
 	$(CC) $(CFLAGS) $< -o $@ $(CLINK)
 
 # The demo: a C program logs 2M tuples through two buffered channels and a
-# periodic counter; then the tool decodes what it wrote.
+# periodic counter; then the tool decodes what it wrote. Then the inter-node
+# method: three processes play three nodes with different TSCs, a TSC server
+# and clients measure them, and `analyze` prints latencies with bounds.
 demo: build
 	@rm -rf $(BUILD)/demo-logs
 	CP_LOG_DIR=$(BUILD)/demo-logs $(BUILD)/demo
 	$(TOOL) dump $(BUILD)/demo-logs/*
 	@echo "first records of the sink channel:"
 	@$(TOOL) dump --csv $(BUILD)/demo-logs/*demo_sink.cplog | head -4
+	bash examples/multinode/demo.sh $(BUILD)
 
-test: test-go test-c test-jvm
+test: test-go test-c test-jvm test-multinode
 
 test-go:
 	$(GO) vet ./...

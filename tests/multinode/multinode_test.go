@@ -125,11 +125,12 @@ func needCommands(t *testing.T, tool string) {
 	}
 }
 
-// buildStage compiles testdata/stage.c against the header and the library.
+// buildStage compiles examples/pipeline/stage.c (the demo's pipeline too)
+// against the header and the library.
 func buildStage(t *testing.T, e env, dir string) string {
 	bin := filepath.Join(dir, "stage")
 	libdir := filepath.Dir(e.lib)
-	args := []string{"-O2", "-Wall", "-Werror", "-I" + e.capi, "testdata/stage.c", "-o", bin,
+	args := []string{"-O2", "-Wall", "-Werror", "-I" + e.capi, "../../examples/pipeline/stage.c", "-o", bin,
 		"-L" + libdir, "-lcloudprofiler", "-Wl,-rpath," + libdir, "-lpthread"}
 	if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
 		t.Fatalf("gcc %s: %v\n%s", strings.Join(args, " "), err, out)

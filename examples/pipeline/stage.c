@@ -1,10 +1,14 @@
-// stage.c — one stage of the multi-node test pipeline, instrumented with
-// Cloudprofiler. Tuple ids travel over TCP as 8-byte little-endian integers.
+// stage.c — one stage of a pipeline of processes, instrumented with
+// Cloudprofiler: the demo (examples/multinode/demo.sh) and the multi-node
+// test (tests/multinode) run it. Tuple ids travel over TCP as 8-byte little-endian integers.
 //
 //   stage source NAME NEXT_HOST NEXT_PORT N RATE   emit ids 0..N-1 at RATE/s
 //   stage relay  NAME LISTEN_PORT NEXT_HOST NEXT_PORT WORK_NS
 //   stage sink   NAME LISTEN_PORT N
 //   stage burn   SECONDS                          spin one CPU (load)
+//
+// LISTEN_PORT 0 lets the kernel choose; the stage then prints
+// "<NAME>: listening on port <P>" on stderr before it waits.
 //
 // A source logs "<NAME> out" just before it sends an id; a relay logs
 // "<NAME> in" when an id arrives, works WORK_NS (spinning), logs "<NAME> out"
@@ -100,6 +104,11 @@ static int accept_one(long port) {
                           .sin_addr.s_addr = htonl(INADDR_ANY)};
   if (bind(ls, (struct sockaddr *)&a, sizeof a) < 0) die("bind");
   if (listen(ls, 1) < 0) die("listen");
+  if (port == 0) {  // the kernel chose: say which, for whoever starts the previous stage
+    socklen_t len = sizeof a;
+    if (getsockname(ls, (struct sockaddr *)&a, &len) < 0) die("getsockname");
+    fprintf(stderr, "%s: listening on port %u\n", stage, ntohs(a.sin_port));
+  }
   struct pollfd p = {.fd = ls, .events = POLLIN};
   int rc = poll(&p, 1, 30000);
   if (rc < 0) die("poll");
