@@ -17,7 +17,7 @@ func (a *analysis) writeHTML(w io.Writer, rows []Row) error {
 	r := a.res
 	var b strings.Builder
 	esc := html.EscapeString
-	us := func(v float64) string { return fmt.Sprintf("%.3f", v*1e6) }
+	us := func(v float64) string { return num(v * 1e6) }
 	b.WriteString(`<!doctype html><html><head><meta charset="utf-8"><title>Cloudprofiler analysis</title><style>
 body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}
 td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#f3f3f3}td.l{text-align:left}
@@ -25,12 +25,14 @@ svg text{font:11px system-ui,sans-serif}.note{color:#555}</style></head><body>`)
 	fmt.Fprintf(&b, "<h1>Cloudprofiler: durations in one reference TSC</h1><p>Reference node <b>%s</b> (%.6f GHz). %d channels, %d tuple records, %d tuples, %d durations. Every duration is shown with its strict error bound (±): the true value lies within it.</p>",
 		esc(r.Ref), r.RefHz/1e9, len(r.Channels), r.Records, r.Tuples, r.Durations)
 
-	// Box plots: one row per pair, a shared linear axis in microseconds.
+	// Box plots: one row per pair, a shared linear axis in microseconds up
+	// to the largest p99 (a few slow tuples would squash every box); a
+	// maximum beyond it is written at the row's end.
 	if len(rows) > 0 {
 		lo, hi := math.Inf(1), math.Inf(-1)
 		for _, x := range rows {
 			lo = math.Min(lo, math.Min(x.Min, x.Median-x.ErrMax))
-			hi = math.Max(hi, math.Max(x.Max, x.Median+x.ErrMax))
+			hi = math.Max(hi, math.Max(x.P99, x.Median+x.ErrMax))
 		}
 		if lo > 0 {
 			lo = 0
@@ -38,23 +40,28 @@ svg text{font:11px system-ui,sans-serif}.note{color:#555}</style></head><body>`)
 		if hi <= lo {
 			hi = lo + 1e-6
 		}
-		const left, width, rowH = 330, 560, 34
+		const left, width, rowH = 300, 460, 34
 		height := 40 + rowH*len(rows)
-		xpos := func(v float64) float64 { return left + (v-lo)/(hi-lo)*width }
-		fmt.Fprintf(&b, `<h2>Durations (µs)</h2><p class="note">Box: quartiles; line: median; whiskers: min and max; red bar: median ± the largest error bound of the pair.</p><svg width="%d" height="%d" xmlns="http://www.w3.org/2000/svg">`, left+width+40, height)
+		xpos := func(v float64) float64 { return left + (math.Min(v, hi)-lo)/(hi-lo)*width }
+		fmt.Fprintf(&b, `<h2>Durations (µs)</h2><p class="note">Box: quartiles; thick line: median; whiskers: min to p99 (the max is written when it lies further); red bar: median ± the largest error bound of the pair.</p><svg width="%d" height="%d" xmlns="http://www.w3.org/2000/svg">`, left+width+300, height)
 		for i := 0; i <= 5; i++ {
 			v := lo + (hi-lo)*float64(i)/5
 			x := xpos(v)
-			fmt.Fprintf(&b, `<line x1="%.1f" y1="20" x2="%.1f" y2="%d" stroke="#eee"/><text x="%.1f" y="14" text-anchor="middle">%s</text>`, x, x, height-10, x, us(v))
+			fmt.Fprintf(&b, `<line x1="%.1f" y1="20" x2="%.1f" y2="%d" stroke="#eee"/><text x="%.1f" y="14" text-anchor="middle">%s</text>`, x, x, height-10, x, num(v*1e6))
 		}
 		for i, x := range rows {
 			y := 30 + rowH*i
 			mid := float64(y + rowH/2 - 4)
 			fmt.Fprintf(&b, `<text x="4" y="%.0f">%s: %s → %s</text>`, mid+4, esc(x.Kind), esc(trim(x.From, 22)), esc(trim(x.To, 22)))
-			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.0f" x2="%.1f" y2="%.0f" stroke="#333"/>`, xpos(x.Min), mid, xpos(x.Max), mid)
+			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.0f" x2="%.1f" y2="%.0f" stroke="#333"/>`, xpos(x.Min), mid, xpos(x.P99), mid)
 			fmt.Fprintf(&b, `<rect x="%.1f" y="%.0f" width="%.1f" height="14" fill="#9cc3e6" stroke="#333"/>`, xpos(x.P25), mid-7, math.Max(1, xpos(x.P75)-xpos(x.P25)))
 			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.0f" x2="%.1f" y2="%.0f" stroke="#000" stroke-width="2"/>`, xpos(x.Median), mid-7, xpos(x.Median), mid+7)
 			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.0f" x2="%.1f" y2="%.0f" stroke="#d22" stroke-width="3"/>`, xpos(x.Median-x.ErrMax), mid+10, xpos(x.Median+x.ErrMax), mid+10)
+			label := "median " + num(x.Median*1e6) + " ± " + num(x.ErrMax*1e6)
+			if x.Max > hi {
+				label += ", max " + num(x.Max*1e6)
+			}
+			fmt.Fprintf(&b, `<text x="%d" y="%.0f" fill="#555">%s</text>`, left+width+8, mid+4, esc(label))
 		}
 		b.WriteString("</svg>")
 	}
@@ -135,4 +142,13 @@ func trim(s string, n int) string {
 		return s
 	}
 	return "…" + s[len(s)-n+1:]
+}
+
+// num formats a number of microseconds for people: three decimals (to the
+// nanosecond), or three significant digits below a nanosecond.
+func num(v float64) string {
+	if v != 0 && math.Abs(v) < 0.001 {
+		return fmt.Sprintf("%.3g", v)
+	}
+	return fmt.Sprintf("%.3f", v)
 }

@@ -97,7 +97,7 @@ func (r *Result) WriteText(w io.Writer) error {
 	fmt.Fprintln(w, "durations in microseconds; ± is the strict bound (median, max); paper and baseline: their bounds' medians")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "kind\tfrom\tto\tcount\tmin\tp25\tmedian\tp75\tp99\tmax\t±median\t±max\tpaper\tbaseline\t")
-	us := func(v float64) string { return fmt.Sprintf("%.3f", v*1e6) }
+	us := func(v float64) string { return num(v * 1e6) }
 	for _, x := range r.Rows() {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", x.Kind, x.From, x.To, x.Count,
 			us(x.Min), us(x.P25), us(x.Median), us(x.P75), us(x.P99), us(x.Max), us(x.ErrMedian), us(x.ErrMax),
