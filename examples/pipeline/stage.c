@@ -16,6 +16,17 @@
 // BUFFER_IDENTITY in ZSTD_TSC. Every stage closes its channels before it
 // exits 0 and prints one line "<role> <NAME> ids=<count>" on stdout. Any
 // error exits 1 with a message on stderr. Every wait is bounded.
+//
+// STAGE_FOX=1 in the environment adds the return-trip (ReT) method (README,
+// "The return-trip method"): the source opens "<NAME> out" as FOX_START
+// (receives ReTACKs on CP_RET_LISTEN and writes them to its return log,
+// <...>.ret.cplog) and the sink opens "<NAME> in" as FOX_END (sends one
+// ReTACK per id to CP_RET_START, which it needs at open). They log the same
+// records as without it; relays ignore it. The source opens its channel
+// before it connects, so it listens before any id can reach the sink. After
+// its last id it waits for the next stage to close the connection (all ids
+// passed it) and then STAGE_FOX_LINGER_MS more (default 1000) for the last
+// ReTACKs, before it closes its channels (which ends the return log).
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -62,12 +73,38 @@ static long num(const char *s, const char *what) {
   return v;
 }
 
-static int64_t open_ch(const char *suffix) {
+static int64_t open_ch(const char *suffix, int32_t handler) {
   char name[256];
   snprintf(name, sizeof name, "%s %s", stage, suffix);
-  int64_t ch = OpenChannel(name, CP_ZSTD_TSC, CP_BUFFER_IDENTITY);
+  int64_t ch = OpenChannel(name, CP_ZSTD_TSC, handler);
   check(ch, "OpenChannel");
   return ch;
+}
+
+// fox: STAGE_FOX=1 (the source and the sink use the FOX handlers).
+static int fox(void) {
+  const char *v = getenv("STAGE_FOX");
+  return v && strcmp(v, "1") == 0;
+}
+
+// wait_closed waits up to 60 s for the peer of fd to close the connection.
+static void wait_closed(int fd) {
+  char b[64];
+  int64_t deadline = now_ns() + 60 * 1000000000LL;
+  for (;;) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int rc = poll(&p, 1, 1000);
+    if (rc < 0 && errno != EINTR) die("poll");
+    if (rc > 0) {
+      ssize_t n = recv(fd, b, sizeof b, 0);
+      if (n == 0) return;
+      if (n < 0 && errno != EINTR) die("recv");
+    }
+    if (now_ns() > deadline) {
+      fprintf(stderr, "%s: the next stage did not close within 60 s\n", stage);
+      exit(1);
+    }
+  }
 }
 
 // connect_retry connects to host:port, retrying for up to 15 s while the next
@@ -184,7 +221,7 @@ static void spin_ns(int64_t ns) {
 }
 
 static int source(const char *host, long port, long n, long rate) {
-  int64_t ch = open_ch("out");
+  int64_t ch = open_ch("out", fox() ? CP_FOX_START : CP_BUFFER_IDENTITY);
   int fd = connect_retry(host, port);
   int64_t start = now_ns();
   for (int64_t id = 0; id < n; id++) {
@@ -200,6 +237,13 @@ static int source(const char *host, long port, long n, long rate) {
     send_all(fd, b, 8);
   }
   if (shutdown(fd, SHUT_WR) < 0) die("shutdown");
+  if (fox()) {  // the last ReTACKs are still on their way
+    wait_closed(fd);
+    const char *l = getenv("STAGE_FOX_LINGER_MS");
+    long ms = l ? num(l, "STAGE_FOX_LINGER_MS") : 1000;
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = ms % 1000 * 1000000};
+    nanosleep(&ts, NULL);
+  }
   close(fd);
   check(CloseAllChannels(), "CloseAllChannels");
   printf("source %s ids=%ld\n", stage, n);
@@ -207,7 +251,7 @@ static int source(const char *host, long port, long n, long rate) {
 }
 
 static int relay(long lport, const char *host, long port, long work_ns) {
-  int64_t in = open_ch("in"), out = open_ch("out");
+  int64_t in = open_ch("in", CP_BUFFER_IDENTITY), out = open_ch("out", CP_BUFFER_IDENTITY);
   int nfd = connect_retry(host, port);
   struct reader r = {.fd = accept_one(lport)};
   int64_t id, count = 0;
@@ -229,7 +273,7 @@ static int relay(long lport, const char *host, long port, long work_ns) {
 }
 
 static int sink(long lport, long n) {
-  int64_t in = open_ch("in");
+  int64_t in = open_ch("in", fox() ? CP_FOX_END : CP_BUFFER_IDENTITY);
   struct reader r = {.fd = accept_one(lport)};
   int64_t id, count = 0;
   while (next_id(&r, &id)) {

@@ -1,6 +1,7 @@
 package multinode
 
 import (
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -10,8 +11,10 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
+	"text/tabwriter"
 	"time"
 
 	"cloudprofiler/internal/logfile"
@@ -78,6 +81,7 @@ const (
 	tscPort      = 7400
 	probesPerDir = 300 // probes per direction and round (the server sends them 200 us apart)
 	stagePort    = 7500
+	retPort      = 7300 // the source's FOX_START channel hears ReTACKs on <source IP>:retPort
 )
 
 // env is what the test needs from the build; it skips without it.
@@ -204,6 +208,14 @@ func runConfig(t *testing.T, e env, bin, tag string, c config) {
 
 	// The pipeline a -> b -> c -> d, started from the sink back, and CPU
 	// load on the configuration's nodes for two seconds of its four.
+	// STAGE_FOX=1 adds the return-trip method beside ours: the source's
+	// "out" channel is FOX_START (listening on its own address), the sink's
+	// "in" channel FOX_END (sending each tuple's ReTACK there). The sink
+	// opens first: its open only resolves and connects a UDP socket, and it
+	// sends nothing before the first id, which the source sends after its
+	// channel is bound. The source waits for the ReTACKs before it closes.
+	retAddr := fmt.Sprintf("%s:%d", l.ip[nodes[0].name], retPort)
+	retEnv := []string{"STAGE_FOX=1", "CP_RET_LISTEN=" + retAddr, "CP_RET_START=" + retAddr}
 	var stages []*proc
 	for i := len(nodes) - 1; i >= 0; i-- {
 		n := nodes[i]
@@ -217,7 +229,7 @@ func runConfig(t *testing.T, e env, bin, tag string, c config) {
 		case "source":
 			argv = []string{bin, "source", n.stage, l.ip[nodes[i+1].name], fmt.Sprint(stagePort + i + 1), fmt.Sprint(nTuples), fmt.Sprint(tupleRate)}
 		}
-		stages = append(stages, l.start("stage-"+n.name, l.ns[n.name], nodeEnv(n), argv...))
+		stages = append(stages, l.start("stage-"+n.name, l.ns[n.name], append(nodeEnv(n), retEnv...), argv...))
 	}
 	time.Sleep(time.Second)
 	var burners []*proc
@@ -280,21 +292,27 @@ func runConfig(t *testing.T, e env, bin, tag string, c config) {
 	}
 	analyze(outDir, true)
 	tr := truth{nodes, fakes, logged, delays}
-	ref := tr.checkAnalysis(t, outDir, true)
+	var ret []retRow
+	ref, r := tr.checkAnalysis(t, outDir, true)
+	ret = append(ret, r.named("default (ref "+ref+")"))
 	relay := "b"
 	if ref == relay {
 		relay = "c"
 	}
 	analyze(outDir+"-ref-"+relay, true, "--ref", relay)
-	if ref := tr.checkAnalysis(t, outDir+"-ref-"+relay, true); ref != relay {
+	ref, r = tr.checkAnalysis(t, outDir+"-ref-"+relay, true)
+	if ref != relay {
 		t.Errorf("analyze --ref %s: model.json says the reference is %s", relay, ref)
 	}
+	ret = append(ret, r.named("--ref "+relay))
 	for _, m := range []string{"paper", "allprobes"} {
 		dir := outDir + "-" + m
 		analyze(dir, false, "--ref", relay, "--method", m)
 		t.Logf("analyze --ref %s --method %s:", relay, m)
-		tr.checkAnalysis(t, dir, false)
+		_, r := tr.checkAnalysis(t, dir, false)
+		ret = append(ret, r.named("--ref "+relay+" --method "+m))
 	}
+	t.Log("\n" + tr.retTable(ret))
 	t.Logf("total %.1fs", time.Since(t0).Seconds())
 }
 
@@ -335,19 +353,32 @@ func path(nodes []node) []string {
 	return p
 }
 
-// logs is what the nodes logged: each channel's node and its TSC by tuple id.
+// logs is what the nodes logged: each channel's node and its TSC by tuple id,
+// and the source's return log (FOX_START: each tuple's ReTACK arrival).
 type logs struct {
 	node map[string]string   // channel -> node
 	tscs map[string][]uint64 // channel -> TSC by tuple id
+	ret  []uint64            // return log: ReTACK arrival TSC (source node's counter) by tuple id
+}
+
+// foxRoles is the FOX role each file of the pipeline must have: the
+// source's "out" channel is FOX_START (and its return log), the sink's "in"
+// FOX_END, every other channel none.
+func foxRoles(nodes []node) map[string]string {
+	return map[string]string{nodes[0].stage + " out": "start", nodes[len(nodes)-1].stage + " in": "end"}
 }
 
 // checkLogs reads every node's log files, checks that each channel of the
 // path holds every tuple once, and that each hop's true duration (from the
-// logged fake counters, inverted) is positive and under a second.
+// logged fake counters, inverted) is positive and under a second. The
+// source's return log must hold every tuple's ReTACK, none dropped, each
+// arriving after the sink logged the tuple.
 func checkLogs(t *testing.T, nodes []node, fakes map[string]tsc.Fake, logsDir string) logs {
 	t.Helper()
 	chanNode := map[string]string{}
 	tscs := map[string][]uint64{}
+	var ret []uint64
+	roles := foxRoles(nodes)
 	for _, n := range nodes {
 		files, _ := filepath.Glob(filepath.Join(logsDir, n.name, "*.cplog"))
 		if len(files) == 0 {
@@ -362,7 +393,30 @@ func checkLogs(t *testing.T, nodes []node, fakes map[string]tsc.Fake, logsDir st
 			if lf.Header.Node != n.name {
 				t.Fatalf("%s: header node %q, want %q (CP_NODE)", path, lf.Header.Node, n.name)
 			}
-			if _, dup := tscs[name]; dup {
+			role := ""
+			if lf.Header.Fox != nil {
+				role = lf.Header.Fox.Role
+			}
+			isRet := role == "return"
+			if want := roles[name]; role != want && !(isRet && want == "start") {
+				t.Fatalf("%s: channel %q has FOX role %q, want %q (STAGE_FOX=1)", path, name, role, want)
+			}
+			if isRet != strings.HasSuffix(path, ".ret.cplog") {
+				t.Fatalf("%s: FOX role %q: only return logs are named *.ret.cplog", path, role)
+			}
+			if role != "" {
+				// Every ReTACK was sent and heard: the trailers count them.
+				tr := lf.Summary.Trailer
+				if tr == nil || tr.Fox == nil {
+					t.Fatalf("%s: FOX role %q without ReTACK counts in a trailer", path, role)
+				}
+				f := *tr.Fox
+				if role == "end" && (f.Sent != nTuples || f.SendFailed != 0) ||
+					role != "end" && (f.Received != nTuples || f.Malformed != 0 || f.KernelDrop != 0) {
+					t.Fatalf("%s: FOX role %q: ReTACK counts %+v, want every one of %d sent and received", path, role, f, nTuples)
+				}
+			}
+			if _, dup := tscs[name]; dup && !isRet || isRet && ret != nil {
 				t.Fatalf("channel %q logged twice", name)
 			}
 			got := make([]uint64, nTuples)
@@ -381,6 +435,10 @@ func checkLogs(t *testing.T, nodes []node, fakes map[string]tsc.Fake, logsDir st
 			}
 			if seen != nTuples {
 				t.Fatalf("%s: %d records, want %d", path, seen, nTuples)
+			}
+			if isRet {
+				ret = got
+				continue
 			}
 			tscs[name], chanNode[name] = got, n.name
 		}
@@ -414,7 +472,26 @@ func checkLogs(t *testing.T, nodes []node, fakes map[string]tsc.Fake, logsDir st
 		med, max, _ := stats(us)
 		t.Logf("true %q (%s) -> %q (%s): min %.1f us, median %.1f us, max %.1f us", from, chanNode[from], to, chanNode[to], slices.Min(us), med, max)
 	}
-	return logs{chanNode, tscs}
+	// The ReTACKs: the arrival is the kernel's receive time moved onto the
+	// source's counter (not a value read from it, so any value may occur);
+	// it comes after the sink logged the tuple, within a second.
+	if ret == nil {
+		t.Fatalf("no return log (*.ret.cplog) of %q", p[0])
+	}
+	first, last := p[0], p[len(p)-1]
+	src, snk := fakes[chanNode[first]], fakes[chanNode[last]]
+	var back []float64
+	for id := 0; id < nTuples; id++ {
+		d := rawMid(src, ret[id]) - rawMid(snk, tscs[last][id])
+		if d <= 0 || d > hz {
+			t.Fatalf("tuple %d: ReTACK arrived %.0f cycles after %q logged it: the return log is not on the source's counter", id, d, last)
+		}
+		back = append(back, d/hz*1e6)
+	}
+	med, max, _ := stats(back)
+	t.Logf("true ReTACK time, %q (%s) -> return log (%s): min %.1f us, median %.1f us, max %.1f us",
+		last, chanNode[last], chanNode[first], slices.Min(back), med, max)
+	return logs{chanNode, tscs, ret}
 }
 
 // truth is what the test knows exactly: the nodes' counters, what they
@@ -428,8 +505,8 @@ type truth struct {
 
 // checkAnalysis reads the analyzer's output and checks every duration
 // against the truth, then reports the bounds next to the floor.
-// It returns the reference node.
-func (tr truth) checkAnalysis(t *testing.T, outDir string, verbose bool) string {
+// It returns the reference node and what it found of the return-trip method.
+func (tr truth) checkAnalysis(t *testing.T, outDir string, verbose bool) (string, retRow) {
 	fakes, logged, delays := tr.fakes, tr.logged, tr.delays
 	t.Helper()
 	var model struct {
@@ -456,7 +533,9 @@ func (tr truth) checkAnalysis(t *testing.T, outDir string, verbose bool) string 
 		t.Fatal(err)
 	}
 
-	// Every tuple has all its hops (5 consecutive pairs) and its end to end.
+	// Every tuple has all its hops (5 consecutive pairs), its end to end and
+	// its return trip (source out to its ReTACK's arrival, both on the
+	// source's node and channel).
 	p := path(tr.nodes)
 	want := map[string]string{} // "from -> to" channels: kind
 	for i := 1; i < len(p); i++ {
@@ -467,6 +546,7 @@ func (tr truth) checkAnalysis(t *testing.T, outDir string, verbose bool) string 
 		want[p[i-1]+" -> "+p[i]] = kind
 	}
 	want[p[0]+" -> "+p[len(p)-1]] = "end_to_end"
+	want[p[0]+" -> "+p[0]] = "return_trip"
 	count := map[string]int{}
 	perTuple := make([]int, nTuples)
 	offPath := map[int64]bool{} // tuples with a duration off the pipeline's path
@@ -497,9 +577,11 @@ func (tr truth) checkAnalysis(t *testing.T, outDir string, verbose bool) string 
 			if bad++; bad <= 10 {
 				t.Errorf("line %d: %s on nodes %s -> %s, logged on %s -> %s", d.line, k, d.fromNode, d.toNode, logged.node[d.fromCh], logged.node[d.toCh])
 			}
-		case d.start != logged.tscs[d.fromCh][d.tuple] || d.end != logged.tscs[d.toCh][d.tuple]:
+		case d.start != logged.tscs[d.fromCh][d.tuple] || d.end != logged.tscs[d.toCh][d.tuple] && d.kind != "return_trip" ||
+			d.kind == "return_trip" && d.end != logged.ret[d.tuple]:
 			// The truth is computed from start_tsc and end_tsc: they must be
-			// the values the stages logged.
+			// the values the stages logged (a return trip's end is its
+			// ReTACK's arrival in the return log).
 			if bad++; bad <= 10 {
 				t.Errorf("line %d: tuple %d %s: start_tsc %d end_tsc %d are not the logged values", d.line, d.tuple, k, d.start, d.end)
 			}
@@ -509,7 +591,8 @@ func (tr truth) checkAnalysis(t *testing.T, outDir string, verbose bool) string 
 	if bad > 0 {
 		t.Errorf("%d rows with a kind, nodes or start_tsc/end_tsc other than logged", bad)
 	}
-	// Each tuple crossed 6 channels: 5 consecutive durations and its end to end.
+	// Each tuple crossed 6 channels: 5 consecutive durations, its end to end
+	// and its return trip.
 	if len(rows) != len(want)*nTuples {
 		t.Errorf("%d rows, want %d", len(rows), len(want)*nTuples)
 	}
@@ -654,9 +737,10 @@ func (tr truth) checkAnalysis(t *testing.T, outDir string, verbose bool) string 
 		}
 		return keys[i].from < keys[j].from
 	})
+	rr := tr.checkReturnTrips(t, outDir, model.Ref, model.RefHz, rows)
 	if !verbose {
 		t.Log("\n" + sb.String())
-		return model.Ref
+		return model.Ref, rr
 	}
 	fmt.Fprintf(&sb, "bound per duration, median/max us, next to the floor (min fwd + min rev one-way delay)/2 of its nodes:\n")
 	off := &group{} // durations between events taken out of the pipeline's order
@@ -684,5 +768,134 @@ func (tr truth) checkAnalysis(t *testing.T, outDir string, verbose bool) string 
 			len(off.err), offKinds, fmtStats(off.err), fmtStats(off.paper), fmtStats(off.base))
 	}
 	t.Log("\n" + sb.String())
-	return model.Ref
+	return model.Ref, rr
+}
+
+// retRow is what one analysis says of the return-trip (ReT) method next to
+// ours, on the tuples' way from the source's first channel to the sink's
+// last, in microseconds.
+type retRow struct {
+	name             string
+	oursMed, oursMax float64 // our bound on the end_to_end durations
+	floor, pathFloor float64 // (min fwd + min rev one-way delay)/2 of source and sink, direct and through other nodes
+	trueMed, trueMax float64 // true ReT error: ReT duration - true latency (the ReTACK's time back)
+	repMed, repMax   float64 // ret_minus_ours_median_s and _max_s of summary.csv
+	slack            float64 // largest return_trip + end_to_end bound of a tuple (plus quantization)
+	retBoundMax      float64 // largest bound of a return_trip row (one node: the rate's uncertainty only)
+	sumFrom, sumTo   string
+}
+
+func (r retRow) named(name string) retRow { r.name = name; return r }
+
+// checkReturnTrips compares the ReT method's error that analyze reports
+// (summary.csv's return_trip row: ReT duration minus our end-to-end
+// estimate, median and max) with the true one (ReT duration minus the true
+// end to end: the time from the sink's log to the ReTACK's arrival). Each
+// tuple's reported error is off the truth by at most the bounds of its two
+// rows, so its median and max are too (order statistics move no more than
+// the values they are taken of).
+func (tr truth) checkReturnTrips(t *testing.T, outDir, ref string, refHz float64, rows []duration) retRow {
+	t.Helper()
+	p := path(tr.nodes)
+	first, last := p[0], p[len(p)-1]
+	src, snk := tr.logged.node[first], tr.logged.node[last]
+	hz := tsc.HardwareFreq().Hz
+	us := func(c float64) float64 { return c / refHz * 1e6 }
+	type pair struct {
+		e2e, ret *duration
+	}
+	byTuple := make([]pair, nTuples)
+	var ours []float64
+	for i := range rows {
+		d := &rows[i]
+		switch {
+		case d.kind == "end_to_end" && d.fromCh == first && d.toCh == last:
+			byTuple[d.tuple].e2e = d
+			ours = append(ours, us(d.err))
+		case d.kind == "return_trip":
+			byTuple[d.tuple].ret = d
+		}
+	}
+	r := retRow{floor: math.NaN(), pathFloor: tr.delays.pathFloor(src, snk) / hz * 1e6}
+	if f, ok := tr.delays.floor(src, snk); ok {
+		r.floor = f / hz * 1e6
+	}
+	r.oursMed, r.oursMax, _ = stats(ours)
+	var truth []float64
+	for id, b := range byTuple {
+		if b.e2e == nil || b.ret == nil {
+			t.Errorf("tuple %d: no end_to_end %q -> %q or no return_trip row", id, first, last)
+			return r
+		}
+		truth = append(truth, (rawMid(tr.fakes[src], tr.logged.ret[id])-rawMid(tr.fakes[snk], tr.logged.tscs[last][id]))/hz*1e6)
+		r.slack = math.Max(r.slack, us(b.e2e.err+b.ret.err+2*slackCycles))
+		r.retBoundMax = math.Max(r.retBoundMax, us(b.ret.err))
+	}
+	r.trueMed, r.trueMax = nearestRank(truth, 0.5), slices.Max(truth)
+
+	f, err := os.Open(filepath.Join(outDir, "summary.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil || len(recs) < 2 {
+		t.Fatalf("summary.csv: %v (%d lines)", err, len(recs))
+	}
+	col := map[string]int{}
+	for i, h := range recs[0] {
+		col[h] = i
+	}
+	for _, c := range []string{"kind", "from", "to", "count", "ret_minus_ours_median_s", "ret_minus_ours_max_s"} {
+		if _, ok := col[c]; !ok {
+			t.Fatalf("summary.csv: no column %q", c)
+		}
+	}
+	found := 0
+	for _, rec := range recs[1:] {
+		if rec[col["kind"]] != "return_trip" {
+			continue
+		}
+		found++
+		r.sumFrom, r.sumTo = rec[col["from"]], rec[col["to"]]
+		if r.sumFrom != src+"/"+first || r.sumTo != snk+"/"+last || rec[col["count"]] != fmt.Sprint(nTuples) {
+			t.Errorf("summary.csv: return_trip %s -> %s, %s tuples: want %s/%s -> %s/%s, %d", r.sumFrom, r.sumTo,
+				rec[col["count"]], src, first, snk, last, nTuples)
+		}
+		med, err1 := strconv.ParseFloat(rec[col["ret_minus_ours_median_s"]], 64)
+		max, err2 := strconv.ParseFloat(rec[col["ret_minus_ours_max_s"]], 64)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("summary.csv: return_trip: %v %v", err1, err2)
+		}
+		r.repMed, r.repMax = med*1e6, max*1e6
+	}
+	if found != 1 {
+		t.Fatalf("summary.csv: %d return_trip rows, want 1", found)
+	}
+	if math.Abs(r.repMed-r.trueMed) > r.slack || math.Abs(r.repMax-r.trueMax) > r.slack {
+		t.Errorf("summary.csv: the ReT method overestimates by %.3f us (median), %.3f us (max); the truth is %.3f, %.3f, and bounds allow ±%.3f",
+			r.repMed, r.repMax, r.trueMed, r.trueMax, r.slack)
+	}
+	return r
+}
+
+// retTable lays the return-trip method's error beside our bound and the floor.
+func (tr truth) retTable(rows []retRow) string {
+	p := path(tr.nodes)
+	src, snk := tr.logged.node[p[0]], tr.logged.node[p[len(p)-1]]
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "return-trip method (ReT) beside ours, end to end %q (%s) -> %q (%s), %d tuples, us:\n", p[0], src, p[len(p)-1], snk, nTuples)
+	fmt.Fprintf(&sb, "  floor %s-%s: %s\n", src, snk, tr.delays.floorText(src, snk))
+	if len(rows) > 0 {
+		fmt.Fprintf(&sb, "  true ReT error (ReT duration - true latency = the ReTACK's time %s -> %s): median %.1f, max %.1f\n",
+			snk, src, rows[0].trueMed, rows[0].trueMax)
+	}
+	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "  analysis\tours ±median\t±max\tfloor\tpath floor\tReT error true median\tmax\treported median\tmax\tallowed |reported-true|\tReT row ±max\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "  %s\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t\n", r.name, r.oursMed, r.oursMax, r.floor, r.pathFloor,
+			r.trueMed, r.trueMax, r.repMed, r.repMax, r.slack, r.retBoundMax)
+	}
+	tw.Flush()
+	return sb.String()
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/bits"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -306,6 +307,15 @@ func stats(xs []float64) (med, max float64, n int) {
 	}
 	sort.Float64s(v)
 	return v[len(v)/2], v[len(v)-1], len(v)
+}
+
+// nearestRank is the q-quantile of xs by nearest rank (as analyze's
+// summaries take it): the ceil(q*n)-th smallest.
+func nearestRank(xs []float64, q float64) float64 {
+	v := slices.Clone(xs)
+	sort.Float64s(v)
+	r := int(math.Ceil(q * float64(len(v))))
+	return v[max(r, 1)-1]
 }
 
 func TestRawOfInvertsFake(t *testing.T) {
