@@ -12,6 +12,10 @@ import (
 	"time"
 )
 
+// maxResponse caps what the client reads of an answer (the largest is a
+// full list of return-trip start points).
+const maxResponse = 8 << 20
+
 // Client talks to a configuration server at Addr (host:port).
 type Client struct {
 	Addr  string
@@ -47,7 +51,7 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 		return err
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
 	if err != nil {
 		return err
 	}
@@ -116,4 +120,45 @@ func (c *Client) Watch(ctx context.Context, since uint64, wait time.Duration) (u
 	var v struct{ Version uint64 }
 	path := fmt.Sprintf("/v1/watch?since=%d&timeout=%d", since, wait.Milliseconds())
 	return v.Version, c.do(ctx, "GET", path, nil, &v)
+}
+
+// RegisterRetStart registers (or replaces) the return-trip start point name;
+// needs no token. The answer is the entry as the server keeps it.
+func (c *Client) RegisterRetStart(ctx context.Context, name string, s RetStart) (RetStart, error) {
+	var out RetStart
+	in := retStartIn{Addr: s.Addr, Host: s.Host, PID: s.PID, Node: s.Node}
+	return out, c.do(ctx, "PUT", "/v1/ret-starts/"+url.PathEscape(name), in, &out)
+}
+
+// DeregisterRetStart removes the start point name if pid (and host and addr,
+// when not empty) registered it; with the client's token, pid 0 removes
+// whatever is registered under name.
+func (c *Client) DeregisterRetStart(ctx context.Context, name string, pid int, host, addr string) error {
+	q := url.Values{}
+	if pid != 0 {
+		q.Set("pid", strconv.Itoa(pid))
+	}
+	if host != "" {
+		q.Set("host", host)
+	}
+	if addr != "" {
+		q.Set("addr", addr)
+	}
+	path := "/v1/ret-starts/" + url.PathEscape(name)
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	return c.do(ctx, "DELETE", path, nil, nil)
+}
+
+// RetStarts lists the registered start points, by name.
+func (c *Client) RetStarts(ctx context.Context) ([]RetStart, error) {
+	var l RetStartList
+	return l.Starts, c.do(ctx, "GET", "/v1/ret-starts", nil, &l)
+}
+
+// RetStart returns one start point; a missing one is an error saying 404.
+func (c *Client) RetStart(ctx context.Context, name string) (RetStart, error) {
+	var s RetStart
+	return s, c.do(ctx, "GET", "/v1/ret-starts/"+url.PathEscape(name), nil, &s)
 }

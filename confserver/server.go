@@ -13,13 +13,17 @@ import (
 	"time"
 )
 
-// Server serves a Store over HTTP (API.md). Writes need the bearer token;
-// with no token configured, every write is refused.
+// Server serves a Store over HTTP (API.md). Writes to the rules need the
+// bearer token; with no token configured, every rule write is refused. The
+// return-trip start points (retstarts.go) are registered without it.
 type Server struct {
 	Store *Store
 	Token string
 	// MaxWatch caps how long one watch request may wait (default 60 s).
 	MaxWatch time.Duration
+	// Starts is the registry of return-trip start points (in memory; a new
+	// one if nil when Handler is called).
+	Starts *RetStarts
 }
 
 const (
@@ -43,6 +47,9 @@ func fail(w http.ResponseWriter, code int, format string, a ...any) {
 
 // Handler returns the HTTP API.
 func (s *Server) Handler() http.Handler {
+	if s.Starts == nil {
+		s.Starts = NewRetStarts()
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/rules", s.getRules)
 	mux.HandleFunc("PUT /v1/rules", s.auth(s.putRules))
@@ -53,6 +60,10 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/resolve", s.resolveOne)
 	mux.HandleFunc("POST /v1/resolve", s.resolveMany)
 	mux.HandleFunc("GET /v1/watch", s.watch)
+	mux.HandleFunc("GET /v1/ret-starts", s.listRetStarts)
+	mux.HandleFunc("GET /v1/ret-starts/{name}", s.getRetStart)
+	mux.HandleFunc("PUT /v1/ret-starts/{name}", s.putRetStart)
+	mux.HandleFunc("DELETE /v1/ret-starts/{name}", s.deleteRetStart)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusNotFound, "no such endpoint: %s %s (see API.md)", r.Method, r.URL.Path)
 	})
