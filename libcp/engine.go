@@ -469,7 +469,7 @@ func openChannel(name string, f logfile.Format, h handlers.Type) (int64, error) 
 		// Bound or resolved before any file exists: a missing peer is a
 		// clear error at open (CP_ERR_CONFIG), not a file that logs nothing.
 		var err error
-		if fox, err = prepareFox(h); err != nil {
+		if fox, err = prepareFox(h, name); err != nil {
 			return 0, err
 		}
 	}

@@ -13,12 +13,15 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
+	"cloudprofiler/confserver"
 	"cloudprofiler/handlers"
 	"cloudprofiler/internal/logfile"
 
@@ -38,6 +41,13 @@ import (
 //	                                   and one ReTACK per record to CP_RET_START,
 //	                                   sent from LogTS (fastpath.c, log_fox_end)
 //
+// Finding the start node: with CP_CONF_SERVER set, a FOX_START channel
+// registers its listen address with the configuration server under its
+// channel name when it opens (confserver/retstarts.go; bounded by
+// CP_CONF_TIMEOUT_MS, never failing the open) and removes it when it
+// closes. A FOX_END channel without CP_RET_START asks the server for the
+// start point named CP_RET_START_NAME, or for the only one registered.
+//
 // The ReTACK (engine.h) is 24 bytes, big-endian and versioned. The arrival
 // TSC is the kernel's receive time (SO_TIMESTAMPNS), moved onto the TSC by
 // a TSC and CLOCK_REALTIME read together right after the read returns
@@ -53,21 +63,80 @@ type foxOpen struct {
 	role string // "start", "return" or "end"
 
 	// start and return
-	conn      *net.UDPConn // start: handed to the receiver once the return log exists
-	listen    string       // the address bound
-	retPath   string       // start: the return log's path
-	startFile string       // return: the START channel's file (base name)
+	conn       *net.UDPConn // start: handed to the receiver once the return log exists
+	listen     string       // the address bound
+	retPath    string       // start: the return log's path
+	startFile  string       // return: the START channel's file (base name)
+	registered string       // start: what the configuration server was told, or why nothing
+	reg        *retReg      // start: the registration to remove at close
 
 	// end
-	start, startAddr string
-	cfox             *C.struct_cp_fox
+	start, startAddr, foundVia string
+	cfox                       *C.struct_cp_fox
 }
 
-func prepareFox(h handlers.Type) (*foxOpen, error) {
+// retReg is a FOX_START channel's entry in the configuration server.
+type retReg struct{ name, addr string }
+
+func prepareFox(h handlers.Type, name string) (*foxOpen, error) {
 	if h == handlers.FoxStart {
-		return listenFox()
+		f, err := listenFox()
+		if err == nil {
+			f.register(name)
+		}
+		return f, err
 	}
 	return dialFox()
+}
+
+// register tells the configuration server (CP_CONF_SERVER) where this
+// FOX_START channel receives ReTACKs, under the channel's name, waiting at
+// most CP_CONF_TIMEOUT_MS. It never fails the open: the header's
+// "registered" says what the server was told, or why nothing was. A listen
+// address on every interface (0.0.0.0 or ::) is registered with the
+// source address this host uses to reach the server (the kernel's choice
+// for a UDP socket connected to it, which sends nothing).
+func (f *foxOpen) register(name string) {
+	confInit()
+	if confAddr == "" {
+		f.registered = "no: CP_CONF_SERVER is not set"
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), confTimeout)
+	defer cancel()
+	ap := f.conn.LocalAddr().(*net.UDPAddr).AddrPort()
+	ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	if ap.Addr().IsUnspecified() {
+		var d net.Dialer
+		u, err := d.DialContext(ctx, "udp", confAddr)
+		if err != nil {
+			f.registered = fmt.Sprintf("no: no route to configuration server %s to take this host's address from: %v", confAddr, err)
+			return
+		}
+		ap = netip.AddrPortFrom(u.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap(), ap.Port())
+		u.Close()
+	}
+	e, err := confClient.Load().RegisterRetStart(ctx, name,
+		confserver.RetStart{Addr: ap.String(), Host: host, PID: os.Getpid(), Node: cfg.node})
+	if err != nil {
+		f.registered = fmt.Sprintf("no: configuration server %s: %v", confAddr, err)
+		return
+	}
+	f.reg = &retReg{name: name, addr: e.Addr}
+	f.registered = fmt.Sprintf("confserver %s name %q addr %s", confAddr, name, e.Addr)
+}
+
+// deregister removes the registration (best effort, bounded by
+// CP_CONF_TIMEOUT_MS). The server keeps an entry that a later registration
+// of the same name (another process) replaced.
+func (f *foxOpen) deregister() {
+	if f.reg == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), confTimeout)
+	defer cancel()
+	confClient.Load().DeregisterRetStart(ctx, f.reg.name, os.Getpid(), host, f.reg.addr)
+	f.reg = nil
 }
 
 func listenFox() (*foxOpen, error) {
@@ -98,13 +167,18 @@ func listenFox() (*foxOpen, error) {
 }
 
 func dialFox() (*foxOpen, error) {
-	v := getenv("CP_RET_START")
+	v, via := getenv("CP_RET_START"), "CP_RET_START"
+	what := fmt.Sprintf("CP_RET_START=%q", v)
 	if v == "" {
-		return nil, fail(C.CP_ERR_CONFIG, "FOX_END: set CP_RET_START=host:port, the address the FOX_START channel listens on (its CP_RET_LISTEN, in its file header)")
+		var err error
+		if v, via, err = findStart(); err != nil {
+			return nil, err
+		}
+		what = fmt.Sprintf("start point %s (%s)", v, via)
 	}
 	ap, err := resolveHostPort(v, false)
 	if err != nil {
-		return nil, fail(C.CP_ERR_CONFIG, "FOX_END: CP_RET_START=%q: %v", v, err)
+		return nil, fail(C.CP_ERR_CONFIG, "FOX_END: %s: %v", what, err)
 	}
 	family := unix.AF_INET
 	var sa unix.Sockaddr = &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}
@@ -119,7 +193,7 @@ func dialFox() (*foxOpen, error) {
 	// Connected: each send(2) from LogTS names no address and reuses the route.
 	if err := unix.Connect(fd, sa); err != nil {
 		unix.Close(fd)
-		return nil, fail(C.CP_ERR_CONFIG, "FOX_END: CP_RET_START=%q (%s): %v", v, ap, err)
+		return nil, fail(C.CP_ERR_CONFIG, "FOX_END: %s (%s): %v", what, ap, err)
 	}
 	cf := (*C.struct_cp_fox)(C.calloc(1, C.sizeof_struct_cp_fox))
 	if cf == nil {
@@ -127,7 +201,69 @@ func dialFox() (*foxOpen, error) {
 		return nil, fail(C.CP_ERR_NO_MEMORY, "FOX_END")
 	}
 	cf.fd = C.int(fd)
-	return &foxOpen{role: "end", start: v, startAddr: ap.String(), cfox: cf}, nil
+	return &foxOpen{role: "end", start: v, startAddr: ap.String(), foundVia: via, cfox: cf}, nil
+}
+
+// findStart asks the configuration server, within CP_CONF_TIMEOUT_MS, for
+// the start point named CP_RET_START_NAME, or the only one registered.
+// Anything else is CP_ERR_CONFIG saying which server, what it has and what
+// to set.
+func findStart() (addr, via string, err error) {
+	confInit()
+	want := getenv("CP_RET_START_NAME")
+	if confAddr == "" {
+		return "", "", fail(C.CP_ERR_CONFIG, "FOX_END: set CP_RET_START=host:port, the address the FOX_START channel listens on (its CP_RET_LISTEN, in its file header), "+
+			"or CP_CONF_SERVER=host:port, the configuration server the FOX_START channel registered with")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), confTimeout)
+	defer cancel()
+	starts, err := confClient.Load().RetStarts(ctx)
+	if err != nil {
+		return "", "", fail(C.CP_ERR_CONFIG, "FOX_END: CP_RET_START is not set and the configuration server CP_CONF_SERVER=%s gave no answer within %v (%v); "+
+			"start the server, or set CP_RET_START=host:port", confAddr, confTimeout, err)
+	}
+	var pick *confserver.RetStart
+	switch {
+	case want != "":
+		for i := range starts {
+			if starts[i].Name == want {
+				pick = &starts[i]
+			}
+		}
+		if pick == nil {
+			return "", "", fail(C.CP_ERR_CONFIG, "FOX_END: the configuration server %s has no start point named CP_RET_START_NAME=%q (%s); "+
+				"open that FOX_START channel first (with CP_CONF_SERVER set), or set CP_RET_START=host:port", confAddr, want, describeStarts(starts))
+		}
+	case len(starts) == 0:
+		return "", "", fail(C.CP_ERR_CONFIG, "FOX_END: CP_RET_START is not set and the configuration server %s has no start point registered; "+
+			"open the FOX_START channel first (with CP_CONF_SERVER set), or set CP_RET_START=host:port", confAddr)
+	case len(starts) > 1:
+		return "", "", fail(C.CP_ERR_CONFIG, "FOX_END: CP_RET_START is not set and the configuration server %s has %s; "+
+			"set CP_RET_START_NAME to the name of the one to use, or CP_RET_START=host:port", confAddr, describeStarts(starts))
+	default:
+		pick = &starts[0]
+	}
+	return pick.Addr, fmt.Sprintf("confserver %s name %q", confAddr, pick.Name), nil
+}
+
+// describeStarts lists registered start points for an error message.
+func describeStarts(starts []confserver.RetStart) string {
+	if len(starts) == 0 {
+		return "it has none"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d start points: ", len(starts))
+	for i, s := range starts {
+		if i == 10 {
+			fmt.Fprintf(&b, "; and %d more", len(starts)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%q at %s (host %s, pid %d, registered %s)", s.Name, s.Addr, s.Host, s.PID, s.Registered.Format(time.RFC3339))
+	}
+	return b.String()
 }
 
 // resolveHostPort reads host:port; a host name is looked up within a second
@@ -172,6 +308,7 @@ func (f *foxOpen) release() {
 		f.conn.Close()
 		f.conn = nil
 	}
+	f.deregister()
 	if f.cfox != nil {
 		unix.Close(int(f.cfox.fd))
 		C.free(unsafe.Pointer(f.cfox))
@@ -182,12 +319,12 @@ func (f *foxOpen) release() {
 func (f *foxOpen) header() *logfile.Fox {
 	switch f.role {
 	case "start":
-		return &logfile.Fox{Role: f.role, Listen: f.listen, ReturnFile: filepath.Base(f.retPath)}
+		return &logfile.Fox{Role: f.role, Listen: f.listen, ReturnFile: filepath.Base(f.retPath), Registered: f.registered}
 	case "return":
 		return &logfile.Fox{Role: f.role, Listen: f.listen, StartFile: f.startFile,
 			Stamp: "kernel receive time (SO_TIMESTAMPNS) moved onto the TSC; TSC at read if the kernel gave none"}
 	}
-	return &logfile.Fox{Role: f.role, Start: f.start, StartAddr: f.startAddr}
+	return &logfile.Fox{Role: f.role, Start: f.start, StartAddr: f.startAddr, StartFoundVia: f.foundVia}
 }
 
 // openReturnLog creates a FOX_START channel's return log (another slot and

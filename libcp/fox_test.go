@@ -100,6 +100,7 @@ func TestFoxReturnTrip(t *testing.T) {
 			require.Equal(t, "end", elf.Header.Fox.Role)
 			require.Equal(t, addr, elf.Header.Fox.Start)
 			require.Equal(t, addr, elf.Header.Fox.StartAddr)
+			require.Equal(t, "CP_RET_START", elf.Header.Fox.StartFoundVia)
 
 			for _, lf := range []*logfile.File{slf, rlf} {
 				st := lf.Summary.Trailer.Fox

@@ -206,9 +206,14 @@ type Fox struct {
 	Listen     string `json:"listen,omitempty"`      // start, return: UDP address ReTACKs are received on (the port bound)
 	ReturnFile string `json:"return_file,omitempty"` // start: base name of its return log
 	StartFile  string `json:"start_file,omitempty"`  // return: base name of its START channel's file
-	Start      string `json:"start,omitempty"`       // end: CP_RET_START as given
+	Start      string `json:"start,omitempty"`       // end: CP_RET_START as given, or the address the configuration server gave
 	StartAddr  string `json:"start_addr,omitempty"`  // end: the address it resolved to
 	Stamp      string `json:"stamp,omitempty"`       // return: how the arrival TSC is taken
+	// start: whether the listen address was registered with the configuration
+	// server ("confserver ADDR name N addr IP:PORT") or why not ("no: ...").
+	Registered string `json:"registered,omitempty"`
+	// end: how the start node was found: "CP_RET_START" or "confserver ADDR name N".
+	StartFoundVia string `json:"start_found_via,omitempty"`
 }
 
 // FoxStats are a FOX file's ReTACK counts, in its trailer.
