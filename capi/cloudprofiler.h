@@ -129,16 +129,34 @@ enum cp_log_format {
  *                        the channel's file name with ".ret" before ".cplog",
  *                        same format, header "fox":{"role":"return"}. Datagrams
  *                        that are not a ReTACK v1 are dropped and counted (trailer).
- *                        One FOX_START channel per listen address.
+ *                        One FOX_START channel per listen address. With
+ *                        $CP_CONF_SERVER set, OpenChannel registers the address
+ *                        with the configuration server under the channel's name
+ *                        (0.0.0.0 or :: replaced by this host's source address
+ *                        toward the server), waiting at most CP_CONF_TIMEOUT_MS;
+ *                        an unreachable server never fails the open: header
+ *                        "fox":{"registered":...} says what was registered or
+ *                        why nothing was. CloseChannel removes the entry (best
+ *                        effort, same bound); SIGTERM and kill -9 leave it.
  * CP_FOX_END             the ReT method's end: logs each tuple as BUFFER_IDENTITY
  *                        does, then sends a ReTACK (24 bytes, big-endian: magic
  *                        "CPRA", version 1, type 1, length, tuple id, this
- *                        record's TSC) to $CP_RET_START=host:port with one
- *                        non-blocking send(2) from LogTS (about 0.8 us): a send
- *                        that fails (EAGAIN...) is counted, never waited for.
- *                        Without a usable CP_RET_START, OpenChannel returns
- *                        CP_ERR_CONFIG. CP_RET_LISTEN and CP_RET_START are read
- *                        at each FOX OpenChannel. Not reachable through NET_CONF.
+ *                        record's TSC) to the start node with one non-blocking
+ *                        send(2) from LogTS (about 0.8 us): a send that fails
+ *                        (EAGAIN...) is counted, never waited for. The start
+ *                        node is $CP_RET_START=host:port when set; else, with
+ *                        $CP_CONF_SERVER set, the start point registered there
+ *                        under $CP_RET_START_NAME, or the only one registered
+ *                        when that is unset (asked within CP_CONF_TIMEOUT_MS).
+ *                        Header "fox":{"start_found_via":"CP_RET_START" or
+ *                        "confserver ADDR name \"N\""}. No usable start node
+ *                        (neither variable set, server unreachable, nothing or
+ *                        several registered and no name, an unknown name):
+ *                        OpenChannel returns CP_ERR_CONFIG with a message
+ *                        naming the server, what it has and what to set.
+ *                        CP_RET_LISTEN, CP_RET_START and CP_RET_START_NAME are
+ *                        read at each FOX OpenChannel. Not reachable through
+ *                        NET_CONF.
  * CP_GPIORTT             aarch64 boards only (CP_ERR_UNSUPPORTED_PLATFORM here).
  */
 enum cp_handler_type {
