@@ -125,10 +125,17 @@ func printSummary(w *bufio.Writer, path string, lf *logfile.File, first, last ui
 		switch f.Role {
 		case "start":
 			fmt.Fprintf(w, "fox:        start; ReTACKs received on %s, logged in %s\n", f.Listen, f.ReturnFile)
+			if f.Registered != "" {
+				fmt.Fprintf(w, "fox:        registered with the configuration server: %s\n", f.Registered)
+			}
 		case "return":
 			fmt.Fprintf(w, "fox:        return log of %s (ReTACKs received on %s): tuple_id,tsc of each arrival\n", f.StartFile, f.Listen)
 		default:
-			fmt.Fprintf(w, "fox:        %s; ReTACKs sent to %s (%s)\n", f.Role, f.Start, f.StartAddr)
+			fmt.Fprintf(w, "fox:        %s; ReTACKs sent to %s (%s)", f.Role, f.Start, f.StartAddr)
+			if f.StartFoundVia != "" {
+				fmt.Fprintf(w, ", found via %s", f.StartFoundVia)
+			}
+			fmt.Fprintln(w)
 		}
 	}
 	fmt.Fprintf(w, "format:     %s (v%d, %s-endian, columns %v)\n", h.Format, h.Version, h.ByteOrder, h.Columns)
