@@ -68,7 +68,7 @@ test-multinode: $(LIB) $(TOOL)
 
 # Benchmarks: ns per LogTS from C next to the floor measured in the same run;
 # 10 s sustained ZSTD_TSC logging with bytes/record and memory; idle CPU; the
-# Go encoder. Bursts of 1M records fit a ring of 32 blocks of 64Ki records.
+# Go encoder; minrtt's translation of one duration or reading. Bursts of 1M records fit a ring of 32 blocks of 64Ki records.
 # The NET_CONF row has no server: the channel runs its fallback, NULLH.
 bench: $(LIB) $(TOOL) $(BUILD)/bench $(BUILD)/sustained
 	@rm -rf $(BUILD)/bench-logs && mkdir -p $(BUILD)/bench-logs
@@ -80,6 +80,7 @@ bench: $(LIB) $(TOOL) $(BUILD)/bench $(BUILD)/sustained
 	echo "sustained: decoder counts $$got records, $$want logged"; test "$$got" = "$$want"
 	@rm -rf $(BUILD)/bench-logs
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./internal/logfile
+	$(GO) test -run '^$$' -bench 'Duration|Point' ./minrtt
 
 # The analysis on 100M records (25M tuples through 4 channels on 2 fake
 # nodes): wall time and peak RSS of `cloudprofiler analyze`.
