@@ -68,7 +68,8 @@ test-multinode: $(LIB) $(TOOL)
 
 # Benchmarks: ns per LogTS from C next to the floor measured in the same run;
 # 10 s sustained ZSTD_TSC logging with bytes/record and memory; idle CPU; the
-# Go encoder; minrtt's translation of one duration or reading. Bursts of 1M records fit a ring of 32 blocks of 64Ki records.
+# Go encoder; minrtt's translation of one duration or reading. Bursts of 1M
+# records fit a ring of 32 blocks of 64Ki records.
 # The NET_CONF row has no server: the channel runs its fallback, NULLH.
 bench: $(LIB) $(TOOL) $(BUILD)/bench $(BUILD)/sustained
 	@rm -rf $(BUILD)/bench-logs && mkdir -p $(BUILD)/bench-logs
