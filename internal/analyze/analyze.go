@@ -40,6 +40,10 @@ type Config struct {
 	NoDurations bool     // skip durations.csv (summaries only)
 }
 
+// maxTupleEvents is the most records one tuple id may have; an id seen more
+// often is reused (not one tuple's way) and is left out, and said so.
+const maxTupleEvents = 4096
+
 // Kinds of duration.
 const (
 	KindCompute   = "compute"    // two channels of one process: work inside an actor
@@ -74,10 +78,12 @@ type Result struct {
 	Tuples    uint64 // distinct tuple ids joined
 	Durations uint64
 	Spilled   uint64 // records that went through the spill files
-	Pairs     []*PairStats
-	Order     []string // channel labels in the order hops follow
-	Runs      []RunSpan
-	Files     []string
+	// Tuple ids with more than maxTupleEvents records (reused ids): left out.
+	SkippedTuples, SkippedRecords uint64
+	Pairs                         []*PairStats
+	Order                         []string // channel labels in the order hops follow
+	Runs                          []RunSpan
+	Files                         []string
 }
 
 type analysis struct {
@@ -287,6 +293,12 @@ func (a *analysis) joinTuples() error {
 // channels, and the return trip when a FOX_START channel heard the tuple's
 // ReTACK.
 func (a *analysis) tuple(evs []event) error {
+	if len(evs) > maxTupleEvents {
+		// A reused id (a channel logging a constant, say) is no tuple's way.
+		a.res.SkippedTuples++
+		a.res.SkippedRecords += uint64(len(evs))
+		return nil
+	}
 	var path [64]event
 	hops := path[:0]
 	var rets []event
@@ -388,15 +400,16 @@ func (a *analysis) duration(kind string, x, y event, ours *minrtt.Duration, keyT
 		b = strconv.AppendUint(b, x.tsc, 10)
 		b = append(b, ',')
 		b = strconv.AppendUint(b, y.tsc, 10)
+		// Shortest exact form ('g', -1): a rounded bound could exclude the truth.
 		for _, v := range []float64{d.Est, d.Err, d.Est / hz, d.Err / hz} {
 			b = append(b, ',')
-			b = strconv.AppendFloat(b, v, 'g', 12, 64)
+			b = strconv.AppendFloat(b, v, 'g', -1, 64)
 		}
 		b = append(b, ',')
 		b = strconv.AppendInt(b, int64(d.Scenario), 10)
 		for _, v := range []float64{d.Paper, d.Baseline} {
 			b = append(b, ',')
-			b = strconv.AppendFloat(b, v, 'g', 12, 64)
+			b = strconv.AppendFloat(b, v, 'g', -1, 64)
 		}
 		b = append(b, '\n')
 		a.row = b

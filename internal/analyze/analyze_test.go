@@ -126,16 +126,28 @@ func TestAnalyzeSyntheticPipeline(t *testing.T) {
 	writeASCII(t, logs, hdr(c, 30, 1, "sink in", "IDENTITY"), sink)
 	writeASCII(t, logs, hdr(c, 30, 2, "sink rate", "PERIODICCOUNTER"), counts)
 	writeASCII(t, logs, hdr(a, 10, 2, "source run", "FIRSTLAST"), []string{src[0], src[n-1]})
+	// A channel that logs one id over and over: no tuple's way, left out.
+	var same []string
+	for i := 0; i < maxTupleEvents+1; i++ {
+		same = append(same, fmt.Sprintf("99999999,%d", b.at(1+float64(i)*1e-4)))
+	}
+	writeASCII(t, logs, hdr(b, 20, 3, "constant", "IDENTITY"), same)
+	oneFile, err := filepath.Glob(filepath.Join(logs, "b-1-*"))
+	require.NoError(t, err)
+	require.Len(t, oneFile, 1)
 
 	out := filepath.Join(dir, "out")
 	// A small memory budget forces the spill path.
-	res, err := Run(Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{logs}, Out: out, Ref: "a", MemEvents: 3000})
+	// A file named twice (in its directory and alone) is read once.
+	res, err := Run(Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{logs, oneFile[0]}, Out: out, Ref: "a", MemEvents: 3000})
 	require.NoError(t, err)
 	require.Equal(t, "a", res.Ref)
-	require.EqualValues(t, 5*n, res.Records)
-	require.EqualValues(t, n, res.Tuples)
+	require.EqualValues(t, 5*n+maxTupleEvents+1, res.Records)
+	require.EqualValues(t, n+1, res.Tuples)
+	require.EqualValues(t, 1, res.SkippedTuples)
+	require.EqualValues(t, maxTupleEvents+1, res.SkippedRecords)
 	require.EqualValues(t, 5*n, res.Durations) // 3 hops, end to end and the return trip per tuple
-	require.EqualValues(t, 5*n, res.Spilled)
+	require.EqualValues(t, 5*n+maxTupleEvents+1, res.Spilled)
 	var rt *Row
 	for _, row := range res.Rows() {
 		if row.Kind == KindReturnRTT {

@@ -22,7 +22,7 @@ func (a *analysis) writeHTML(w io.Writer, rows []Row) error {
 body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}
 td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#f3f3f3}td.l{text-align:left}
 svg text{font:11px system-ui,sans-serif}.note{color:#555}</style></head><body>`)
-	fmt.Fprintf(&b, "<h1>Cloudprofiler: durations in one reference TSC</h1><p>Reference node <b>%s</b> (%.6f GHz). %d channels, %d tuple records, %d tuples, %d durations. Every duration is shown with its strict error bound (±): the true value lies within it.</p>",
+	fmt.Fprintf(&b, "<h1>Cloudprofiler: durations in one reference TSC</h1><p>Reference node <b>%s</b> (%.6f GHz). %d channels, %d tuple records, %d tuples, %d durations. Every duration is shown with its strict error bound (±): the true value, in reference TSC cycles, lies within it; microseconds divide by the reference node's registered TSC frequency.</p>",
 		esc(r.Ref), r.RefHz/1e9, len(r.Channels), r.Records, r.Tuples, r.Durations)
 
 	// Box plots: one row per pair, a shared linear axis in microseconds up
@@ -87,7 +87,7 @@ svg text{font:11px system-ui,sans-serif}.note{color:#555}</style></head><body>`)
 		b.WriteString("</table>")
 	}
 	a.throughputSVG(&b)
-	b.WriteString(`<h2>Links between nodes</h2><p class="note">Translating one node's counter into another's; cycles of the receiving node shown in µs at the reference frequency.</p><table><tr><th>from</th><th>into</th><th>rounds</th><th>probes</th><th>min RTT (µs)</th><th>min RTT back (µs)</th><th>ratio</th><th>error mid-run, paper (µs)</th><th>all probes (µs)</th><th>used</th></tr>`)
+	b.WriteString(`<h2>Links between nodes</h2><p class="note">Translating one node's counter into another's. Round trips are in their origin's cycles, errors in the receiving node's, all shown in µs at the reference frequency.</p><table><tr><th>from</th><th>into</th><th>rounds</th><th>probes</th><th>min RTT (µs)</th><th>min RTT back (µs)</th><th>ratio</th><th>error mid-run, paper (µs)</th><th>all probes (µs)</th><th>used</th></tr>`)
 	for _, l := range a.model.Links() {
 		fmt.Fprintf(&b, `<tr><td class="l">%s</td><td class="l">%s</td><td>%d</td><td>%d</td><td>%.3f</td><td>%.3f</td><td>%.9f</td><td>%.3f</td><td>%.3f</td><td>%v %s</td></tr>`,
 			esc(l.From), esc(l.Into), l.Rounds, l.Probes, l.MinRTT/r.RefHz*1e6, l.MinRTTRev/r.RefHz*1e6, l.Ratio,
@@ -137,11 +137,13 @@ func (a *analysis) throughputSVG(b *strings.Builder) {
 	b.WriteString("</svg>")
 }
 
+// trim keeps the last n-1 runes of a long label, after an ellipsis.
 func trim(s string, n int) string {
-	if len(s) <= n {
+	r := []rune(s)
+	if len(r) <= n {
 		return s
 	}
-	return "…" + s[len(s)-n+1:]
+	return "…" + string(r[len(r)-n+1:])
 }
 
 // num formats a number of microseconds for people: three decimals (to the

@@ -63,6 +63,20 @@ func findChannels(paths []string) ([]*Channel, error) {
 		}
 	}
 	sort.Strings(files)
+	// The same file named twice (a directory and a file in it) counts once.
+	seen := map[string]bool{}
+	uniq := files[:0]
+	for _, f := range files {
+		abs, err := filepath.Abs(f)
+		if err != nil {
+			abs = f
+		}
+		if !seen[abs] {
+			seen[abs] = true
+			uniq = append(uniq, f)
+		}
+	}
+	files = uniq
 	if len(files) == 0 {
 		return nil, fmt.Errorf("logs: no channel files (*.cplog, *.cplog.txt) under %s", strings.Join(paths, ", "))
 	}

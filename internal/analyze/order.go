@@ -2,7 +2,6 @@ package analyze
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 )
 
@@ -14,9 +13,8 @@ import (
 // of: two channels of one process are ordered by their own TSC, and two
 // events whose bound intervals do not overlap are ordered for certain.
 // Only pairs no tuple orders for certain fall back to the majority of
-// estimates. The channels are then ranked by how many others they precede
-// (a Copeland ranking, exact for a chain or any acyclic topology that the
-// votes get right). Config.Order overrides it where the user knows better.
+// estimates. Config.Order overrides it where the user knows better
+// (rankChannels says how the three combine).
 
 // maxVoteEvents caps the events of one tuple that vote (pairs grow as n²).
 const maxVoteEvents = 32
@@ -72,22 +70,14 @@ func (a *analysis) vote(ov orderVotes, evs []event) {
 }
 
 // rankChannels turns the votes (and cfg.Order) into a rank per channel.
+// Hard relations come first: the user's order between the channels it
+// lists, then, for other pairs, the side most sure votes are for. The rank
+// is a topological order of them (Kahn's algorithm) in which, among the
+// channels free to come next, the one that precedes most others wins
+// (hard or likely relations, a Copeland score); a cycle of sure relations,
+// which only inconsistent data can make, is broken the same way.
 func (a *analysis) rankChannels(ov orderVotes) ([]int, error) {
 	n := len(a.chans)
-	wins := make([]int, n)
-	for k, v := range ov {
-		lowFirst := v.sure[0] > v.sure[1] || (v.sure[0] == v.sure[1] && v.likely[0] > v.likely[1])
-		highFirst := v.sure[1] > v.sure[0] || (v.sure[0] == v.sure[1] && v.likely[1] > v.likely[0])
-		if lowFirst {
-			wins[k[0]]++
-		} else if highFirst {
-			wins[k[1]]++
-		}
-	}
-	idx := make([]int, n)
-	for i := range idx {
-		idx[i] = i
-	}
 	given := map[int]int{} // channel -> position in cfg.Order
 	for pos, label := range a.cfg.Order {
 		found := false
@@ -106,25 +96,76 @@ func (a *analysis) rankChannels(ov orderVotes) ([]int, error) {
 			return nil, fmt.Errorf("--order: no channel %q (channels: %s)", label, strings.Join(all, ", "))
 		}
 	}
-	slices.SortStableFunc(idx, func(x, y int) int {
+	before := make([][]bool, n) // before[x][y]: x precedes y, a hard relation
+	for i := range before {
+		before[i] = make([]bool, n)
+	}
+	wins := make([]int, n)
+	decide := func(x, y int, hard bool) {
+		wins[x]++
+		if hard {
+			before[x][y] = true
+		}
+	}
+	for k, v := range ov {
+		x, y := int(k[0]), int(k[1])
 		px, okx := given[x]
 		py, oky := given[y]
 		switch {
-		case okx && oky:
-			return px - py
-		case okx:
-			return -1
-		case oky:
-			return 1
+		case okx && oky && px != py:
+			if px < py {
+				decide(x, y, true)
+			} else {
+				decide(y, x, true)
+			}
+		case v.sure[0] > v.sure[1]:
+			decide(x, y, true)
+		case v.sure[1] > v.sure[0]:
+			decide(y, x, true)
+		case v.likely[0] > v.likely[1]:
+			decide(x, y, false)
+		case v.likely[1] > v.likely[0]:
+			decide(y, x, false)
+		}
+	}
+	// Listed channels no tuple shares are still ordered as listed.
+	for x, px := range given {
+		for y, py := range given {
+			if px < py && !before[x][y] && !before[y][x] {
+				decide(x, y, true)
+			}
+		}
+	}
+	placed := make([]bool, n)
+	rank := make([]int, n)
+	better := func(x, y int) bool { // x should come before y among free channels
+		if _, okx := given[x]; okx {
+			if _, oky := given[y]; oky && given[x] != given[y] {
+				return given[x] < given[y]
+			}
 		}
 		if wins[x] != wins[y] {
-			return wins[y] - wins[x]
+			return wins[x] > wins[y]
 		}
-		return strings.Compare(a.chans[x].Label(), a.chans[y].Label())
-	})
-	rank := make([]int, n)
-	for r, i := range idx {
-		rank[i] = r
+		return a.chans[x].Label() < a.chans[y].Label()
+	}
+	for r := 0; r < n; r++ {
+		pick, pickFree := -1, false
+		for x := 0; x < n; x++ {
+			if placed[x] {
+				continue
+			}
+			free := true
+			for y := 0; y < n && free; y++ {
+				free = placed[y] || !before[y][x]
+			}
+			// A free channel beats one that is not (a cycle's member).
+			if pick < 0 || (free && !pickFree) || (free == pickFree && better(x, pick)) {
+				pick, pickFree = x, free
+			}
+		}
+		placed[pick] = true
+		rank[pick] = r
 	}
 	return rank, nil
 }

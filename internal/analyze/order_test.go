@@ -59,6 +59,23 @@ func TestOrderFromCertainAndLikelyVotes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"a/src out", "b/map in", "b/map out", "c/sink in"}, labels(a, rank))
 
+	// A partial order is a hard relation between the channels it names;
+	// the rest keeps what the data is sure of (here: the sink last, map in
+	// before map out unless the user says otherwise).
+	a = orderFixture("map out", "map in")
+	rank, err = a.rankChannels(ov)
+	require.NoError(t, err)
+	require.Equal(t, []string{"b/map out", "b/map in", "a/src out", "c/sink in"}, labels(a, rank))
+	// Saying only what the data already knows changes nothing.
+	a = orderFixture("a/src out", "c/sink in")
+	rank, err = a.rankChannels(ov)
+	require.NoError(t, err)
+	require.Equal(t, []string{"b/map in", "b/map out", "a/src out", "c/sink in"}, labels(a, rank))
+	a = orderFixture("a/src out", "b/map in", "b/map out")
+	rank, err = a.rankChannels(ov)
+	require.NoError(t, err)
+	require.Equal(t, []string{"a/src out", "b/map in", "b/map out", "c/sink in"}, labels(a, rank))
+
 	_, err = orderFixture("nope").rankChannels(ov)
 	require.ErrorContains(t, err, `--order: no channel "nope"`)
 }

@@ -60,10 +60,12 @@ func (a *analysis) writeSummaries() error {
 			if !x.Exact {
 				q = "histogram-0.1%"
 			}
-			fmt.Fprintf(w, "%s,%s,%s,%d,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%d/%d/%d/%d,%s\n",
-				x.Kind, csvField(x.From), csvField(x.To), x.Count, x.Min, x.P25, x.Median, x.P75, x.P99, x.Max,
-				x.ErrMin, x.ErrMedian, x.ErrMax, x.PaperMedian, x.BaselineMedian, x.RetErrMedian, x.RetErrMax,
-				x.Scenarios[0], x.Scenarios[1], x.Scenarios[2], x.Scenarios[3], q)
+			fmt.Fprintf(w, "%s,%s,%s,%d", x.Kind, csvField(x.From), csvField(x.To), x.Count)
+			for _, v := range []float64{x.Min, x.P25, x.Median, x.P75, x.P99, x.Max, x.ErrMin, x.ErrMedian, x.ErrMax,
+				x.PaperMedian, x.BaselineMedian, x.RetErrMedian, x.RetErrMax} {
+				fmt.Fprintf(w, ",%s", ff(v))
+			}
+			fmt.Fprintf(w, ",%d/%d/%d/%d,%s\n", x.Scenarios[0], x.Scenarios[1], x.Scenarios[2], x.Scenarios[3], q)
 		}
 		return nil
 	})
@@ -94,6 +96,11 @@ func (r *Result) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, "reference node %s (%.6f GHz); %d channels, %d tuple records, %d tuples, %d durations\n",
 		r.Ref, r.RefHz/1e9, len(r.Channels), r.Records, r.Tuples, r.Durations)
 	fmt.Fprintf(w, "channel order: %s\n", strings.Join(r.Order, " -> "))
+	if r.SkippedTuples > 0 {
+		fmt.Fprintf(w, "left out: %d tuple ids with more than %d records each (%d records): ids reused?\n",
+			r.SkippedTuples, maxTupleEvents, r.SkippedRecords)
+	}
+	fmt.Fprintln(w, "bounds are strict in reference cycles; seconds divide by the reference node's registered TSC frequency")
 	fmt.Fprintln(w, "durations in microseconds; ± is the strict bound (median, max); paper and baseline: their bounds' medians")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "kind\tfrom\tto\tcount\tmin\tp25\tmedian\tp75\tp99\tmax\t±median\t±max\tpaper\tbaseline\t")

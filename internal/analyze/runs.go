@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"path/filepath"
+	"strconv"
 
 	"cloudprofiler/internal/logfile"
 	"cloudprofiler/minrtt"
@@ -84,8 +85,8 @@ func (a *analysis) runSpans() error {
 	return writeFile(path, func(w io.Writer) error {
 		fmt.Fprintln(w, "channel,first_tuple_id,last_tuple_id,cycles,error_cycles,seconds,error_seconds,scenario")
 		for _, s := range spans {
-			fmt.Fprintf(w, "%s,%d,%d,%.3f,%.3f,%.9g,%.9g,%d\n", csvField(s.Channel), s.FirstID, s.LastID,
-				s.Duration.Est, s.Duration.Err, s.Duration.Est/hz, s.Duration.Err/hz, s.Duration.Scenario)
+			fmt.Fprintf(w, "%s,%d,%d,%s,%s,%s,%s,%d\n", csvField(s.Channel), s.FirstID, s.LastID,
+				ff(s.Duration.Est), ff(s.Duration.Err), ff(s.Duration.Est/hz), ff(s.Duration.Err/hz), s.Duration.Scenario)
 		}
 		return nil
 	})
@@ -179,3 +180,7 @@ func (a *analysis) chanIndex(c *Channel) int {
 }
 
 func csvField(s string) string { return string(appendCSV(nil, s)[1:]) }
+
+// ff formats a number exactly (shortest form that reads back the same), so
+// that no printed bound is narrower than the computed one.
+func ff(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
