@@ -7,7 +7,7 @@ BUILD   := build
 LIB     := $(BUILD)/libcloudprofiler.so
 TOOL    := $(BUILD)/cloudprofiler
 CLINK   := -Icapi -L$(BUILD) -lcloudprofiler -Wl,-rpath,'$$ORIGIN' -lpthread
-GOSRC   := $(shell find libcp internal handlers tsc cmd -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*.s') capi/cloudprofiler.h go.mod go.sum
+GOSRC   := $(shell find libcp internal handlers tsc cmd minrtt confserver -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*.s') capi/cloudprofiler.h go.mod go.sum
 
 .PHONY: all build demo test test-go test-c test-jvm bench bench-analyze clean
 

@@ -60,8 +60,8 @@ func runTSCServer(stderr io.Writer, args []string) error {
 		return errors.New("tsc-server: --out DIR is required")
 	case *probes <= 0 || *probes > 10000:
 		return errors.New("tsc-server: --probes must be in [1, 10000]")
-	case *intervalUs < 0:
-		return errors.New("tsc-server: --interval-us must not be negative")
+	case *intervalUs < 0 || *intervalUs > 1000000:
+		return errors.New("tsc-server: --interval-us must be 0..1000000 (at most a second between probes)")
 	case *roundTimeout <= 0 || *probeTimeout <= 0 || *every < 0:
 		return errors.New("tsc-server: durations must be positive")
 	}

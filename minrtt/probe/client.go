@@ -335,7 +335,20 @@ func (c *Client) originate(m *Message) *Message {
 			return res
 		}
 		if d := time.Until(next); d > 0 {
-			time.Sleep(d) // pacing: parks, never spins
+			// Pacing parks, never spins, and gives way to shutdown and
+			// to the task's budget (the interval comes off the wire).
+			if next.After(deadline) {
+				res.Error = fmt.Sprintf("budget of %v used up after %d probes (interval %v)", time.Duration(m.BudgetNs), res.Sent, interval)
+				return res
+			}
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-c.ctx.Done():
+				t.Stop()
+				res.Error = "client closing"
+				return res
+			}
 		}
 		now := time.Now()
 		if now.After(deadline) {

@@ -583,3 +583,23 @@ func TestEveryRunsDuringRounds(t *testing.T) {
 		require.Equal(t, "during", r.Label, fmt.Sprint(r.Round))
 	}
 }
+
+// A client pacing a long interval (it comes off the wire) still closes at
+// once: the pacing wait gives way to shutdown.
+func TestCloseDuringLongPacing(t *testing.T) {
+	s := startServer(t, &Server{Probes: 3, Interval: 5 * time.Second, RoundTimeout: 30 * time.Second})
+	a := startNode(t, s.Addr(), "a", mustFake(t, "1:0"), nil)
+	startNode(t, s.Addr(), "b", mustFake(t, "1:0"), nil)
+	waitNodes(t, s, 2)
+	go s.RequestRound("slow") //nolint:errcheck // ends when the server closes
+	time.Sleep(300 * time.Millisecond) // the first probe went out; the second waits 5 s
+	start := time.Now()
+	a.c.Close()
+	select {
+	case <-a.done:
+	case <-time.After(2 * time.Second):
+		t.Fatal("Run did not return within 2 s of Close while pacing")
+	}
+	a.done <- nil // for the cleanup's receive
+	require.Less(t, time.Since(start), 2*time.Second)
+}
