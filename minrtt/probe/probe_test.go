@@ -591,7 +591,7 @@ func TestCloseDuringLongPacing(t *testing.T) {
 	a := startNode(t, s.Addr(), "a", mustFake(t, "1:0"), nil)
 	startNode(t, s.Addr(), "b", mustFake(t, "1:0"), nil)
 	waitNodes(t, s, 2)
-	go s.RequestRound("slow") //nolint:errcheck // ends when the server closes
+	go s.RequestRound("slow")          //nolint:errcheck // ends when the server closes
 	time.Sleep(300 * time.Millisecond) // the first probe went out; the second waits 5 s
 	start := time.Now()
 	a.c.Close()
