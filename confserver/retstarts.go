@@ -119,6 +119,9 @@ func ValidRetStartName(name string) error {
 		return errors.New("name is not valid UTF-8")
 	case strings.IndexFunc(name, unicode.IsControl) >= 0:
 		return errors.New("name holds a control character")
+	case name == "." || name == "..":
+		// A URL path segment of its own that HTTP path cleaning removes.
+		return fmt.Errorf("name %q cannot be registered (a URL path segment)", name)
 	}
 	return nil
 }

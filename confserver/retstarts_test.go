@@ -192,3 +192,11 @@ func TestRetStartsBounded(t *testing.T) {
 	require.Len(t, l, MaxRetStarts)
 	require.NotNil(t, l[MaxRetStarts-1].Replaced)
 }
+
+// "." and ".." would be cleaned out of the URL path: refused by name.
+func TestRetStartNameDotSegments(t *testing.T) {
+	for _, n := range []string{".", ".."} {
+		require.ErrorContains(t, ValidRetStartName(n), "URL path segment", n)
+	}
+	require.NoError(t, ValidRetStartName("..."))
+}
