@@ -126,6 +126,9 @@ func (c *Client) Watch(ctx context.Context, since uint64, wait time.Duration) (u
 // needs no token. The answer is the entry as the server keeps it.
 func (c *Client) RegisterRetStart(ctx context.Context, name string, s RetStart) (RetStart, error) {
 	var out RetStart
+	if err := ValidRetStartName(name); err != nil {
+		return out, err
+	}
 	in := retStartIn{Addr: s.Addr, Host: s.Host, PID: s.PID, Node: s.Node}
 	return out, c.do(ctx, "PUT", "/v1/ret-starts/"+url.PathEscape(name), in, &out)
 }
@@ -160,5 +163,8 @@ func (c *Client) RetStarts(ctx context.Context) ([]RetStart, error) {
 // RetStart returns one start point; a missing one is an error saying 404.
 func (c *Client) RetStart(ctx context.Context, name string) (RetStart, error) {
 	var s RetStart
+	if err := ValidRetStartName(name); err != nil {
+		return s, err
+	}
 	return s, c.do(ctx, "GET", "/v1/ret-starts/"+url.PathEscape(name), nil, &s)
 }

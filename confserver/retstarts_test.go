@@ -199,4 +199,7 @@ func TestRetStartNameDotSegments(t *testing.T) {
 		require.ErrorContains(t, ValidRetStartName(n), "URL path segment", n)
 	}
 	require.NoError(t, ValidRetStartName("..."))
+	f := start(t, "")
+	_, err := f.anon.RegisterRetStart(context.Background(), "..", RetStart{Addr: "10.0.0.1:7100", PID: 1})
+	require.ErrorContains(t, err, "URL path segment")
 }
