@@ -217,6 +217,9 @@ func (m *Model) DurationIdx(si int, start uint64, ei int, end uint64) Duration {
 	case si == ref && ei == ref:
 		v := float64(int64(end - start))
 		d.Value = Value{v, 0}
+		if math.Abs(v) >= 1<<53 { // past 35 days at 3 GHz the float rounds
+			d.Err = ulp(v)
+		}
 		return d
 
 	case si == ei:

@@ -18,6 +18,10 @@ import (
 //
 // The rate is held as a 32.32 fixed-point number so that Go, C and a test
 // computing the truth all get the same integer for the same raw value.
+// A rate above 1 makes the counter step by RATE cycles per hardware cycle:
+// minrtt's strict bounds take every reading to be within 2 cycles of its
+// instant, which holds for RATE <= 1 and is off by RATE-1 cycles above it
+// (0.0011 cycles at the 1.0011 the multi-node test uses).
 type Fake struct {
 	RateQ32 uint64 // rate * 2^32, rounded
 	Offset  int64  // cycles added after scaling
