@@ -152,7 +152,8 @@ func ReadRound(path string) (*Round, error) {
 	return &r, nil
 }
 
-// ReadRounds reads every round-*.json in dir, ordered by round number.
+// ReadRounds reads every round-*.json in dir, ordered by start time (the
+// files of several servers interleave by time, not by number).
 func ReadRounds(dir string) ([]*Round, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
