@@ -235,6 +235,34 @@ int32_t ParameterizeChannel(int64_t ch, int32_t arg_num, int64_t arg_val);
  * from IDENTITY, that this record's write(2) failed. */
 int32_t LogTS(int64_t ch, int64_t tuple_id);
 
+/* Logs n events, tuple ids ids[0..n-1], in order, one record each, as n
+ * LogTS calls would: the batch call for bindings whose own call costs far
+ * more than a record (Python's ctypes: ~520 ns a call). The TSC is read per
+ * record: with rdtsc on the BUFFER_IDENTITY, BUFFER_IDENTITY_COMP and
+ * FOX_START _TSC paths (inside a batch the call itself orders the records
+ * against the caller's code; rdtscp would add ~9 ns a record), as LogTS
+ * does (rdtscp) for every other handler. Returns the number of events
+ * accepted (0..n; skipped by a sampling handler counts as accepted, as
+ * LogTS's 0 does). Stops at the first refusal and stores its CP_ERR_* in
+ * *err (BAD_HANDLE, CLOSED, IO: ids[returned] is the first id not logged);
+ * *err is 0 when all were accepted; err may be NULL. With
+ * CP_ARG_DROP_WHEN_FULL set, dropped events are counted (in the file),
+ * skipped, and the batch goes on: *err = CP_ERR_DROPPED if any was dropped
+ * (then the return value counts the accepted ones only, so if a batch also
+ * stops on another refusal, *err is that code and where it stopped is not
+ * known). n <= 0 returns 0 (*err = 0); ids NULL with n > 0 returns 0 and
+ * CP_ERR_BAD_ARG_VALUE. ids is only read, during the call.
+ * Per handler: the sampling handlers (DOWNSAMPLE, XOY, MEDIAN) apply per
+ * id; the counters add n at once; NULLH returns n after checking the
+ * handle; FOX_END sends one ReTACK per id. The owner-biased BUFFER_IDENTITY
+ * _TSC path writes each run of positions left in its current block (at most
+ * 4096) with plain stores and publishes it with one store: about the cost
+ * of rdtsc and a 16-byte store per record (README, `make bench`).
+ * Thread-safe like LogTS (a batch from several threads interleaves); never
+ * enters Go, never allocates; waits (sleeping) only when a buffered
+ * channel's ring is full. A close racing with the batch stops it there. */
+int64_t LogTSMany(int64_t ch, const int64_t *ids, int64_t n, int32_t *err);
+
 /* Flushes every accepted record, writes the closing sync point and counters,
  * fsyncs and closes the file. Returns 0, CP_ERR_CLOSED for a second close,
  * CP_ERR_BAD_HANDLE, or CP_ERR_IO if some records could not be written (the

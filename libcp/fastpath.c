@@ -427,6 +427,134 @@ __attribute__((aligned(64))) int32_t LogTS(int64_t ch, int64_t tuple_id) {
   return log_by_kind(s, gen, tuple_id, fast);
 }
 
+// ---- LogTSMany: n events in one call (the batch path of bindings whose
+// calls cost far more than a record, such as Python's ctypes at ~520 ns).
+
+static inline uint64_t rdtsc_raw(void) {
+  uint32_t lo, hi;
+  __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi)::"memory");
+  return ((uint64_t)hi << 32) | lo;
+}
+
+// The longest run the owner writes with busy held (and commits with one
+// store of the word): a revoking thread waits at most this many records.
+#define CP_MANY_RUN 4096
+
+// One run of the owner's batch: the positions left in its current block
+// (at most CP_MANY_RUN), each record with its own rdtsc, then one store of
+// the word. Returns the records written, 0 when this is not the owner's
+// fast case (the caller then logs one event through the slow path).
+static inline __attribute__((always_inline)) int64_t many_owned_run(cp_slot_t *s, uint64_t gen, const int64_t *ids,
+                                                                    int64_t n, int fake) {
+  if (atomic_load_explicit(&s->owner, memory_order_relaxed) != thread_pointer()) return 0;
+  atomic_store_explicit(&s->busy, 1, memory_order_relaxed);
+  atomic_signal_fence(memory_order_seq_cst);  // as in log_owned: the revoker's membarrier orders it
+  if (atomic_load_explicit(&s->fast, memory_order_relaxed) != CP_FAST_OWNED) goto none;
+  uint64_t w = atomic_load_explicit(&s->word, memory_order_relaxed);  // only the owner changes it while owned
+  if ((w >> 47) != (gen << 1)) goto none;
+  uint64_t p = w & CP_COUNT_MASK;
+  if (p >= s->owner_limit) goto none;
+  uint64_t k = s->owner_limit - p;
+  if (k > (uint64_t)n) k = (uint64_t)n;
+  if (k > CP_MANY_RUN) k = CP_MANY_RUN;
+  // The run stays inside one block, so it is contiguous in the ring.
+  uint64_t *rec = (uint64_t *)(s->ring + ((p & s->ring_posmask) << 4));
+  for (uint64_t i = 0; i < k; i++) {
+    uint64_t t = rdtsc_raw();
+    if (fake) t = cp_fake_apply_cold(t);
+    rec[2 * i] = (uint64_t)ids[i];
+    atomic_store_explicit((_Atomic uint64_t *)&rec[2 * i + 1], t ? t : 1, memory_order_release);
+  }
+  atomic_store_explicit(&s->word, w + k, memory_order_release);
+  atomic_store_explicit(&s->busy, 0, memory_order_release);
+  return (int64_t)k;
+none:
+  atomic_store_explicit(&s->busy, 0, memory_order_release);
+  return 0;
+}
+
+__attribute__((noinline)) static int64_t many_owned(cp_slot_t *s, uint64_t gen, const int64_t *ids, int64_t n) {
+  if (__builtin_expect(cp_fake_on, 0)) return many_owned_run(s, gen, ids, n, 1);
+  return many_owned_run(s, gen, ids, n, 0);
+}
+
+int64_t LogTSMany(int64_t ch, const int64_t *ids, int64_t n, int32_t *err) {
+  int64_t done = 0, dropped = 0;
+  int32_t rc = 0;
+  if (n <= 0) goto out;
+  uint64_t h = (uint64_t)ch;
+  uint64_t idx = (h & ((1ull << CP_IDX_BITS) - 1)) - 1;
+  uint64_t gen = h >> CP_IDX_BITS;
+  if (idx >= CP_MAX_CHANNELS || gen - 1 >= CP_MAX_GEN) { rc = CP_ERR_BAD_HANDLE; goto out; }
+  cp_slot_t *s = &cp_slots[idx];
+  if (ids == NULL) {
+    uint64_t w = atomic_load_explicit(&s->word, memory_order_acquire);
+    rc = (w >> 47) != (gen << 1) ? cp_word_error(w, gen) : CP_ERR_BAD_ARG_VALUE;
+    goto out;
+  }
+  int64_t i = 0;
+  while (i < n) {
+    // Every round validates the handle again: a close racing with the batch
+    // stops it at the next round (and each path below checks it too).
+    uint64_t w = atomic_load_explicit(&s->word, memory_order_acquire);
+    if ((w >> 47) != (gen << 1)) { rc = cp_word_error(w, gen); break; }
+    int32_t fast = atomic_load_explicit(&s->fast, memory_order_relaxed);
+    if (fast == CP_FAST_OWNED) {
+      int64_t k = many_owned(s, gen, ids + i, n - i);
+      if (k > 0) { i += k; done += k; continue; }
+      // Not the owner's fast case (another thread, the block's end, a
+      // revocation): one event the way LogTS does it, then look again.
+    } else if (fast == CP_FAST_SHARED) {
+      // One atomic add per record, rdtsc per record, while the selector
+      // stays (a switch of path ends the loop; the next round dispatches).
+      for (; i < n; i++) {
+        int32_t r = put_ring(s, gen, ids[i], rdtsc_raw(), 0);
+        if (r == 0) { done++; }
+        else if (r == CP_ERR_DROPPED) { dropped++; }
+        else { rc = r; goto out; }
+        if (atomic_load_explicit(&s->fast, memory_order_relaxed) != CP_FAST_SHARED) { i++; break; }
+      }
+      continue;
+    } else if (fast == CP_FAST_NONE) {
+      int32_t kind = s->kind;  // counters add the rest at once
+      int64_t rest = n - i;
+      if (kind == CP_NULLH) { done += rest; break; }
+      if (kind == CP_FASTPERIODICCOUNTER) {
+        uint64_t c = atomic_load_explicit(&s->fpc_count, memory_order_relaxed);
+        atomic_store_explicit(&s->fpc_count, c + (uint64_t)rest, memory_order_relaxed);
+        done += rest;
+        break;
+      }
+      if (kind == CP_KIND_NC_COUNTER) {
+        atomic_fetch_add_explicit(&s->nc_count, (uint64_t)rest, memory_order_relaxed);
+        done += rest;
+        break;
+      }
+      if (kind == CP_PERIODICCOUNTER) {
+        uint64_t old = atomic_fetch_add_explicit(&s->word, (uint64_t)rest, memory_order_relaxed);
+        if ((old >> 47) != (gen << 1)) {
+          if ((old >> CP_GEN_SHIFT) != gen) atomic_fetch_sub_explicit(&s->word, (uint64_t)rest, memory_order_relaxed);
+          rc = cp_word_error(old, gen);
+          break;
+        }
+        done += rest;
+        break;
+      }
+    }
+    // Every other handler (sampling, MEDIAN, FIRSTLAST, IDENTITY, FOX_END,
+    // a revocation under way): per id, exactly as LogTS.
+    int32_t r = LogTS(ch, ids[i]);
+    i++;
+    if (r == 0) { done++; }
+    else if (r == CP_ERR_DROPPED) { dropped++; }
+    else { rc = r; break; }
+  }
+out:
+  if (rc == 0 && dropped) rc = CP_ERR_DROPPED;
+  if (err) *err = rc;
+  return done;
+}
+
 // ---- MEDIAN: a window of events under a short lock; the median (by TSC) of
 // each full window goes into the ring.
 static void swap3(uint64_t *a, uint64_t *b) {

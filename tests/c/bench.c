@@ -57,6 +57,24 @@ static double floor_burst(int64_t burst) {
   return (rdtscp() - t0) / tsc_per_ns / burst;
 }
 
+// The floor of a batch record: rdtsc (what LogTSMany reads) + the same store.
+static inline uint64_t rdtsc(void) {
+  uint32_t lo, hi;
+  __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi)::"memory");
+  return ((uint64_t)hi << 32) | lo;
+}
+
+static double floor_burst_rdtsc(int64_t burst) {
+  uint64_t t0 = rdtscp();
+  for (int64_t i = 0; i < burst; i++) {
+    uint64_t t = rdtsc();
+    volatile uint64_t *r = &sink_ring[(i & 4095) * 2];
+    r[0] = i;
+    r[1] = t;
+  }
+  return (rdtscp() - t0) / tsc_per_ns / burst;
+}
+
 static double floor_ns(void) {
   double v[BURSTS];
   for (int b = 0; b < BURSTS; b++) v[b] = floor_burst(BURST);
@@ -70,8 +88,11 @@ typedef struct { double ns, floor_ns, ratio, first_lap_ns; } result_t;
 // One case: a warm-up lap of the ring (its first touch of fresh memory pays
 // page faults; reported apart), then BURSTS bursts, each followed by a floor
 // burst of the same length, so that every ratio compares two neighbours.
+// many: each burst is one LogTSMany call over burst ids (its floor: rdtsc).
+static int64_t *many_ids;
+
 static result_t bench(const char *name, int32_t fmt, int32_t h, int32_t arg, int64_t val, int32_t arg2, int64_t val2,
-                      int64_t burst) {
+                      int64_t burst, int many) {
   int64_t ch = OpenChannel(name, fmt, h);
   if (ch < 0) { fprintf(stderr, "%s: %s\n", name, CP_ErrorString((int32_t)ch)); exit(1); }
   if (arg >= 0 && ParameterizeChannel(ch, arg, val) != 0) { fprintf(stderr, "param %s\n", name); exit(1); }
@@ -83,15 +104,22 @@ static result_t bench(const char *name, int32_t fmt, int32_t h, int32_t arg, int
   for (int b = -warm; b < BURSTS; b++) {
     int64_t id = next_id, end = next_id + burst;
     int32_t bad = 0;
-    uint64_t t0 = rdtscp();
-    for (; id < end; id++) bad |= LogTS(ch, id);
+    uint64_t t0;
+    if (many) {
+      for (int64_t k = 0; k < burst; k++) many_ids[k] = id + k;
+      t0 = rdtscp();
+      if (LogTSMany(ch, many_ids, burst, &bad) != burst && !bad) bad = CP_ERR_INTERNAL;
+    } else {
+      t0 = rdtscp();
+      for (; id < end; id++) bad |= LogTS(ch, id);
+    }
     double ns = (rdtscp() - t0) / tsc_per_ns / burst;
     next_id = end;
     if (bad) { fprintf(stderr, "LogTS failed on %s: %s\n", name, CP_ErrorString(bad)); exit(1); }
     if (b == -warm) first = ns;
     if (b >= 0) {
       v[b] = ns;
-      f[b] = floor_burst(burst);
+      f[b] = many ? floor_burst_rdtsc(burst) : floor_burst(burst);
       r[b] = v[b] / f[b];
     }
     usleep(150000);  // let the pipeline drain: the next burst starts with an empty ring
@@ -122,7 +150,7 @@ int main(int argc, char **argv) {
   snprintf(start, sizeof start, "127.0.0.1:%d", ntohs(sa.sin_port));
   setenv("CP_RET_START", start, 1);
 
-  struct { const char *name; int32_t fmt, h, arg; int64_t val; int32_t arg2; int64_t val2; double target_ratio, target_ns; int64_t burst; } cases[] = {
+  struct { const char *name; int32_t fmt, h, arg; int64_t val; int32_t arg2; int64_t val2; double target_ratio, target_ns; int64_t burst; int many; } cases[] = {
     {"NULLH", CP_BINARY_TSC, CP_NULLH, -1, 0, -1, 0, 0, 3},
     {"NET_CONF resolved to NULLH", CP_BINARY_TSC, CP_NET_CONF, -1, 0, -1, 0, 0, 3},
     {"FASTPERIODICCOUNTER", CP_BINARY_TSC, CP_FASTPERIODICCOUNTER, -1, 0, -1, 0, 0, 3},
@@ -140,19 +168,23 @@ int main(int argc, char **argv) {
     {"BUFFER_IDENTITY ASCII_TSC", CP_ASCII_TSC, CP_BUFFER_IDENTITY, -1, 0, -1, 0, 0, 0},
     {"BUFFER_IDENTITY BINARY (+mono)", CP_BINARY, CP_BUFFER_IDENTITY, -1, 0, -1, 0, 0, 0},
     {"BUFFER_IDENTITY ZSTD (+mono)", CP_ZSTD, CP_BUFFER_IDENTITY, -1, 0, -1, 0, 0, 0},
+    {"LogTSMany 1M ids, BUF_ID ZSTD_TSC", CP_ZSTD_TSC, CP_BUFFER_IDENTITY, -1, 0, -1, 0, 0, 20, 0, 1},
     {"FOX_START ZSTD_TSC", CP_ZSTD_TSC, CP_FOX_START, -1, 0, -1, 0, 1.3, 0},
     {"FOX_END ZSTD_TSC (+ReTACK send)", CP_ZSTD_TSC, CP_FOX_END, -1, 0, -1, 0, 0, 0, 100000},
   };
   int n = sizeof cases / sizeof cases[0];
+  many_ids = malloc(BURST * sizeof *many_ids);
   double fl = floor_ns();
   printf("TSC %.3f GHz; floor = rdtscp + 16-byte store into a ring in L1, %.2f ns now\n", tsc_per_ns, fl);
+  printf("LogTSMany rows: ns per record of one call over the burst's ids, next to the rdtsc floor (%.2f ns now)\n",
+         floor_burst_rdtsc(BURST));
   printf("bursts of %d calls after a warm-up lap of the ring; medians of %d bursts, each next to a floor burst\n\n",
          BURST, BURSTS);
   printf("%-34s %9s %9s %8s %10s  %s\n", "handler / format", "ns/LogTS", "floor ns", "x floor", "first lap", "target");
   for (int i = 0; i < n; i++) {
     if (only && !strstr(cases[i].name, only)) continue;
     result_t res = bench(cases[i].name, cases[i].fmt, cases[i].h, cases[i].arg, cases[i].val, cases[i].arg2, cases[i].val2,
-                         cases[i].burst ? cases[i].burst : BURST);
+                         cases[i].burst ? cases[i].burst : BURST, cases[i].many);
     char target[64] = "";
     int miss = 0;
     if (cases[i].target_ratio > 0) {

@@ -201,6 +201,84 @@ static int test_many_threads(void) {
   return 1;
 }
 
+// ---- LogTSMany through the header
+
+#define MANY_N 300000
+static int64_t many_ids[MANY_N];
+
+static int test_log_many(void) {
+  char *dir = getenv("CP_LOG_DIR");
+  for (int64_t i = 0; i < MANY_N; i++) many_ids[i] = i;
+  int32_t err = 99;
+  CHECK(LogTSMany(12345, many_ids, 10, &err) == 0 && err == CP_ERR_BAD_HANDLE, "bad handle: err %d", err);
+  CHECK(LogTSMany(-1, many_ids, 10, NULL) == 0, "bad handle, err NULL");
+  int64_t ch = OpenChannel("c many", CP_ZSTD_TSC, CP_BUFFER_IDENTITY);
+  CHECK(ch > 0, "open");
+  err = 99;
+  CHECK(LogTSMany(ch, many_ids, 0, &err) == 0 && err == 0, "n 0: err %d", err);
+  CHECK(LogTSMany(ch, many_ids, -3, &err) == 0 && err == 0, "n < 0: err %d", err);
+  CHECK(LogTSMany(ch, NULL, 3, &err) == 0 && err == CP_ERR_BAD_ARG_VALUE, "NULL ids: err %d", err);
+  // the ids in four batches of uneven size, one LogTS in between
+  int64_t k = 0;
+  int64_t sizes[] = {1, 65535, 100001, MANY_N};
+  for (int b = 0; b < 4 && k < MANY_N; b++) {
+    int64_t n = sizes[b] < MANY_N - k ? sizes[b] : MANY_N - k;
+    if (b == 2) { CHECK(LogTS(ch, k) == 0, "single"); k++; n--; }
+    err = 99;
+    int64_t got = LogTSMany(ch, many_ids + k, n, &err);
+    CHECK(got == n && err == 0, "batch %d: %lld of %lld, err %d", b, (long long)got, (long long)n, err);
+    k += n;
+  }
+  CHECK(k == MANY_N, "logged %lld", (long long)k);
+  CHECK(CloseChannel(ch) == 0, "close");
+  CHECK(LogTSMany(ch, many_ids, 10, &err) == 0 && err == CP_ERR_CLOSED, "closed: err %d", err);
+  char path[4096];
+  CHECK(find_file(dir, "-c_many.cplog", path, sizeof path), "no file");
+  decoded_t d;
+  decode(path, &d);
+  CHECK(d.dump_status == 0, "dump: %s", d.err);
+  CHECK(d.n == MANY_N && contiguous_from_zero(&d), "%zu records, or out of order", d.n);
+  free(d.ids);
+
+  // counters add n; NULLH returns n
+  ch = OpenChannel("c many null", CP_BINARY_TSC, CP_NULLH);
+  CHECK(LogTSMany(ch, many_ids, MANY_N, &err) == MANY_N && err == 0, "NULLH");
+  CHECK(CloseChannel(ch) == 0, "close");
+  ch = OpenChannel("c many counter", CP_BINARY_TSC, CP_PERIODICCOUNTER);
+  CHECK(LogTSMany(ch, many_ids, MANY_N, &err) == MANY_N && err == 0, "PERIODICCOUNTER");
+  CHECK(CloseChannel(ch) == 0, "close");
+  CHECK(find_file(dir, "-c_many_counter.cplog", path, sizeof path), "no counter file");
+  decode(path, &d);  // period_end_tsc,count,...: the ids column holds TSCs; sum the counts
+  free(d.ids);
+  char cmd[8192];
+  snprintf(cmd, sizeof cmd, "'%s' dump --csv '%s' | awk -F, 'NR>1{s+=$2}END{print s}'", dump_cmd, path);
+  FILE *p = popen(cmd, "r");
+  long long sum = -1;
+  CHECK(fscanf(p, "%lld", &sum) == 1, "sum");
+  pclose(p);
+  CHECK(sum == MANY_N, "counts add to %lld", sum);
+
+  // drop mode: a batch larger than the ring goes on past the drops
+  ch = OpenChannel("c many drop", CP_BINARY_TSC, CP_BUFFER_IDENTITY);
+  CHECK(ParameterizeChannel(ch, CP_ARG_DROP_WHEN_FULL, 1) == 0, "drop mode");
+  int64_t total = 0, dropped_batches = 0;
+  for (int r = 0; r < 400 && !(r >= 3 && dropped_batches); r++) {
+    err = 99;
+    int64_t got = LogTSMany(ch, many_ids, MANY_N, &err);
+    CHECK(err == 0 || err == CP_ERR_DROPPED, "drop batch: err %d", err);
+    CHECK((err == 0) == (got == MANY_N), "accepted %lld with err %d", (long long)got, err);
+    total += got;
+    dropped_batches += err == CP_ERR_DROPPED;
+  }
+  CHECK(dropped_batches > 0, "400 batches of 300k into a ring of 512k never dropped");
+  CHECK(CloseChannel(ch) == 0, "close");
+  CHECK(find_file(dir, "-c_many_drop.cplog", path, sizeof path), "no drop file");
+  decode(path, &d);
+  CHECK(d.dump_status == 0 && (int64_t)d.n == total, "%zu records in the file, %lld accepted", d.n, (long long)total);
+  free(d.ids);
+  return 1;
+}
+
 // ---- tests with a child process killed mid-run
 
 // The child logs ids 0,1,2,... and after every LogTS that returned 0 stores
@@ -625,6 +703,7 @@ int main(int argc, char **argv) {
     {"bad input", test_bad_input},
     {"many threads", test_many_threads},
     {"truncated file", test_truncated_file},
+    {"LogTSMany: counts, codes, bad handle, closed, counters, drop mode", test_log_many},
     {"SIGTERM, default disposition: flushed, dies of SIGTERM", test_sigterm_default},
     {"SIGTERM, program's own handler runs after the flush", test_sigterm_own_handler},
     {"SIGTERM, program's handler calls exit()", test_sigterm_handler_exits},
