@@ -1,0 +1,320 @@
+"""Channels: open, log, log_many, parameterize, close; close_all; atexit."""
+
+import atexit
+import ctypes
+import os
+import sys
+import threading
+import weakref
+
+from . import _lib
+from ._lib import (Arg, ChannelClosedError, CloudprofilerError, ErrorCode, Handler,
+                   LogFormat)
+
+_INT32 = (-(1 << 31), (1 << 31) - 1)
+_INT64_MAX = (1 << 63) - 1
+
+# Every channel opened here and not yet closed, so that close_all() and the
+# atexit hook can mark them closed (the library closes them).
+_channels = weakref.WeakSet()
+_channels_lock = threading.Lock()
+
+
+def _enum(value, cls, what):
+    if isinstance(value, str):
+        key = value.upper()
+        for prefix in ("CP_",):
+            if key.startswith(prefix):
+                key = key[len(prefix):]
+        try:
+            return cls[key]
+        except KeyError:
+            raise ValueError("unknown %s %r; one of %s" % (what, value, ", ".join(m.name for m in cls))) from None
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError("%s must be a cloudprofiler.%s, its name or an int, not %s"
+                        % (what, cls.__name__, type(value).__name__))
+    v = value.__index__()
+    if not _INT32[0] <= v <= _INT32[1]:
+        # Out of int32: the library would see a truncated value; refuse here.
+        raise ValueError("%s %d is out of range (int32)" % (what, v))
+    try:
+        return cls(v)
+    except ValueError:
+        return v  # unknown: the library refuses it with its own message
+
+
+def open_channel(name, log_format=LogFormat.ZSTD_TSC, handler=Handler.BUFFER_IDENTITY):
+    """Opens a channel (OpenChannel) and returns a Channel.
+
+    name: str (UTF-8) or bytes, 1..4096 bytes, no NUL. log_format: a
+    LogFormat, its name ("ZSTD_TSC") or int; handler: a Handler likewise.
+    Raises CloudprofilerError (with the library's message) when the library
+    refuses, e.g. bad name, unknown format or handler, CP_ERR_CONFIG.
+    The first open in a process reads the CP_* environment (CP_LOG_DIR...):
+    set os.environ before it.
+    """
+    if isinstance(name, str):
+        raw = name.encode("utf-8")
+    elif isinstance(name, (bytes, bytearray)):
+        raw = bytes(name)
+    else:
+        raise TypeError("channel name must be str or bytes, not %s" % type(name).__name__)
+    if b"\0" in raw:
+        raise ValueError("channel name %r contains a NUL byte (the C API takes a NUL-terminated name)" % (name,))
+    fmt = _enum(log_format, LogFormat, "log format")
+    hnd = _enum(handler, Handler, "handler")
+    lib = _lib.load()
+    h = lib.OpenChannel(raw, int(fmt), int(hnd))
+    if h <= 0:
+        raise _lib.error("OpenChannel(%r, %s, %s)" % (name, _nm(fmt), _nm(hnd)), h)
+    ch = Channel._new(h, name, fmt, hnd, lib)
+    with _channels_lock:
+        _channels.add(ch)
+    return ch
+
+
+def _nm(v):
+    return v.name if isinstance(v, (LogFormat, Handler)) else str(v)
+
+
+class Channel:
+    """An open channel. Use as a context manager, or close() it; close_all()
+    and the exit of the interpreter close every channel still open.
+
+    log(tuple_id)        one event (LogTS): ~0.5 us through ctypes
+    log_many(ids)        a batch (LogTSMany): tens of ns per id, zero-copy
+    parameterize(a, v)   ParameterizeChannel
+    close()              CloseChannel (idempotent)
+    """
+
+    __slots__ = ("name", "log_format", "handler", "handle", "_logts", "_many", "_lib", "_closed", "__weakref__")
+
+    @classmethod
+    def _new(cls, h, name, fmt, hnd, lib):
+        self = cls.__new__(cls)
+        self.handle, self.name, self.log_format, self.handler = h, name, fmt, hnd
+        self._lib, self._logts, self._closed = lib, lib.LogTS, False
+        self._many = getattr(lib, "LogTSMany", None)
+        return self
+
+    def __init__(self, *a, **k):
+        raise TypeError("use cloudprofiler.open_channel(name, log_format, handler)")
+
+    @property
+    def closed(self):
+        return self._closed
+
+    def __repr__(self):
+        return "<cloudprofiler.Channel %r %s %s handle=%#x%s>" % (
+            self.name, _nm(self.log_format), _nm(self.handler), self.handle, " closed" if self._closed else "")
+
+    def __enter__(self):
+        self._check_open("with")
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def _check_open(self, what):
+        if self._closed:
+            raise ChannelClosedError("%s on channel %r" % (what, self.name), ErrorCode.CLOSED,
+                                     "the channel was closed (close(), close_all() or interpreter exit)")
+        if _lib._forked:
+            _lib.load()  # raises LibraryError: forked child
+
+    def _failed(self, function, code, detailed=True):
+        self._check_open(function)  # closed here, or a forked child: say so
+        raise _lib.error("%s on channel %r" % (function, self.name), code, detailed=detailed)
+
+    def log(self, tuple_id):
+        """Logs one event (LogTS). Returns True when accepted, False when the
+        ring was full and the channel drops (Arg.DROP_WHEN_FULL=1); raises
+        CloudprofilerError otherwise (ChannelClosedError after close)."""
+        rc = self._logts(self.handle, tuple_id)
+        if rc == 0:
+            return True
+        if rc == ErrorCode.DROPPED:
+            return False
+        self._failed("LogTS", rc, detailed=False)
+
+    def log_many(self, ids):
+        """Logs a batch of tuple ids, one event each, in order (LogTSMany).
+
+        ids: a numpy array (int64 C-contiguous: passed by pointer, no copy),
+        any buffer of int64 (array.array('q'), memoryview; bytes-like buffers
+        are read as raw native int64, 8 bytes per id), or a list/iterable of
+        ints (converted once). Other integer dtypes are converted to int64 (a
+        copy) when every value fits; floats, bools and objects raise TypeError.
+
+        Returns how many ids were accepted: len(ids), or fewer when the
+        channel drops (Arg.DROP_WHEN_FULL=1: the difference was dropped and
+        counted in the file). Any other refusal raises CloudprofilerError
+        with .accepted set to the ids accepted before it.
+        """
+        if type(ids) is _ndarray and ids.dtype is _I64 and ids.ndim == 1 and ids.flags.c_contiguous:
+            a = ids  # the common case, checked cheaply
+        else:
+            a = as_int64(ids)
+        n = a.shape[0]
+        if n == 0:
+            self._check_open("log_many")
+            return 0
+        many = self._many
+        if many is None:
+            many = self._many = _lib.func("LogTSMany")
+        if a.flags.writeable:
+            ptr = ctypes.addressof(ctypes.c_char.from_buffer(a))  # ~4x cheaper than __array_interface__
+        else:
+            ptr = a.__array_interface__["data"][0]
+        err = ctypes.c_int32(0)
+        got = many(self.handle, ptr, n, ctypes.byref(err))
+        code = err.value
+        if got < 0:
+            code, got = got, 0
+        if code == 0 or code == ErrorCode.DROPPED:
+            if got < n and code == 0:
+                raise CloudprofilerError("LogTSMany on channel %r" % self.name, ErrorCode.INTERNAL,
+                                         "accepted %d of %d ids without an error code" % (got, n))
+            return got
+        try:
+            self._failed("LogTSMany", code, detailed=False)  # LogTSMany never sets CP_LastError
+        except CloudprofilerError as e:
+            e.accepted = got
+            e.args = ("%s; %d of %d ids accepted" % (e.args[0], got, n),)
+            raise
+
+    def parameterize(self, arg, value):
+        """Sets argument arg (an Arg or int: 0, 1, Arg.DROP_WHEN_FULL) of the
+        channel's handler to value (int64)."""
+        self._check_open("parameterize")
+        a = _enum(arg, Arg, "argument number")
+        if isinstance(value, bool) or not hasattr(value, "__index__"):
+            raise TypeError("argument value must be an int, not %s" % type(value).__name__)
+        v = value.__index__()
+        if not -(1 << 63) <= v <= _INT64_MAX:
+            raise ValueError("argument value %d is out of range (int64)" % v)
+        rc = self._lib.ParameterizeChannel(self.handle, int(a), v)
+        if rc != 0:
+            self._failed("ParameterizeChannel(%s, %d)" % (_nm(a) if isinstance(a, Arg) else a, v), rc)
+
+    def close(self):
+        """Flushes and closes the channel (CloseChannel); blocks until its
+        file is complete. A second close does nothing. Raises
+        CloudprofilerError if records could not be written (CP_ERR_IO)."""
+        if self._closed:
+            return
+        if _lib._forked:
+            _lib.load()
+        self._closed = True
+        with _channels_lock:
+            _channels.discard(self)
+        rc = self._lib.CloseChannel(self.handle)
+        if rc != 0 and rc != ErrorCode.CLOSED:  # CLOSED: close_all closed it already
+            raise _lib.error("CloseChannel on channel %r" % self.name, rc)
+
+
+def _after_fork_in_child():
+    # The child's copy of the library has no Go runtime: its records would
+    # never reach a file. Every channel gets handle 0 (never valid), so the
+    # next log()/log_many() fails in C and _failed raises LibraryError, at no
+    # cost on the hot path.
+    if _lib._lib is None:
+        return
+    for ch in list(_channels):
+        ch.handle = 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _mark_all_closed():
+    with _channels_lock:
+        chans = list(_channels)
+        _channels.clear()
+    for ch in chans:
+        ch._closed = True
+
+
+def close_all():
+    """Closes every open channel of the process (CloseAllChannels), also
+    those opened by other code through the C API. Idempotent."""
+    if _lib._lib is None:
+        return  # nothing was ever opened here
+    lib = _lib.load()
+    _mark_all_closed()
+    rc = lib.CloseAllChannels()
+    if rc != 0:
+        raise _lib.error("CloseAllChannels", rc)
+
+
+@atexit.register
+def _close_all_at_exit():
+    # Registered at import, so it runs after atexit hooks registered later
+    # (which may still log). Not in a forked child: its Go runtime is gone.
+    if _lib._lib is None or _lib._forked:
+        return
+    _mark_all_closed()
+    rc = _lib._lib.CloseAllChannels()
+    if rc != 0:
+        print("cloudprofiler: closing channels at exit: %s" % _lib.message(rc), file=sys.stderr)
+
+
+_ndarray = _I64 = None  # numpy.ndarray and dtype int64, once numpy is imported
+
+
+def as_int64(ids):
+    """ids as a 1-d C-contiguous native int64 numpy array, without a copy
+    when it already is one (or a buffer of int64). See Channel.log_many."""
+    global _ndarray, _I64
+    import numpy as np
+    if _ndarray is None:
+        _ndarray, _I64 = np.ndarray, np.dtype(np.int64)
+    if isinstance(ids, np.ndarray):
+        a = ids
+    elif isinstance(ids, (str,)) or isinstance(ids, int) or not hasattr(ids, "__iter__") and not _has_buffer(ids):
+        raise TypeError("log_many takes an array, buffer or iterable of int ids, not %s%s"
+                        % (type(ids).__name__, " (use log() for one id)" if isinstance(ids, int) else ""))
+    elif _has_buffer(ids):
+        mv = memoryview(ids)
+        if mv.format in ("B", "b", "c") and mv.itemsize == 1:
+            if mv.nbytes % 8:
+                raise ValueError("a byte buffer given to log_many is read as raw int64 ids: its "
+                                 "length (%d bytes) must be a multiple of 8" % mv.nbytes)
+            a = np.frombuffer(mv if mv.c_contiguous else mv.tobytes(), dtype=np.int64)
+        else:
+            a = np.asarray(mv)
+    else:
+        seq = ids if isinstance(ids, (list, tuple)) else list(ids)
+        # Let numpy infer the type (never a silent float->int cast), once.
+        a = np.array(seq) if len(seq) else np.zeros(0, dtype=np.int64)
+        if a.dtype.kind not in "iu":
+            raise TypeError("log_many: ids must be ints within int64; from this %s numpy inferred %s "
+                            "(a float, bool, non-number, or ints beyond int64 in it)"
+                            % (type(ids).__name__, a.dtype))
+    dt = a.dtype
+    if dt != np.int64 or not dt.isnative:
+        if dt.kind == "i" or dt.kind == "u" and dt.itemsize < 8:
+            a = a.astype(np.int64)
+        elif dt.kind == "u":
+            if a.size and a.max() > _INT64_MAX:
+                raise ValueError("log_many: uint64 ids above 2**63-1 do not fit the library's int64 "
+                                 "tuple ids (max here %d)" % int(a.max()))
+            a = a.astype(np.int64)
+        else:
+            raise TypeError("log_many needs integer tuple ids (int64); got dtype %s. Convert "
+                            "explicitly, e.g. ids.astype(numpy.int64)" % dt)
+    if a.ndim != 1:
+        a = a.reshape(-1)
+    if not a.flags.c_contiguous:
+        a = np.ascontiguousarray(a)
+    return a
+
+
+def _has_buffer(obj):
+    try:
+        memoryview(obj)
+        return True
+    except TypeError:
+        return False

@@ -1,0 +1,189 @@
+"""Child Pythons: SIGTERM mid-run loses nothing, atexit closes, fork is
+refused, the library is found (or the failure says where it looked)."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import cloudprofiler as cp
+from conftest import child_cmd, child_env, find_log, run_child
+
+PKG = os.path.dirname(os.path.abspath(cp.__file__))
+
+
+# The child logs ids 0, 1, 2, ... in order and prints, after each accepted
+# call, how many it has logged; it never stops by itself.
+SIGTERM_CHILD = {
+    "log": """
+        import sys, cloudprofiler as cp
+        ch = cp.open_channel("sigterm", cp.LogFormat.%s, cp.Handler.BUFFER_IDENTITY)
+        i = 0
+        while True:
+            ch.log(i)
+            i += 1
+            if i %% 1000 == 0:
+                print(i, flush=True)
+    """,
+    "log_many": """
+        import sys, numpy as np, cloudprofiler as cp
+        ch = cp.open_channel("sigterm", cp.LogFormat.%s, cp.Handler.BUFFER_IDENTITY)
+        i, k = 0, 5000
+        while True:
+            assert ch.log_many(np.arange(i, i + k, dtype=np.int64)) == k
+            i += k
+            print(i, flush=True)
+    """,
+}
+
+
+@pytest.mark.parametrize("fmt", ["ZSTD_TSC", "BINARY"])
+@pytest.mark.parametrize("how", ["log", "log_many"])
+def test_sigterm_mid_run_loses_nothing(how, fmt, tmp_path):
+    want = 20_000 if how == "log" else 400_000
+    p = subprocess.Popen(child_cmd(SIGTERM_CHILD[how] % fmt), env=child_env(tmp_path),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    last = 0
+    try:
+        for line in p.stdout:
+            last = int(line)
+            if last >= want:
+                break
+        assert last >= want, "child stopped early: %s" % p.stderr.read()
+        p.send_signal(signal.SIGTERM)
+        rest = p.stdout.read()  # progress printed before the signal landed
+        for line in rest.split():
+            last = max(last, int(line))
+        rc = p.wait(30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert rc == -signal.SIGTERM, "child should die of SIGTERM (rc %s): %s" % (rc, p.stderr.read())
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the SIGTERM flush leaves whole frames
+        records, header = cp.read_log(find_log(tmp_path, "sigterm", p.pid))
+    ids = records["tuple_id"]
+    assert len(ids) >= last, "file holds %d records, the child reported %d logged" % (len(ids), last)
+    np.testing.assert_array_equal(ids, np.arange(len(ids), dtype=np.int64))
+
+
+def test_atexit_closes_channels(tmp_path):
+    r = run_child("""
+        import numpy as np, cloudprofiler as cp, atexit
+        a = cp.open_channel("atexit a", cp.LogFormat.ZSTD_TSC, cp.Handler.BUFFER_IDENTITY)
+        b = cp.open_channel("atexit b", cp.LogFormat.BINARY, cp.Handler.IDENTITY)
+        c = cp.open_channel("atexit c", "BINARY_TSC", "FIRSTLAST")
+        def late():  # registered after import: runs before the binding's hook
+            a.log(-1)
+            print("late hook logged", flush=True)
+        atexit.register(late)
+        a.log_many(np.arange(100_000, dtype=np.int64))
+        b.log_many([1, 2, 3])
+        c.log_many([10, 11, 12])
+        print(a.closed, b.closed, flush=True)
+    """, tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[:2] == ["False False", "late hook logged"], r.stdout
+    pid = None
+    for name, want in (("atexit a", list(range(100_000)) + [-1]), ("atexit b", [1, 2, 3]), ("atexit c", [10, 12])):
+        path = [f for f in os.listdir(tmp_path) if f.endswith(name.replace(" ", "_") + ".cplog")]
+        assert len(path) == 1, os.listdir(tmp_path)
+        records, header = cp.read_log(os.path.join(tmp_path, path[0]))
+        assert records["tuple_id"].tolist() == want, name
+        assert header.summary["trailer"], "closed at exit: the trailer is written (%s)" % name
+
+
+def test_fork_without_exec_is_refused(tmp_path):
+    r = run_child("""
+        import os, cloudprofiler as cp
+        ch = cp.open_channel("fork", cp.LogFormat.BINARY_TSC, cp.Handler.BUFFER_IDENTITY)
+        ch.log(1)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                ch.log(2)
+                os._exit(3)
+            except cp.LibraryError as e:
+                os._exit(0 if "fork" in str(e) and "spawn" in str(e) else 4)
+        _, status = os.waitpid(pid, 0)
+        print("child", os.waitstatus_to_exitcode(status), flush=True)
+        ch.log(3)
+        ch.close()
+    """, tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "child 0" in r.stdout, r.stdout + r.stderr
+    records, _ = cp.read_log(find_log(tmp_path, "fork", _only_pid(tmp_path)))
+    assert records["tuple_id"].tolist() == [1, 3]
+
+
+def _only_pid(d):
+    pids = {int(f.split("-")[-3]) for f in os.listdir(d) if ".cplog" in f}
+    assert len(pids) == 1, os.listdir(d)
+    return pids.pop()
+
+
+def _copy_package(dst, with_lib):
+    pkg = dst / "cloudprofiler"
+    shutil.copytree(PKG, pkg, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    if with_lib:
+        shutil.copy(cp.library_path(), pkg / "libcloudprofiler.so")
+    return pkg
+
+
+def test_library_not_found_says_where_it_looked(tmp_path):
+    pkg = _copy_package(tmp_path, with_lib=False)
+    code = """
+        import sys; sys.path.insert(0, %r)
+        import cloudprofiler as cp
+        try:
+            cp.open_channel("x", cp.LogFormat.BINARY, cp.Handler.IDENTITY)
+        except cp.LibraryError as e:
+            print(e)
+    """ % str(tmp_path)
+    env = child_env(tmp_path)
+    env["CLOUDPROFILER_LIB"] = str(tmp_path / "nowhere" / "libcloudprofiler.so")
+    r = subprocess.run(child_cmd(code), env=env, capture_output=True, text=True, timeout=60)
+    assert "$CLOUDPROFILER_LIB: %s (no such file)" % env["CLOUDPROFILER_LIB"] in r.stdout, r.stdout + r.stderr
+    assert "the package directory: %s (no such file)" % (pkg / "libcloudprofiler.so") in r.stdout
+    assert "make build" in r.stdout
+    del env["CLOUDPROFILER_LIB"]
+    r = subprocess.run(child_cmd(code), env=env, capture_output=True, text=True, timeout=60)
+    assert "$CLOUDPROFILER_LIB: not set" in r.stdout, r.stdout + r.stderr
+
+
+def test_library_found_in_package_directory(tmp_path):
+    pkg = _copy_package(tmp_path, with_lib=True)
+    env = child_env(tmp_path)
+    env.pop("CLOUDPROFILER_LIB", None)
+    r = subprocess.run(child_cmd("""
+        import sys; sys.path.insert(0, %r)
+        import cloudprofiler as cp
+        with cp.open_channel("pkgdir", cp.LogFormat.BINARY, cp.Handler.IDENTITY) as ch:
+            ch.log(7)
+        print(cp.library_path())
+    """ % str(tmp_path)), env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == str(pkg / "libcloudprofiler.so")
+
+
+def test_environment_read_at_first_open(tmp_path):
+    # CP_LOG_DIR set in os.environ before the first open reaches the library.
+    sub = tmp_path / "set-in-python"
+    r = run_child("""
+        import os, cloudprofiler as cp
+        os.environ["CP_LOG_DIR"] = %r
+        os.environ["CP_NODE"] = "pynode"
+        with cp.open_channel("envtest", "BINARY_TSC", "BUFFER_IDENTITY") as ch:
+            ch.log(1)
+    """ % str(sub), tmp_path)
+    assert r.returncode == 0, r.stderr
+    files = os.listdir(sub)
+    assert len(files) == 1 and files[0].endswith("envtest.cplog")
+    _, header = cp.read_log(sub / files[0])
+    assert header["node"] == "pynode"
