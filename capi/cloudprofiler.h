@@ -22,7 +22,9 @@
  * CloseAllChannels, exit(), or SIGTERM.
  *
  * Errors. Every function returns 0 (or a handle > 0) on success and a
- * negative CP_ERR_* code otherwise; CP_ErrorString turns a code into text.
+ * negative CP_ERR_* code otherwise; CP_ErrorString turns a code into text,
+ * CP_LastError gives the calling thread's detailed message of its last
+ * failure (the "details on stderr" below are there too).
  * Nothing is ever dropped silently: see CP_ARG_DROP_WHEN_FULL.
  *
  * Shutdown. At the first OpenChannel the library registers an atexit hook
@@ -275,6 +277,94 @@ int32_t CloseAllChannels(void);
 
 /* Static English text for a code (never NULL, never to be freed). */
 const char *CP_ErrorString(int32_t code);
+
+/* The detailed message of the last failure in this thread of OpenChannel,
+ * ParameterizeChannel, CloseChannel, CloseAllChannels or a CP_Log* reader
+ * function (the file, the variable, the value: what the code cannot say).
+ * Copies it into buf, NUL-terminated, truncated to cap - 1 bytes (nothing
+ * is written if buf is NULL or cap <= 0), and returns its full length; 0 and
+ * "" if this thread has had no such failure. A success does not clear it
+ * (like errno: read it right after the negative return). LogTS and
+ * LogTSMany never set it (they never enter Go; their codes say it all).
+ * Thread-safe: each thread has its own message (freed when it exits). */
+int32_t CP_LastError(char *buf, int32_t cap);
+
+/* ---- Reading log files through the library's decoder (the one
+ * `cloudprofiler dump` uses). Not a hot path (these enter Go). A reader
+ * handle is an opaque int64 > 0, never a channel handle (and the reverse:
+ * either given to the other's functions is CP_ERR_BAD_HANDLE); handles are
+ * never reused. Each handle may be used from one thread at a time (calls on
+ * one handle from several threads are serialised, never torn); handles are
+ * independent of each other and of channels. Every failure sets
+ * CP_LastError's message.
+ *
+ * The JSON functions (CP_LogInfo, CP_LogSummary) write their text into buf,
+ * NUL-terminated if it fits (len < cap), else the first cap bytes without a
+ * NUL; they return the text's full length: call again with a buffer of
+ * len + 1 bytes when len >= cap (buf NULL with cap 0 asks the length only).
+ * cap < 0, or buf NULL with cap > 0: CP_ERR_BAD_ARG_VALUE. */
+
+/* Opens a log file (any format, any handler; also one still being written:
+ * what is in it at open) for reading; path is copied. Returns a reader
+ * handle > 0, or CP_ERR_BAD_NAME (path NULL or empty) or CP_ERR_IO (missing,
+ * unreadable, not a Cloudprofiler log, an unreadable header: the message
+ * says which). The caller owns the handle: release it with CP_LogClose. */
+int64_t CP_LogOpen(const char *path);
+
+/* JSON about the file: {"path":..., "header":{...the file header...},
+ * "counter":bool (a PERIODICCOUNTER or FASTPERIODICCOUNTER file: CP_LogRead
+ * returns counter records), "record_size":16|24|32 (bytes per record in
+ * CP_LogRead's output), "columns":[...] (its 8-byte columns in order),
+ * "max_records":N (an upper bound of CP_LogRead's count, found from the
+ * frame headers without decoding: size the output with it)} and, for files
+ * that may hold counter records (counter and NET_CONF files),
+ * "counter_record_size", "counter_columns" and "max_counter_records" for
+ * CP_LogReadCounters. Returns the length (see above), CP_ERR_BAD_HANDLE,
+ * CP_ERR_IO. */
+int64_t CP_LogInfo(int64_t r, char *buf, int64_t cap);
+
+/* Decodes every record into out, packed little-endian at record_size bytes
+ * each, up to cap records; returns the number written (0..cap), or a
+ * negative CP_ERR_*. Tuple files: tuple_id (int64), tsc[, mono_ns] (uint64);
+ * counter files: period_end_tsc, count, skipped_periods[, mono_ns] (uint64);
+ * mono_ns for the formats without _TSC. Records are in logged order (ring
+ * position), merged and deduplicated as `cloudprofiler dump --csv` prints
+ * them; holes (positions never written) are skipped. A file cut short or
+ * with damaged frames still returns every whole frame's records (0 is not
+ * an error: CP_LogSummary says what was lost). Each record is written once,
+ * straight from the decoded frame; the library keeps no pointer to out
+ * after the call. When cap is smaller than the file's count, the first cap
+ * records are written and the rest still decoded (the summary's "records"
+ * says how many there were). Each call decodes the file from its start
+ * again. For a NET_CONF file (tuples and counters) this returns its tuple
+ * records; CP_LogReadCounters its counter records. Returns
+ * CP_ERR_BAD_HANDLE, CP_ERR_BAD_ARG_VALUE (cap < 0, out NULL with cap > 0),
+ * CP_ERR_IO (a read failed, or an ASCII line is not a record: what was
+ * written before is in out, the count only in the summary's "written"). */
+int64_t CP_LogRead(int64_t r, void *out, int64_t cap);
+
+/* As CP_LogRead, for the counter records (period_end_tsc, count,
+ * skipped_periods[, mono_ns], uint64 each, counter_record_size bytes) of a
+ * counter or NET_CONF file, in file order; 0 for a file that has none. */
+int64_t CP_LogReadCounters(int64_t r, void *out, int64_t cap);
+
+/* JSON about the last read (CP_LogRead or CP_LogReadCounters; before any,
+ * what indexing the file found): {"read":"none"|"records"|"counters",
+ * "records":.. (decoded), "written":.. (into out), "holes":..,
+ * "duplicates":.., "missing_positions":.., "frames":.., "signal_frames":..
+ * (written by the SIGTERM flusher), "truncated_bytes":.. (after the last
+ * whole frame), "corrupt_bytes":.., "corrupt_frames":.., "truncated":bool,
+ * "damaged":bool (corrupt frames or bytes skipped), "trailer":{...} or null
+ * (the file was not closed normally: SIGTERM, a crash, still open),
+ * "events":[...] (parameter changes, NET_CONF switches, SIGTERM flushes)
+ * [, "error":"..." if the read failed]}. Returns the length (see above) or
+ * CP_ERR_BAD_HANDLE. */
+int64_t CP_LogSummary(int64_t r, char *buf, int64_t cap);
+
+/* Releases the reader (closes its file). Returns 0, or CP_ERR_BAD_HANDLE
+ * (also for a second close). Thread-safe; waits for a call in progress on
+ * the same handle. */
+int32_t CP_LogClose(int64_t r);
 
 #ifdef __cplusplus
 }

@@ -157,6 +157,7 @@ int cp_install_sigterm(void);
 void cp_sigflush_init(uint64_t max_block_bytes);
 void cp_sigflush_begin_fd_close(void);
 void cp_register_atexit(void);
+void cp_set_last_error(const char *msg, int32_t len);  /* CP_LastError's message, this thread */
 char *cp_put_i64(char *p, int64_t v);
 char *cp_put_u64(char *p, uint64_t v);
 

@@ -14,6 +14,7 @@ import "C"
 import (
 	"fmt"
 	"os"
+	"unsafe"
 
 	"cloudprofiler/handlers"
 	"cloudprofiler/internal/logfile"
@@ -26,6 +27,9 @@ func main() {}
 // configuration errors always.
 func report(err error) int32 {
 	code := codeOf(err)
+	if err != nil {
+		setLastError(err.Error())
+	}
 	if err != nil && (code == C.CP_ERR_CONFIG || getenv("CP_QUIET") == "" && code == C.CP_ERR_IO) {
 		fmt.Fprintln(os.Stderr, "cloudprofiler:", err)
 	}
@@ -60,4 +64,10 @@ func CloseAllChannels() C.int32_t {
 //export cpCloseAllAtExit
 func cpCloseAllAtExit() {
 	report(closeAll("atexit"))
+}
+
+// setLastError keeps msg as this thread's last failure (CP_LastError). The
+// exports run on the calling C thread, so the C thread-local is the caller's.
+func setLastError(msg string) {
+	C.cp_set_last_error((*C.char)(unsafe.Pointer(unsafe.StringData(msg))), C.int32_t(min(len(msg), 1<<16)))
 }

@@ -2,6 +2,7 @@
 // one cgo crossing (~55 ns) would cost five times the whole record (FACTS.md).
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -769,10 +770,58 @@ void cp_fox_stamp(int64_t kernel_rt_ns, double tsc_per_ns, uint64_t *tsc, uint64
   *mono = mono_raw_inline() - (uint64_t)age;
 }
 
+// ---- the last failure's message, per thread. Go code called from C runs
+// on the calling thread, so the Go exports set it through cp_set_last_error
+// during the call. The buffer is the thread's (freed when it exits).
+static pthread_key_t err_key;
+static pthread_once_t err_once = PTHREAD_ONCE_INIT;
+struct cp_last_error { int32_t len; char msg[]; };
+
+static void err_key_init(void) { pthread_key_create(&err_key, free); }
+
+void cp_set_last_error(const char *msg, int32_t len) {
+  pthread_once(&err_once, err_key_init);
+  if (len < 0) len = 0;
+  if (len > 65536) len = 65536;  // a message, not a payload
+  struct cp_last_error *e = malloc(sizeof *e + (size_t)len + 1);
+  if (e == NULL) return;  // keep the previous one rather than nothing
+  e->len = len;
+  if (len > 0) memcpy(e->msg, msg, (size_t)len);
+  e->msg[len] = 0;
+  free(pthread_getspecific(err_key));
+  pthread_setspecific(err_key, e);
+}
+
+static void set_last_error_str(const char *msg) { cp_set_last_error(msg, (int32_t)strlen(msg)); }
+
+int32_t CP_LastError(char *buf, int32_t cap) {
+  pthread_once(&err_once, err_key_init);
+  const struct cp_last_error *e = pthread_getspecific(err_key);
+  int32_t len = e ? e->len : 0;
+  if (buf != NULL && cap > 0) {
+    int32_t k = len < cap - 1 ? len : cap - 1;
+    if (k > 0) memcpy(buf, e->msg, (size_t)k);
+    buf[k] = 0;
+  }
+  return len;
+}
+
 // ---- the rest of the ABI that is plain C.
 int64_t OpenChannel(const char *name, int32_t log_format, int32_t handler_type) {
-  if (name == NULL) return CP_ERR_BAD_NAME;
+  if (name == NULL) {
+    set_last_error_str("OpenChannel: the channel name is NULL");
+    return CP_ERR_BAD_NAME;
+  }
   return cpOpenChannel((char *)name, log_format, handler_type);
+}
+
+// The reader's entry that takes a const pointer (the Go export cannot).
+int64_t CP_LogOpen(const char *path) {
+  if (path == NULL) {
+    set_last_error_str("CP_LogOpen: the path is NULL");
+    return CP_ERR_BAD_NAME;
+  }
+  return cpLogOpen((char *)path);
 }
 
 const char *CP_ErrorString(int32_t code) {

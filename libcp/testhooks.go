@@ -1,6 +1,7 @@
 package main
 
 /*
+#include <stdlib.h>
 #include "engine.h"
 */
 import "C"
@@ -28,3 +29,75 @@ func logTSMany(h int64, ids []int64, n int64) (int64, int32) {
 	got := C.LogTSMany(C.int64_t(h), p, C.int64_t(n), &err)
 	return int64(got), int32(err)
 }
+
+func lastError(capacity int32) (string, int32) {
+	buf := (*C.char)(C.malloc(C.size_t(max(capacity, 1))))
+	defer C.free(unsafe.Pointer(buf))
+	n := C.CP_LastError(buf, C.int32_t(capacity))
+	if capacity <= 0 {
+		return "", int32(n)
+	}
+	return C.GoString(buf), int32(n)
+}
+
+func openNullName() int64 { return int64(C.OpenChannel(nil, 3, 9)) }
+
+func logOpen(path string) int64 {
+	if path == "\x00" {
+		return int64(C.CP_LogOpen(nil))
+	}
+	cs := C.CString(path)
+	defer C.free(unsafe.Pointer(cs))
+	return int64(C.CP_LogOpen(cs))
+}
+
+// jsonCall calls CP_LogInfo (info) or CP_LogSummary with a buffer of
+// capacity bytes (filled with 'x' first); returns the bytes and the result.
+func jsonCall(info bool, h int64, capacity int64) ([]byte, int64) {
+	buf := C.malloc(C.size_t(capacity + 1))
+	defer C.free(buf)
+	b := unsafe.Slice((*byte)(buf), capacity+1)
+	for i := range b {
+		b[i] = 'x'
+	}
+	var n C.int64_t
+	p := (*C.char)(buf)
+	if capacity == 0 {
+		p = nil
+	}
+	if info {
+		n = C.CP_LogInfo(C.int64_t(h), p, C.int64_t(capacity))
+	} else {
+		n = C.CP_LogSummary(C.int64_t(h), p, C.int64_t(capacity))
+	}
+	return append([]byte(nil), b...), int64(n)
+}
+
+// logRead calls CP_LogRead (or CP_LogReadCounters) into C memory of
+// capacity records of size bytes; returns the bytes written and the result.
+func logRead(h int64, capacity int64, size int, counters bool) ([]byte, int64) {
+	out := C.malloc(C.size_t(max(capacity*int64(size), 1)))
+	defer C.free(out)
+	var n C.int64_t
+	if counters {
+		n = C.CP_LogReadCounters(C.int64_t(h), out, C.int64_t(capacity))
+	} else {
+		n = C.CP_LogRead(C.int64_t(h), out, C.int64_t(capacity))
+	}
+	if n <= 0 {
+		return nil, int64(n)
+	}
+	return C.GoBytes(out, C.int(int64(n)*int64(size))), int64(n)
+}
+
+func logReadNil(h int64, capacity int64) int64 {
+	return int64(C.CP_LogRead(C.int64_t(h), nil, C.int64_t(capacity)))
+}
+
+func logClose(h int64) int32 { return int32(C.CP_LogClose(C.int64_t(h))) }
+
+func parameterizeC(h int64, arg int32, v int64) int32 {
+	return int32(C.ParameterizeChannel(C.int64_t(h), C.int32_t(arg), C.int64_t(v)))
+}
+
+func closeChannelC(h int64) int32 { return int32(C.CloseChannel(C.int64_t(h))) }

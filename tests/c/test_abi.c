@@ -279,6 +279,128 @@ static int test_log_many(void) {
   return 1;
 }
 
+// ---- CP_LastError and the reader (CP_Log*) through the header
+
+// A JSON call with a buffer sized by a first call; the caller frees.
+static char *json_of(int64_t (*fn)(int64_t, char *, int64_t), int64_t r) {
+  int64_t n = fn(r, NULL, 0);
+  if (n <= 0) return NULL;
+  char *buf = malloc((size_t)n + 1);
+  if (fn(r, buf, n + 1) != n) { free(buf); return NULL; }
+  return buf;
+}
+
+static int64_t json_int(const char *js, const char *key) {
+  char k[128];
+  snprintf(k, sizeof k, "\"%s\":", key);
+  const char *p = strstr(js, k);
+  return p ? strtoll(p + strlen(k), NULL, 10) : -1;
+}
+
+static int test_last_error(void) {
+  char msg[256];
+  CHECK(OpenChannel(NULL, CP_BINARY_TSC, CP_NULLH) == CP_ERR_BAD_NAME, "NULL name");
+  int32_t n = CP_LastError(msg, sizeof msg);
+  CHECK(n > 0 && strstr(msg, "NULL") && (int32_t)strlen(msg) == n, "message %d %s", n, msg);
+  CHECK(OpenChannel("", CP_BINARY_TSC, CP_NULLH) == CP_ERR_BAD_NAME, "empty name");
+  n = CP_LastError(msg, 8);
+  CHECK(n > 8 && strlen(msg) == 7, "truncated: %d '%s'", n, msg);
+  CHECK(CP_LastError(NULL, 0) == n, "length only");
+  CHECK(ParameterizeChannel(12345, 0, 1) == CP_ERR_BAD_HANDLE, "bad handle");
+  CP_LastError(msg, sizeof msg);
+  CHECK(strstr(msg, "12345") != NULL, "message names the handle: %s", msg);
+  return 1;
+}
+
+static void *other_thread_error(void *arg) {
+  char msg[64] = "untouched";
+  *(int32_t *)arg = CP_LastError(msg, sizeof msg);
+  return NULL;
+}
+
+static int test_reader(void) {
+  char *dir = getenv("CP_LOG_DIR");
+  // each thread has its own message: a new thread has none
+  CHECK(OpenChannel(NULL, CP_BINARY_TSC, CP_NULLH) == CP_ERR_BAD_NAME, "NULL name");
+  int32_t other = -1;
+  pthread_t th;
+  pthread_create(&th, NULL, other_thread_error, &other);
+  pthread_join(th, NULL);
+  CHECK(other == 0, "another thread sees %d bytes of message", other);
+
+  int64_t ch = OpenChannel("c reader", CP_S2, CP_BUFFER_IDENTITY);
+  CHECK(ch > 0, "open");
+  const int64_t N = 200000;
+  int64_t *ids = malloc(N * sizeof *ids);
+  for (int64_t i = 0; i < N; i++) ids[i] = i * 5 - 77;
+  int32_t err;
+  CHECK(LogTSMany(ch, ids, N, &err) == N && err == 0, "log");
+  CHECK(CloseChannel(ch) == 0, "close");
+  char path[4096];
+  CHECK(find_file(dir, "-c_reader.cplog", path, sizeof path), "no file");
+
+  int64_t r = CP_LogOpen(path);
+  CHECK(r > 0, "CP_LogOpen: %lld", (long long)r);
+  char *info = json_of(CP_LogInfo, r);
+  CHECK(info != NULL, "info");
+  int64_t size = json_int(info, "record_size"), max = json_int(info, "max_records");
+  CHECK(size == 24 && max >= N, "record_size %lld max_records %lld: %s", (long long)size, (long long)max, info);
+  CHECK(strstr(info, "\"handler\":\"BUFFER_IDENTITY\"") && strstr(info, "\"counter\":false"), "%s", info);
+  free(info);
+  uint64_t *out = malloc((size_t)(max * size));
+  CHECK(CP_LogRead(r, out, max) == N, "read");
+  for (int64_t i = 0; i < N; i++) {
+    CHECK((int64_t)out[3 * i] == ids[i], "record %lld: id %lld", (long long)i, (long long)out[3 * i]);
+    CHECK(out[3 * i + 1] != 0 && out[3 * i + 2] != 0, "tsc and mono");
+    if (i) CHECK(out[3 * i + 1] >= out[3 * i - 2], "tsc order");
+  }
+  char *sum = json_of(CP_LogSummary, r);
+  CHECK(sum && json_int(sum, "records") == N && strstr(sum, "\"truncated\":false") && strstr(sum, "\"trailer\":{"),
+        "summary %s", sum);
+  free(sum);
+  CHECK(CP_LogClose(r) == 0, "close");
+  CHECK(CP_LogClose(r) == CP_ERR_BAD_HANDLE, "second close");
+  CHECK(CP_LogRead(r, out, max) == CP_ERR_BAD_HANDLE, "read after close");
+
+  // cut short: whole frames come back, the summary says so
+  char cut[4200];
+  snprintf(cut, sizeof cut, "%s/cut.bin", dir);
+  char cmd[9000];
+  snprintf(cmd, sizeof cmd, "head -c -500 '%s' > '%s'", path, cut);
+  CHECK(system(cmd) == 0, "cut");
+  r = CP_LogOpen(cut);
+  CHECK(r > 0, "open cut");
+  int64_t got = CP_LogRead(r, out, max);
+  CHECK(got > 0 && got < N, "cut: %lld records", (long long)got);
+  for (int64_t i = 0; i < got; i++) CHECK((int64_t)out[3 * i] == ids[i], "cut record %lld", (long long)i);
+  sum = json_of(CP_LogSummary, r);
+  CHECK(sum && strstr(sum, "\"truncated\":true") && json_int(sum, "truncated_bytes") > 0 && strstr(sum, "\"trailer\":null"),
+        "summary %s", sum);
+  free(sum);
+  CHECK(CP_LogClose(r) == 0, "close");
+  free(out);
+  free(ids);
+
+  // foreign and missing files, bad handles
+  char msg[4096];
+  CHECK(CP_LogOpen(self_path) == CP_ERR_IO, "an ELF file");
+  CP_LastError(msg, sizeof msg);
+  CHECK(strstr(msg, "not a Cloudprofiler log") != NULL, "message: %s", msg);
+  CHECK(CP_LogOpen("/nonexistent/x.cplog") == CP_ERR_IO, "missing");
+  CP_LastError(msg, sizeof msg);
+  CHECK(strstr(msg, "no such file") != NULL, "message: %s", msg);
+  CHECK(CP_LogOpen(NULL) == CP_ERR_BAD_NAME, "NULL path");
+  int64_t bad[] = {0, -1, 1, 12345, INT64_MAX};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    CHECK(CP_LogInfo(bad[i], msg, sizeof msg) == CP_ERR_BAD_HANDLE, "info %lld", (long long)bad[i]);
+    CHECK(CP_LogRead(bad[i], msg, 1) == CP_ERR_BAD_HANDLE, "read %lld", (long long)bad[i]);
+    CHECK(CP_LogReadCounters(bad[i], msg, 1) == CP_ERR_BAD_HANDLE, "read counters %lld", (long long)bad[i]);
+    CHECK(CP_LogSummary(bad[i], msg, sizeof msg) == CP_ERR_BAD_HANDLE, "summary %lld", (long long)bad[i]);
+    CHECK(CP_LogClose(bad[i]) == CP_ERR_BAD_HANDLE, "close %lld", (long long)bad[i]);
+  }
+  return 1;
+}
+
 // ---- tests with a child process killed mid-run
 
 // The child logs ids 0,1,2,... and after every LogTS that returned 0 stores
@@ -704,6 +826,8 @@ int main(int argc, char **argv) {
     {"many threads", test_many_threads},
     {"truncated file", test_truncated_file},
     {"LogTSMany: counts, codes, bad handle, closed, counters, drop mode", test_log_many},
+    {"CP_LastError: the last failure's message, truncated to cap", test_last_error},
+    {"CP_Log*: a file read through the library's decoder; cut short; foreign; bad handles", test_reader},
     {"SIGTERM, default disposition: flushed, dies of SIGTERM", test_sigterm_default},
     {"SIGTERM, program's own handler runs after the flush", test_sigterm_own_handler},
     {"SIGTERM, program's handler calls exit()", test_sigterm_handler_exits},
