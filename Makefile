@@ -45,7 +45,7 @@ demo: build
 	@$(TOOL) dump --csv $(BUILD)/demo-logs/*demo_sink.cplog | head -4
 	bash examples/multinode/demo.sh $(BUILD)
 
-test: test-go test-c test-jvm test-multinode
+test: test-go test-c test-jvm test-multinode test-python
 
 test-go:
 	$(GO) vet ./...
@@ -65,6 +65,19 @@ test-jvm: $(LIB) $(TOOL)
 .PHONY: test-multinode
 test-multinode: $(LIB) $(TOOL)
 	CP_TOOL=$(abspath $(TOOL)) CP_LIB=$(abspath $(LIB)) $(GO) test -count=1 -v -timeout 4m ./tests/multinode
+
+# The Python binding (bindings/python): a venv in build/pyenv with numpy,
+# pandas, pytest and wheel (and the notebook test's nbclient, nbformat, ipykernel,
+# matplotlib) from PyPI on first use, the package installed with pip (the
+# library copied into it), then its tests with pytest.
+.PHONY: test-python
+test-python: $(LIB) $(TOOL)
+	@test -x $(BUILD)/pyenv/bin/python || python3 -m venv $(BUILD)/pyenv
+	@$(BUILD)/pyenv/bin/python -c 'import numpy, pandas, pytest, wheel, nbclient, nbformat, ipykernel, matplotlib' 2>/dev/null || \
+	  $(BUILD)/pyenv/bin/python -m pip install -q --disable-pip-version-check numpy pandas pytest wheel nbclient nbformat ipykernel matplotlib
+	cp $(LIB) bindings/python/cloudprofiler/libcloudprofiler.so
+	$(BUILD)/pyenv/bin/python -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation --force-reinstall ./bindings/python
+	CLOUDPROFILER_LIB=$(abspath $(LIB)) CP_TOOL=$(abspath $(TOOL)) $(BUILD)/pyenv/bin/python -m pytest -q -p no:cacheprovider bindings/python/tests
 
 # Benchmarks: ns per LogTS from C next to the floor measured in the same run;
 # 10 s sustained ZSTD_TSC logging with bytes/record and memory; idle CPU; the

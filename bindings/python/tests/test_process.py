@@ -187,3 +187,27 @@ def test_environment_read_at_first_open(tmp_path):
     assert len(files) == 1 and files[0].endswith("envtest.cplog")
     _, header = cp.read_log(sub / files[0])
     assert header["node"] == "pynode"
+
+
+def test_drop_mode_returns_what_was_accepted(tmp_path):
+    # A ring of 2 blocks of 256 records and bursts far larger: the channel
+    # set to drop refuses what does not fit, counts it, and the batch goes on.
+    r = run_child("""
+        import numpy as np, cloudprofiler as cp
+        ch = cp.open_channel("drops", cp.LogFormat.ZSTD_TSC, cp.Handler.BUFFER_IDENTITY)
+        ch.parameterize(cp.Arg.DROP_WHEN_FULL, 1)
+        ids = np.arange(1_000_000, dtype=np.int64)
+        got = ch.log_many(ids)
+        one = [ch.log(-1) for _ in range(20000)]
+        ch.close()
+        print(got, one.count(True), one.count(False))
+    """, tmp_path, CP_RING_BLOCKS=2, CP_BLOCK_RECORDS=256)
+    assert r.returncode == 0, r.stderr
+    got, kept, dropped = map(int, r.stdout.split())
+    assert 0 < got < 1_000_000, "a 512-record ring must drop some of a 1M burst"
+    assert kept + dropped == 20000
+    records, header = cp.read_log(find_log(tmp_path, "drops", _only_pid(tmp_path)))
+    ids = records["tuple_id"]
+    assert len(ids) == got + kept
+    assert np.all(np.diff(ids[:got]) > 0), "the accepted ids, in order"
+    assert (ids[got:] == -1).all()
