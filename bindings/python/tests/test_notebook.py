@@ -93,11 +93,10 @@ def test_notebook_runs_headless(tmp_path, monkeypatch):
     import nbformat
     import matplotlib.image
 
+    # The kernel inherits this environment plus the kernelspec's env. Without
+    # CLOUDPROFILER_LIB or build/, the binding looks next to itself.
     lib = _library_path()
-    assert lib, "libcloudprofiler.so not found: set CLOUDPROFILER_LIB or run `make build`"
-
-    # The kernel inherits this environment plus the kernelspec's env.
-    kernel_env = {"CLOUDPROFILER_LIB": lib}
+    kernel_env = {"CLOUDPROFILER_LIB": lib} if lib else {}
     spec = importlib.util.find_spec("cloudprofiler")
     if spec is not None and spec.origin:
         # The same package this test process would import, installed or not.
@@ -109,9 +108,11 @@ def test_notebook_runs_headless(tmp_path, monkeypatch):
     tmp_dir = tmp_path / "tmp"  # the notebook's tempfile.mkdtemp() lands here
     tmp_dir.mkdir()
     monkeypatch.setenv("JUPYTER_PATH", str(jupyter_dir))
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))  # connection files
     monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))  # no user profile
     monkeypatch.setenv("TMPDIR", str(tmp_dir))
-    monkeypatch.setenv("CLOUDPROFILER_LIB", lib)
+    if lib:
+        monkeypatch.setenv("CLOUDPROFILER_LIB", lib)
     monkeypatch.delenv("CP_LOG_DIR", raising=False)
 
     nb = nbformat.read(NOTEBOOK, as_version=4)
