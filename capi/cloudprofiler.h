@@ -258,10 +258,12 @@ int32_t LogTS(int64_t ch, int64_t tuple_id);
  * id; the counters add n at once; NULLH returns n after checking the
  * handle; FOX_END sends one ReTACK per id. The owner-biased BUFFER_IDENTITY
  * _TSC path writes each run of positions left in its current block (at most
- * 4096) with plain stores and publishes it with one store: about the cost
- * of rdtsc and a 16-byte store per record (README, `make bench`).
- * Thread-safe like LogTS (a batch from several threads interleaves); never
- * enters Go, never allocates; waits (sleeping) only when a buffered
+ * 4096) with plain stores and publishes it with one store; once several
+ * threads log on the channel, each run of up to 512 positions is reserved
+ * with one atomic add (a batch's records stay contiguous in runs). Both
+ * cost about rdtsc and a 16-byte store per record (README, `make bench`).
+ * Thread-safe like LogTS (batches from several threads interleave by run);
+ * never enters Go, never allocates; waits (sleeping) only when a buffered
  * channel's ring is full. A close racing with the batch stops it there. */
 int64_t LogTSMany(int64_t ch, const int64_t *ids, int64_t n, int32_t *err);
 

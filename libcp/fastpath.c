@@ -317,6 +317,24 @@ void cp_revoke_owner(cp_slot_t *s) {
   }
 }
 
+// The owner waits for block b without having reserved a position in it
+// (and without busy set): meanwhile another thread may revoke the bias and,
+// through the shared path, fill block b and more, so the block may go by
+// while the owner sleeps. Returns as soon as the block is free or the bias
+// is gone (the caller looks again), never waiting for a block that passed.
+static int32_t wait_owned_block(cp_slot_t *s, _Atomic uint64_t *seq, uint64_t b) {
+  long ns = 2000;
+  for (int i = 0;; i++) {
+    if (atomic_load_explicit(seq, memory_order_acquire) == b) return 0;
+    if (atomic_load_explicit(&s->fast, memory_order_acquire) != CP_FAST_OWNED) return 0;
+    if (atomic_load_explicit(&s->abandoned, memory_order_relaxed)) return CP_ERR_IO;
+    if (i < 50) { __builtin_ia32_pause(); continue; }
+    struct timespec ts = {0, ns};
+    nanosleep(&ts, NULL);
+    if (ns < 1000000) ns *= 2;
+  }
+}
+
 // Owned channel, but not the owner's fast case: claim an unowned channel,
 // wait for ring space (as the owner), or revoke (another thread).
 __attribute__((noinline)) static int32_t log_owned_slow(cp_slot_t *s, uint64_t gen, int64_t id, uint64_t t) {
@@ -341,7 +359,7 @@ __attribute__((noinline)) static int32_t log_owned_slow(cp_slot_t *s, uint64_t g
     if (p >= s->owner_limit) {
       _Atomic uint64_t *seq = &s->ring_seq[b & (s->ring_blocks - 1)];
       if (atomic_load_explicit(seq, memory_order_acquire) != b) {
-        int32_t rc = wait_for_block(s, seq, b);
+        int32_t rc = wait_owned_block(s, seq, b);
         if (rc) return rc;
         continue;
       }
@@ -479,6 +497,48 @@ __attribute__((noinline)) static int64_t many_owned(cp_slot_t *s, uint64_t gen, 
   return many_owned_run(s, gen, ids, n, 0);
 }
 
+// The shared path's run: up to CP_MANY_SHARED_RUN positions reserved with
+// one atomic add (contiguous, so a batch's records stay together), written
+// block by block with rdtsc per record. Returns the records written; on a
+// refusal stores its code in *rc (positions reserved and not written, only
+// if the channel gave up on its drain, are holes).
+#define CP_MANY_SHARED_RUN 512
+static inline __attribute__((always_inline)) int64_t many_shared_run(cp_slot_t *s, uint64_t gen, const int64_t *ids,
+                                                                     int64_t n, int32_t *rc, int fake) {
+  if (__builtin_expect(atomic_load_explicit(&s->failed, memory_order_relaxed), 0)) { *rc = CP_ERR_IO; return 0; }
+  uint64_t k = n < CP_MANY_SHARED_RUN ? (uint64_t)n : CP_MANY_SHARED_RUN;
+  uint64_t old = atomic_fetch_add_explicit(&s->word, k, memory_order_acq_rel);
+  if (__builtin_expect((old >> 47) != (gen << 1), 0)) { *rc = cp_word_error(old, gen); return 0; }
+  uint64_t p0 = old & CP_COUNT_MASK;
+  for (uint64_t i = 0; i < k;) {
+    uint64_t p = p0 + i, b = p >> s->block_shift;
+    _Atomic uint64_t *seq = &s->ring_seq[b & (s->ring_blocks - 1)];
+    if (__builtin_expect(atomic_load_explicit(seq, memory_order_acquire) != b, 0)) {
+      int32_t r = wait_for_block(s, seq, b);
+      if (r) { *rc = r; return (int64_t)i; }
+    }
+    uint64_t end = i + (((b + 1) << s->block_shift) - p);  // the block's end
+    if (end > k) end = k;
+    uint64_t *rec = (uint64_t *)(s->ring + ((p & s->ring_posmask) << 4));
+    const int64_t *src = ids + i;
+    for (uint64_t j = 0; j < end - i; j++) {
+      uint64_t t = rdtsc_raw();
+      if (fake) t = cp_fake_apply_cold(t);
+      rec[2 * j] = (uint64_t)src[j];
+      atomic_store_explicit((_Atomic uint64_t *)&rec[2 * j + 1], t ? t : 1, memory_order_release);
+    }
+    if ((p & ((1ull << s->block_shift) - 1)) == 0) entered_block(s, b);
+    i = end;
+  }
+  return (int64_t)k;
+}
+
+__attribute__((noinline)) static int64_t many_shared(cp_slot_t *s, uint64_t gen, const int64_t *ids, int64_t n,
+                                                     int32_t *rc) {
+  if (__builtin_expect(cp_fake_on, 0)) return many_shared_run(s, gen, ids, n, rc, 1);
+  return many_shared_run(s, gen, ids, n, rc, 0);
+}
+
 int64_t LogTSMany(int64_t ch, const int64_t *ids, int64_t n, int32_t *err) {
   int64_t done = 0, dropped = 0;
   int32_t rc = 0;
@@ -506,15 +566,12 @@ int64_t LogTSMany(int64_t ch, const int64_t *ids, int64_t n, int32_t *err) {
       // Not the owner's fast case (another thread, the block's end, a
       // revocation): one event the way LogTS does it, then look again.
     } else if (fast == CP_FAST_SHARED) {
-      // One atomic add per record, rdtsc per record, while the selector
-      // stays (a switch of path ends the loop; the next round dispatches).
-      for (; i < n; i++) {
-        int32_t r = put_ring(s, gen, ids[i], rdtsc_raw(), 0);
-        if (r == 0) { done++; }
-        else if (r == CP_ERR_DROPPED) { dropped++; }
-        else { rc = r; goto out; }
-        if (atomic_load_explicit(&s->fast, memory_order_relaxed) != CP_FAST_SHARED) { i++; break; }
-      }
+      // One atomic add per run of positions; the next round looks at the
+      // selector again (drop mode or a failing disk changes it).
+      int64_t k = many_shared(s, gen, ids + i, n - i, &rc);
+      i += k;
+      done += k;
+      if (rc) break;
       continue;
     } else if (fast == CP_FAST_NONE) {
       int32_t kind = s->kind;  // counters add the rest at once

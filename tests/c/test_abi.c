@@ -638,7 +638,12 @@ static int child_fake(void) {
   fake_q32 = (uint64_t)(strtod(v, NULL) * 4294967296.0 + 0.5);  // math.Round of a positive value
   fake_off = strtoll(strchr(v, ':') + 1, NULL, 10);
   const char *dir = getenv("CP_LOG_DIR");
-  struct { const char *name, *suffix; int32_t fmt, h, arg; int64_t val; int n, want; } cs[] = {
+  // many: 1 logs with LogTSMany (the owner's run), 2 the same on a channel
+  // opened with CP_NO_OWNER_BIAS=1 (the shared run)
+  struct { const char *name, *suffix; int32_t fmt, h, arg; int64_t val; int n, want, many; } cs[] = {
+    {"f many", "-f_many.cplog", CP_ZSTD_TSC, CP_BUFFER_IDENTITY, -1, 0, 5000, 5000, 1},
+    {"f many shared", "-f_many_shared.cplog", CP_BINARY_TSC, CP_BUFFER_IDENTITY, -1, 0, 5000, 5000, 2},
+    {"f many xoy", "-f_many_xoy.cplog", CP_BINARY_TSC, CP_XOY, CP_ARG1, 1, 100, 100, 1},
     {"f bi", "-f_bi.cplog", CP_BINARY_TSC, CP_BUFFER_IDENTITY, -1, 0, 5000, 5000},
     {"f bi zstd", "-f_bi_zstd.cplog", CP_ZSTD_TSC, CP_BUFFER_IDENTITY, -1, 0, 5000, 5000},
     {"f bi mono", "-f_bi_mono.cplog", CP_BINARY, CP_BUFFER_IDENTITY, -1, 0, 5000, 5000},
@@ -650,11 +655,20 @@ static int child_fake(void) {
   };
   static uint64_t tscs[5000];
   for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
+    if (cs[k].many == 2) setenv("CP_NO_OWNER_BIAS", "1", 1);
     int64_t ch = OpenChannel(cs[k].name, cs[k].fmt, cs[k].h);
+    unsetenv("CP_NO_OWNER_BIAS");
     FCHECK(ch > 0, "%s: open: %s", cs[k].name, CP_ErrorString((int32_t)ch));
     if (cs[k].arg >= 0) FCHECK(ParameterizeChannel(ch, cs[k].arg, cs[k].val) == 0, "%s: param", cs[k].name);
+    static int64_t ids[5000];
+    for (int i = 0; i < cs[k].n; i++) ids[i] = i;
     uint64_t lo = fake_apply(raw_tsc());
-    for (int i = 0; i < cs[k].n; i++) FCHECK(LogTS(ch, i) == 0, "%s: LogTS", cs[k].name);
+    if (cs[k].many) {
+      int32_t err = 99;
+      FCHECK(LogTSMany(ch, ids, cs[k].n, &err) == cs[k].n && err == 0, "%s: LogTSMany: %d", cs[k].name, err);
+    } else {
+      for (int i = 0; i < cs[k].n; i++) FCHECK(LogTS(ch, i) == 0, "%s: LogTS", cs[k].name);
+    }
     uint64_t hi = fake_apply(raw_tsc());
     FCHECK(CloseChannel(ch) == 0, "%s: close", cs[k].name);
     char path[4096];
@@ -664,7 +678,7 @@ static int child_fake(void) {
     for (size_t i = 0; i < n; i++)
       FCHECK(tscs[i] >= lo && tscs[i] <= hi, "%s: record %zu tsc %llu outside [%llu, %llu]", cs[k].name, i,
              (unsigned long long)tscs[i], (unsigned long long)lo, (unsigned long long)hi);
-    if (k == 0) {
+    if (k == 3) {
       char cmd[8192];
       snprintf(cmd, sizeof cmd, "'%s' dump '%s' | grep -q '^node: *c-node-7$'", dump_cmd, path);
       FCHECK(system(cmd) == 0, "dump does not show the node");
