@@ -3,6 +3,7 @@
 import atexit
 import ctypes
 import os
+import signal
 import sys
 import threading
 import weakref
@@ -64,6 +65,7 @@ def open_channel(name, log_format=LogFormat.ZSTD_TSC, handler=Handler.BUFFER_IDE
     fmt = _enum(log_format, LogFormat, "log format")
     hnd = _enum(handler, Handler, "handler")
     lib = _lib.load()
+    _install_sigterm()
     h = lib.OpenChannel(raw, int(fmt), int(hnd))
     if h <= 0:
         raise _lib.error("OpenChannel(%r, %s, %s)" % (name, _nm(fmt), _nm(hnd)), h)
@@ -247,6 +249,46 @@ def close_all():
     rc = lib.CloseAllChannels()
     if rc != 0:
         raise _lib.error("CloseAllChannels", rc)
+
+
+# SIGTERM. The library's C handler (installed at the first OpenChannel,
+# chained to the handler that was there) writes every record accepted up to
+# that moment, on whichever thread the kernel gave the signal: often not the
+# one logging (numpy's and the Go runtime's threads take signals too), and
+# that thread may go on logging while the flush runs. So, before the first
+# open, the binding installs a Python handler beneath the library's: it runs
+# on the main thread once the flush is done, closes every channel (writing
+# what was accepted since), and lets the process die of SIGTERM as it would
+# have. Only when SIGTERM still has its default action and we are on the
+# main thread: a program's own handler is left alone.
+_sigterm_checked = False
+
+
+def _install_sigterm():
+    global _sigterm_checked
+    if _sigterm_checked:
+        return
+    _sigterm_checked = True
+    if os.environ.get("CP_NO_SIGNAL_HANDLER") == "1":
+        return
+    if threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return
+        signal.signal(signal.SIGTERM, _on_sigterm)
+    except (ValueError, OSError):
+        pass  # not allowed here: the library's flush alone stands
+
+
+def _on_sigterm(signum, frame):
+    try:
+        if _lib._lib is not None and not _lib._forked:
+            _mark_all_closed()
+            _lib._lib.CloseAllChannels()
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 @atexit.register

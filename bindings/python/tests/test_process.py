@@ -211,3 +211,30 @@ def test_drop_mode_returns_what_was_accepted(tmp_path):
     assert len(ids) == got + kept
     assert np.all(np.diff(ids[:got]) > 0), "the accepted ids, in order"
     assert (ids[got:] == -1).all()
+
+
+def test_sigterm_handler_installed_only_over_the_default(tmp_path):
+    # Default action: the binding's handler goes beneath the library's.
+    r = run_child("""
+        import signal, cloudprofiler as cp
+        from cloudprofiler import _channel
+        cp.open_channel("x", cp.LogFormat.BINARY_TSC, cp.Handler.BUFFER_IDENTITY).close()
+        assert signal.getsignal(signal.SIGTERM) is _channel._on_sigterm
+        print("ok")
+    """, tmp_path)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+    # The program's own handler, set before the first open, is left alone,
+    # and still runs after the library's flush.
+    r = run_child("""
+        import os, signal, sys, cloudprofiler as cp
+        def mine(signum, frame):
+            print("mine", flush=True)
+            sys.exit(3)
+        signal.signal(signal.SIGTERM, mine)
+        ch = cp.open_channel("x", cp.LogFormat.BINARY_TSC, cp.Handler.BUFFER_IDENTITY)
+        assert signal.getsignal(signal.SIGTERM) is mine
+        ch.log(7)
+        os.kill(os.getpid(), signal.SIGTERM)
+        signal.pause()
+    """, tmp_path)
+    assert r.returncode == 3 and r.stdout.strip() == "mine", (r.returncode, r.stderr)
