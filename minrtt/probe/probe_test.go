@@ -591,7 +591,11 @@ func TestCloseDuringLongPacing(t *testing.T) {
 	a := startNode(t, s.Addr(), "a", mustFake(t, "1:0"), nil)
 	startNode(t, s.Addr(), "b", mustFake(t, "1:0"), nil)
 	waitNodes(t, s, 2)
-	go s.RequestRound("slow")          //nolint:errcheck // ends when the server closes
+	round := make(chan struct{})
+	go func() {
+		s.RequestRound("slow") //nolint:errcheck // the server is closed under it
+		close(round)
+	}()
 	time.Sleep(300 * time.Millisecond) // the first probe went out; the second waits 5 s
 	start := time.Now()
 	a.c.Close()
@@ -602,4 +606,11 @@ func TestCloseDuringLongPacing(t *testing.T) {
 	}
 	a.done <- nil // for the cleanup's receive
 	require.Less(t, time.Since(start), 2*time.Second)
+	// The round ends with the server, before the test's directory goes.
+	s.Close()
+	select {
+	case <-round:
+	case <-time.After(5 * time.Second):
+		t.Fatal("RequestRound did not return within 5 s of the server's Close")
+	}
 }
