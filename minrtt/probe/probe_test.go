@@ -614,3 +614,83 @@ func TestCloseDuringLongPacing(t *testing.T) {
 		t.Fatal("RequestRound did not return within 5 s of the server's Close")
 	}
 }
+
+// Before it says who it is, a caller gets no megabyte buffers; past the
+// connection cap it is refused with a reason; a node may answer only its
+// own tasks.
+func TestServerLimitsAndForeignResults(t *testing.T) {
+	s := startServer(t, &Server{Probes: 20, Interval: 2 * time.Millisecond, MaxConns: 4, RoundTimeout: 3 * time.Second})
+	big, err := net.Dial("tcp", s.Addr())
+	require.NoError(t, err)
+	defer big.Close()
+	_, err = big.Write(frame(make([]byte, MaxFirstMessage+1)))
+	require.NoError(t, err)
+	m := readReply(t, big)
+	require.Equal(t, CodeTooLarge, m.Code)
+	require.Contains(t, m.Error, fmt.Sprint(MaxFirstMessage))
+
+	startNode(t, s.Addr(), "a", mustFake(t, "1:0"), nil)
+	startNode(t, s.Addr(), "b", mustFake(t, "1.0001:7"), nil)
+	waitNodes(t, s, 2)
+	// "x" registers by hand, then sends results for the task ids the round
+	// gives a and b (ids count up from 1), which must be dropped.
+	x, err := net.Dial("tcp", s.Addr())
+	require.NoError(t, err)
+	defer x.Close()
+	require.NoError(t, WriteMessage(x, &Message{Type: MsgHello, Node: &minrtt.Node{Name: "x", Addr: "127.0.0.1:9", TSCHz: 1e9}}))
+	require.Equal(t, MsgWelcome, readReply(t, x).Type)
+	// The cap: a, b, x and the big caller's closed connection may still
+	// count; fill up to 4 and the next is refused.
+	var extra []net.Conn
+	defer func() {
+		for _, c := range extra {
+			c.Close()
+		}
+	}()
+	refused := false
+	for i := 0; i < 4 && !refused; i++ {
+		c, err := net.Dial("tcp", s.Addr())
+		require.NoError(t, err)
+		extra = append(extra, c)
+		c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		if body, err := ReadFrame(c); err == nil {
+			em, derr := DecodeMessage(body)
+			require.NoError(t, derr)
+			require.Equal(t, CodeRefused, em.Code)
+			require.Contains(t, em.Error, "too many connections (4)")
+			refused = true
+		}
+	}
+	require.True(t, refused, "the fifth connection is refused")
+	for _, c := range extra {
+		c.Close()
+	}
+	extra = nil
+
+	// A task the server gave node a (as a round would): x's result for it is
+	// dropped and counted; a's own result still gets through.
+	ch := make(chan *Message, 1)
+	s.mu.Lock()
+	s.pending[1<<40] = pendingTask{ch, "a"}
+	s.mu.Unlock()
+	before := s.Malformed()
+	require.NoError(t, WriteMessage(x, &Message{Type: MsgResult, Task: 1 << 40, Probes: []minrtt.Probe{{Send: 1, Resp: 2, Recv: 3}}}))
+	require.Eventually(t, func() bool { return s.Malformed() == before+1 }, 5*time.Second, 5*time.Millisecond)
+	select {
+	case m := <-ch:
+		t.Fatalf("a forged result got through: %+v", m)
+	default:
+	}
+	s.mu.Lock()
+	delete(s.pending, 1<<40)
+	s.mu.Unlock()
+	x.Close()
+	require.Eventually(t, func() bool { return len(s.Nodes()) == 2 }, 5*time.Second, 5*time.Millisecond)
+	r, _, err := s.RequestRound("after the forgery")
+	require.NoError(t, err)
+	for _, d := range r.Dirs {
+		if d.Origin != "x" && d.Responder != "x" {
+			require.Len(t, d.Probes, 20, "%s->%s: %s", d.Origin, d.Responder, d.Error)
+		}
+	}
+}

@@ -35,6 +35,7 @@ type Server struct {
 	RoundTimeout time.Duration
 	Every        time.Duration // run a round labelled "during" this often; 0: never
 	Name         string        // Round.Server; default the listen address
+	MaxConns     int           // open control connections at most; default DefaultMaxConns
 	Logf         func(format string, args ...any)
 
 	ln        net.Listener
@@ -45,7 +46,7 @@ type Server struct {
 	peers     map[string]*peer
 	conns     map[net.Conn]struct{}
 	changed   chan struct{} // closed and replaced when peers change
-	pending   map[uint64]chan *Message
+	pending   map[uint64]pendingTask
 	nextTask  uint64
 	roundMu   sync.Mutex // one round at a time
 	round     int
@@ -119,7 +120,7 @@ func (s *Server) Start(ctx context.Context) error {
 	s.peers = map[string]*peer{}
 	s.conns = map[net.Conn]struct{}{}
 	s.changed = make(chan struct{})
-	s.pending = map[uint64]chan *Message{}
+	s.pending = map[uint64]pendingTask{}
 	// Task ids are the UDP session ids: a random start keeps a restarted
 	// server's sessions apart from a previous run's; < 2^53 keeps them
 	// exact in JSON for any reader.
@@ -247,6 +248,13 @@ func (s *Server) accept() {
 			c.Close()
 			return
 		}
+		if len(s.conns) >= s.maxConns() {
+			s.mu.Unlock()
+			s.malformed.Add(1)
+			refuse(c, CodeRefused, fmt.Sprintf("too many connections (%d): try again later", s.maxConns()))
+			c.Close()
+			continue
+		}
 		s.conns[c] = struct{}{}
 		s.mu.Unlock()
 		s.wg.Add(1)
@@ -261,6 +269,24 @@ func (s *Server) accept() {
 	}
 }
 
+// pendingTask is a probe task a round waits for: its result comes only from
+// the node it was given to.
+type pendingTask struct {
+	ch     chan *Message
+	origin string
+}
+
+// DefaultMaxConns bounds the server's open control connections (nodes,
+// round requests and callers that have not said who they are yet).
+const DefaultMaxConns = 1024
+
+func (s *Server) maxConns() int {
+	if s.MaxConns > 0 {
+		return s.MaxConns
+	}
+	return DefaultMaxConns
+}
+
 // refuse answers with an error message; the caller closes the connection.
 func refuse(c net.Conn, code, why string) {
 	c.SetWriteDeadline(time.Now().Add(2 * time.Second))
@@ -270,9 +296,9 @@ func refuse(c net.Conn, code, why string) {
 // next reads the next message for the server. Malformed bodies are counted
 // and skipped (the framing is intact); an oversized one or another version
 // gets an error answer and ends the connection (returned as an error).
-func (s *Server) next(c net.Conn, r *bufio.Reader) (*Message, error) {
+func (s *Server) next(c net.Conn, r *bufio.Reader, max uint32) (*Message, error) {
 	for {
-		body, err := ReadFrame(r)
+		body, err := ReadFrameMax(r, max)
 		if err != nil {
 			var tl *TooLargeError
 			if errors.As(err, &tl) {
@@ -304,7 +330,7 @@ func (s *Server) serveConn(c net.Conn) {
 	var m *Message
 	for {
 		var err error
-		if m, err = s.next(c, r); err != nil {
+		if m, err = s.next(c, r, MaxFirstMessage); err != nil {
 			return
 		}
 		if m.Type == MsgHello || m.Type == MsgRoundRequest {
@@ -339,7 +365,7 @@ func (s *Server) serveConn(c net.Conn) {
 		p.node.Name, p.node.Host, p.node.PID, p.node.Addr, p.node.TSCHz/1e9, p.node.TSCHzSource)
 	why := "connection closed"
 	for {
-		m, err := s.next(c, r)
+		m, err := s.next(c, r, MaxMessage)
 		if err != nil {
 			if s.ctx.Err() != nil {
 				why = "server closing"
@@ -353,14 +379,19 @@ func (s *Server) serveConn(c net.Conn) {
 			continue
 		}
 		s.mu.Lock()
-		ch := s.pending[m.Task]
+		pt, ok := s.pending[m.Task]
 		s.mu.Unlock()
-		if ch == nil {
+		if !ok {
 			s.stale.Add(1) // a result the round stopped waiting for
 			continue
 		}
+		if pt.origin != p.node.Name {
+			s.malformed.Add(1) // only the node given the task answers it
+			s.Logf("tsc-server: node %s sent a result for task %d, given to %s: dropped", p.node.Name, m.Task, pt.origin)
+			continue
+		}
 		select {
-		case ch <- m:
+		case pt.ch <- m:
 		default:
 			s.stale.Add(1) // a second result for one task
 		}
@@ -576,7 +607,7 @@ func (s *Server) runDirection(round int, rs *roundState, o, q *peer, dir *minrtt
 	s.mu.Lock()
 	s.nextTask++
 	task := s.nextTask
-	s.pending[task] = ch
+	s.pending[task] = pendingTask{ch, o.node.Name}
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()

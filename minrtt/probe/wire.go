@@ -196,11 +196,20 @@ func (d DirSummary) MinRTTMicros() float64 {
 	return float64(d.MinRTT) / d.TSCHz * 1e6
 }
 
-// TooLargeError is a control message whose length prefix exceeds MaxMessage.
-type TooLargeError struct{ Len uint32 }
+// MaxFirstMessage bounds the first message on a connection (a hello or a
+// round request, a few hundred bytes): a caller that has not said who it is
+// gets no megabyte buffers.
+const MaxFirstMessage = 64 << 10
+
+// TooLargeError is a control message whose length prefix exceeds the limit.
+type TooLargeError struct{ Len, Max uint32 }
 
 func (e *TooLargeError) Error() string {
-	return fmt.Sprintf("control message of %d bytes exceeds the limit of %d", e.Len, MaxMessage)
+	max := e.Max
+	if max == 0 {
+		max = MaxMessage
+	}
+	return fmt.Sprintf("control message of %d bytes exceeds the limit of %d", e.Len, max)
 }
 
 // WriteMessage frames m: 4-byte big-endian body length, then the JSON body.
@@ -214,7 +223,7 @@ func WriteMessage(w io.Writer, m *Message) error {
 		return err
 	}
 	if len(body) > MaxMessage {
-		return &TooLargeError{uint32(len(body))}
+		return &TooLargeError{uint32(len(body)), MaxMessage}
 	}
 	buf := make([]byte, 4+len(body))
 	binary.BigEndian.PutUint32(buf, uint32(len(body)))
@@ -223,16 +232,20 @@ func WriteMessage(w io.Writer, m *Message) error {
 	return err
 }
 
-// ReadFrame reads one length-prefixed body. A *TooLargeError leaves the
-// stream unsynchronised: the caller closes the connection.
-func ReadFrame(r io.Reader) ([]byte, error) {
+// ReadFrame reads one length-prefixed body of at most MaxMessage bytes. A
+// *TooLargeError leaves the stream unsynchronised: the caller closes the
+// connection.
+func ReadFrame(r io.Reader) ([]byte, error) { return ReadFrameMax(r, MaxMessage) }
+
+// ReadFrameMax is ReadFrame with a smaller limit.
+func ReadFrameMax(r io.Reader, max uint32) ([]byte, error) {
 	var h [4]byte
 	if _, err := io.ReadFull(r, h[:]); err != nil {
 		return nil, err
 	}
 	n := binary.BigEndian.Uint32(h[:])
-	if n > MaxMessage {
-		return nil, &TooLargeError{n}
+	if n > max {
+		return nil, &TooLargeError{n, max}
 	}
 	body := make([]byte, n)
 	if _, err := io.ReadFull(r, body); err != nil {
