@@ -355,6 +355,7 @@ type foxRecv struct {
 	conn                      *net.UDPConn
 	done                      chan struct{}
 	received, malformed, ovfl atomic.Uint64
+	notLogged                 atomic.Uint64 // valid ReTACKs the return log refused (closing, failing disk)
 }
 
 func (rv *foxRecv) run(r *channel) {
@@ -383,7 +384,10 @@ func (rv *foxRecv) run(r *channel) {
 		if !mono {
 			m = 0
 		}
-		C.cp_ring_put(r.slot, C.int64_t(id), t, m)
+		if C.cp_ring_put(r.slot, C.int64_t(id), t, m) != 0 {
+			rv.notLogged.Add(1)
+			continue
+		}
 		rv.received.Add(1)
 	}
 }
@@ -423,7 +427,8 @@ func parseRetAck(b []byte) (int64, bool) {
 }
 
 func (rv *foxRecv) stats() *logfile.FoxStats {
-	return &logfile.FoxStats{Received: rv.received.Load(), Malformed: rv.malformed.Load(), KernelDrop: rv.ovfl.Load()}
+	return &logfile.FoxStats{Received: rv.received.Load(), Malformed: rv.malformed.Load(), KernelDrop: rv.ovfl.Load(),
+		NotLogged: rv.notLogged.Load()}
 }
 
 // stopReceiver ends a return log's receiver before its ring is closed: no

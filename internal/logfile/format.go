@@ -221,6 +221,7 @@ type FoxStats struct {
 	Received   uint64 `json:"retacks_received,omitempty"`    // start, return: ReTACKs logged in the return log
 	Malformed  uint64 `json:"retacks_malformed,omitempty"`   // start, return: packets dropped as not a ReTACK v1
 	KernelDrop uint64 `json:"kernel_drops,omitempty"`        // start, return: datagrams the socket dropped (SO_RXQ_OVFL)
+	NotLogged  uint64 `json:"retacks_not_logged,omitempty"`  // start, return: valid ReTACKs the return log refused (closing, failing disk)
 	Sent       uint64 `json:"retacks_sent,omitempty"`        // end: ReTACKs handed to the kernel
 	SendFailed uint64 `json:"retacks_send_failed,omitempty"` // end: ReTACKs not sent (EAGAIN or another send error)
 }
