@@ -35,6 +35,14 @@
  * default disposition the process still dies of SIGTERM (exit status 143 in a
  * shell). Install your own SIGTERM handler before the first OpenChannel, or
  * call CloseAllChannels from it. The library never calls Go's signal.Notify.
+ * The signal may be handled on any thread that does not block it while other
+ * threads go on logging: with the default disposition the handler closes
+ * every channel before it writes (later LogTS calls return CP_ERR_CLOSED,
+ * LogTSMany stops with it), so every LogTS that returned 0 and every record
+ * LogTSMany counted is in the file (a record another thread was still writing
+ * is waited for, at most 50 ms in all). With a handler of the program's the
+ * channels stay open: what is logged after the flush is written by the
+ * program's CloseAllChannels or exit(), not by a handler calling _exit().
  *
  * Configuration comes from the environment at the first OpenChannel
  * (CP_LOG_DIR, CP_BLOCK_RECORDS, CP_RING_BLOCKS, CP_NO_SIGNAL_HANDLER, ...:

@@ -147,6 +147,7 @@ int32_t cp_word_error(uint64_t w, uint64_t gen);
 void cp_read_sync(cp_sync_t *out);
 int cp_membarrier_init(void);
 void cp_revoke_owner(cp_slot_t *s);
+uint64_t cp_signal_close(cp_slot_t *s, int64_t deadline_ns);
 struct cp_xoy *cp_set_xoy(cp_slot_t *s, int64_t x, int64_t y);
 int32_t cp_median_set_window(cp_slot_t *s, uint64_t *buf, uint32_t window);
 void cp_firstlast_snapshot(cp_slot_t *s, uint64_t out[7]);

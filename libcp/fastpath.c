@@ -317,6 +317,47 @@ void cp_revoke_owner(cp_slot_t *s) {
   }
 }
 
+static int64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);  // async-signal-safe
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+// The SIGTERM flusher's close (sigflush.c), used only when the process is
+// about to die of the signal: after it, every LogTS and LogTSMany on the
+// channel is refused (CP_ERR_CLOSED), so nothing is accepted that the flush
+// will not see. An owned channel is revoked first, as cp_revoke_owner does
+// (the owner writes the word with plain stores, which would wipe the closed
+// bit), except that the wait for a busy owner ends at deadline_ns
+// (CLOCK_MONOTONIC), and is skipped when the owner is the thread running
+// the handler: the signal interrupted its commit, whose record or run was
+// never accepted (its LogTS or LogTSMany has not returned, and never will).
+// Returns the word before the OR (its count ends what was accepted), or 0
+// when the channel could not be closed: an owner on another thread still
+// busy at the deadline. The channel then stays REVOKING, so every other
+// writer waits (accepting nothing) until the process dies. Async-signal-safe:
+// atomics and syscalls only.
+uint64_t cp_signal_close(cp_slot_t *s, int64_t deadline_ns) {
+  int32_t f = atomic_load(&s->fast);
+  while (f == CP_FAST_OWNED) {
+    if (atomic_compare_exchange_strong(&s->fast, &f, CP_FAST_REVOKING)) f = CP_FAST_REVOKING;
+  }
+  if (f == CP_FAST_REVOKING) {
+    // Ours or a revocation under way (perhaps interrupted by this very
+    // signal before its membarrier): the membarrier is done again here.
+    syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+    if (atomic_load(&s->owner) != thread_pointer()) {
+      while (atomic_load(&s->busy)) {
+        if (mono_ns() >= deadline_ns) return 0;
+        struct timespec ts = {0, 10000};
+        nanosleep(&ts, NULL);
+      }
+    }
+    atomic_store(&s->fast, CP_FAST_SHARED);
+  }
+  return atomic_fetch_or(&s->word, CP_CLOSED_BIT);
+}
+
 // The owner waits for block b without having reserved a position in it
 // (and without busy set): meanwhile another thread may revoke the bias and,
 // through the shared path, fill block b and more, so the block may go by

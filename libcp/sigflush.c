@@ -190,9 +190,83 @@ static uint64_t firstlast_into_ring(cp_slot_t *s, uint64_t w) {
   return atomic_load(&s->word);
 }
 
+// The dying flush's bound on waiting: for an owner mid-commit on another
+// thread, and for writers that reserved positions before the close and have
+// not yet written them (whatever is still unwritten then is a hole).
+#define SIG_CLOSE_WAIT_NS 50000000
+
+static int64_t sig_mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+// Whether every position in [*done, end) is written or already drained; moves
+// *done past what is, so each position is looked at once. A position whose
+// block is not yet in the ring (its writer waits for the drain) is not.
+static int ring_written(cp_slot_t *s, uint64_t *done, uint64_t end) {
+  uint64_t per_block = 1ull << s->block_shift;
+  uint64_t start = atomic_load_explicit(&s->written_pos, memory_order_acquire);
+  if (*done < start) *done = start;
+  while (*done < end) {
+    uint64_t b = *done >> s->block_shift;
+    uint64_t to = (b + 1) * per_block < end ? (b + 1) * per_block : end;
+    _Atomic uint64_t *seq = &s->ring_seq[b & (s->ring_blocks - 1)];
+    uint64_t sq = atomic_load_explicit(seq, memory_order_acquire);
+    if (sq > b) { *done = to; continue; }  // drained and handed back: on disk
+    if (sq < b) return 0;
+    uint64_t p = *done;
+    while (p < to) {
+      uint64_t *rec = (uint64_t *)(s->ring + (p & s->ring_posmask) * s->rec_size);
+      if (atomic_load_explicit((_Atomic uint64_t *)&rec[1], memory_order_acquire) == 0) break;
+      p++;
+    }
+    // The block may have been drained and reused while we looked: then it
+    // is on disk; if not, what we saw was its own records.
+    sq = atomic_load_explicit(seq, memory_order_acquire);
+    if (sq > b) { *done = to; continue; }
+    *done = p;
+    if (p < to) return 0;
+  }
+  return 1;
+}
+
+// ends[i]: for a channel the dying flush closed, the word before its close
+// (0: not closed here); done[i]: positions below it known written.
+static uint64_t sig_ends[CP_MAX_CHANNELS], sig_done[CP_MAX_CHANNELS];
+
+// Closes every open channel (dying), so that nothing is accepted after the
+// positions are read, then waits, boundedly, for records reserved before the
+// close to be written.
+static void close_all_raw(void) {
+  int64_t deadline = sig_mono_ns() + SIG_CLOSE_WAIT_NS;
+  for (int i = 0; i < CP_MAX_CHANNELS; i++) {
+    cp_slot_t *s = &cp_slots[i];
+    sig_ends[i] = 0;
+    sig_done[i] = 0;
+    if (atomic_load(&s->fd) <= 0) continue;
+    uint64_t w = atomic_load_explicit(&s->word, memory_order_acquire);
+    if ((w >> CP_GEN_SHIFT) == 0 || (w & CP_CLOSED_BIT)) continue;  // closing already: its close drains it
+    uint64_t old = cp_signal_close(s, deadline);
+    if (old != 0 && !(old & CP_CLOSED_BIT)) sig_ends[i] = old;
+  }
+  for (;;) {
+    int pending = 0;
+    for (int i = 0; i < CP_MAX_CHANNELS; i++) {
+      cp_slot_t *s = &cp_slots[i];
+      if (sig_ends[i] == 0 || !s->ring) continue;
+      if (!ring_written(s, &sig_done[i], sig_ends[i] & CP_COUNT_MASK)) pending = 1;
+    }
+    if (!pending || sig_mono_ns() >= deadline) return;
+    struct timespec ts = {0, 20000};
+    nanosleep(&ts, NULL);
+  }
+}
+
 // Writes what every open channel has accepted. Async-signal-safe: no locks,
-// no allocation, no Go.
-static void flush_all_raw(void) {
+// no allocation, no Go. dying: the process dies of the signal right after
+// (no handler of the program's to chain to); every channel is closed first.
+static void flush_all_raw(int dying) {
   if (sig_buf == NULL) return;
   if (atomic_exchange(&sig_flushing, 1)) {
     // Another thread is flushing (a second SIGTERM): wait for it, up to 10 s,
@@ -204,6 +278,7 @@ static void flush_all_raw(void) {
     return;
   }
   atomic_store(&sig_busy, 1);
+  if (dying) close_all_raw();
   for (int i = 0; i < CP_MAX_CHANNELS; i++) {
     cp_slot_t *s = &cp_slots[i];
     // fd first: OpenChannel publishes the word before the fd, CloseChannel
@@ -211,7 +286,9 @@ static void flush_all_raw(void) {
     // set, fd still open) is flushed too: its final drain may not be done.
     int fd = atomic_load(&s->fd);
     if (fd <= 0) continue;
-    uint64_t w = atomic_load_explicit(&s->word, memory_order_acquire);
+    // Closed here: the count at the close (refused calls add to the word
+    // after it). Otherwise the word now.
+    uint64_t w = dying && sig_ends[i] ? sig_ends[i] : atomic_load_explicit(&s->word, memory_order_acquire);
     if ((w >> CP_GEN_SHIFT) == 0) continue;
     // A NET_CONF channel has a ring whatever its handler is now; a FIRSTLAST
     // pair it holds goes into the ring first, at positions of its own.
@@ -240,7 +317,11 @@ static void flush_all_raw(void) {
 
 static void on_sigterm(int sig, siginfo_t *info, void *uc) {
   int saved = errno;
-  flush_all_raw();
+  // With no program handler to chain to, the process dies right after the
+  // flush: the channels are closed first, so that a thread logging on
+  // meanwhile (the signal may be handled on any thread) is refused rather
+  // than accepted and lost. A program's handler closes (or not) its own way.
+  flush_all_raw(!(prev_term.sa_flags & SA_SIGINFO) && prev_term.sa_handler == SIG_DFL);
   errno = saved;
   if (prev_term.sa_flags & SA_SIGINFO) {
     atomic_store(&in_signal_chain, 1);

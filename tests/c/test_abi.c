@@ -555,6 +555,111 @@ static int child_netconf_fl(void) {
   return 4;
 }
 
+// ---- SIGTERM handled on a thread other than the logging one (process-
+// directed signals go to any thread that does not block them: a JVM's, a
+// numpy or Go runtime thread). The logging thread blocks SIGTERM and keeps
+// logging while the flush runs elsewhere; every call that returned success
+// must have its records in the file. "one": LogTS; "many": LogTSMany batches.
+// The ZSTD_TSC channel stays owner-biased (one writer); the BINARY_TSC one
+// is shared (the helper thread logged its first record).
+#define MT_BATCH 5000
+static _Atomic int mt_helper_logged;
+static int64_t mt_ch[2];
+
+static void *mt_helper(void *arg) {
+  (void)arg;
+  if (LogTS(mt_ch[1], KID_FIRST_ID) != 0) _exit(6);
+  atomic_store(&mt_helper_logged, 1);
+  for (;;) {
+    struct timespec ts = {1, 0};
+    nanosleep(&ts, NULL);
+  }
+  return NULL;
+}
+
+static int child_mt(const char *mode, shared_t *sh) {
+  mt_ch[0] = OpenChannel("mt zstd", CP_ZSTD_TSC, CP_BUFFER_IDENTITY);
+  mt_ch[1] = OpenChannel("mt binary", CP_BINARY_TSC, CP_BUFFER_IDENTITY);
+  if (mt_ch[0] < 0 || mt_ch[1] < 0) return 2;
+  pthread_t th;
+  if (pthread_create(&th, NULL, mt_helper, NULL) != 0) return 2;  // SIGTERM not blocked there
+  while (!atomic_load(&mt_helper_logged)) usleep(100);
+  sigset_t term;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &term, NULL);  // this thread only logs
+  atomic_store(&sh->accepted[1], 1);
+  sh->ready = 1;
+  int many = strcmp(mode, "many") == 0;
+  static int64_t ids[MT_BATCH];
+  int64_t next[2] = {KID_FIRST_ID, KID_FIRST_ID + 1};
+  for (;;) {
+    for (int k = 0; k < 2; k++) {
+      if (!many) {
+        if (LogTS(mt_ch[k], next[k]) != 0) goto refused;
+        next[k]++;
+        atomic_fetch_add_explicit(&sh->accepted[k], 1, memory_order_release);
+        continue;
+      }
+      for (int j = 0; j < MT_BATCH; j++) ids[j] = next[k] + j;
+      int32_t err = 0;
+      int64_t done = LogTSMany(mt_ch[k], ids, MT_BATCH, &err);
+      next[k] += done;
+      atomic_fetch_add_explicit(&sh->accepted[k], done, memory_order_release);
+      if (err != 0) goto refused;
+    }
+  }
+refused:
+  // Refused (the channel closed under the flush): wait to die of SIGTERM.
+  for (;;) {
+    struct timespec ts = {1, 0};
+    nanosleep(&ts, NULL);
+  }
+}
+
+static int mt_sigterm(const char *mode, int64_t slack) {
+  char *dir = make_dir();
+  char shm_path[4200];
+  snprintf(shm_path, sizeof shm_path, "%s.shm", dir);
+  shared_t *sh = map_shared(shm_path, 1);
+  CHECK(sh != NULL, "shared page");
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("CP_LOG_DIR", dir, 1);
+    execl(self_path, self_path, "--child-mt", mode, shm_path, (char *)NULL);
+    _exit(127);
+  }
+  int status;
+  while (!atomic_load(&sh->ready)) {
+    if (waitpid(pid, &status, WNOHANG) == pid) CHECK(0, "child died early: status %#x", status);
+    usleep(1000);
+  }
+  usleep(300000);
+  kill(pid, SIGTERM);
+  CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+  CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM, "status %#x, want signal %d", status, SIGTERM);
+  const char *suffix[2] = {"-mt_zstd.cplog", "-mt_binary.cplog"};
+  for (int k = 0; k < 2; k++) {
+    char path[4096];
+    CHECK(find_file(dir, suffix[k], path, sizeof path), "%s: no file", suffix[k]);
+    decoded_t d;
+    decode(path, &d);
+    int64_t acc = atomic_load(&sh->accepted[k]);
+    fprintf(stderr, "  %s: %zu records decoded, %lld accepted before death%s%s\n", suffix[k] + 1, d.n,
+            (long long)acc, d.err[0] ? "; dump said: " : "", d.err);
+    CHECK(d.dump_status == 0, "%s: dump failed: %s", suffix[k], d.err);
+    CHECK(contiguous_from(&d, KID_FIRST_ID), "%s: records are not consecutive from the first id", suffix[k]);
+    CHECK((int64_t)d.n >= acc, "%s: %zu records in the file, %lld accepted: lost %lld", suffix[k], d.n,
+          (long long)acc, (long long)(acc - (int64_t)d.n));
+    CHECK((int64_t)d.n <= acc + slack, "%s: more records than logged", suffix[k]);
+    free(d.ids);
+  }
+  return 1;
+}
+
+static int test_sigterm_other_thread(void) { return mt_sigterm("one", 1); }
+static int test_sigterm_other_thread_many(void) { return mt_sigterm("many", MT_BATCH); }
+
 static int test_sigkill(void) { return kill_child("default", SIGKILL, 3000000, -SIGKILL); }
 
 // Normal exit without closing: the atexit hook flushes and closes.
@@ -824,6 +929,11 @@ int main(int argc, char **argv) {
   }
   if (argc == 2 && strcmp(argv[1], "--child-config") == 0) return child_config();
   if (argc == 2 && strcmp(argv[1], "--child-fox") == 0) return child_fox();
+  if (argc == 4 && strcmp(argv[1], "--child-mt") == 0) {
+    shared_t *sh = map_shared(argv[3], 0);
+    if (!sh) return 2;
+    return child_mt(argv[2], sh);
+  }
   if (argc == 4 && strcmp(argv[1], "--child") == 0) {
     shared_t *sh = map_shared(argv[3], 0);
     if (!sh) return 2;
@@ -846,6 +956,8 @@ int main(int argc, char **argv) {
     {"SIGTERM, program's own handler runs after the flush", test_sigterm_own_handler},
     {"SIGTERM, program's handler calls exit()", test_sigterm_handler_exits},
     {"SIGTERM, program's handler returns, program closes later", test_sigterm_handler_continues},
+    {"SIGTERM on another thread while LogTS goes on: every accepted record in the file", test_sigterm_other_thread},
+    {"SIGTERM on another thread while LogTSMany goes on: every accepted record in the file", test_sigterm_other_thread_many},
     {"SIGKILL: the file decodes up to its last whole frame", test_sigkill},
     {"SIGTERM, NET_CONF channel on FIRSTLAST: its pair is in the file", test_netconf_firstlast_sigterm},
     {"atexit flushes and closes", test_atexit},
