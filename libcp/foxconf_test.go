@@ -202,18 +202,7 @@ func TestFoxStartConfServerUnreachable(t *testing.T) {
 	_, slf := readRecords(t, sc.path)
 	require.True(t, strings.HasPrefix(slf.Header.Fox.Registered, "no: configuration server "+conf.addr), slf.Header.Fox.Registered)
 
-	l, err := net.Listen("tcp", conf.addr)
-	require.NoError(t, err)
-	defer l.Close()
-	go func() {
-		for {
-			conn, err := l.Accept()
-			if err != nil {
-				return
-			}
-			defer conn.Close() // hold it open, say nothing
-		}
-	}()
+	silentServer(t, conf.addr)
 	t0 := time.Now()
 	requireConfigErr(t, "fox slow", "CP_CONF_SERVER="+conf.addr, "within 500ms", "CP_RET_START=host:port")
 	took := time.Since(t0)
@@ -225,5 +214,4 @@ func TestFoxStartConfServerUnreachable(t *testing.T) {
 	require.NoError(t, closeChannel(ch, "close"))
 	_, slf = readRecords(t, sc.path)
 	require.True(t, strings.HasPrefix(slf.Header.Fox.Registered, "no: configuration server "+conf.addr), slf.Header.Fox.Registered)
-	l.Close()
 }

@@ -233,24 +233,12 @@ func TestNetConfServerDownThenBack(t *testing.T) {
 func TestNetConfSlowServer(t *testing.T) {
 	confSetup(t)
 	stopConfServer()
-	l, err := net.Listen("tcp", conf.addr)
-	require.NoError(t, err)
-	defer l.Close()
-	go func() {
-		for {
-			conn, err := l.Accept()
-			if err != nil {
-				return
-			}
-			defer conn.Close() // hold it open, say nothing
-		}
-	}()
+	silentServer(t, conf.addr)
 	t0 := time.Now()
 	ch, c := open(t, "nc slow", logfile.BinaryTSC, handlers.NetConf)
 	require.Less(t, time.Since(t0), 2*time.Second)
 	require.Equal(t, handlers.Null, current(c))
 	require.NoError(t, closeChannel(ch, "close"))
-	l.Close()
 }
 
 // 1,000 NET_CONF channels open at once, all resolved by the server.
@@ -331,4 +319,22 @@ func TestNetConfFallbackRetriedWhileServerIsUp(t *testing.T) {
 	t.Logf("fallback replaced by the rule after %v", took)
 	require.NoError(t, closeChannel(ch, "close"))
 	require.NoError(t, closeChannel(warm, "close"))
+}
+
+// silentServer listens on addr and holds every connection open without a
+// word, until the test ends: a configuration server that never answers.
+func silentServer(t *testing.T, addr string) {
+	t.Helper()
+	l, err := net.Listen("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			defer conn.Close() // hold it open, say nothing
+		}
+	}()
 }
