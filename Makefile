@@ -7,6 +7,11 @@ BUILD   := build
 LIB     := $(BUILD)/libcloudprofiler.so
 TOOL    := $(BUILD)/cloudprofiler
 CLINK   := -Icapi -L$(BUILD) -lcloudprofiler -Wl,-rpath,'$$ORIGIN' -lpthread
+# The JNI glue (libcp/jni.c) needs a JDK's jni.h: found from javac (or
+# $JAVA_HOME). Without one the library builds without the Java binding.
+JAVA_HOME ?= $(patsubst %/bin/javac,%,$(realpath $(shell command -v javac 2>/dev/null)))
+JNI_CFLAGS := $(if $(wildcard $(JAVA_HOME)/include/jni.h),-I$(JAVA_HOME)/include -I$(JAVA_HOME)/include/linux)
+export CGO_CFLAGS := -O2 -g $(JNI_CFLAGS)
 GOSRC   := $(shell find libcp internal handlers tsc cmd minrtt confserver -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*.s') capi/cloudprofiler.h go.mod go.sum
 
 .PHONY: all build demo test test-go test-c test-jvm bench bench-analyze clean

@@ -487,6 +487,10 @@ __attribute__((aligned(64))) int32_t LogTS(int64_t ch, int64_t tuple_id) {
   return log_by_kind(s, gen, tuple_id, fast);
 }
 
+// The JNI glue (jni.c) calls LogTS and LogTSMany through these hidden
+// aliases: a direct call inside the library, not through the PLT.
+extern __typeof__(LogTS) cp_logts __attribute__((visibility("hidden"), alias("LogTS")));
+
 // ---- LogTSMany: n events in one call (the batch path of bindings whose
 // calls cost far more than a record, such as Python's ctypes at ~520 ns).
 
@@ -944,3 +948,5 @@ const char *CP_ErrorString(int32_t code) {
   }
   return "unknown error code";
 }
+
+extern __typeof__(LogTSMany) cp_logtsmany __attribute__((visibility("hidden"), alias("LogTSMany")));
