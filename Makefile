@@ -14,7 +14,7 @@ JNI_CFLAGS := $(if $(wildcard $(JAVA_HOME)/include/jni.h),-I$(JAVA_HOME)/include
 export CGO_CFLAGS := -O2 -g $(JNI_CFLAGS)
 GOSRC   := $(shell find libcp internal handlers tsc cmd minrtt confserver -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*.s') capi/cloudprofiler.h go.mod go.sum
 
-.PHONY: all build demo test test-go test-c test-jvm bench bench-analyze clean
+.PHONY: all build demo test test-go test-c bench bench-analyze clean
 
 all: demo
 
@@ -50,7 +50,7 @@ demo: build
 	@$(TOOL) dump --csv $(BUILD)/demo-logs/*demo_sink.cplog | head -4
 	bash examples/multinode/demo.sh $(BUILD)
 
-test: test-go test-c test-jvm test-multinode test-python
+test: test-go test-c test-java test-multinode test-python
 
 test-go:
 	$(GO) vet ./...
@@ -59,10 +59,19 @@ test-go:
 test-c: $(LIB) $(TOOL) $(BUILD)/test_abi $(BUILD)/demo
 	CP_DUMP=$(abspath $(TOOL)) $(BUILD)/test_abi
 
-# A real JVM (JDK >= 22, through the Foreign Function API until the JNI
-# binding lands) killed with SIGTERM: shutdown hooks run, exit 143, no loss.
-test-jvm: $(LIB) $(TOOL)
-	bash tests/jvm/run.sh $(LIB) $(TOOL)
+# The Java binding (bindings/java, Maven): `make java` builds the jar with
+# the library inside (resources/Linux-amd64/) and installs it into ~/.m2 for
+# the examples; `make test-java` runs its JUnit 5 tests (API, loading, a
+# child JVM killed with SIGTERM, two classloaders) and the Flink and Storm
+# examples' tests. Maven fetches what it needs from Maven Central.
+MVN        ?= mvn -q -B
+JAVA_PROPS := -Dcloudprofiler.native.dir=$(abspath $(BUILD))
+.PHONY: java test-java bench-java
+java: $(LIB) $(TOOL)
+	cd bindings/java && $(MVN) $(JAVA_PROPS) -DskipTests install
+
+test-java: java
+	cd bindings/java && $(MVN) $(JAVA_PROPS) surefire:test
 
 # Multi-node on one machine (root): network namespaces on a bridge, a fake
 # TSC per node, TSC server and clients with injected delay, a C pipeline under
@@ -100,6 +109,21 @@ bench: $(LIB) $(TOOL) $(BUILD)/bench $(BUILD)/sustained
 	@rm -rf $(BUILD)/bench-logs
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./internal/logfile
 	$(GO) test -run '^$$' -bench 'Duration|Point' ./minrtt
+
+# The Java binding's benchmarks (JMH, bindings/java/jmh): ns per logTS from
+# Java next to two JNI floors (an empty native; rdtscp + a 16-byte store)
+# measured in the same run, with the same JVM flags and mode: shots of 1M
+# calls into a ring emptied before each, as `make bench`. JMH_ARGS adds
+# options (e.g. JMH_ARGS='-f 1 nullh'); the results stay in build/jmh.json.
+JMH_JAR := bindings/java/jmh/target/benchmarks.jar
+.PHONY: bench-java
+bench-java: java
+	cd bindings/java/jmh && $(MVN) package
+	@rm -rf $(BUILD)/jmh-logs && mkdir -p $(BUILD)/jmh-logs
+	CP_LOG_DIR=$(abspath $(BUILD))/jmh-logs CP_RING_BLOCKS=32 CP_CONF_SERVER= \
+	  java -jar $(JMH_JAR) -rf json -rff $(abspath $(BUILD))/jmh.json $(JMH_ARGS)
+	@rm -rf $(BUILD)/jmh-logs
+	python3 bindings/java/jmh/report.py $(BUILD)/jmh.json
 
 # The analysis on 100M records (25M tuples through 4 channels on 2 fake
 # nodes): wall time and peak RSS of `cloudprofiler analyze`.

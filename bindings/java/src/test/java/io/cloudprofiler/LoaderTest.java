@@ -1,0 +1,159 @@
+package io.cloudprofiler;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.File;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Method;
+import java.net.URL;
+import java.net.URLClassLoader;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.util.List;
+import java.util.Map;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import java.util.stream.Collectors;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** Where the library is loaded from, in child JVMs; and a second classloader in this one. */
+class LoaderTest {
+    private static String classes() {
+        return TestSupport.classesDirs();
+    }
+
+    private static TestSupport.Result probe(String classpath, Path logs, String... jvmArgs) throws Exception {
+        return TestSupport.run(TestSupport.childJvm(classpath, List.of(jvmArgs), LoaderProbe.class.getName()),
+                Map.of("CP_LOG_DIR", logs.toString()), 60);
+    }
+
+    private static String field(TestSupport.Result r, String key) {
+        Matcher m = Pattern.compile("(?m)^" + key + "=(.*)$").matcher(r.out);
+        assertTrue(m.find(), key + " missing: " + r);
+        return m.group(1);
+    }
+
+    @Test
+    void systemPropertyComesFirst(@TempDir Path dir) throws Exception {
+        TestSupport.Result r = probe(classes(), dir, "-Dcloudprofiler.library=" + TestSupport.nativeLib(),
+                "-Djava.library.path=/nonexistent");
+        assertEquals(TestSupport.nativeLib() + " (-Dcloudprofiler.library)", field(r, "path"), r.toString());
+        assertEquals("0", field(r, "log"));
+    }
+
+    @Test
+    void thenJavaLibraryPath(@TempDir Path dir) throws Exception {
+        TestSupport.Result r = probe(classes(), dir, "-Djava.library.path=" + TestSupport.nativeLib().getParent());
+        assertEquals(TestSupport.nativeLib() + " (System.loadLibrary, java.library.path)", field(r, "path"), r.toString());
+        assertEquals("0", field(r, "log"));
+    }
+
+    @Test
+    void thenTheJarsCopyExtractedOnceToAVersionedPath(@TempDir Path dir) throws Exception {
+        Path extract = dir.resolve("x");
+        TestSupport.Result r1 = probe(classes(), dir, "-Dcloudprofiler.extract.dir=" + extract);
+        String p1 = field(r1, "path");
+        assertTrue(p1.endsWith("(extracted from the jar)"), r1.toString());
+        Path lib = Paths.get(p1.substring(0, p1.indexOf(" (")));
+        assertTrue(lib.startsWith(extract.resolve("cloudprofiler-" + System.getProperty("user.name").replaceAll("[^A-Za-z0-9._-]", "_"))), p1);
+        assertTrue(lib.getParent().getFileName().toString().matches("0\\.1\\.0-[0-9a-f]{16}"), p1);
+        assertEquals("rwx------", PosixFilePermissions.toString(Files.getPosixFilePermissions(lib.getParent().getParent())));
+        assertEquals("0", field(r1, "log"));
+        long mtime = Files.getLastModifiedTime(lib).toMillis();
+
+        TestSupport.Result r2 = probe(classes(), dir, "-Dcloudprofiler.extract.dir=" + extract);
+        assertEquals(p1, field(r2, "path"));
+        assertEquals(mtime, Files.getLastModifiedTime(lib).toMillis(), "a good copy is reused");
+
+        // A damaged copy is replaced, never loaded.
+        Files.setPosixFilePermissions(lib, PosixFilePermissions.fromString("rw-------"));
+        Files.write(lib, new byte[] {1, 2, 3});
+        TestSupport.Result r3 = probe(classes(), dir, "-Dcloudprofiler.extract.dir=" + extract);
+        assertEquals(p1, field(r3, "path"), r3.toString());
+        assertEquals("0", field(r3, "log"));
+        assertEquals(Files.size(TestSupport.nativeLib()), Files.size(lib));
+    }
+
+    @Test
+    void aBadPropertyIsReportedNotSkipped(@TempDir Path dir) throws Exception {
+        TestSupport.Result r = probe(classes(), dir, "-Dcloudprofiler.library=/nonexistent/libcloudprofiler.so");
+        assertEquals("false", field(r, "available"));
+        assertTrue(field(r, "error").contains("-Dcloudprofiler.library=/nonexistent/libcloudprofiler.so: no such file"), r.toString());
+        assertEquals(String.valueOf(CloudProfiler.ERR_BAD_HANDLE), field(r, "nohandle"), "logTS never throws, even unloaded");
+    }
+
+    @Test
+    void nothingToLoadListsEveryPlaceTried(@TempDir Path dir) throws Exception {
+        // The classes without the library inside, no property, no library path.
+        Path bare = dir.resolve("bare");
+        Path src = TestSupport.mainClasses();
+        try (var s = Files.walk(src)) {
+            for (Path p : s.collect(Collectors.toList())) {
+                Path rel = src.relativize(p);
+                if (rel.startsWith("resources")) continue;
+                if (Files.isDirectory(p)) Files.createDirectories(bare.resolve(rel.toString()));
+                else Files.copy(p, bare.resolve(rel.toString()));
+            }
+        }
+        String cp = bare + File.pathSeparator + TestSupport.testClasses();
+        TestSupport.Result r = probe(cp, dir, "-Djava.library.path=/nonexistent");
+        String err = r.out;
+        assertTrue(err.contains("1. -Dcloudprofiler.library: not set"), r.toString());
+        assertTrue(err.contains("2. System.loadLibrary(\"cloudprofiler\") on java.library.path=/nonexistent"), r.toString());
+        assertTrue(err.contains("3. extracting /resources/Linux-amd64/libcloudprofiler.so from the jar: the jar has no"), r.toString());
+    }
+
+    @Test
+    void aWorldWritableExtractDirIsRefused(@TempDir Path dir) throws Exception {
+        Path base = dir.resolve("x").resolve("cloudprofiler-" + System.getProperty("user.name").replaceAll("[^A-Za-z0-9._-]", "_"));
+        Files.createDirectories(base);
+        Files.setPosixFilePermissions(base, PosixFilePermissions.fromString("rwxrwxrwx"));
+        TestSupport.Result r = probe(classes(), dir, "-Dcloudprofiler.extract.dir=" + dir.resolve("x"));
+        assertTrue(r.out.contains("is writable by others (rwxrwxrwx): not loading code from it"), r.toString());
+    }
+
+    /**
+     * This JVM loaded the library through the application classloader; the
+     * binding's classes loaded again by another classloader (as a Flink job
+     * jar that carries them would be) must fail with the reason and the fix,
+     * and must not map a second copy (a second Go runtime).
+     */
+    @Test
+    void aSecondClassLoaderGetsTheReasonAndTheFix() throws Exception {
+        assertTrue(CloudProfiler.isAvailable());
+        URL[] urls = {TestSupport.mainClasses().toUri().toURL()};
+        try (URLClassLoader other = new URLClassLoader(urls, ClassLoader.getPlatformClassLoader())) {
+            Class<?> cp = Class.forName("io.cloudprofiler.CloudProfiler", true, other);
+            assertNotEquals(CloudProfiler.class, cp);
+            assertEquals(Boolean.FALSE, cp.getMethod("isAvailable").invoke(null));
+            Class<?> fmt = Class.forName("io.cloudprofiler.LogFormat", true, other);
+            Class<?> hnd = Class.forName("io.cloudprofiler.HandlerType", true, other);
+            Method open = cp.getMethod("openChannel", String.class, fmt, hnd);
+            InvocationTargetException e = assertThrows(InvocationTargetException.class, () -> open.invoke(null, "other-loader",
+                    fmt.getField("BINARY").get(null), hnd.getField("NULLH").get(null)));
+            assertEquals("io.cloudprofiler.CloudProfilerException", e.getCause().getClass().getName());
+            String msg = e.getCause().getMessage();
+            assertTrue(msg.contains("already loaded in another classloader"), msg);
+            assertTrue(msg.contains("flink/lib/"), msg);
+            assertTrue(msg.contains("classloader.parent-first-patterns.additional"), msg);
+            Method log = cp.getMethod("logTS", long.class, long.class);
+            assertEquals(CloudProfiler.ERR_BAD_HANDLE, log.invoke(null, 1L, 1L));
+        }
+        List<String> copies = Files.readAllLines(Paths.get("/proc/self/maps")).stream()
+                .filter(l -> l.contains("libcloudprofiler")).map(l -> l.substring(l.indexOf('/')))
+                .distinct().collect(Collectors.toList());
+        assertEquals(1, copies.size(), copies.toString());
+        // and this classloader's copy still works
+        try (Channel ch = Channel.open("after-other-loader", LogFormat.BINARY_TSC, HandlerType.BUFFER_IDENTITY)) {
+            assertEquals(0, ch.logTS(1));
+        }
+        assertInstanceOf(String.class, CloudProfiler.libraryPath());
+    }
+}
