@@ -440,3 +440,26 @@ func (m *Model) Path(node string, method Method) ([]string, error) {
 	}
 	return out, nil
 }
+
+// NewSingleNodeModel is the model of one node and no rounds: its own
+// counter is the reference, every translation is exact (what one process,
+// or one machine's processes, such as a Flink MiniCluster or a Storm
+// LocalCluster, need). origin is a reading near the data (its earliest), so
+// centred values keep sub-cycle precision; hz is the node's registered TSC
+// frequency (0 if unknown).
+func NewSingleNodeModel(name string, hz float64, origin uint64, method Method) (*Model, error) {
+	switch method {
+	case MethodBest, MethodPaper, MethodAllProbes:
+	default:
+		return nil, fmt.Errorf("minrtt: unknown method %d", int(method))
+	}
+	if name == "" {
+		return nil, errors.New("minrtt: a node needs a name")
+	}
+	return &Model{
+		method: method, names: []string{name}, index: map[string]int{name: 0}, unreach: map[string]string{},
+		origin: []uint64{origin}, hz: []float64{hz}, mid: []float64{0}, ref: 0, reach: []bool{true},
+		paperPath: make([][]int32, 1), polyPath: make([][]int32, 1), paperOK: []bool{true}, polyOK: []bool{true},
+		paperR: []float64{1}, paperDR: []float64{0}, polyRlo: []float64{1}, polyRhi: []float64{1},
+	}, nil
+}

@@ -19,13 +19,13 @@ type multiFlag []string
 func (m *multiFlag) String() string     { return fmt.Sprint(*m) }
 func (m *multiFlag) Set(s string) error { *m = append(*m, s); return nil }
 
-// runAnalyze: cloudprofiler analyze --rounds DIR --logs DIR... --out DIR.
+// runAnalyze: cloudprofiler analyze [--rounds DIR] --logs DIR... --out DIR.
 func runAnalyze(stdout, stderr io.Writer, args []string) error {
 	fs := flag.NewFlagSet("analyze", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cfg analyze.Config
 	var logs multiFlag
-	fs.StringVar(&cfg.Rounds, "rounds", "", "directory of MinRTT rounds files (tsc-server --out)")
+	fs.StringVar(&cfg.Rounds, "rounds", "", "directory of MinRTT rounds files (tsc-server --out); not needed when every log comes from one node")
 	fs.Var(&logs, "logs", "directory of channel logs (walked) or a log file; repeat, or list several after it")
 	fs.StringVar(&cfg.Out, "out", "", "directory for the results (created)")
 	fs.StringVar(&cfg.Ref, "ref", "", "reference node (default: chosen from the rounds, see minrtt)")

@@ -10,7 +10,7 @@ import (
 func TestAnalyzeFlags(t *testing.T) {
 	var out, errb bytes.Buffer
 	run := func(args ...string) error { out.Reset(); errb.Reset(); return runAnalyze(&out, &errb, args) }
-	require.ErrorContains(t, run(), "--rounds, --logs and --out are required")
+	require.ErrorContains(t, run(), "--logs and --out are required")
 	require.ErrorContains(t, run("--rounds", "r", "--logs", "l", "--out", "o", "--method", "fast"), "--method must be")
 	require.ErrorContains(t, run("--rounds", "r", "--logs", "l", "--out", "o", "--mem-mb", "1"), "--mem-mb")
 	require.ErrorContains(t, run("stray"), `unexpected argument "stray"`)

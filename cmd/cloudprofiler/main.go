@@ -19,10 +19,11 @@ commands:
   tsc-client --server ADDR --node NAME [--listen-udp ADDR] [--inject SPEC]
   tsc-round --server ADDR [--label L] [--wait-nodes N --wait-timeout D]
                          MinRTT rounds between nodes (minrtt/probe/PROTOCOL.md)
-  analyze --rounds DIR --logs DIR... --out DIR [--ref NODE] [--order CH,CH,...]
+  analyze [--rounds DIR] --logs DIR... --out DIR [--ref NODE] [--order CH,CH,...]
           [--method best|paper|allprobes] [--mem-mb 256] [--no-durations]
                          durations between channels across nodes in one
                          reference TSC, each with a strict error bound
+                         (--rounds: needed when the logs come from several nodes)
 `
 
 func main() {

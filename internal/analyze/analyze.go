@@ -103,8 +103,8 @@ type analysis struct {
 
 // Run performs the analysis and writes its files into cfg.Out.
 func Run(cfg Config) (*Result, error) {
-	if cfg.Rounds == "" || len(cfg.Logs) == 0 || cfg.Out == "" {
-		return nil, errors.New("analyze: --rounds, --logs and --out are required")
+	if len(cfg.Logs) == 0 || cfg.Out == "" {
+		return nil, errors.New("analyze: --logs and --out are required (and --rounds when the logs come from several nodes)")
 	}
 	if cfg.MemEvents <= 0 {
 		cfg.MemEvents = 8 << 20
@@ -113,13 +113,9 @@ func Run(cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	rounds, err := minrtt.ReadRounds(cfg.Rounds)
+	model, err := buildModel(cfg, chans)
 	if err != nil {
-		return nil, fmt.Errorf("rounds: %w", err)
-	}
-	model, err := minrtt.NewModel(rounds, minrtt.Options{Ref: cfg.Ref, Method: cfg.Method})
-	if err != nil {
-		return nil, fmt.Errorf("rounds: %w", err)
+		return nil, err
 	}
 	known := map[string]bool{}
 	for _, n := range model.Nodes() {
@@ -155,6 +151,49 @@ func Run(cfg Config) (*Result, error) {
 		return nil, err
 	}
 	return a.res, nil
+}
+
+// buildModel translates every node's TSC into the reference's: from the
+// rounds; or, with no --rounds and every log from one node, that node's own
+// counter (exact: no translation is needed inside one machine).
+func buildModel(cfg Config, chans []*Channel) (*minrtt.Model, error) {
+	if cfg.Rounds == "" {
+		nodes := map[string]bool{}
+		var names []string
+		for _, c := range chans {
+			if !nodes[c.Node] {
+				nodes[c.Node] = true
+				names = append(names, c.Node)
+			}
+		}
+		if len(names) != 1 {
+			sort.Strings(names)
+			return nil, fmt.Errorf("analyze: the logs come from %d nodes (%s): --rounds (tsc-server --out) is required to translate between them",
+				len(names), strings.Join(names, ", "))
+		}
+		if cfg.Ref != "" && cfg.Ref != names[0] {
+			return nil, fmt.Errorf("analyze: reference node %q: the logs come from node %q only", cfg.Ref, names[0])
+		}
+		origin, hz := uint64(0), 0.0
+		for i, c := range chans {
+			if o := c.Header.OpenSync.TSC; i == 0 || o < origin {
+				origin = o
+			}
+			if c.Hz > 0 {
+				hz = c.Hz
+			}
+		}
+		return minrtt.NewSingleNodeModel(names[0], hz, origin, cfg.Method)
+	}
+	rounds, err := minrtt.ReadRounds(cfg.Rounds)
+	if err != nil {
+		return nil, fmt.Errorf("rounds: %w", err)
+	}
+	model, err := minrtt.NewModel(rounds, minrtt.Options{Ref: cfg.Ref, Method: cfg.Method})
+	if err != nil {
+		return nil, fmt.Errorf("rounds: %w", err)
+	}
+	return model, nil
 }
 
 func kindRank(k string) int {

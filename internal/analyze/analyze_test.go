@@ -227,3 +227,38 @@ func TestAnalyzeErrors(t *testing.T) {
 	_, err = Run(Config{Rounds: filepath.Join(dir, "nope"), Logs: []string{logs}, Out: filepath.Join(dir, "o")})
 	require.ErrorContains(t, err, "rounds")
 }
+
+// Logs from one node need no rounds: durations are exact in its counter.
+// Logs from several nodes without rounds are refused, naming the nodes.
+func TestAnalyzeOneNodeWithoutRounds(t *testing.T) {
+	dir := t.TempDir()
+	logs := filepath.Join(dir, "logs")
+	require.NoError(t, os.MkdirAll(logs, 0o755))
+	hdr := func(node string, ch int, name string) logfile.Header {
+		return logfile.Header{Node: node, Host: "h", PID: 7, Channel: ch, Name: name, Handler: "IDENTITY", TSCHz: 2e9}
+	}
+	var in, out []string
+	for i := 0; i < 1000; i++ {
+		t0 := uint64(5_000_000_000_000 + i*100_000)
+		in = append(in, fmt.Sprintf("%d,%d", i, t0))
+		out = append(out, fmt.Sprintf("%d,%d", i, t0+uint64(2000+i))) // 1 us + i/2 ns at 2 GHz
+	}
+	writeASCII(t, logs, hdr("mini", 1, "map entry"), in)
+	writeASCII(t, logs, hdr("mini", 2, "map exit"), out)
+	res, err := Run(Config{Logs: []string{logs}, Out: filepath.Join(dir, "o")})
+	require.NoError(t, err)
+	require.Equal(t, "mini", res.Ref)
+	require.Len(t, res.Pairs, 1)
+	p := res.Pairs[0]
+	require.Equal(t, KindCompute, p.Key.Kind)
+	require.EqualValues(t, 1000, p.Dur.N)
+	require.InDelta(t, 2000, p.Dur.Min, 1e-6)
+	require.InDelta(t, 2999, p.Dur.Max, 1e-6)
+	require.Less(t, p.Err.Max, 1e-3, "exact up to float rounding")
+
+	_, err = Run(Config{Logs: []string{logs}, Out: filepath.Join(dir, "o"), Ref: "other"})
+	require.ErrorContains(t, err, `the logs come from node "mini" only`)
+	writeASCII(t, logs, hdr("second", 3, "sink"), in)
+	_, err = Run(Config{Logs: []string{logs}, Out: filepath.Join(dir, "o")})
+	require.ErrorContains(t, err, "the logs come from 2 nodes (mini, second): --rounds")
+}
