@@ -37,7 +37,7 @@ class SigtermTest {
         Process p = pb.start();
         for (int i = 0; i < 600 && !Files.readString(outFile).contains("logging"); i++) Thread.sleep(50);
         assertTrue(Files.readString(outFile).contains("logging"), Files.readString(outFile));
-        Thread.sleep(1500);  // millions of records, some already written, some in the ring
+        Thread.sleep(700);  // millions of records, some already written, some in the ring
         // SIGTERM, as kill(1) or a cluster manager sends it (Process.destroy would close our pipes).
         assertEquals(0, new ProcessBuilder("kill", "-TERM", String.valueOf(p.pid())).start().waitFor());
         assertTrue(p.waitFor(60, TimeUnit.SECONDS), Files.readString(outFile));
@@ -52,7 +52,6 @@ class SigtermTest {
                 Map.of("CP_LOG_DIR", dir.toString()), 120);
         assertEquals(0, res.status, res.toString());
         checkFiles(dir, "exit", 2, res.out, 3_000_000);
-        for (int t = 0; t < 2; t++) assertEquals(3_000_000, TestSupport.dump(TestSupport.logFile(dir, "child-exit-" + t)).size());
     }
 
     private static void checkFiles(Path dir, String mode, int threads, String out, long atLeast) throws Exception {
@@ -66,12 +65,10 @@ class SigtermTest {
         assertEquals(threads, hooks.size(), "the child's shutdown hook did not report:\n" + out);
         for (long[] h : hooks) {
             Path f = TestSupport.logFile(dir, "child-" + mode + "-" + h[0]);
-            List<long[]> rows = TestSupport.dump(f);
             assertTrue(h[1] >= atLeast || mode.equals("term") && h[1] > 100_000, "accepted only " + h[1]);
-            assertEquals(h[1], rows.size(), "records in " + f + " vs accepted\n" + TestSupport.describe(f));
-            for (int i = 0; i < rows.size(); i++) {
-                if (rows.get(i)[0] != i) throw new AssertionError("record " + i + " is id " + rows.get(i)[0] + " in " + f);
-            }
+            long inFile = TestSupport.countSequential(f);
+            System.out.println("SigtermTest " + mode + ": thread " + h[0] + " accepted " + h[1] + ", " + inFile + " in the file");
+            assertEquals(h[1], inFile, "records in " + f + " vs accepted\n" + TestSupport.describe(f));
             assertTrue(Files.size(f) > 0);
         }
     }

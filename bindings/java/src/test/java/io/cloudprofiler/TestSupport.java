@@ -70,6 +70,33 @@ final class TestSupport {
         return rows;
     }
 
+    /**
+     * Streams `cloudprofiler dump --csv FILE` and checks that the tuple ids
+     * are 0, 1, 2, ... in order; returns how many there are. For files of
+     * tens of millions of records (nothing is held in memory).
+     */
+    static long countSequential(Path file) throws Exception {
+        Process p = new ProcessBuilder(prop("cloudprofiler.test.tool"), "dump", "--csv", file.toString())
+                .redirectError(ProcessBuilder.Redirect.DISCARD).start();
+        long n = 0;
+        try (java.io.BufferedReader r = new java.io.BufferedReader(
+                new java.io.InputStreamReader(p.getInputStream(), StandardCharsets.US_ASCII), 1 << 16)) {
+            String line = r.readLine();  // the CSV header
+            while ((line = r.readLine()) != null) {
+                int comma = line.indexOf(',');
+                long id = Long.parseLong(comma < 0 ? line : line.substring(0, comma));
+                if (id != n) {
+                    p.destroyForcibly();
+                    throw new AssertionError("record " + n + " is id " + id + " in " + file);
+                }
+                n++;
+            }
+        }
+        assertTrue(p.waitFor(120, TimeUnit.SECONDS));
+        assertEquals(0, p.exitValue(), "dump " + file);
+        return n;
+    }
+
     /** The tool's text summary of a file. */
     static String describe(Path file) throws Exception {
         Process p = new ProcessBuilder(prop("cloudprofiler.test.tool"), "dump", file.toString()).redirectErrorStream(true).start();
