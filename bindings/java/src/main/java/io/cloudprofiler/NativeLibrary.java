@@ -130,9 +130,10 @@ final class NativeLibrary {
         throw new CloudProfilerException("cloudprofiler: " + m + ". A JVM loads a JNI library into one classloader"
                 + " only, and this copy of the io.cloudprofiler classes was loaded by a second one ("
                 + NativeLibrary.class.getClassLoader() + "). Load the cloudprofiler jar once, from a classloader"
-                + " every job shares: in Flink, copy it into flink/lib/ and leave it out of the job jar (or add"
-                + " 'io.cloudprofiler' to classloader.parent-first-patterns.additional); in Storm, put it on the"
-                + " worker classpath (extlib/) instead of in several topology jars.", e);
+                + " every job shares: in Flink, copy it into flink/lib/ and leave it out of the job jar (a job jar"
+                + " that must carry it also needs 'io.cloudprofiler' in classloader.parent-first-patterns.additional,"
+                + " so that the copy in flink/lib/ is the one used); in Storm, put it on the worker classpath"
+                + " (extlib/) instead of in several topology jars.", e);
     }
 
     /**
