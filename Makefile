@@ -73,6 +73,7 @@ java: $(LIB) $(TOOL)
 test-java: java
 	cd bindings/java && $(MVN) $(JAVA_PROPS) surefire:test
 	cd examples/flink && $(MVN) $(JAVA_PROPS) test
+	cd examples/storm && $(MVN) $(JAVA_PROPS) test
 
 # Multi-node on one machine (root): network namespaces on a bridge, a fake
 # TSC per node, TSC server and clients with injected delay, a C pipeline under

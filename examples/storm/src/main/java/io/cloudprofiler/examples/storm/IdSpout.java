@@ -1,0 +1,107 @@
+package io.cloudprofiler.examples.storm;
+
+import io.cloudprofiler.Channel;
+import java.util.ArrayDeque;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicLong;
+import org.apache.storm.spout.SpoutOutputCollector;
+import org.apache.storm.task.TopologyContext;
+import org.apache.storm.topology.OutputFieldsDeclarer;
+import org.apache.storm.topology.base.BaseRichSpout;
+import org.apache.storm.tuple.Fields;
+import org.apache.storm.tuple.Values;
+
+/**
+ * Emits exactly {@code count} tuples (id, key), ids {@link #FIRST_ID} ..
+ * FIRST_ID + count - 1 (beyond 32 bits: the profiler's tuple ids are 64-bit),
+ * key "k" + id % keys; then nothing. Reliable emits: the tuple id is the
+ * message id, so Storm acks each tuple tree back here. A failed tuple is
+ * emitted again and logged again (a replay); the test asserts there were
+ * none.
+ *
+ * <p>Channel {@code spout-<task>-emit}: one record per emit, just before
+ * {@code collector.emit}.
+ */
+public class IdSpout extends BaseRichSpout {
+    private static final long serialVersionUID = 1L;
+
+    /** The first tuple id: 2^36. */
+    public static final long FIRST_ID = 1L << 36;
+
+    public static final AtomicLong EMITTED = new AtomicLong();
+    public static final AtomicLong ACKED = new AtomicLong();
+    public static final AtomicLong FAILED = new AtomicLong();
+
+    private final long count;
+    private final int keys;
+    private transient SpoutOutputCollector collector;
+    private transient Channel emit;
+    private transient long next;
+    private transient ArrayDeque<Long> replay;
+    private transient String component;
+
+    public IdSpout(long count, int keys) {
+        this.count = count;
+        this.keys = keys;
+    }
+
+    public static void reset() {
+        EMITTED.set(0);
+        ACKED.set(0);
+        FAILED.set(0);
+    }
+
+    public static String key(long id, int keys) {
+        return "k" + Math.floorMod(id, keys);
+    }
+
+    @Override
+    public void open(Map<String, Object> conf, TopologyContext context, SpoutOutputCollector collector) {
+        this.collector = collector;
+        this.component = context.getThisComponentId();
+        this.emit = Probes.openBuffered(component + "-" + context.getThisTaskId() + "-emit");
+        this.next = 0;
+        this.replay = new ArrayDeque<>();
+        Probes.started(component);
+    }
+
+    @Override
+    public void nextTuple() {
+        Long again = replay.poll();
+        long id;
+        if (again != null) {
+            id = again;
+        } else if (next < count) {
+            id = FIRST_ID + next++;
+            EMITTED.incrementAndGet();
+        } else {
+            return; // done: Storm's spout wait strategy backs off
+        }
+        Probes.log(emit, id);
+        collector.emit(new Values(id, key(id, keys)), id);
+    }
+
+    @Override
+    public void ack(Object msgId) {
+        ACKED.incrementAndGet();
+    }
+
+    @Override
+    public void fail(Object msgId) {
+        FAILED.incrementAndGet();
+        replay.add((Long) msgId);
+    }
+
+    /** Called on kill in a LocalCluster; on a real cluster maybe not (the shutdown hook closes the channel then). */
+    @Override
+    public void close() {
+        Probes.close(emit);
+        emit = null;
+        Probes.stopped(component);
+    }
+
+    @Override
+    public void declareOutputFields(OutputFieldsDeclarer declarer) {
+        declarer.declare(new Fields("id", "key"));
+    }
+}
