@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 )
@@ -24,6 +25,15 @@ commands:
                          durations between channels across nodes in one
                          reference TSC, each with a strict error bound
                          (--rounds: needed when the logs come from several nodes)
+  gen send --to ADDR --rate R --duration D [--threads T] (--tuples FILE | --synthetic)
+                         send tuples over TCP at a controlled rate (datagen/FRAMING.md);
+                         exit 3: rate not reached, 4: the receiver lost tuples
+  gen recv --listen ADDR [--capacity R --queue N]
+                         receive, count per sender, report gaps and reordering
+  gen maxrate --to ADDR --start R --duration D [--threads T] [--resolution R] (--tuples F | --synthetic)
+                         the highest rate the receiver sustains without loss
+  gen tuples --synthetic N --out FILE
+                         write a tuples file of synthetic ad events
 `
 
 func main() {
@@ -47,6 +57,8 @@ func main() {
 		err = runTSCClient(os.Stderr, os.Args[2:])
 	case "tsc-round":
 		err = runTSCRound(os.Stdout, os.Stderr, os.Args[2:])
+	case "gen":
+		err = runGen(os.Stdout, os.Stderr, os.Args[2:])
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return
@@ -56,6 +68,10 @@ func main() {
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "cloudprofiler:", err)
+		var ec *exitCode
+		if errors.As(err, &ec) {
+			os.Exit(ec.code)
+		}
 		os.Exit(1)
 	}
 }

@@ -1,0 +1,247 @@
+package datagen
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// startReceiver runs a real receiver on loopback and collects its reports.
+func startReceiver(t *testing.T, cfg ReceiverConfig) (*Receiver, func() []Report) {
+	t.Helper()
+	var mu sync.Mutex
+	var reps []Report
+	cfg.Listen = "127.0.0.1:0"
+	cfg.OnReport = func(r Report) { mu.Lock(); reps = append(reps, r); mu.Unlock() }
+	r, err := NewReceiver(cfg)
+	require.NoError(t, err)
+	go r.Serve(context.Background())
+	t.Cleanup(func() { r.Close() })
+	return r, func() []Report { mu.Lock(); defer mu.Unlock(); return append([]Report(nil), reps...) }
+}
+
+func TestSendExactCountsAndRate(t *testing.T) {
+	r, reports := startReceiver(t, ReceiverConfig{})
+	res, err := Send(context.Background(), SendConfig{To: r.Addr().String(), Rate: 50000, Duration: time.Second,
+		Threads: 3, Payloads: Synthetic(500, 1)})
+	require.NoError(t, err)
+	require.EqualValues(t, 50000, res.Planned)
+	require.EqualValues(t, 50000, res.Tuples)
+	require.True(t, res.Reached, "achieved %.0f of 50000, max lag %s", res.Achieved, res.MaxLag)
+	require.InEpsilon(t, 50000, res.Achieved, 0.005)
+	require.True(t, res.ReceiverSaw)
+	require.EqualValues(t, 50000, res.Received)
+	require.Zero(t, res.Lost)
+	require.Zero(t, res.OutOfOrder)
+	require.Eventually(t, func() bool { return len(reports()) == 3 }, 5*time.Second, 10*time.Millisecond)
+	var sum uint64
+	for _, rep := range reports() {
+		require.Empty(t, rep.Error)
+		require.Equal(t, uint64(rep.Thread)<<threadIDShift, rep.FirstID)
+		require.Equal(t, rep.Sent, rep.Received)
+		sum += rep.Received
+	}
+	require.EqualValues(t, 50000, sum)
+}
+
+func TestSendToNobodyFailsClearly(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	ln.Close()
+	_, err = Send(context.Background(), SendConfig{To: addr, Rate: 10, Duration: time.Second, Threads: 1, Payloads: Synthetic(1, 1)})
+	require.ErrorContains(t, err, "connecting thread 0 to "+addr)
+	for _, bad := range []SendConfig{
+		{Rate: 1, Duration: time.Second, Threads: 1, Payloads: Synthetic(1, 1)},
+		{To: addr, Rate: 0, Duration: time.Second, Threads: 1, Payloads: Synthetic(1, 1)},
+		{To: addr, Rate: 1, Duration: 0, Threads: 1, Payloads: Synthetic(1, 1)},
+		{To: addr, Rate: 1, Duration: time.Second, Threads: 0, Payloads: Synthetic(1, 1)},
+		{To: addr, Rate: 1, Duration: time.Second, Threads: 1},
+	} {
+		_, err := Send(context.Background(), bad)
+		require.Error(t, err)
+	}
+}
+
+// A receiver that processes 40k tuples/s with a queue of 2000 tuples, fed
+// 120k/s: it drops whole buckets, and the report says exactly which ids.
+func TestLossIsReportedExactly(t *testing.T) {
+	r, _ := startReceiver(t, ReceiverConfig{Capacity: 40000, Queue: 2000})
+	res, err := Send(context.Background(), SendConfig{To: r.Addr().String(), Rate: 120000, Duration: 500 * time.Millisecond,
+		Threads: 2, Payloads: Synthetic(100, 2)})
+	require.NoError(t, err)
+	require.True(t, res.ReceiverSaw)
+	require.Greater(t, res.Lost, uint64(0))
+	require.Equal(t, res.Lost, res.Dropped, "every lost tuple was one the receiver dropped")
+	require.Equal(t, res.Tuples, res.Received+res.Lost)
+	for _, tr := range res.Threads {
+		var inGaps uint64
+		for _, g := range tr.Report.Gaps {
+			require.LessOrEqual(t, g[0], g[1])
+			require.GreaterOrEqual(t, g[0], tr.FirstID)
+			require.Less(t, g[1], tr.FirstID+tr.Tuples)
+			inGaps += g[1] - g[0] + 1
+		}
+		if !tr.Report.GapsTruncated {
+			require.Equal(t, tr.Report.Lost, inGaps)
+		}
+	}
+}
+
+// frames writes raw frames, as a sender (or a broken one) would.
+func rawConn(t *testing.T, addr string) net.Conn {
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func bucket(ids ...uint64) []byte {
+	var body []byte
+	body = binary.BigEndian.AppendUint32(body, uint32(len(ids)))
+	for _, id := range ids {
+		body = binary.BigEndian.AppendUint64(body, id)
+		body = binary.BigEndian.AppendUint32(body, 3)
+		body = append(body, "abc"...)
+	}
+	return append(appendFrameHeader(nil, len(body)+1, frameBucket), body...)
+}
+
+func readReport(t *testing.T, c net.Conn) Report {
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var hdr [5]byte
+	_, err := c.Read(hdr[:])
+	require.NoError(t, err)
+	require.EqualValues(t, frameReport, hdr[4])
+	body := make([]byte, binary.BigEndian.Uint32(hdr[:])-1)
+	_, err = ioReadFull(c, body)
+	require.NoError(t, err)
+	var rep Report
+	require.NoError(t, json.Unmarshal(body, &rep))
+	return rep
+}
+
+func ioReadFull(c net.Conn, b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		k, err := c.Read(b[n:])
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+func TestGapsReorderingAndTheTail(t *testing.T) {
+	r, _ := startReceiver(t, ReceiverConfig{})
+	c := rawConn(t, r.Addr().String())
+	h := Hello{RunID: 9, Thread: 0, Threads: 1, FirstID: 100, Tuples: 20, Rate: 1, Name: "hand"}
+	c.Write(h.encode())
+	c.Write(bucket(100, 101, 102, 105, 106)) // 103-104 lost
+	c.Write(bucket(104, 107, 110))           // 104 late (out of order), 108-109 lost
+	c.Write(End{Tuples: 20, Buckets: 2}.encode())
+	rep := readReport(t, c)
+	require.Equal(t, "hand", rep.Sender)
+	require.EqualValues(t, 20, rep.Sent)
+	require.EqualValues(t, 8, rep.Received)
+	require.EqualValues(t, 1, rep.OutOfOrder)
+	// 103-104, 108-109, and 111-119 never sent after 110
+	require.Equal(t, [][2]uint64{{103, 104}, {108, 109}, {111, 119}}, rep.Gaps)
+	require.EqualValues(t, 13, rep.Lost)
+}
+
+func TestMalformedInputIsRefusedNotFatal(t *testing.T) {
+	r, reports := startReceiver(t, ReceiverConfig{})
+	addr := r.Addr().String()
+	// Not a sender at all: dropped without a report.
+	c := rawConn(t, addr)
+	c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+	// A bad HELLO magic.
+	c2 := rawConn(t, addr)
+	bad := Hello{Threads: 1, Name: "x"}.encode()
+	copy(bad[5:9], "NOPE")
+	c2.Write(bad)
+	// A good HELLO, then a bucket whose count lies: the stream ends with an error.
+	c3 := rawConn(t, addr)
+	c3.Write(Hello{RunID: 1, Threads: 1, Tuples: 5, Name: "liar"}.encode())
+	b := bucket(0, 1)
+	binary.BigEndian.PutUint32(b[5:], 7)
+	c3.Write(b)
+	// A frame length past the limit.
+	c4 := rawConn(t, addr)
+	c4.Write(Hello{RunID: 2, Threads: 1, Tuples: 5, Name: "huge"}.encode())
+	c4.Write([]byte{0xff, 0xff, 0xff, 0xff, frameBucket})
+	require.Eventually(t, func() bool { return len(reports()) == 2 }, 5*time.Second, 10*time.Millisecond)
+	for _, rep := range reports() {
+		require.NotEmpty(t, rep.Error, "%+v", rep)
+		require.EqualValues(t, 5, rep.Lost, "nothing accounted from a refused bucket: %+v", rep)
+	}
+	// The receiver still serves.
+	res, err := Send(context.Background(), SendConfig{To: addr, Rate: 1000, Duration: 100 * time.Millisecond, Threads: 1, Payloads: Synthetic(3, 1)})
+	require.NoError(t, err)
+	require.EqualValues(t, 100, res.Received)
+}
+
+// A receiver that stands in for a system under test of known capacity: the
+// search must find it, within the queue's slack and the resolution.
+func TestMaxRateFindsTheCapacity(t *testing.T) {
+	const capacity, queue = 60000.0, 3000
+	d := 500 * time.Millisecond
+	r, _ := startReceiver(t, ReceiverConfig{Capacity: capacity, Queue: queue})
+	var steps []Step
+	res, err := MaxRate(context.Background(), MaxRateConfig{
+		Send:  SendConfig{To: r.Addr().String(), Duration: d, Threads: 2, Payloads: Synthetic(100, 3)},
+		Start: 10000, Resolution: 2000, Pause: 100 * time.Millisecond,
+		OnStep: func(s Step) { steps = append(steps, s) },
+	})
+	require.NoError(t, err)
+	t.Logf("max %.0f, first failure %.0f, %d steps", res.Max, res.FirstFail, len(res.Steps))
+	for _, s := range steps {
+		t.Logf("%2d %-7s %8.0f ok=%v %s", s.N, s.Phase, s.Rate, s.OK, s.Why)
+	}
+	require.Equal(t, res.Steps, steps)
+	require.LessOrEqual(t, res.FirstFail-res.Max, 2000.0)
+	require.GreaterOrEqual(t, res.Max, 0.8*capacity, "well below the capacity")
+	require.LessOrEqual(t, res.Max, capacity+queue/d.Seconds()+2000, "above what the queue can absorb")
+	require.Less(t, len(res.Steps), 12, "bracket and bisect, not a linear walk")
+}
+
+func TestTuplesFile(t *testing.T) {
+	dir := t.TempDir()
+	p := Payloads{[]byte("a"), {}, bytes.Repeat([]byte{7}, 1000)}
+	var buf bytes.Buffer
+	require.NoError(t, WriteTuples(&buf, p))
+	path := filepath.Join(dir, "t.bin")
+	require.NoError(t, os.WriteFile(path, buf.Bytes(), 0o644))
+	got, err := LoadTuples(path)
+	require.NoError(t, err)
+	require.Equal(t, len(p), len(got))
+	for i := range p {
+		require.True(t, bytes.Equal(p[i], got[i]))
+	}
+	require.NoError(t, os.WriteFile(path, buf.Bytes()[:buf.Len()-1], 0o644))
+	_, err = LoadTuples(path)
+	require.ErrorContains(t, err, "record 2 at byte 9: 999 of 1000 bytes")
+	require.NoError(t, os.WriteFile(path, []byte{0xff, 0, 0, 0}, 0o644))
+	_, err = LoadTuples(path)
+	require.ErrorContains(t, err, "over the")
+	require.NoError(t, os.WriteFile(path, nil, 0o644))
+	_, err = LoadTuples(path)
+	require.ErrorContains(t, err, "no records")
+	// The synthetic events are JSON with the benchmark's fields.
+	var ev map[string]string
+	require.NoError(t, json.Unmarshal(Synthetic(1, 5)[0], &ev))
+	for _, k := range []string{"user_id", "page_id", "ad_id", "ad_type", "event_type", "event_time", "ip_address"} {
+		require.NotEmpty(t, ev[k], k)
+	}
+}
