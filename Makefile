@@ -115,17 +115,20 @@ bench: $(LIB) $(TOOL) $(BUILD)/bench $(BUILD)/sustained
 # The Java binding's benchmarks (JMH, bindings/java/jmh): ns per logTS from
 # Java next to two JNI floors (an empty native; rdtscp + a 16-byte store)
 # measured in the same run, with the same JVM flags and mode: shots of 1M
-# calls into a ring emptied before each, as `make bench`. JMH_ARGS adds
-# options (e.g. JMH_ARGS='-f 1 nullh'); the results stay in build/jmh.json.
+# calls into a ring emptied before each, as `make bench`; each shot is also
+# compared with a burst of each floor timed just before it (jmh-pairs.tsv).
+# JMH_ARGS adds options (e.g. JMH_ARGS='-f 1 nullh'); the results stay in
+# build/jmh.json. ~2 minutes.
 JMH_JAR := bindings/java/jmh/target/benchmarks.jar
 .PHONY: bench-java
 bench-java: java
 	cd bindings/java/jmh && $(MVN) package
-	@rm -rf $(BUILD)/jmh-logs && mkdir -p $(BUILD)/jmh-logs
+	@rm -rf $(BUILD)/jmh-logs $(BUILD)/jmh-pairs.tsv && mkdir -p $(BUILD)/jmh-logs
 	CP_LOG_DIR=$(abspath $(BUILD))/jmh-logs CP_RING_BLOCKS=32 CP_CONF_SERVER= \
+	  CP_JMH_PAIRS=$(abspath $(BUILD))/jmh-pairs.tsv \
 	  java -jar $(JMH_JAR) -rf json -rff $(abspath $(BUILD))/jmh.json $(JMH_ARGS)
 	@rm -rf $(BUILD)/jmh-logs
-	python3 bindings/java/jmh/report.py $(BUILD)/jmh.json
+	python3 bindings/java/jmh/report.py $(BUILD)/jmh.json $(BUILD)/jmh-pairs.tsv
 
 # The analysis on 100M records (25M tuples through 4 channels on 2 fake
 # nodes): wall time and peak RSS of `cloudprofiler analyze`.
