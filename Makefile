@@ -12,7 +12,7 @@ CLINK   := -Icapi -L$(BUILD) -lcloudprofiler -Wl,-rpath,'$$ORIGIN' -lpthread
 JAVA_HOME ?= $(patsubst %/bin/javac,%,$(realpath $(shell command -v javac 2>/dev/null)))
 JNI_CFLAGS := $(if $(wildcard $(JAVA_HOME)/include/jni.h),-I$(JAVA_HOME)/include -I$(JAVA_HOME)/include/linux)
 export CGO_CFLAGS := -O2 -g $(JNI_CFLAGS)
-GOSRC   := $(shell find libcp internal handlers tsc cmd minrtt confserver -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*.s') capi/cloudprofiler.h go.mod go.sum
+GOSRC   := $(shell find libcp internal handlers tsc cmd minrtt confserver datagen -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*.s') capi/cloudprofiler.h go.mod go.sum
 
 .PHONY: all build demo test test-go test-c bench bench-analyze clean
 
@@ -134,6 +134,12 @@ bench-java: java
 # nodes): wall time and peak RSS of `cloudprofiler analyze`.
 bench-analyze: $(LIB) $(TOOL) $(BUILD)/logmany
 	bash tests/bench-analyze.sh $(BUILD) 25000000
+
+# The data generator on loopback: achieved versus target rates, and the
+# maximum rates gen maxrate finds (tests/bench-gen.sh).
+.PHONY: bench-gen
+bench-gen: $(TOOL)
+	bash tests/bench-gen.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD)

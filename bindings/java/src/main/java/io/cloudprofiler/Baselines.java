@@ -1,7 +1,7 @@
 package io.cloudprofiler;
 
 /**
- * Floors for the benchmarks (bindings/java/src/jmh): JNI calls with the same
+ * Floors for the benchmarks (bindings/java/jmh): JNI calls with the same
  * shape as {@link CloudProfiler#logTS(long, long)} whose C bodies do nothing,
  * or read the TSC as LogTS does (rdtscp) and store 16 bytes into a ring. Not
  * part of the profiling API.
