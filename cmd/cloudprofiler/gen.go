@@ -77,6 +77,7 @@ type senderFlags struct {
 	events    int
 	bucket    time.Duration
 	name      string
+	reportTO  time.Duration
 }
 
 func (s *senderFlags) register(fs *flag.FlagSet) {
@@ -88,10 +89,12 @@ func (s *senderFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&s.events, "synthetic-count", 10000, "distinct synthetic events, cycled")
 	fs.DurationVar(&s.bucket, "bucket", time.Millisecond, "time one bucket spans at the target rate (tuples per bucket = rate/threads * this)")
 	fs.StringVar(&s.name, "name", "", "this sender's name in the receiver's reports (default host-pid)")
+	fs.DurationVar(&s.reportTO, "report-timeout", 10*time.Second, "how long to wait, after the last tuple, for the receiver's REPORT")
 }
 
 func (s *senderFlags) config() (datagen.SendConfig, string, error) {
-	c := datagen.SendConfig{To: s.to, Duration: s.duration, Threads: s.threads, BucketInterval: s.bucket, Name: s.name}
+	c := datagen.SendConfig{To: s.to, Duration: s.duration, Threads: s.threads, BucketInterval: s.bucket, Name: s.name,
+		ReportTimeout: s.reportTO}
 	var what string
 	switch {
 	case s.tuples != "" && s.synthetic:
