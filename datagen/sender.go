@@ -31,6 +31,9 @@ type SendConfig struct {
 	// Tolerance is how far below the target the achieved rate may be and
 	// still count as reached (default 0.005: 0.5%).
 	Tolerance float64
+	// WriteTimeout: a bucket whose write blocks this long (the receiver
+	// stopped reading) ends the thread with an error (default 10 s).
+	WriteTimeout time.Duration
 }
 
 // ThreadResult is what one sending thread did.
@@ -106,6 +109,9 @@ func (c *SendConfig) defaults() {
 	if c.Tolerance <= 0 {
 		c.Tolerance = 0.005
 	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 10 * time.Second
+	}
 }
 
 // Send runs the sender: every thread connects and says HELLO, then all
@@ -158,6 +164,13 @@ func Send(ctx context.Context, cfg SendConfig) (*SendResult, error) {
 		}
 	}
 	defer closeAll()
+	// Cancelling ends blocked writes and reads at once.
+	stop := context.AfterFunc(ctx, func() {
+		for _, c := range conns {
+			c.SetDeadline(time.Now())
+		}
+	})
+	defer stop()
 
 	start := time.Now().Add(20 * time.Millisecond)
 	res := &SendResult{RunID: cfg.RunID, Target: cfg.Rate, Planned: total, Threads: make([]ThreadResult, cfg.Threads)}
@@ -250,6 +263,9 @@ func sendThread(ctx context.Context, cfg *SendConfig, c net.Conn, t int, n uint6
 		binary.BigEndian.PutUint32(hdr[0:], uint32(1+4+len(body)))
 		binary.BigEndian.PutUint32(hdr[5:], uint32(cnt))
 		bufs := net.Buffers{hdr[:], body}
+		if ctx.Err() == nil {
+			c.SetWriteDeadline(now.Add(cfg.WriteTimeout))
+		}
 		if _, err := bufs.WriteTo(c); err != nil {
 			tr.Err = fmt.Errorf("thread %d: writing bucket %d: %w", t, k, err)
 			break
@@ -271,6 +287,10 @@ func sendThread(ctx context.Context, cfg *SendConfig, c net.Conn, t int, n uint6
 // connection or says nothing within ReportTimeout gives no report (no
 // error: not every receiver speaks REPORT).
 func finish(c net.Conn, cfg *SendConfig, tr *ThreadResult) (*Report, error) {
+	if tr.Err != nil && !errors.Is(tr.Err, context.Canceled) {
+		return nil, nil // the connection is broken: no END, no report
+	}
+	c.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
 	if _, err := c.Write(End{Tuples: tr.Tuples, Buckets: tr.Buckets}.encode()); err != nil {
 		return nil, fmt.Errorf("thread %d: END: %w", tr.Thread, err)
 	}
