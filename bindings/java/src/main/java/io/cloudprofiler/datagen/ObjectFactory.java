@@ -1,0 +1,676 @@
+package io.cloudprofiler.datagen;
+
+import java.io.IOException;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.locks.LockSupport;
+import java.util.function.Consumer;
+
+/**
+ * The object factory (paper section 4.4, Fig. 8): receives what {@code
+ * cloudprofiler gen send} sends (datagen/FRAMING.md), deserializes it on its
+ * own threads and hands the objects to a stream processing engine's sources
+ * through single-producer single-consumer queues, so that deserialization is
+ * off the engine's critical path.
+ *
+ * <ul>
+ * <li>It listens on a TCP address ({@link Builder#port port 0}: an ephemeral
+ * port, {@link #port()} says which) and accepts sender connections, each one
+ * sending thread's stream: HELLO, BUCKETs, END.
+ * <li>One factory thread per connection reads its buckets, deserializes every
+ * tuple ({@link Deserializer}) and puts the bucket (ids and objects) into the
+ * connection's own bounded {@link SpscQueue}. When the queue is full the
+ * thread waits, stops reading, and TCP's flow control holds the sender back:
+ * the sender then reports the rate as not reached. Nothing is ever dropped.
+ * <li>Consumers (a source's subtasks, a spout's tasks) call {@link
+ * #poll(int, int) poll(consumer, consumers)}: consumer {@code c} of {@code
+ * n} drains the queues of the streams whose {@link StreamInfo#queue() queue
+ * number} is {@code c} modulo {@code n}, so each queue has one consumer.
+ * <li>Each stream is accounted for as the Go receiver does (receiver.go):
+ * received, exact loss (gaps, and the tail never sent), out of order. The
+ * factory answers END with a REPORT frame only after the consumer has taken
+ * every bucket of the stream, so what {@code gen send} prints is what the
+ * engine ingested.
+ * <li>A run (the {@code threads} connections of one {@code gen send}) is
+ * complete when all its streams ended (END, or an error) and were drained:
+ * {@link #completedRuns()}, {@link #awaitCompletedRuns}: a bounded job stops
+ * there.
+ * <li>A malformed frame closes its connection (counted: {@link
+ * #malformedConnections()}); the buckets before it stay deliverable. Nothing
+ * a sender sends can throw into the host or block it.
+ * <li>{@link #close()} stops accepting, closes every connection, and joins
+ * the factory's (daemon) threads, at most a few seconds.
+ * </ul>
+ *
+ * <pre>{@code
+ * try (ObjectFactory<Event> f = ObjectFactory.builder(Event::parse).port(0).start()) {
+ *     // gen send --to 127.0.0.1:<f.port()> ...
+ *     Bucket<Event> b = f.take(consumer, consumers, 1, TimeUnit.MILLISECONDS);
+ *     if (b != null) for (int i = 0; i < b.size(); i++) emit(b.id(i), b.get(i));
+ * }
+ * }</pre>
+ */
+public final class ObjectFactory<T> implements AutoCloseable {
+    // Frame types and limits (FRAMING.md; wire.go).
+    static final int HELLO = 1, BUCKET = 2, END = 3, REPORT = 4;
+    static final int WIRE_VERSION = 1;
+    static final int MAX_FRAME = 64 << 20;
+    static final int MAX_BUCKET = 1 << 20;
+    static final int MAX_PAYLOAD = 16 << 20;
+    static final int MAX_NAME = 256;
+    static final int RECORD_HEADER = 12;
+    static final int MAX_GAPS = 100;
+
+    /** Configures and starts a factory. */
+    public static final class Builder<T> {
+        private final Deserializer<T> deserializer;
+        private String host = "0.0.0.0";
+        private int port = 0;
+        private int queueCapacity = 64;
+        private long helloTimeoutMillis = 10_000;
+        private long joinMillis = 5_000;
+        private Consumer<StreamReport> onReport;
+        private String name = "cloudprofiler-factory";
+        private int receiveBuffer;
+
+        Builder(Deserializer<T> deserializer) {
+            if (deserializer == null) throw new NullPointerException("deserializer");
+            this.deserializer = deserializer;
+        }
+
+        /** The address to listen on (default 0.0.0.0: every interface). */
+        public Builder<T> host(String host) {
+            this.host = host;
+            return this;
+        }
+
+        /** The port (default 0: an ephemeral one, see {@link ObjectFactory#port()}). */
+        public Builder<T> port(int port) {
+            if (port < 0 || port > 65535) throw new IllegalArgumentException("port " + port);
+            this.port = port;
+            return this;
+        }
+
+        /**
+         * Buckets each connection's queue holds (default 64, rounded up to a
+         * power of two). A bucket is what the sender sends per
+         * {@code --bucket} interval (1 ms by default): the queue is that many
+         * intervals of tuples. When it is full the connection's thread waits.
+         */
+        public Builder<T> queueCapacity(int buckets) {
+            if (buckets < 1) throw new IllegalArgumentException("queue capacity " + buckets);
+            this.queueCapacity = buckets;
+            return this;
+        }
+
+        /** How long a new connection has to send its HELLO (default 10 s). */
+        public Builder<T> helloTimeoutMillis(long ms) {
+            this.helloTimeoutMillis = ms;
+            return this;
+        }
+
+        /** How long {@link ObjectFactory#close()} waits for its threads in all (default 5 s). */
+        public Builder<T> joinMillis(long ms) {
+            this.joinMillis = ms;
+            return this;
+        }
+
+        /** Called once per stream as it ends, on its factory thread (after its REPORT frame). */
+        public Builder<T> onReport(Consumer<StreamReport> onReport) {
+            this.onReport = onReport;
+            return this;
+        }
+
+        /**
+         * The connections' TCP receive buffer in bytes (default: the system's,
+         * auto-tuned up to several MiB). A small one makes backpressure reach
+         * the sender sooner: less is in flight between it and the queues.
+         */
+        public Builder<T> receiveBuffer(int bytes) {
+            if (bytes < 1) throw new IllegalArgumentException("receive buffer " + bytes);
+            this.receiveBuffer = bytes;
+            return this;
+        }
+
+        /** Prefix of the factory's thread names (default {@code cloudprofiler-factory}). */
+        public Builder<T> threadName(String name) {
+            this.name = name;
+            return this;
+        }
+
+        /** Binds the port and starts accepting. */
+        public ObjectFactory<T> start() throws IOException {
+            return new ObjectFactory<>(this);
+        }
+    }
+
+    /** A factory builder for objects made by {@code deserializer}. */
+    public static <T> Builder<T> builder(Deserializer<T> deserializer) {
+        return new Builder<>(deserializer);
+    }
+
+    private final Deserializer<T> deserializer;
+    private final int queueCapacity;
+    private final int helloTimeoutMillis;
+    private final long joinMillis;
+    private final Consumer<StreamReport> onReport;
+    private final String name;
+    private final ServerSocket server;
+    private final Thread acceptor;
+
+    private final Object lock = new Object();
+    private volatile boolean closed;
+    /** Every open connection (under lock). */
+    private final Set<Connection> connections = new LinkedHashSet<>();
+    /** The streams whose queues consumers drain: copy on write (under lock), read without it. */
+    private volatile Object[] streams = new Object[0];
+    private int nextQueue, nextConnection; // under lock
+    private final Map<RunKey, int[]> runs = new HashMap<>(); // under lock: {threads, finished}
+    private volatile long completedRuns;
+    private final List<StreamReport> reports = new ArrayList<>(); // under lock
+    private final AtomicLong malformed = new AtomicLong();
+    private volatile int consumers; // fixed by the first poll
+    private volatile int[] cursors;
+
+    private record RunKey(String sender, long runId) {}
+
+    private ObjectFactory(Builder<T> b) throws IOException {
+        deserializer = b.deserializer;
+        queueCapacity = b.queueCapacity;
+        helloTimeoutMillis = (int) Math.min(Integer.MAX_VALUE, Math.max(1, b.helloTimeoutMillis));
+        joinMillis = b.joinMillis;
+        onReport = b.onReport;
+        name = b.name;
+        server = new ServerSocket();
+        try {
+            server.setReuseAddress(true);
+            if (b.receiveBuffer > 0) server.setReceiveBufferSize(b.receiveBuffer); // before bind: inherited by accepted sockets
+            server.bind(new InetSocketAddress(InetAddress.getByName(b.host), b.port), 128);
+        } catch (IOException e) {
+            server.close();
+            throw new IOException("object factory: cannot listen on " + b.host + ":" + b.port + ": " + e.getMessage(), e);
+        }
+        acceptor = new Thread(this::acceptLoop, name + "-accept-" + server.getLocalPort());
+        acceptor.setDaemon(true);
+        acceptor.start();
+    }
+
+    /** The port it listens on. */
+    public int port() {
+        return server.getLocalPort();
+    }
+
+    /** The address it listens on. */
+    public InetSocketAddress address() {
+        return (InetSocketAddress) server.getLocalSocketAddress();
+    }
+
+    // ---- consumers
+
+    /**
+     * Consumer {@code consumer} of {@code consumers} (0 &lt;= consumer &lt;
+     * consumers): the next bucket of one of its queues (the streams whose
+     * queue number is consumer modulo consumers, taken in turn), or null at
+     * once if they are all empty. Each consumer index must be used by one
+     * thread at a time, and every caller must pass the same {@code
+     * consumers} (checked: the first call fixes it).
+     */
+    public Bucket<T> poll(int consumer, int consumers) {
+        int[] cur = checkConsumer(consumer, consumers);
+        Object[] s = streams;
+        int n = s.length;
+        if (n == 0) return null;
+        int start = cur[consumer];
+        for (int k = 0; k < n; k++) {
+            int i = start + k;
+            if (i >= n) i -= n;
+            Connection c = conn(s[i]);
+            if (c.queueNumber % consumers != consumer) continue;
+            Bucket<T> b = c.queue.poll();
+            if (b != null) {
+                cur[consumer] = i + 1 < n ? i + 1 : 0;
+                return b;
+            }
+        }
+        return null;
+    }
+
+    /**
+     * Like {@link #poll(int, int)}, but waits up to the timeout for a bucket,
+     * parking (back-off from 20 µs to 1 ms) while there is none: it never
+     * spins. Null at the timeout, or when the factory is closed.
+     */
+    public Bucket<T> take(int consumer, int consumers, long timeout, TimeUnit unit) {
+        long deadline = System.nanoTime() + unit.toNanos(timeout);
+        long backoff = 20_000;
+        while (true) {
+            Bucket<T> b = poll(consumer, consumers);
+            if (b != null || closed) return b;
+            long left = deadline - System.nanoTime();
+            if (left <= 0) return null;
+            LockSupport.parkNanos(Math.min(backoff, left));
+            backoff = Math.min(backoff * 2, 1_000_000);
+        }
+    }
+
+    private int[] checkConsumer(int consumer, int n) {
+        if (n < 1 || consumer < 0 || consumer >= n) {
+            throw new IllegalArgumentException("consumer " + consumer + " of " + n);
+        }
+        int fixed = consumers;
+        if (fixed == 0) {
+            synchronized (lock) {
+                if (consumers == 0) {
+                    cursors = new int[n];
+                    consumers = n;
+                }
+                fixed = consumers;
+            }
+        }
+        if (fixed != n) {
+            throw new IllegalStateException("poll(" + consumer + ", " + n + "): this factory's consumers poll as "
+                    + fixed + " (each queue must have one consumer)");
+        }
+        return cursors;
+    }
+
+    /** Runs whose every stream ended and was drained by the consumers. */
+    public long completedRuns() {
+        return completedRuns;
+    }
+
+    /** Waits until at least n runs are complete; false at the timeout or if the factory closed first. */
+    public boolean awaitCompletedRuns(long n, long timeout, TimeUnit unit) throws InterruptedException {
+        long deadline = System.nanoTime() + unit.toNanos(timeout);
+        synchronized (lock) {
+            while (completedRuns < n) {
+                long left = deadline - System.nanoTime();
+                if (left <= 0 || closed) return false;
+                TimeUnit.NANOSECONDS.timedWait(lock, left);
+            }
+            return true;
+        }
+    }
+
+    /** The reports of every stream that ended so far, in the order they ended. */
+    public List<StreamReport> reports() {
+        synchronized (lock) {
+            return List.copyOf(reports);
+        }
+    }
+
+    /** Connections closed because of a frame that could not be parsed. */
+    public long malformedConnections() {
+        return malformed.get();
+    }
+
+    /** Streams (connections past their HELLO) not yet ended and drained. */
+    public int activeStreams() {
+        return streams.length;
+    }
+
+    /** Buckets waiting in all queues now (a snapshot). */
+    public int queuedBuckets() {
+        int n = 0;
+        for (Object c : streams) n += conn(c).queue.size();
+        return n;
+    }
+
+    public boolean isClosed() {
+        return closed;
+    }
+
+    /**
+     * Stops accepting, closes every connection (a stream cut short gets no
+     * REPORT; its sender sees the connection close), and waits for the
+     * factory's threads, in all at most the builder's {@code joinMillis}
+     * (5 s). Queued buckets are discarded: {@link #poll} returns null from
+     * now on. Idempotent.
+     */
+    @Override
+    public void close() {
+        List<Connection> open;
+        synchronized (lock) {
+            if (closed) return;
+            closed = true;
+            open = new ArrayList<>(connections);
+            streams = new Object[0];
+            lock.notifyAll();
+        }
+        try {
+            server.close();
+        } catch (IOException ignored) {
+            // closing anyway
+        }
+        for (Connection c : open) c.closeSocket();
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(joinMillis);
+        join(acceptor, deadline);
+        for (Connection c : open) {
+            Thread t = c.thread;
+            if (t != null) {
+                LockSupport.unpark(t);
+                join(t, deadline);
+            }
+        }
+    }
+
+    private static void join(Thread t, long deadline) {
+        long left = deadline - System.nanoTime();
+        if (left <= 0) return;
+        try {
+            t.join(Math.max(1, TimeUnit.NANOSECONDS.toMillis(left)));
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    @Override
+    public String toString() {
+        return "ObjectFactory[" + address() + ", " + streams.length + " streams, " + completedRuns + " runs complete"
+                + (closed ? ", closed" : "") + "]";
+    }
+
+    // ---- the factory's threads
+
+    private void acceptLoop() {
+        while (!closed) {
+            Socket s;
+            try {
+                s = server.accept();
+            } catch (IOException e) {
+                if (closed) return;
+                LockSupport.parkNanos(10_000_000L); // e.g. out of file descriptors: retry soon
+                continue;
+            }
+            Connection c;
+            synchronized (lock) {
+                if (closed) {
+                    closeQuietly(s);
+                    return;
+                }
+                c = new Connection(s);
+                connections.add(c);
+                c.thread = new Thread(c, name + "-" + nextConnection++);
+                c.thread.setDaemon(true);
+            }
+            c.thread.start();
+        }
+    }
+
+    @SuppressWarnings("unchecked")
+    private Connection conn(Object o) {
+        return (Connection) o;
+    }
+
+    private static void closeQuietly(Socket s) {
+        try {
+            s.close();
+        } catch (IOException ignored) {
+            // nothing to do
+        }
+    }
+
+    /** A frame that cannot be parsed: the connection closes (FRAMING.md: never resynchronises). */
+    static final class MalformedFrame extends Exception {
+        private static final long serialVersionUID = 1L;
+
+        MalformedFrame(String msg) {
+            super(msg);
+        }
+    }
+
+    /** One sender connection: its thread reads, deserializes and enqueues; its accounting. */
+    private final class Connection implements Runnable {
+        final Socket socket;
+        volatile Thread thread;
+        FrameReader in;
+        StreamInfo info;
+        int queueNumber;
+        SpscQueue<Bucket<T>> queue;
+        // accounting (this connection's thread only)
+        long next, received, lost, outOfOrder, dropped, bytes;
+        final List<long[]> gaps = new ArrayList<>();
+        boolean gapsTruncated;
+        long firstAt;
+
+        Connection(Socket socket) {
+            this.socket = socket;
+        }
+
+        void closeSocket() {
+            closeQuietly(socket);
+        }
+
+        @Override
+        public void run() {
+            String error = null;
+            boolean ended = false;
+            long sent = 0;
+            try {
+                socket.setTcpNoDelay(true);
+                socket.setSoTimeout(helloTimeoutMillis);
+                in = new FrameReader(socket.getInputStream());
+                int type = in.next();
+                if (type != HELLO) throw new MalformedFrame("first frame of type " + type + ", want HELLO");
+                StreamInfo h = decodeHello(in.body(), in.length());
+                socket.setSoTimeout(0);
+                if (!register(h)) return; // closed meanwhile
+                sent = h.tuples();
+                while (!ended) {
+                    type = in.next();
+                    switch (type) {
+                        case BUCKET -> {
+                            if (!bucket(in.body(), in.length())) throw new IOException("object factory closed");
+                        }
+                        case END -> {
+                            if (in.length() != 16) throw new MalformedFrame("END of " + in.length() + " bytes, want 16");
+                            sent = FrameReader.u64(in.body(), 0);
+                            ended = true;
+                        }
+                        default -> throw new MalformedFrame("unexpected frame type " + type);
+                    }
+                }
+            } catch (MalformedFrame e) {
+                malformed.incrementAndGet();
+                error = "malformed: " + e.getMessage();
+            } catch (java.io.EOFException e) {
+                error = "connection closed before END";
+            } catch (IOException e) {
+                error = closed ? "object factory closed" : "connection: " + e;
+            } catch (Throwable e) { // never into the host: the stream ends with the error
+                error = "object factory: " + e;
+            } finally {
+                if (error != null || info == null) closeSocket();
+                try {
+                    if (info != null) finish(ended && error == null, sent, error);
+                } finally {
+                    closeSocket();
+                    synchronized (lock) {
+                        connections.remove(this);
+                    }
+                }
+            }
+        }
+
+        private StreamInfo decodeHello(byte[] b, int n) throws MalformedFrame {
+            if (n < 51) throw new MalformedFrame("HELLO of " + n + " bytes, want at least 51");
+            if (b[0] != 'C' || b[1] != 'P' || b[2] != 'D' || b[3] != 'G') throw new MalformedFrame("HELLO magic, want CPDG");
+            int version = FrameReader.u16(b, 4);
+            if (version != WIRE_VERSION) {
+                throw new MalformedFrame("wire version " + version + ", this receiver speaks " + WIRE_VERSION);
+            }
+            long runId = FrameReader.u64(b, 8);
+            long thread = FrameReader.u32(b, 16), threads = FrameReader.u32(b, 20);
+            long firstId = FrameReader.u64(b, 24), tuples = FrameReader.u64(b, 32);
+            double rate = Double.longBitsToDouble(FrameReader.u64(b, 40));
+            int nameLen = FrameReader.u16(b, 48);
+            if (nameLen < 1 || nameLen > MAX_NAME || n != 50 + nameLen) {
+                throw new MalformedFrame("HELLO name of " + nameLen + " bytes in a body of " + n);
+            }
+            if (threads == 0 || thread >= threads || threads > Integer.MAX_VALUE) {
+                throw new MalformedFrame("HELLO thread " + thread + " of " + threads);
+            }
+            String sender = new String(b, 50, nameLen, java.nio.charset.StandardCharsets.UTF_8);
+            return new StreamInfo(runId, sender, (int) thread, (int) threads, firstId, tuples, rate, -1,
+                    String.valueOf(socket.getRemoteSocketAddress()));
+        }
+
+        /** Gives the stream its queue and its number, and counts it in its run. */
+        private boolean register(StreamInfo h) {
+            synchronized (lock) {
+                if (closed) return false;
+                queueNumber = nextQueue++;
+                info = new StreamInfo(h.runId(), h.sender(), h.thread(), h.threads(), h.firstId(), h.tuples(), h.rate(),
+                        queueNumber, h.remote());
+                queue = new SpscQueue<>(queueCapacity);
+                next = h.firstId();
+                runs.computeIfAbsent(new RunKey(h.sender(), h.runId()), k -> new int[] {h.threads(), 0});
+                Object[] s = streams;
+                Object[] grown = java.util.Arrays.copyOf(s, s.length + 1);
+                grown[s.length] = this;
+                streams = grown;
+                return true;
+            }
+        }
+
+        /** Parses, deserializes and enqueues one BUCKET; false if the factory closed while it waited. */
+        private boolean bucket(byte[] b, int n) throws MalformedFrame {
+            if (n < 4) throw new MalformedFrame("BUCKET without a count");
+            long count = FrameReader.u32(b, 0);
+            if (count < 1 || count > MAX_BUCKET) {
+                throw new MalformedFrame("BUCKET count " + count + " out of range 1.." + MAX_BUCKET);
+            }
+            // The structure first, so that a malformed bucket is refused whole.
+            int off = 4;
+            for (int i = 0; i < count; i++) {
+                if (n - off < RECORD_HEADER) throw new MalformedFrame("BUCKET cut in tuple " + i + " of " + count);
+                long len = FrameReader.u32(b, off + 8);
+                if (len > MAX_PAYLOAD || n - off - RECORD_HEADER < len) {
+                    throw new MalformedFrame("BUCKET tuple " + i + ": payload of " + len + " bytes, "
+                            + (n - off - RECORD_HEADER) + " left");
+                }
+                off += RECORD_HEADER + (int) len;
+            }
+            if (off != n) throw new MalformedFrame("BUCKET has " + (n - off) + " bytes after its " + count + " tuples");
+            if (firstAt == 0) firstAt = System.nanoTime();
+            int c = (int) count;
+            long[] ids = new long[c];
+            Object[] items = new Object[c];
+            int k = 0;
+            off = 4;
+            for (int i = 0; i < c; i++) {
+                long id = FrameReader.u64(b, off);
+                int len = (int) FrameReader.u32(b, off + 8);
+                Object o;
+                try {
+                    o = deserializer.deserialize(id, b, off + RECORD_HEADER, len);
+                } catch (Exception e) {
+                    o = null;
+                }
+                off += RECORD_HEADER + len;
+                if (o == null) { // dropped: its id will come out as a gap
+                    dropped++;
+                    continue;
+                }
+                account(id, len);
+                ids[k] = id;
+                items[k++] = o;
+            }
+            if (k == 0) return true;
+            return queue.put(new Bucket<>(info, ids, items, k), () -> closed);
+        }
+
+        private void account(long id, int len) {
+            received++;
+            bytes += len + RECORD_HEADER;
+            if (id == next) {
+                next++;
+            } else if (Long.compareUnsigned(id, next) > 0) {
+                gap(next, id - 1);
+                next = id + 1;
+            } else {
+                outOfOrder++;
+            }
+        }
+
+        private void gap(long from, long to) {
+            lost += to - from + 1;
+            if (gaps.size() < MAX_GAPS) gaps.add(new long[] {from, to});
+            else gapsTruncated = true;
+        }
+
+        /**
+         * The stream ended (END, an error, or the factory closing): waits until
+         * the consumer has taken every bucket, then answers END with the REPORT
+         * and counts the stream in its run.
+         */
+        private void finish(boolean withEnd, long sent, String error) {
+            long backoff = 20_000;
+            while (!queue.isEmpty() && !closed) {
+                LockSupport.parkNanos(backoff);
+                backoff = Math.min(backoff * 2, 1_000_000);
+            }
+            if (closed && error == null) {
+                error = "object factory closed";
+                withEnd = false;
+            }
+            long expected = info.firstId() + sent;
+            if (Long.compareUnsigned(next, expected) < 0) {
+                gap(next, expected - 1);
+                next = expected;
+            }
+            double seconds = firstAt == 0 ? 0 : (System.nanoTime() - firstAt) / 1e9;
+            StreamReport r = new StreamReport(info.runId(), info.sender(), info.thread(), info.threads(), info.firstId(),
+                    sent, received, lost, outOfOrder, dropped, bytes, gaps.toArray(new long[0][]), gapsTruncated, seconds,
+                    error);
+            if (withEnd) {
+                try {
+                    byte[] js = r.toJson().getBytes(java.nio.charset.StandardCharsets.UTF_8);
+                    byte[] frame = new byte[5 + js.length];
+                    FrameReader.putU32(frame, 0, js.length + 1);
+                    frame[4] = REPORT;
+                    System.arraycopy(js, 0, frame, 5, js.length);
+                    socket.getOutputStream().write(frame);
+                    socket.getOutputStream().flush();
+                } catch (IOException e) {
+                    // the sender went away: its report is still recorded here
+                }
+            }
+            synchronized (lock) {
+                reports.add(r);
+                Object[] s = streams;
+                int i = java.util.Arrays.asList(s).indexOf(this);
+                if (i >= 0) {
+                    Object[] shrunk = new Object[s.length - 1];
+                    System.arraycopy(s, 0, shrunk, 0, i);
+                    System.arraycopy(s, i + 1, shrunk, i, s.length - i - 1);
+                    streams = shrunk;
+                }
+                RunKey key = new RunKey(info.sender(), info.runId());
+                int[] run = runs.get(key);
+                if (run != null && ++run[1] >= run[0]) {
+                    runs.remove(key);
+                    if (!closed) completedRuns++;
+                    lock.notifyAll();
+                }
+            }
+            if (onReport != null) {
+                try {
+                    onReport.accept(r);
+                } catch (RuntimeException e) {
+                    // the callback's own problem: the stream is done either way
+                }
+            }
+        }
+    }
+}
