@@ -1,0 +1,133 @@
+package io.cloudprofiler.examples.storm;
+
+import io.cloudprofiler.datagen.Bucket;
+import io.cloudprofiler.datagen.ObjectFactory;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import org.apache.storm.spout.SpoutOutputCollector;
+import org.apache.storm.task.TopologyContext;
+import org.apache.storm.topology.OutputFieldsDeclarer;
+import org.apache.storm.topology.base.BaseRichSpout;
+import org.apache.storm.tuple.Values;
+
+/**
+ * A spout fed by the object factory ({@code io.cloudprofiler.datagen}):
+ * {@code cloudprofiler gen send} sends serialized ad events to the factory,
+ * whose threads (one per sender connection) deserialize them straight into
+ * the tuples to emit ({@link AdEventValues}) and queue them in SPSC queues.
+ * {@code nextTuple()} takes one bucket from this task's queues when it has
+ * none left, then emits its tuples one per call; with nothing queued it
+ * returns at once and Storm's spout wait strategy backs off.
+ *
+ * <p>One factory per worker JVM, shared by the spout tasks in it (the first
+ * to open starts it, the last to close stops it); task {@code i} of {@code
+ * n} (its index among the component's tasks) drains the queues of the
+ * streams numbered {@code i} modulo {@code n}. Emits are unreliable (no
+ * message id): a sender's stream cannot be replayed, and Storm's
+ * backpressure (bounded executor queues) slows {@code nextTuple} instead,
+ * which leaves buckets in the queues and holds the sender back through TCP.
+ */
+public class FactorySpout extends BaseRichSpout {
+    private static final long serialVersionUID = 1L;
+
+    private final String host;
+    private final int port;
+    private final int queueCapacity;
+    private transient ObjectFactory<Values> factory;
+    private transient SpoutOutputCollector collector;
+    private transient int task, tasks;
+    private transient Bucket<Values> bucket;
+    private transient int next;
+
+    /** Listens on host:port (port 0: an ephemeral one, see {@link #awaitFactory}); queues of queueCapacity buckets. */
+    public FactorySpout(String host, int port, int queueCapacity) {
+        this.host = host;
+        this.port = port;
+        this.queueCapacity = queueCapacity;
+    }
+
+    @Override
+    public void open(Map<String, Object> conf, TopologyContext context, SpoutOutputCollector collector) {
+        this.collector = collector;
+        this.task = context.getThisTaskIndex();
+        this.tasks = context.getComponentTasks(context.getThisComponentId()).size();
+        this.factory = Shared.acquire(host, port, queueCapacity);
+    }
+
+    @Override
+    public void nextTuple() {
+        if (bucket == null || next == bucket.size()) {
+            if (factory == null) return;
+            bucket = factory.poll(task, tasks);
+            next = 0;
+            if (bucket == null) return; // nothing queued: Storm's wait strategy backs off
+        }
+        collector.emit(bucket.get(next++));
+    }
+
+    @Override
+    public void close() {
+        if (factory != null) {
+            Shared.release(factory);
+            factory = null;
+        }
+    }
+
+    @Override
+    public void declareOutputFields(OutputFieldsDeclarer declarer) {
+        declarer.declare(AdEventValues.FIELDS);
+    }
+
+    /**
+     * This worker's factory once {@code spouts} spout tasks have opened it
+     * (null at the timeout): how a LocalCluster test learns the ephemeral
+     * port.
+     */
+    public static ObjectFactory<Values> awaitFactory(int spouts, long timeout, TimeUnit unit) throws InterruptedException {
+        return Shared.await(spouts, unit.toNanos(timeout));
+    }
+
+    /** The worker's factory and its users. */
+    static final class Shared {
+        private static ObjectFactory<Values> factory;
+        private static int users;
+
+        static synchronized ObjectFactory<Values> acquire(String host, int port, int queueCapacity) {
+            if (factory == null || factory.isClosed()) {
+                try {
+                    factory = ObjectFactory.builder(new AdEventValues()).host(host).port(port).queueCapacity(queueCapacity)
+                            .threadName("storm-object-factory").start();
+                } catch (IOException e) {
+                    throw new UncheckedIOException(e);
+                }
+                users = 0;
+            }
+            users++;
+            Shared.class.notifyAll();
+            return factory;
+        }
+
+        static synchronized void release(ObjectFactory<Values> f) {
+            if (f != factory) {
+                f.close();
+                return;
+            }
+            if (--users == 0) {
+                factory.close();
+                factory = null;
+            }
+        }
+
+        static synchronized ObjectFactory<Values> await(int spouts, long nanos) throws InterruptedException {
+            long deadline = System.nanoTime() + nanos;
+            while (factory == null || users < spouts) {
+                long left = deadline - System.nanoTime();
+                if (left <= 0) return null;
+                TimeUnit.NANOSECONDS.timedWait(Shared.class, left);
+            }
+            return factory;
+        }
+    }
+}

@@ -1,0 +1,115 @@
+package io.cloudprofiler.examples.storm;
+
+import java.util.BitSet;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.LongAdder;
+import org.apache.storm.Config;
+import org.apache.storm.StormSubmitter;
+import org.apache.storm.generated.StormTopology;
+import org.apache.storm.topology.BasicOutputCollector;
+import org.apache.storm.topology.OutputFieldsDeclarer;
+import org.apache.storm.topology.TopologyBuilder;
+import org.apache.storm.topology.base.BaseBasicBolt;
+import org.apache.storm.tuple.Fields;
+import org.apache.storm.tuple.Tuple;
+import org.apache.storm.tuple.Values;
+
+/**
+ * A topology fed by {@code cloudprofiler gen send} through the object
+ * factory (paper section 4.4, Fig. 8):
+ *
+ * <pre>
+ * factory-spout x2 -(fieldsGrouping "ad_type")-> count x2 -(shuffle)-> sink
+ * </pre>
+ *
+ * The spout emits the ad events the factory's threads deserialized; count
+ * numbers each ad type's events; the sink counts them ({@link SinkBolt}, per
+ * worker JVM: on a LocalCluster, the topology's).
+ */
+public final class IngestTopology {
+    public static final int SPOUTS = 2, COUNTERS = 2;
+
+    private IngestTopology() {}
+
+    /** Per ad type: how many so far; emits (id, ad_type, seen). */
+    public static class CountBolt extends BaseBasicBolt {
+        private static final long serialVersionUID = 1L;
+        private transient Map<String, Long> seen;
+
+        @Override
+        public void execute(Tuple t, BasicOutputCollector out) {
+            if (seen == null) seen = new HashMap<>();
+            String type = t.getStringByField("ad_type");
+            out.emit(new Values(t.getLongByField("id"), type, seen.merge(type, 1L, Long::sum)));
+        }
+
+        @Override
+        public void declareOutputFields(OutputFieldsDeclarer d) {
+            d.declare(new Fields("id", "ad_type", "seen"));
+        }
+    }
+
+    /** Counts every tuple, and which ids it saw (per JVM). */
+    public static class SinkBolt extends BaseBasicBolt {
+        private static final long serialVersionUID = 1L;
+        public static final LongAdder SEEN = new LongAdder();
+        public static final LongAdder DUPLICATES = new LongAdder();
+        /** sender thread (id >>> 40) -> the ids seen (id & (2^40 - 1)). */
+        public static final Map<Integer, BitSet> IDS = new ConcurrentHashMap<>();
+
+        public static void reset() {
+            SEEN.reset();
+            DUPLICATES.reset();
+            IDS.clear();
+        }
+
+        @Override
+        public void execute(Tuple t, BasicOutputCollector out) {
+            long id = t.getLong(0);
+            BitSet s = IDS.computeIfAbsent((int) (id >>> 40), k -> new BitSet());
+            int i = (int) (id & ((1L << 40) - 1));
+            synchronized (s) {
+                if (s.get(i)) DUPLICATES.increment();
+                s.set(i);
+            }
+            SEEN.increment();
+        }
+
+        @Override
+        public void declareOutputFields(OutputFieldsDeclarer d) {}
+    }
+
+    /** The factory listens on host:port (0: ephemeral); queues of queueCapacity buckets. */
+    public static StormTopology build(String host, int port, int queueCapacity) {
+        TopologyBuilder b = new TopologyBuilder();
+        b.setSpout("factory-spout", new FactorySpout(host, port, queueCapacity), SPOUTS);
+        b.setBolt("count", new CountBolt(), COUNTERS).fieldsGrouping("factory-spout", new Fields("ad_type"));
+        b.setBolt("sink", new SinkBolt(), 1).shuffleGrouping("count");
+        return b.createTopology();
+    }
+
+    /** One worker, no ackers (the spout's emits are unreliable). */
+    public static Config config() {
+        Config conf = new Config();
+        conf.setNumWorkers(1);
+        conf.setNumAckers(0);
+        return conf;
+    }
+
+    /**
+     * Submits it to a cluster: {@code storm jar JAR
+     * io.cloudprofiler.examples.storm.IngestTopology NAME [PORT]} (default
+     * port 7400, on every interface of the worker's machine; send to each
+     * worker that runs spouts).
+     */
+    public static void main(String[] args) throws Exception {
+        if (args.length < 1 || args.length > 2) {
+            System.err.println("usage: storm jar JAR " + IngestTopology.class.getName() + " NAME [PORT]");
+            System.exit(2);
+        }
+        int port = args.length > 1 ? Integer.parseInt(args[1]) : 7400;
+        StormSubmitter.submitTopology(args[0], config(), build("0.0.0.0", port, 64));
+    }
+}
