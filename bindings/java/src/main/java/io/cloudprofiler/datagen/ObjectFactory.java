@@ -231,6 +231,7 @@ public final class ObjectFactory<T> implements AutoCloseable {
         int n = s.length;
         if (n == 0) return null;
         int start = cur[consumer];
+        if (start >= n) start = 0; // streams ended since: the snapshot is shorter
         for (int k = 0; k < n; k++) {
             int i = start + k;
             if (i >= n) i -= n;

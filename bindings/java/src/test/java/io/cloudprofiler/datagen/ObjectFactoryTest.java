@@ -202,6 +202,40 @@ class ObjectFactoryTest {
 
     @Test
     @Timeout(30)
+    void pollWhileStreamsEnd() throws Exception {
+        // Three streams (queues 0, 1, 2), one consumer: it takes from queue 1, so it looks at 2 next;
+        // then streams 0 and 1 end: the list of queues it walks is shorter than where it was.
+        try (ObjectFactory<String> f = ObjectFactory.builder(TEXT).host("127.0.0.1").start();
+                Socket a = new Socket("127.0.0.1", f.port());
+                Socket b = new Socket("127.0.0.1", f.port());
+                Socket c = new Socket("127.0.0.1", f.port())) {
+            Socket[] s = {a, b, c};
+            for (int i = 0; i < 3; i++) {
+                s[i].getOutputStream().write(hello(5, i, 3, (long) i << THREAD_SHIFT, 1, "ends"));
+                while (f.activeStreams() < i + 1) Thread.sleep(1); // queue numbers in this order
+            }
+            b.getOutputStream().write(bucket(new long[] {1L << THREAD_SHIFT}, "b"));
+            Bucket<String> got = f.take(0, 1, 5, TimeUnit.SECONDS);
+            assertNotNull(got);
+            assertEquals("b", got.get(0));
+            assertEquals(1, got.stream().queue());
+            a.getOutputStream().write(end(0, 0));
+            b.getOutputStream().write(end(1, 1));
+            assertTrue(readReport(a.getInputStream()).contains("\"received\":0,\"lost\":0"));
+            assertTrue(readReport(b.getInputStream()).contains("\"received\":1,\"lost\":0"));
+            while (f.activeStreams() > 1) Thread.sleep(1);
+            c.getOutputStream().write(bucket(new long[] {2L << THREAD_SHIFT}, "c"));
+            got = f.take(0, 1, 5, TimeUnit.SECONDS);
+            assertNotNull(got);
+            assertEquals("c", got.get(0));
+            c.getOutputStream().write(end(1, 1));
+            assertTrue(readReport(c.getInputStream()).contains("\"received\":1,\"lost\":0"));
+            assertTrue(f.awaitCompletedRuns(1, 5, TimeUnit.SECONDS));
+        }
+    }
+
+    @Test
+    @Timeout(30)
     void malformedFramesCloseTheirConnectionOnly() throws Exception {
         try (ObjectFactory<String> f = ObjectFactory.builder(TEXT).host("127.0.0.1").helloTimeoutMillis(500).start()) {
             byte[] good = hello(7, 0, 1, 0, 100, "bad");
