@@ -16,8 +16,9 @@ type MaxRateConfig struct {
 	// (default 1e9); Min the lowest (default 1).
 	Start, Max, Min float64
 	// Resolution: bisection stops when the bracket is at most this many
-	// tuples/s wide; default 1% of the rate found so far.
-	Resolution float64
+	// tuples/s wide; or, when 0, RelResolution of the rate found so far
+	// (default 0.01: 1%).
+	Resolution, RelResolution float64
 	// Pause between steps, so the system under test drains (default 1 s).
 	Pause time.Duration
 	// OnStep is called after each step (to print the table as it grows).
@@ -141,7 +142,11 @@ func MaxRate(ctx context.Context, cfg MaxRateConfig) (*MaxRateResult, error) {
 	for hi > 0 {
 		width := cfg.Resolution
 		if width <= 0 {
-			width = 0.01 * lo
+			rel := cfg.RelResolution
+			if rel <= 0 {
+				rel = 0.01
+			}
+			width = rel * lo
 		}
 		if hi-lo <= width {
 			break

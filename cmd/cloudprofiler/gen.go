@@ -47,6 +47,36 @@ func (r *rateValue) Set(s string) error {
 	return nil
 }
 
+// resolutionValue is an absolute rate (50k) or a share of the answer (2%).
+type resolutionValue struct{ abs, rel float64 }
+
+func (r *resolutionValue) String() string {
+	if r.rel > 0 {
+		return strconv.FormatFloat(100*r.rel, 'g', -1, 64) + "%"
+	}
+	return strconv.FormatFloat(r.abs, 'g', -1, 64)
+}
+
+func (r *resolutionValue) Set(s string) error {
+	if p, ok := strings.CutSuffix(s, "%"); ok {
+		v, err := strconv.ParseFloat(p, 64)
+		if err != nil || !(v > 0 && v < 100) {
+			return fmt.Errorf("not a share: %q (0%% < share < 100%%)", s)
+		}
+		*r = resolutionValue{rel: v / 100}
+		return nil
+	}
+	var v rateValue
+	if err := v.Set(s); err != nil {
+		return err
+	}
+	if !(v > 0) {
+		return fmt.Errorf("resolution must be > 0, not %q", s)
+	}
+	*r = resolutionValue{abs: float64(v)}
+	return nil
+}
+
 // runGen: cloudprofiler gen send|recv|maxrate|tuples.
 func runGen(stdout, stderr io.Writer, args []string) error {
 	if len(args) == 0 {
@@ -264,11 +294,12 @@ func genMaxRate(ctx context.Context, stdout, stderr io.Writer, args []string) er
 	fs.SetOutput(stderr)
 	var sf senderFlags
 	sf.register(fs)
-	var start, maxR, minR, res rateValue
+	var start, maxR, minR rateValue
+	var res resolutionValue
 	fs.Var(&start, "start", "first rate tried, tuples/s (required)")
 	fs.Var(&maxR, "max", "highest rate tried (default 1e9)")
 	fs.Var(&minR, "min", "lowest rate tried (default 1)")
-	fs.Var(&res, "resolution", "stop when the answer is known to within this many tuples/s (default 1% of it)")
+	fs.Var(&res, "resolution", "stop when the answer is known to within this many tuples/s (50k) or this share of it (2%) (default 1%)")
 	pause := fs.Duration("pause", time.Second, "pause between runs, for the system under test to drain")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -280,7 +311,7 @@ func genMaxRate(ctx context.Context, stdout, stderr io.Writer, args []string) er
 	fmt.Fprintf(stderr, "gen maxrate: %d thread(s) to %s, runs of %s (%s)\n", cfg.Threads, cfg.To, cfg.Duration, what)
 	fmt.Fprintf(stdout, "%4s %-8s %12s %12s %12s %12s %10s  %s\n", "step", "phase", "rate", "achieved", "sent", "received", "lost", "result")
 	out, err := datagen.MaxRate(ctx, datagen.MaxRateConfig{Send: cfg, Start: float64(start), Max: float64(maxR), Min: float64(minR),
-		Resolution: float64(res), Pause: *pause, OnStep: func(s datagen.Step) {
+		Resolution: res.abs, RelResolution: res.rel, Pause: *pause, OnStep: func(s datagen.Step) {
 			verdict := "ok"
 			if !s.OK {
 				verdict = "FAIL: " + s.Why
