@@ -70,8 +70,13 @@ JAVA_PROPS := -Dcloudprofiler.native.dir=$(abspath $(BUILD))
 java: $(LIB) $(TOOL)
 	cd bindings/java && $(MVN) $(JAVA_PROPS) -DskipTests install
 
+# The binding's tests run again on a second, newer JDK when the machine has
+# one (JAVA_HOME_2, default the Temurin JDK in /usr/lib/jvm): another JNI
+# implementation, the same library.
+JAVA_HOME_2 ?= $(firstword $(wildcard /usr/lib/jvm/temurin-2*-jdk*))
 test-java: java
 	cd bindings/java && $(MVN) $(JAVA_PROPS) surefire:test
+	$(if $(JAVA_HOME_2),cd bindings/java && JAVA_HOME=$(JAVA_HOME_2) $(MVN) $(JAVA_PROPS) surefire:test,@echo "test-java: no second JDK, the binding ran on one")
 	cd examples/flink && $(MVN) $(JAVA_PROPS) test
 	cd examples/storm && $(MVN) $(JAVA_PROPS) test
 
