@@ -8,6 +8,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -154,10 +156,71 @@ func TestGapsReorderingAndTheTail(t *testing.T) {
 	require.Equal(t, "hand", rep.Sender)
 	require.EqualValues(t, 20, rep.Sent)
 	require.EqualValues(t, 8, rep.Received)
-	require.EqualValues(t, 1, rep.OutOfOrder)
-	// 103-104, 108-109, and 111-119 never sent after 110
-	require.Equal(t, [][2]uint64{{103, 104}, {108, 109}, {111, 119}}, rep.Gaps)
-	require.EqualValues(t, 13, rep.Lost)
+	require.EqualValues(t, 1, rep.OutOfOrder, "104 came late and repaid its gap")
+	// 103, 108-109, and 111-119 never sent after 110
+	require.Equal(t, [][2]uint64{{103, 103}, {108, 109}, {111, 119}}, rep.Gaps)
+	require.EqualValues(t, 12, rep.Lost)
+	require.Equal(t, rep.Sent, rep.Received+rep.Lost)
+}
+
+// FRAMING.md's accounting, case by case.
+func TestAccounting(t *testing.T) {
+	a := newAccounting(0, 3)
+	for _, id := range []uint64{0, 2, 1} {
+		a.add(id)
+	}
+	a.finish(3)
+	require.Equal(t, [5]uint64{3, 0, 1, 0, 0}, [5]uint64{a.received, a.lost, a.outOfOrder, a.duplicates, a.outOfRange})
+
+	// A stray id far off, and ids around the 64-bit edge, touch nothing else.
+	a = newAccounting(0, 3)
+	for _, id := range []uint64{1 << 50, 0, ^uint64(0), 1, 2, 1} {
+		a.add(id)
+	}
+	a.finish(3)
+	require.Equal(t, [5]uint64{3, 0, 0, 1, 2}, [5]uint64{a.received, a.lost, a.outOfOrder, a.duplicates, a.outOfRange})
+
+	// A range at the top of the id space.
+	top := ^uint64(0) - 10 // the highest range HELLO allows: [top, 2^64-1)
+	a = newAccounting(top, 10)
+	a.add(top)
+	a.add(top + 8)
+	a.add(^uint64(0)) // past the range
+	a.finish(10)
+	var r Report
+	a.report(&r)
+	require.EqualValues(t, 8, r.Lost)
+	require.EqualValues(t, 1, r.OutOfRange)
+	require.Equal(t, [][2]uint64{{top + 1, top + 7}, {top + 9, top + 9}}, r.Gaps)
+	_, err := decodeHello(Hello{FirstID: top + 1, Tuples: 10, Threads: 1, Name: "x"}.encode()[5:])
+	require.ErrorContains(t, err, "overflows")
+
+	// A late id splits a gap; the ends shrink it.
+	a = newAccounting(0, 10)
+	a.add(9)
+	for _, id := range []uint64{4, 0, 8, 8} {
+		a.add(id)
+	}
+	a.finish(10)
+	r = Report{}
+	a.report(&r)
+	require.Equal(t, [][2]uint64{{1, 3}, {5, 7}}, r.Gaps)
+	require.EqualValues(t, 6, r.Lost)
+	require.EqualValues(t, 4, r.Received)
+	require.EqualValues(t, 1, r.Duplicates)
+
+	// More gaps than are recorded: flagged, and the count stays exact
+	// while nothing comes late.
+	a = newAccounting(0, 3*maxRecordedGaps+10)
+	for i := uint64(0); i < 2*maxRecordedGaps+4; i++ {
+		a.add(2 * i)
+	}
+	a.finish(3*maxRecordedGaps + 10)
+	r = Report{}
+	a.report(&r)
+	require.True(t, r.GapsTruncated)
+	require.Len(t, r.Gaps, maxGaps)
+	require.Equal(t, uint64(3*maxRecordedGaps+10), r.Received+r.Lost)
 }
 
 func TestMalformedInputIsRefusedNotFatal(t *testing.T) {
@@ -244,4 +307,74 @@ func TestTuplesFile(t *testing.T) {
 	for _, k := range []string{"user_id", "page_id", "ad_id", "ad_type", "event_type", "event_time", "ip_address"} {
 		require.NotEmpty(t, ev[k], k)
 	}
+}
+
+// A client cannot make the receiver allocate what a header claims, nor
+// hold more than MaxConns connections.
+func TestHostileClientsCostLittle(t *testing.T) {
+	r, reports := startReceiver(t, ReceiverConfig{MaxConns: 60})
+	addr := r.Addr().String()
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := 0; i < 50; i++ {
+		c := rawConn(t, addr)
+		c.Write(Hello{RunID: uint64(i), Threads: 1, Tuples: 5, Name: "big"}.encode())
+		c.Write([]byte{0x04, 0x00, 0x00, 0x00, frameBucket, 1, 2, 3}) // claims 64 MiB, sends 3 bytes
+	}
+	// A HELLO that claims more than a HELLO can be is refused before its body.
+	c := rawConn(t, addr)
+	c.Write([]byte{0x04, 0x00, 0x00, 0x00, frameHello})
+	time.Sleep(300 * time.Millisecond)
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	require.Less(t, int64(after.HeapAlloc)-int64(before.HeapAlloc), int64(64<<20), "50 claims of 64 MiB")
+	// Past MaxConns, connections are closed at once.
+	for i := 0; i < 20; i++ {
+		rawConn(t, addr)
+	}
+	require.Eventually(t, func() bool { return r.Refused() >= 9 }, 5*time.Second, 10*time.Millisecond)
+	require.Empty(t, reports(), "no stream has ended")
+}
+
+// A receiver slower than the report timeout fails that step; the search
+// goes on instead of giving up.
+func TestMaxRateSurvivesALateReport(t *testing.T) {
+	r, _ := startReceiver(t, ReceiverConfig{Capacity: 2000, Queue: 5000})
+	res, err := MaxRate(context.Background(), MaxRateConfig{
+		Send:  SendConfig{To: r.Addr().String(), Duration: 300 * time.Millisecond, Threads: 1, Payloads: Synthetic(10, 1), ReportTimeout: 300 * time.Millisecond},
+		Start: 1000, Max: 64000, Resolution: 4000, Pause: 50 * time.Millisecond,
+	})
+	require.NoError(t, err)
+	require.Greater(t, res.Max, 0.0)
+	var late bool
+	for _, s := range res.Steps {
+		late = late || strings.Contains(s.Why, "no REPORT")
+	}
+	require.True(t, late, "%+v", res.Steps)
+}
+
+// Closing a stand-in with a long backlog does not wait for it.
+func TestCloseDiscardsTheBacklog(t *testing.T) {
+	r, err := NewReceiver(ReceiverConfig{Listen: "127.0.0.1:0", Capacity: 1000, Queue: 4000})
+	require.NoError(t, err)
+	go r.Serve(context.Background())
+	go Send(context.Background(), SendConfig{To: r.Addr().String(), Rate: 40000, Duration: 200 * time.Millisecond, Threads: 1, Payloads: Synthetic(10, 1)})
+	time.Sleep(300 * time.Millisecond)
+	t0 := time.Now()
+	require.NoError(t, r.Close())
+	require.Less(t, time.Since(t0), time.Second, "4000 queued tuples at 1000/s would take 4 s")
+}
+
+// Tuples of 16 MiB among small ones: buckets stay within the frame limit.
+func TestHugeTuplesStayWithinTheFrameLimit(t *testing.T) {
+	r, _ := startReceiver(t, ReceiverConfig{})
+	p := Payloads{bytes.Repeat([]byte{1}, 16<<20), bytes.Repeat([]byte{2}, 16<<20)}
+	for i := 0; i < 50; i++ {
+		p = append(p, []byte{byte(i)})
+	}
+	res, err := Send(context.Background(), SendConfig{To: r.Addr().String(), Rate: 100, Duration: 200 * time.Millisecond, Threads: 1, Payloads: p})
+	require.NoError(t, err)
+	require.EqualValues(t, 20, res.Received, "%+v", res.Threads[0])
+	require.Zero(t, res.Lost)
 }

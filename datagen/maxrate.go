@@ -59,6 +59,9 @@ func MaxRate(ctx context.Context, cfg MaxRateConfig) (*MaxRateResult, error) {
 	if cfg.Min <= 0 {
 		cfg.Min = 1
 	}
+	if math.IsNaN(cfg.Max) || math.IsNaN(cfg.Min) || math.IsInf(cfg.Max, 0) {
+		return nil, errors.New("gen maxrate: --min and --max must be finite rates")
+	}
 	if cfg.Start > cfg.Max || cfg.Start < cfg.Min {
 		return nil, fmt.Errorf("gen maxrate: --start %g outside [--min %g, --max %g]", cfg.Start, cfg.Min, cfg.Max)
 	}
@@ -71,6 +74,7 @@ func MaxRate(ctx context.Context, cfg MaxRateConfig) (*MaxRateResult, error) {
 		return nil, err
 	}
 	res := &MaxRateResult{}
+	sawReport := false // the receiver has answered some run: a missing REPORT is then a late one
 	run := func(phase string, rate float64) (bool, error) {
 		if len(res.Steps) > 0 {
 			select {
@@ -91,19 +95,28 @@ func MaxRate(ctx context.Context, cfg MaxRateConfig) (*MaxRateResult, error) {
 		}
 		st := Step{N: len(res.Steps) + 1, Phase: phase, Rate: rate, Achieved: out.Achieved, Sent: out.Tuples,
 			Received: out.Received, Lost: out.Lost}
+		threadErr := ""
+		for _, t := range out.Threads {
+			if t.Err != nil && threadErr == "" {
+				threadErr = t.Err.Error()
+			}
+		}
+		if out.Reports > 0 {
+			sawReport = true
+		}
 		switch {
+		case out.Reports == 0 && threadErr == "" && !sawReport:
+			return false, errors.New("gen maxrate: the receiver did not answer END with a REPORT: the search needs a receiver that says what it got (gen recv, or one that speaks FRAMING.md's REPORT), or a longer --report-timeout")
+		case threadErr != "":
+			st.Why = threadErr
 		case !out.ReceiverSaw:
-			return false, errors.New("gen maxrate: the receiver did not answer END with a REPORT: the search needs a receiver that says what it got (gen recv, or one that speaks FRAMING.md's REPORT)")
+			st.Why = fmt.Sprintf("no REPORT from %d of %d threads within the report timeout (the receiver is behind)",
+				len(out.Threads)-out.Reports, len(out.Threads))
 		case out.Lost > 0 || out.Received < out.Tuples:
 			st.Why = fmt.Sprintf("lost %d (dropped %d)", out.Lost, out.Dropped)
 		case !out.Reached:
 			st.Why = fmt.Sprintf("sent at %.1f%% of the rate (max lag %s): backpressure or the sender's limit",
 				100*out.Achieved/rate, out.MaxLag.Round(time.Microsecond))
-			for _, t := range out.Threads {
-				if t.Err != nil {
-					st.Why = t.Err.Error()
-				}
-			}
 		default:
 			st.OK = true
 		}

@@ -26,6 +26,8 @@ type Report struct {
 	Received      uint64      `json:"received"`
 	Lost          uint64      `json:"lost"`
 	OutOfOrder    uint64      `json:"out_of_order"`
+	Duplicates    uint64      `json:"duplicates"`
+	OutOfRange    uint64      `json:"out_of_range"`
 	Dropped       uint64      `json:"dropped"`
 	Bytes         uint64      `json:"bytes"`
 	Gaps          [][2]uint64 `json:"gaps"`
@@ -43,58 +45,80 @@ type ReceiverConfig struct {
 	// it processes at most Capacity tuples per second (all connections
 	// together), buffers at most Queue tuples (default 10000) and drops
 	// whole buckets that do not fit, as a system that sheds load does. The
-	// drops are counted, and their ids come out as gaps.
+	// drops are counted, and their ids come out as gaps. A bucket larger
+	// than the whole queue is taken when the queue is empty.
 	Capacity float64
 	Queue    int
+	// MaxConns bounds concurrent connections (default 1024): more are
+	// closed at once and counted (Refused).
+	MaxConns int
+	// HelloTimeout: a connection must send its HELLO within this (default
+	// 10 s, in all); IdleTimeout: a connection that sends nothing for this
+	// long after it is closed (default 5 min).
+	HelloTimeout, IdleTimeout time.Duration
 	// OnReport is called once per connection, when its stream ends.
 	OnReport func(Report)
 }
 
 // Receiver accepts sender connections and accounts for every tuple id.
 type Receiver struct {
-	cfg    ReceiverConfig
-	ln     net.Listener
-	queue  chan item // the stand-in SUT's queue (Capacity > 0)
-	queued atomic.Int64
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	conns  map[net.Conn]bool
-	closed bool
+	cfg     ReceiverConfig
+	ln      net.Listener
+	queue   chan item // the stand-in SUT's queue (Capacity > 0)
+	queued  atomic.Int64
+	closing atomic.Bool
+	refused atomic.Uint64
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	conns   map[net.Conn]bool
+	closed  bool
+	done    chan struct{}
 }
 
 type item struct {
-	s       *stream
-	ids     []uint64
-	bytes   int
-	dropped int           // a bucket dropped because the queue was full
-	end     chan struct{} // an end marker: closed when everything before it is processed
+	s     *stream
+	ids   []uint64
+	bytes int
+	end   chan struct{} // an end marker: closed when everything before it is processed
 }
 
 // stream is one connection's accounting. Without a queue only its reader
-// goroutine touches it; with one, only the processing goroutine (and the
-// reader after the end marker).
+// goroutine touches acc; with one, only the processing goroutine until the
+// end marker has passed.
 type stream struct {
-	h       Hello
-	next    uint64
-	rep     Report
+	acc     *accounting
+	bytes   uint64
+	dropped atomic.Uint64
 	firstAt time.Time
 }
 
 // NewReceiver listens on cfg.Listen.
 func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
-	if cfg.Capacity < 0 {
+	switch {
+	case cfg.Capacity < 0:
 		return nil, fmt.Errorf("gen recv: --capacity must be >= 0, not %g", cfg.Capacity)
+	case cfg.Queue < 0:
+		return nil, fmt.Errorf("gen recv: --queue must be > 0, not %d", cfg.Queue)
 	}
-	if cfg.Queue <= 0 {
+	if cfg.Queue == 0 {
 		cfg.Queue = 10000
+	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = 1024
+	}
+	if cfg.HelloTimeout <= 0 {
+		cfg.HelloTimeout = 10 * time.Second
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 5 * time.Minute
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("gen recv: %w", err)
 	}
-	r := &Receiver{cfg: cfg, ln: ln, conns: map[net.Conn]bool{}}
+	r := &Receiver{cfg: cfg, ln: ln, conns: map[net.Conn]bool{}, done: make(chan struct{})}
 	if cfg.Capacity > 0 {
-		r.queue = make(chan item, 1<<16)
+		r.queue = make(chan item, 1<<12)
 		r.wg.Add(1)
 		go r.process()
 	}
@@ -104,30 +128,41 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 // Addr is the address it listens on.
 func (r *Receiver) Addr() net.Addr { return r.ln.Addr() }
 
-// Serve accepts connections until ctx ends or Close.
+// Refused counts connections closed at once because MaxConns were open.
+func (r *Receiver) Refused() uint64 { return r.refused.Load() }
+
+// Serve accepts connections until ctx ends or Close. Accept errors (out of
+// file descriptors...) are retried after a pause that grows to 1 s.
 func (r *Receiver) Serve(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { r.Close() })
 	defer stop()
+	backoff := 5 * time.Millisecond
 	for {
 		c, err := r.ln.Accept()
 		if err != nil {
-			r.mu.Lock()
-			closed := r.closed
-			r.mu.Unlock()
-			if closed {
+			if r.isClosed() {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
+			select {
+			case <-time.After(backoff):
+			case <-r.done:
+				return nil
 			}
-			return err
+			backoff = min(2*backoff, time.Second)
+			continue
 		}
+		backoff = 5 * time.Millisecond
 		r.mu.Lock()
 		if r.closed {
 			r.mu.Unlock()
 			c.Close()
 			return nil
+		}
+		if len(r.conns) >= r.cfg.MaxConns {
+			r.mu.Unlock()
+			r.refused.Add(1)
+			c.Close()
+			continue
 		}
 		r.conns[c] = true
 		r.wg.Add(1)
@@ -136,14 +171,23 @@ func (r *Receiver) Serve(ctx context.Context) error {
 	}
 }
 
-// Close stops accepting, closes every connection and waits for them.
+func (r *Receiver) isClosed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
+}
+
+// Close stops accepting, closes every connection, discards what the
+// stand-in queue holds, and waits for all of it to end.
 func (r *Receiver) Close() error {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
+		<-r.done
 		return nil
 	}
 	r.closed = true
+	r.closing.Store(true)
 	for c := range r.conns {
 		c.Close()
 	}
@@ -151,26 +195,23 @@ func (r *Receiver) Close() error {
 	err := r.ln.Close()
 	if r.queue != nil {
 		// The processing goroutine ends when every connection has: wait for
-		// those, then close its queue.
+		// them (each passes its end marker), then close its queue.
 		go func() {
-			r.waitConns()
+			for {
+				r.mu.Lock()
+				n := len(r.conns)
+				r.mu.Unlock()
+				if n == 0 {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
 			close(r.queue)
 		}()
 	}
 	r.wg.Wait()
+	close(r.done)
 	return err
-}
-
-func (r *Receiver) waitConns() {
-	for {
-		r.mu.Lock()
-		n := len(r.conns)
-		r.mu.Unlock()
-		if n == 0 {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func (r *Receiver) serveConn(c net.Conn) {
@@ -181,9 +222,9 @@ func (r *Receiver) serveConn(c net.Conn) {
 		r.mu.Unlock()
 		r.wg.Done()
 	}()
-	br := bufio.NewReaderSize(c, 1<<20)
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	typ, body, err := readFrame(br, nil)
+	br := bufio.NewReaderSize(c, 64<<10)
+	c.SetReadDeadline(time.Now().Add(r.cfg.HelloTimeout))
+	typ, body, err := readFrame(br, nil, senderFrames)
 	if err != nil || typ != frameHello {
 		return // not a sender: nothing to account for
 	}
@@ -191,16 +232,16 @@ func (r *Receiver) serveConn(c net.Conn) {
 	if err != nil {
 		return
 	}
-	c.SetReadDeadline(time.Time{})
-	s := &stream{h: h, next: h.FirstID}
-	s.rep = Report{RunID: h.RunID, Sender: h.Name, Thread: h.Thread, Threads: h.Threads, FirstID: h.FirstID, Sent: h.Tuples}
+	s := &stream{acc: newAccounting(h.FirstID, h.Tuples)}
+	rep := Report{RunID: h.RunID, Sender: h.Name, Thread: h.Thread, Threads: h.Threads, FirstID: h.FirstID, Sent: h.Tuples}
 	var buf []byte
 	var end *End
 	for end == nil {
-		typ, buf, err = readFrame(br, buf)
+		c.SetReadDeadline(time.Now().Add(r.cfg.IdleTimeout))
+		typ, buf, err = readFrame(br, buf, senderFrames)
 		if err != nil {
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-				err = fmt.Errorf("connection closed before END")
+				err = errors.New("connection closed before END")
 			}
 			break
 		}
@@ -210,16 +251,17 @@ func (r *Receiver) serveConn(c net.Conn) {
 				s.firstAt = time.Now()
 			}
 			if r.queue == nil {
-				_, err = forEachTuple(buf, func(id uint64, p []byte) { s.account(id, len(p)) })
+				_, err = forEachTuple(buf, func(id uint64, p []byte) { s.acc.add(id); s.bytes += uint64(len(p)) + recordHeader })
 			} else {
 				err = r.enqueue(s, buf)
 			}
 		case frameEnd:
-			if len(buf) != 16 {
-				err = fmt.Errorf("END of %d bytes, want 16", len(buf))
+			e := End{Tuples: binary.BigEndian.Uint64(buf), Buckets: binary.BigEndian.Uint64(buf[8:])}
+			if e.Tuples > h.Tuples {
+				err = fmt.Errorf("END says %d tuples sent, HELLO planned %d", e.Tuples, h.Tuples)
 				break
 			}
-			end = &End{Tuples: binary.BigEndian.Uint64(buf), Buckets: binary.BigEndian.Uint64(buf[8:])}
+			end = &e
 		default:
 			err = fmt.Errorf("unexpected frame type %d", typ)
 		}
@@ -233,50 +275,25 @@ func (r *Receiver) serveConn(c net.Conn) {
 		<-done
 	}
 	if end != nil {
-		s.rep.Sent = end.Tuples
+		rep.Sent = end.Tuples
 	}
 	if err != nil {
-		s.rep.Error = err.Error()
+		rep.Error = err.Error()
 	}
-	if expected := s.rep.FirstID + s.rep.Sent; s.next < expected {
-		s.gap(s.next, expected-1)
-		s.next = expected
-	}
+	s.acc.finish(rep.Sent)
+	s.acc.report(&rep)
+	rep.Dropped, rep.Bytes = s.dropped.Load(), s.bytes
 	if !s.firstAt.IsZero() {
-		s.rep.Seconds = time.Since(s.firstAt).Seconds()
+		rep.Seconds = time.Since(s.firstAt).Seconds()
 	}
 	if end != nil {
-		js, _ := json.Marshal(s.rep)
+		js, _ := json.Marshal(rep)
 		frame := appendFrameHeader(nil, len(js)+1, frameReport)
 		c.SetWriteDeadline(time.Now().Add(5 * time.Second))
 		c.Write(append(frame, js...))
 	}
 	if r.cfg.OnReport != nil {
-		r.cfg.OnReport(s.rep)
-	}
-}
-
-// account one tuple id of the stream: in order, a gap, or out of order.
-func (s *stream) account(id uint64, n int) {
-	s.rep.Received++
-	s.rep.Bytes += uint64(n) + recordHeader
-	switch {
-	case id == s.next:
-		s.next++
-	case id > s.next:
-		s.gap(s.next, id-1)
-		s.next = id + 1
-	default:
-		s.rep.OutOfOrder++
-	}
-}
-
-func (s *stream) gap(from, to uint64) {
-	s.rep.Lost += to - from + 1
-	if len(s.rep.Gaps) < maxGaps {
-		s.rep.Gaps = append(s.rep.Gaps, [2]uint64{from, to})
-	} else {
-		s.rep.GapsTruncated = true
+		r.cfg.OnReport(rep)
 	}
 }
 
@@ -285,21 +302,26 @@ func (s *stream) gap(from, to uint64) {
 func (r *Receiver) enqueue(s *stream, body []byte) error {
 	var ids []uint64
 	var bytes int
-	if _, err := forEachTuple(body, func(id uint64, p []byte) { ids = append(ids, id); bytes += len(p) }); err != nil {
+	if _, err := forEachTuple(body, func(id uint64, p []byte) { ids = append(ids, id); bytes += len(p) + recordHeader }); err != nil {
 		return err
 	}
-	if r.queued.Load()+int64(len(ids)) > int64(r.cfg.Queue) {
-		// Only the processing goroutine touches the stream's counters:
-		// tell it through the queue (an item without ids still counts).
-		r.queue <- item{s: s, dropped: len(ids)}
-		return nil
+	n := int64(len(ids))
+	for {
+		q := r.queued.Load()
+		if q > 0 && q+n > int64(r.cfg.Queue) {
+			s.dropped.Add(uint64(n))
+			return nil
+		}
+		if r.queued.CompareAndSwap(q, q+n) {
+			break
+		}
 	}
-	r.queued.Add(int64(len(ids)))
 	r.queue <- item{s: s, ids: ids, bytes: bytes}
 	return nil
 }
 
-// process is the stand-in SUT: at most Capacity tuples per second.
+// process is the stand-in SUT: at most Capacity tuples per second. Once
+// the receiver is closing it discards what is left without waiting.
 func (r *Receiver) process() {
 	defer r.wg.Done()
 	free := time.Now()
@@ -308,25 +330,24 @@ func (r *Receiver) process() {
 			close(it.end)
 			continue
 		}
-		if it.dropped > 0 {
-			it.s.rep.Dropped += uint64(it.dropped)
-			continue
-		}
-		// A token bucket: free is when the capacity spent so far is used
-		// up. It may lag now by up to 5 ms, so a sleep that overshoots is
-		// made up by the next buckets instead of lowering the capacity.
-		now := time.Now()
-		if lag := now.Add(-5 * time.Millisecond); free.Before(lag) {
-			free = lag
-		}
-		free = free.Add(time.Duration(float64(len(it.ids)) / r.cfg.Capacity * 1e9))
-		if d := free.Sub(now); d > 0 {
-			time.Sleep(d)
+		if !r.closing.Load() {
+			// A token bucket: free is when the capacity spent so far is
+			// used up. It may lag now by up to 5 ms, so a sleep that
+			// overshoots is made up by the next buckets instead of lowering
+			// the capacity.
+			now := time.Now()
+			if lag := now.Add(-5 * time.Millisecond); free.Before(lag) {
+				free = lag
+			}
+			free = free.Add(time.Duration(float64(len(it.ids)) / r.cfg.Capacity * 1e9))
+			if d := free.Sub(now); d > 0 {
+				time.Sleep(d)
+			}
 		}
 		for _, id := range it.ids {
-			it.s.account(id, 0)
+			it.s.acc.add(id)
 		}
-		it.s.rep.Bytes += uint64(it.bytes)
+		it.s.bytes += uint64(it.bytes)
 		r.queued.Add(-int64(len(it.ids)))
 	}
 }

@@ -46,7 +46,8 @@ type ThreadResult struct {
 	Elapsed         time.Duration // from the common start to its last write
 	MaxLag          time.Duration // how late, at most, a bucket was written
 	Report          *Report       // the receiver's; nil if it sent none
-	Err             error
+	Err             error         `json:"-"`
+	Error           string        `json:"error,omitempty"` // Err's text
 }
 
 // SendResult is a run's outcome.
@@ -180,6 +181,9 @@ func Send(ctx context.Context, cfg SendConfig) (*SendResult, error) {
 		go func(t int) {
 			defer wg.Done()
 			res.Threads[t] = sendThread(ctx, &cfg, conns[t], t, plans[t], start)
+			if e := res.Threads[t].Err; e != nil {
+				res.Threads[t].Error = e.Error()
+			}
 		}(t)
 	}
 	wg.Wait()
@@ -223,15 +227,16 @@ func sendThread(ctx context.Context, cfg *SendConfig, c net.Conn, t int, n uint6
 		return tr
 	}
 	r := cfg.Rate / float64(cfg.Threads) // this thread's tuples per second
-	// Bucket size: the tuples of one BucketInterval, at most 64Ki tuples
-	// and about 4 MiB.
-	avg := 0
+	// Bucket size: the tuples of one BucketInterval, at most 64Ki tuples,
+	// and at most 4 MiB even if every tuple were the largest (a bucket of
+	// one tuple of 16 MiB is the exception): always within FRAMING.md's
+	// 64 MiB.
+	biggest := 0
 	for _, p := range cfg.Payloads {
-		avg += len(p)
+		biggest = max(biggest, len(p))
 	}
-	avg = avg/len(cfg.Payloads) + recordHeader
 	B := int(math.Round(r * cfg.BucketInterval.Seconds()))
-	B = max(1, min(B, 65536, (4<<20)/avg))
+	B = max(1, min(B, 65536, (4<<20)/(biggest+recordHeader)))
 	tmpl, offs := buildTemplate(cfg.Payloads, B, t)
 	P := len(offs) - 1 // records in the template, a multiple of B
 
@@ -263,8 +268,10 @@ func sendThread(ctx context.Context, cfg *SendConfig, c net.Conn, t int, n uint6
 		binary.BigEndian.PutUint32(hdr[0:], uint32(1+4+len(body)))
 		binary.BigEndian.PutUint32(hdr[5:], uint32(cnt))
 		bufs := net.Buffers{hdr[:], body}
-		if ctx.Err() == nil {
-			c.SetWriteDeadline(now.Add(cfg.WriteTimeout))
+		c.SetWriteDeadline(now.Add(cfg.WriteTimeout))
+		if ctx.Err() != nil { // cancelled meanwhile: the AfterFunc's deadline may have been overwritten
+			tr.Err = ctx.Err()
+			break
 		}
 		if _, err := bufs.WriteTo(c); err != nil {
 			tr.Err = fmt.Errorf("thread %d: writing bucket %d: %w", t, k, err)
@@ -294,8 +301,12 @@ func finish(c net.Conn, cfg *SendConfig, tr *ThreadResult) (*Report, error) {
 	if _, err := c.Write(End{Tuples: tr.Tuples, Buckets: tr.Buckets}.encode()); err != nil {
 		return nil, fmt.Errorf("thread %d: END: %w", tr.Thread, err)
 	}
-	c.SetReadDeadline(time.Now().Add(cfg.ReportTimeout))
-	typ, body, err := readFrame(bufio.NewReader(c), nil)
+	wait := cfg.ReportTimeout
+	if tr.Err != nil { // cancelled: what the receiver says is still worth a moment, no more
+		wait = min(wait, time.Second)
+	}
+	c.SetReadDeadline(time.Now().Add(wait))
+	typ, body, err := readFrame(bufio.NewReader(c), nil, receiverFrames)
 	if err != nil {
 		return nil, nil
 	}

@@ -88,6 +88,9 @@ func decodeHello(body []byte) (Hello, error) {
 	if h.Threads == 0 || h.Thread >= h.Threads {
 		return h, fmt.Errorf("HELLO thread %d of %d", h.Thread, h.Threads)
 	}
+	if h.FirstID+h.Tuples < h.FirstID {
+		return h, fmt.Errorf("HELLO range: first id %d + %d tuples overflows 64 bits", h.FirstID, h.Tuples)
+	}
 	h.Name = string(body[50:])
 	return h, nil
 }
@@ -98,26 +101,64 @@ func (e End) encode() []byte {
 	return binary.BigEndian.AppendUint64(b, e.Buckets)
 }
 
-// readFrame reads one frame into buf (grown as needed) and returns its type
-// and body.
-func readFrame(r *bufio.Reader, buf []byte) (byte, []byte, error) {
+// frameLimit is the largest body each frame type may have (FRAMING.md),
+// or -1 for a type the reader does not take.
+type frameLimit func(typ byte) int
+
+// senderFrames: what a receiver takes from a sender.
+func senderFrames(typ byte) int {
+	switch typ {
+	case frameHello:
+		return 50 + maxNameLen
+	case frameBucket:
+		return maxFrame - 1
+	case frameEnd:
+		return 16
+	}
+	return -1
+}
+
+// receiverFrames: what a sender takes from a receiver.
+func receiverFrames(typ byte) int {
+	if typ == frameReport {
+		return 1 << 20
+	}
+	return -1
+}
+
+// readFrame reads one frame into buf (reused, grown as needed) and returns
+// its type and body. The type's limit is checked before the body is read,
+// and the buffer grows only as the bytes arrive: a header that claims 64
+// MiB costs nothing until they come.
+func readFrame(r *bufio.Reader, buf []byte, limit frameLimit) (byte, []byte, error) {
 	var hdr [5]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return 0, buf, err
 	}
-	n := int(binary.BigEndian.Uint32(hdr[:4]))
-	if n < 1 || n > maxFrame {
-		return 0, buf, fmt.Errorf("frame length %d out of range 1..%d", n, maxFrame)
+	n := int(binary.BigEndian.Uint32(hdr[:4])) - 1
+	lim := limit(hdr[4])
+	if lim < 0 {
+		return 0, buf, fmt.Errorf("unexpected frame type %d", hdr[4])
 	}
-	if cap(buf) < n-1 {
-		buf = make([]byte, n-1)
+	if n < 0 || n > lim {
+		return 0, buf, fmt.Errorf("frame type %d with a body of %d bytes (at most %d)", hdr[4], n, lim)
 	}
-	buf = buf[:n-1]
-	if _, err := io.ReadFull(r, buf); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
+	buf = buf[:0]
+	for len(buf) < n {
+		k := min(n-len(buf), 1<<20)
+		if cap(buf)-len(buf) < k {
+			nb := make([]byte, len(buf), max(len(buf)+k, min(n, 2*cap(buf))))
+			copy(nb, buf)
+			buf = nb
 		}
-		return 0, buf, err
+		m, err := io.ReadFull(r, buf[len(buf):len(buf)+k])
+		buf = buf[:len(buf)+m]
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return 0, buf, err
+		}
 	}
 	return hdr[4], buf, nil
 }

@@ -84,6 +84,9 @@ func runGen(stdout, stderr io.Writer, args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	// After the first signal the default action is back: a second Ctrl-C
+	// ends the process at once.
+	context.AfterFunc(ctx, stop)
 	switch args[0] {
 	case "send":
 		return genSend(ctx, stdout, stderr, args[1:])
@@ -180,6 +183,9 @@ func genSend(ctx context.Context, stdout, stderr io.Writer, args []string) error
 	} else {
 		printSend(stdout, res)
 	}
+	if ctx.Err() != nil {
+		return &exitCode{130, "gen send: interrupted; what was sent is above"}
+	}
 	return sendVerdict(res)
 }
 
@@ -260,6 +266,9 @@ func genRecv(ctx context.Context, stdout, stderr io.Writer, args []string) error
 		} else {
 			fmt.Fprintf(stdout, "run %d %s thread %d/%d: received %d of %d, lost %d, dropped %d, out of order %d, %.0f tuples/s",
 				r.RunID, r.Sender, r.Thread, r.Threads, r.Received, r.Sent, r.Lost, r.Dropped, r.OutOfOrder, float64(r.Received)/max(r.Seconds, 1e-9))
+			if r.Duplicates > 0 || r.OutOfRange > 0 {
+				fmt.Fprintf(stdout, ", duplicates %d, out of range %d", r.Duplicates, r.OutOfRange)
+			}
 			if r.Error != "" {
 				fmt.Fprintf(stdout, " (%s)", r.Error)
 			}
@@ -319,6 +328,9 @@ func genMaxRate(ctx context.Context, stdout, stderr io.Writer, args []string) er
 			fmt.Fprintf(stdout, "%4d %-8s %12.0f %12.0f %12d %12d %10d  %s\n", s.N, s.Phase, s.Rate, s.Achieved, s.Sent, s.Received, s.Lost, verdict)
 		}})
 	if err != nil {
+		if ctx.Err() != nil {
+			return &exitCode{130, "gen maxrate: interrupted; the runs so far are above"}
+		}
 		return err
 	}
 	switch {
