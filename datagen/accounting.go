@@ -9,10 +9,10 @@ const maxRecordedGaps = 4096
 // accounting is one stream's bookkeeping, exactly as FRAMING.md's
 // Accounting section says (the Java object factory does the same).
 type accounting struct {
-	first, end uint64 // the range [first, end) from HELLO
-	next       uint64
-	gaps       [][2]uint64 // recorded gaps, inclusive, in id order
-	overflow   bool        // a gap was not recorded
+	first, end                                         uint64 // the range [first, end) from HELLO
+	next                                               uint64
+	gaps                                               [][2]uint64 // recorded gaps, inclusive, in id order
+	overflow                                           bool        // a gap was not recorded
 	received, lost, outOfOrder, duplicates, outOfRange uint64
 }
 
