@@ -59,6 +59,8 @@ public final class CloudProfiler {
     static final int JNI_ABI = 1;
 
     private static final int ERR_BUF = 4096;
+    /** An err array the glue never writes into (length 0): the natives are never passed null. */
+    private static final byte[] NO_ERR = new byte[0];
 
     // Constant after initialisation: the JIT folds the checks below away.
     private static final boolean LOADED;
@@ -80,6 +82,12 @@ public final class CloudProfiler {
             err = new CloudProfilerException("cloudprofiler: " + NativeLibrary.path()
                     + " has no JNI glue (it was built without a JDK's jni.h: build it with `make`"
                     + " on a machine with a JDK): " + e.getMessage(), e);
+        } catch (Throwable e) {
+            // Anything else (a SecurityException, an OutOfMemoryError, an
+            // Error from the loader): kept like the rest, so that this class
+            // still initialises and logTS stays callable (it returns
+            // ERR_BAD_HANDLE) instead of every use throwing NoClassDefFoundError.
+            err = new CloudProfilerException("cloudprofiler: loading the native library failed: " + e, e);
         }
         LOAD_ERROR = err;
         LOADED = err == null;
@@ -195,7 +203,7 @@ public final class CloudProfiler {
      */
     public static int parameterizeChannel(long ch, int arg, long value) {
         if (!LOADED) return ERR_BAD_HANDLE;
-        return parameterize0(ch, arg, value, null);
+        return parameterize0(ch, arg, value, NO_ERR);
     }
 
     /**
@@ -206,13 +214,13 @@ public final class CloudProfiler {
      */
     public static int closeChannel(long ch) {
         if (!LOADED) return ERR_BAD_HANDLE;
-        return close0(ch, null);
+        return close0(ch, NO_ERR);
     }
 
     /** Closes every open channel; idempotent. @return 0 or the first negative code. */
     public static int closeAllChannels() {
         if (!LOADED) return OK;
-        return closeAll0(null);
+        return closeAll0(NO_ERR);
     }
 
     /** The C header's text for a code (CP_ErrorString). */
@@ -252,9 +260,10 @@ public final class CloudProfiler {
         return new CloudProfilerException(code, msg);
     }
 
-    // ---- the natives (libcp/jni.c). err, when not null, receives this
-    // thread's CP_LastError message, NUL-terminated; the glue clears the
-    // message before the call, so a message is always this call's.
+    // ---- the natives (libcp/jni.c). err receives this thread's CP_LastError
+    // message, NUL-terminated and cut to its length (nothing when it is
+    // empty); the glue clears the message before the call, so a message is
+    // always this call's. The Java side never passes a null array.
     private static native int logTS0(long ch, long tupleId);
     private static native long logMany0(long ch, long[] ids, int off, int n);
     private static native long open0(byte[] nameNul, int format, int handler, byte[] err);

@@ -3,13 +3,22 @@ package io.cloudprofiler;
 import java.io.File;
 import java.io.IOException;
 import java.io.InputStream;
+import java.nio.ByteBuffer;
+import java.nio.charset.CharacterCodingException;
+import java.nio.charset.Charset;
+import java.nio.charset.CodingErrorAction;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.AtomicMoveNotSupportedException;
+import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.nio.file.StandardCopyOption;
+import java.nio.file.attribute.BasicFileAttributes;
 import java.nio.file.attribute.PosixFilePermission;
 import java.nio.file.attribute.PosixFilePermissions;
+import java.nio.file.attribute.UserPrincipal;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
@@ -30,7 +39,10 @@ import java.util.Set;
  * <li>the jar's own copy, resources/Linux-amd64/libcloudprofiler.so, extracted
  *     to {@code <cloudprofiler.extract.dir or java.io.tmpdir>/cloudprofiler-<user>/<version>-<sha256>/}
  *     (written to a temporary file and renamed, so concurrent JVMs never see
- *     half a file; an existing copy is used only if its hash matches).
+ *     half a file; an existing copy is used only if its hash matches). Both
+ *     directories must be real directories (not symbolic links), owned by
+ *     this process's user and not writable by group or others: otherwise
+ *     nothing is loaded from them.
  * </ol>
  * A JNI library can be loaded into one classloader only: a second one gets a
  * {@link CloudProfilerException} saying where the jar belongs.
@@ -143,25 +155,65 @@ final class NativeLibrary {
      * runtime: that is an error.
      */
     static String mappedCopy() {
-        List<String> lines;
+        byte[] maps;
         try {
-            lines = Files.readAllLines(Paths.get("/proc/self/maps"));
+            maps = Files.readAllBytes(Paths.get("/proc/self/maps"));
         } catch (IOException e) {
             return null;
         }
-        for (String line : lines) {
+        return mappedCopy(maps);
+    }
+
+    /**
+     * mappedCopy on the bytes of a /proc/self/maps. Read as ISO-8859-1 (any
+     * byte is a character: a path that is not valid UTF-8 anywhere in the
+     * file must not hide the library); the library's own path is then
+     * decoded as this JVM names files (sun.jnu.encoding), and one it cannot
+     * name is an error, not "nothing mapped".
+     */
+    static String mappedCopy(byte[] maps) {
+        String text = new String(maps, StandardCharsets.ISO_8859_1);
+        for (String line : text.split("\n")) {
             int slash = line.indexOf('/');
             if (slash < 0) continue;
             String p = line.substring(slash);
             String name = p.substring(p.lastIndexOf('/') + 1);
             if (!name.startsWith("libcloudprofiler") || !name.contains(".so")) continue;
-            if (p.endsWith(" (deleted)")) {
-                throw new CloudProfilerException(0, "cloudprofiler: " + p + " is mapped into this process but its file"
+            boolean deleted = p.endsWith(" (deleted)");
+            String path = fileName(p.getBytes(StandardCharsets.ISO_8859_1));
+            if (path == null) {
+                throw new CloudProfilerException(0, "cloudprofiler: a copy of the library is mapped into this process at a"
+                        + " path this JVM cannot name in its file name encoding (" + jnuCharset() + "): "
+                        + p + "; loading another copy would start a second Go runtime. Load the library from"
+                        + " a path in plain ASCII, or run the JVM in a UTF-8 locale.");
+            }
+            if (deleted) {
+                throw new CloudProfilerException(0, "cloudprofiler: " + path + " is mapped into this process but its file"
                         + " was deleted; loading another copy would start a second Go runtime. Restart the JVM.");
             }
-            return p;
+            return path;
         }
         return null;
+    }
+
+    private static Charset jnuCharset() {
+        try {
+            String enc = System.getProperty("sun.jnu.encoding");
+            if (enc != null) return Charset.forName(enc);
+        } catch (RuntimeException e) {
+            // unknown: the default below
+        }
+        return Charset.defaultCharset();
+    }
+
+    /** Raw path bytes as this JVM's file name String, or null if its encoding cannot represent them. */
+    private static String fileName(byte[] raw) {
+        try {
+            return jnuCharset().newDecoder().onMalformedInput(CodingErrorAction.REPORT)
+                    .onUnmappableCharacter(CodingErrorAction.REPORT).decode(ByteBuffer.wrap(raw)).toString();
+        } catch (CharacterCodingException e) {
+            return null;
+        }
     }
 
     private static Path extract() throws IOException {
@@ -173,25 +225,16 @@ final class NativeLibrary {
         String sha = sha256(bytes);
         String user = System.getProperty("user.name", "user").replaceAll("[^A-Za-z0-9._-]", "_");
         Path base = Paths.get(System.getProperty(EXTRACT_DIR_PROPERTY, System.getProperty("java.io.tmpdir")),
-                "cloudprofiler-" + user);
-        Set<PosixFilePermission> owner = PosixFilePermissions.fromString("rwx------");
-        if (!Files.isDirectory(base)) {
-            try {
-                Files.createDirectories(base.getParent());
-                Files.createDirectory(base, PosixFilePermissions.asFileAttribute(owner));
-            } catch (java.nio.file.FileAlreadyExistsException raced) {
-                // another JVM made it
-            }
-        }
-        Set<PosixFilePermission> perms = Files.getPosixFilePermissions(base);
-        if (perms.contains(PosixFilePermission.GROUP_WRITE) || perms.contains(PosixFilePermission.OTHERS_WRITE)) {
-            throw new IOException(base + " is writable by others (" + PosixFilePermissions.toString(perms)
-                    + "): not loading code from it");
-        }
+                "cloudprofiler-" + user).toAbsolutePath();
+        Files.createDirectories(base.getParent());
+        privateDirectory(base);
+        UserPrincipal me = currentUser(base.getParent());
+        checkPrivate(base, me);
         Path dir = base.resolve(version() + "-" + sha.substring(0, 16));
-        Files.createDirectories(dir);
+        privateDirectory(dir);
+        checkPrivate(dir, me);
         Path lib = dir.resolve(FILE_NAME);
-        if (Files.isRegularFile(lib) && sha256(Files.readAllBytes(lib)).equals(sha)) return lib;
+        if (Files.isRegularFile(lib, LinkOption.NOFOLLOW_LINKS) && sha256(Files.readAllBytes(lib)).equals(sha)) return lib;
         Path tmp = Files.createTempFile(dir, FILE_NAME, ".tmp");
         try {
             Files.write(tmp, bytes);
@@ -205,6 +248,63 @@ final class NativeLibrary {
             Files.deleteIfExists(tmp);
         }
         return lib;
+    }
+
+    /** Makes dir (rwx------) unless something is there already (checked after, by checkPrivate). */
+    private static void privateDirectory(Path dir) throws IOException {
+        if (Files.exists(dir, LinkOption.NOFOLLOW_LINKS)) return;
+        try {
+            Files.createDirectory(dir, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
+        } catch (FileAlreadyExistsException raced) {
+            // another JVM made it (or something else is there): checked next
+        }
+    }
+
+    /**
+     * This process's user, as the file system sees it: the owner of a file
+     * it has just created (more robust than user.name, which is only a
+     * property). In java.io.tmpdir, else in {@code fallback}.
+     */
+    private static UserPrincipal currentUser(Path fallback) throws IOException {
+        IOException first = null;
+        for (String d : new String[] {System.getProperty("java.io.tmpdir"), fallback.toString()}) {
+            if (d == null) continue;
+            try {
+                Path probe = Files.createTempFile(Paths.get(d), "cloudprofiler-owner", ".tmp");
+                try {
+                    return Files.getOwner(probe, LinkOption.NOFOLLOW_LINKS);
+                } finally {
+                    Files.deleteIfExists(probe);
+                }
+            } catch (IOException e) {
+                if (first == null) first = e;
+            }
+        }
+        throw new IOException("cannot tell this process's user (no temporary file could be made): " + first, first);
+    }
+
+    /**
+     * Refuses to load code from dir unless it is a real directory (not a
+     * symbolic link), owned by {@code me}, and not writable by group or
+     * others: anyone else who could write there could replace the library.
+     */
+    static void checkPrivate(Path dir, UserPrincipal me) throws IOException {
+        BasicFileAttributes a = Files.readAttributes(dir, BasicFileAttributes.class, LinkOption.NOFOLLOW_LINKS);
+        if (a.isSymbolicLink()) {
+            throw new IOException(dir + " is a symbolic link (to " + Files.readSymbolicLink(dir)
+                    + "), not a directory of its own: not loading code from it");
+        }
+        if (!a.isDirectory()) throw new IOException(dir + " is not a directory: not loading code from it");
+        UserPrincipal owner = Files.getOwner(dir, LinkOption.NOFOLLOW_LINKS);
+        if (!owner.equals(me)) {
+            throw new IOException(dir + " is owned by " + owner.getName() + ", not by this process's user "
+                    + me.getName() + ": not loading code from it");
+        }
+        Set<PosixFilePermission> perms = Files.getPosixFilePermissions(dir, LinkOption.NOFOLLOW_LINKS);
+        if (perms.contains(PosixFilePermission.GROUP_WRITE) || perms.contains(PosixFilePermission.OTHERS_WRITE)) {
+            throw new IOException(dir + " is writable by others (" + PosixFilePermissions.toString(perms)
+                    + "): not loading code from it");
+        }
     }
 
     static String version() {

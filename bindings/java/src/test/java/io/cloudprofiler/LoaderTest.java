@@ -11,6 +11,7 @@ import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
 import java.net.URL;
 import java.net.URLClassLoader;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
@@ -110,6 +111,29 @@ class LoaderTest {
         assertTrue(err.contains("3. extracting /resources/Linux-amd64/libcloudprofiler.so from the jar: the jar has no"), r.toString());
     }
 
+    /** Loading fails with an Error (here a class missing): kept as the load error, logTS still answers. */
+    @Test
+    void anyLoadFailureIsKeptNotThrown(@TempDir Path dir) throws Exception {
+        Path bare = dir.resolve("bare");
+        Path src = TestSupport.mainClasses();
+        try (var s = Files.walk(src)) {
+            for (Path p : s.collect(Collectors.toList())) {
+                Path rel = src.relativize(p);
+                if (rel.getFileName().toString().startsWith("NativeLibrary")) continue;
+                if (Files.isDirectory(p)) Files.createDirectories(bare.resolve(rel.toString()));
+                else Files.copy(p, bare.resolve(rel.toString()));
+            }
+        }
+        String cp = bare + File.pathSeparator + TestSupport.testClasses();
+        TestSupport.Result r = TestSupport.run(TestSupport.childJvm(cp, List.of(), UnloadableProbe.class.getName()),
+                Map.of("CP_LOG_DIR", dir.toString()), 60);
+        assertEquals("false", field(r, "available"), r.toString());
+        assertTrue(field(r, "error").contains("NoClassDefFoundError"), r.toString());
+        assertEquals(String.valueOf(CloudProfiler.ERR_BAD_HANDLE), field(r, "nohandle"), r.toString());
+        assertEquals(String.valueOf(CloudProfiler.ERR_BAD_HANDLE), field(r, "batch"), r.toString());
+        assertEquals("CloudProfilerException", field(r, "open"), r.toString());
+    }
+
     @Test
     void aWorldWritableExtractDirIsRefused(@TempDir Path dir) throws Exception {
         Path base = dir.resolve("x").resolve("cloudprofiler-" + System.getProperty("user.name").replaceAll("[^A-Za-z0-9._-]", "_"));
@@ -117,6 +141,80 @@ class LoaderTest {
         Files.setPosixFilePermissions(base, PosixFilePermissions.fromString("rwxrwxrwx"));
         TestSupport.Result r = probe(classes(), dir, "-Dcloudprofiler.extract.dir=" + dir.resolve("x"));
         assertTrue(r.out.contains("is writable by others (rwxrwxrwx): not loading code from it"), r.toString());
+    }
+
+    private static String userDir() {
+        return "cloudprofiler-" + System.getProperty("user.name").replaceAll("[^A-Za-z0-9._-]", "_");
+    }
+
+    /** The extract directory a symbolic link (to a good private directory): refused, named as such. */
+    @Test
+    void aSymlinkedExtractDirIsRefused(@TempDir Path dir) throws Exception {
+        Path real = Files.createDirectory(dir.resolve("real"), PosixFilePermissions.asFileAttribute(
+                PosixFilePermissions.fromString("rwx------")));
+        Path base = dir.resolve("x").resolve(userDir());
+        Files.createDirectories(base.getParent());
+        Files.createSymbolicLink(base, real);
+        TestSupport.Result r = probe(classes(), dir, "-Dcloudprofiler.extract.dir=" + dir.resolve("x"),
+                "-Djava.library.path=/nonexistent");
+        assertEquals("false", field(r, "available"), r.toString());
+        assertTrue(r.out.contains(base + " is a symbolic link (to " + real + "), not a directory of its own: not loading"
+                + " code from it"), r.toString());
+        try (var s = Files.list(real)) {
+            assertEquals(0, s.count(), "nothing written through the link");
+        }
+    }
+
+    /** The same for the versioned directory inside a good base. */
+    @Test
+    void aSymlinkedVersionDirIsRefused(@TempDir Path dir) throws Exception {
+        Path extract = dir.resolve("x");
+        // a first run makes base/<version>-<sha>/; then that directory is replaced by a link
+        TestSupport.Result r1 = probe(classes(), dir, "-Dcloudprofiler.extract.dir=" + extract, "-Djava.library.path=/nonexistent");
+        String p1 = field(r1, "path");
+        assertTrue(p1.endsWith("(extracted from the jar)"), r1.toString());
+        Path version = Paths.get(p1.substring(0, p1.indexOf(" ("))).getParent();
+        Path elsewhere = Files.createDirectory(dir.resolve("elsewhere"), PosixFilePermissions.asFileAttribute(
+                PosixFilePermissions.fromString("rwx------")));
+        Files.move(version.resolve("libcloudprofiler.so"), elsewhere.resolve("libcloudprofiler.so"));
+        Files.delete(version);
+        Files.createSymbolicLink(version, elsewhere);
+        TestSupport.Result r2 = probe(classes(), dir, "-Dcloudprofiler.extract.dir=" + extract, "-Djava.library.path=/nonexistent");
+        assertEquals("false", field(r2, "available"), r2.toString());
+        assertTrue(r2.out.contains(version + " is a symbolic link"), r2.toString());
+        // a group-writable one is refused too
+        Files.delete(version);
+        Files.createDirectory(version);
+        Files.setPosixFilePermissions(version, PosixFilePermissions.fromString("rwxrwx---"));
+        TestSupport.Result r3 = probe(classes(), dir, "-Dcloudprofiler.extract.dir=" + extract, "-Djava.library.path=/nonexistent");
+        assertTrue(r3.out.contains(version + " is writable by others (rwxrwx---)"), r3.toString());
+    }
+
+    /**
+     * /proc/self/maps read as bytes: a mapping whose path is not UTF-8 must
+     * not make the reader see "nothing mapped" (and load a second copy).
+     */
+    @Test
+    void mapsWithPathsThatAreNotUtf8() {
+        byte[] other = "7f00-7f01 r-xp 00000000 08:01 42 /opt/\u00ff\u00fe/libother.so\n".getBytes(StandardCharsets.ISO_8859_1);
+        byte[] ours = "7f02-7f03 r-xp 00000000 08:01 43 /opt/cp/libcloudprofiler.so\n".getBytes(StandardCharsets.ISO_8859_1);
+        byte[] maps = new byte[other.length + ours.length];
+        System.arraycopy(other, 0, maps, 0, other.length);
+        System.arraycopy(ours, 0, maps, other.length, ours.length);
+        assertEquals("/opt/cp/libcloudprofiler.so", NativeLibrary.mappedCopy(maps));
+        assertEquals(null, NativeLibrary.mappedCopy(other));
+        // our own copy at a path this JVM cannot name: an error, not "nothing mapped"
+        byte[] bad = "7f02-7f03 r-xp 00000000 08:01 43 /opt/\u00ff/libcloudprofiler.so\n".getBytes(StandardCharsets.ISO_8859_1);
+        CloudProfilerException e = assertThrows(CloudProfilerException.class, () -> NativeLibrary.mappedCopy(bad));
+        assertTrue(e.getMessage().contains("cannot name"), e.getMessage());
+        // UTF-8 names are decoded as such (this JVM's file names are UTF-8 here)
+        if (java.nio.charset.Charset.forName(System.getProperty("sun.jnu.encoding", "UTF-8")).equals(StandardCharsets.UTF_8)) {
+            byte[] utf8 = "7f02-7f03 r-xp 00000000 08:01 43 /opt/\u00e9t\u00e9/libcloudprofiler.so\n".getBytes(StandardCharsets.UTF_8);
+            assertEquals("/opt/\u00e9t\u00e9/libcloudprofiler.so", NativeLibrary.mappedCopy(utf8));
+        }
+        byte[] deleted = "7f02-7f03 r-xp 00000000 08:01 43 /tmp/libcloudprofiler.so (deleted)\n".getBytes(StandardCharsets.ISO_8859_1);
+        assertTrue(assertThrows(CloudProfilerException.class, () -> NativeLibrary.mappedCopy(deleted)).getMessage()
+                .contains("was deleted"));
     }
 
     /**

@@ -1,16 +1,19 @@
 package io.cloudprofiler.datagen;
 
 import java.io.IOException;
+import java.io.InputStream;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
+import java.net.SocketTimeoutException;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.LockSupport;
@@ -24,9 +27,10 @@ import java.util.function.Consumer;
  * off the engine's critical path.
  *
  * <ul>
- * <li>It listens on a TCP address ({@link Builder#port port 0}: an ephemeral
- * port, {@link #port()} says which) and accepts sender connections, each one
- * sending thread's stream: HELLO, BUCKETs, END.
+ * <li>It listens on a TCP address ({@link Builder#host host}: loopback,
+ * 127.0.0.1, unless told otherwise; {@link Builder#port port 0}: an
+ * ephemeral port, {@link #port()} says which) and accepts sender
+ * connections, each one sending thread's stream: HELLO, BUCKETs, END.
  * <li>One factory thread per connection reads its buckets, deserializes every
  * tuple ({@link Deserializer}) and puts the bucket (ids and objects) into the
  * connection's own bounded {@link SpscQueue}. When the queue is full the
@@ -36,8 +40,11 @@ import java.util.function.Consumer;
  * #poll(int, int) poll(consumer, consumers)}: consumer {@code c} of {@code
  * n} drains the queues of the streams whose {@link StreamInfo#queue() queue
  * number} is {@code c} modulo {@code n}, so each queue has one consumer.
- * <li>Each stream is accounted for as the Go receiver does (receiver.go):
- * received, exact loss (gaps, and the tail never sent), out of order. The
+ * <li>Each stream is accounted for as FRAMING.md's "Accounting" says, as the
+ * Go receiver does: received, exact loss (gaps, and the tail never
+ * received), out of order, duplicates, out of range. Only the tuples it
+ * counts as received reach the consumers (a duplicate or an id outside the
+ * stream's range is counted and discarded, never deserialized). The
  * factory answers END with a REPORT frame only after the consumer has taken
  * every bucket of the stream, so what {@code gen send} prints is what the
  * engine ingested.
@@ -48,6 +55,12 @@ import java.util.function.Consumer;
  * <li>A malformed frame closes its connection (counted: {@link
  * #malformedConnections()}); the buckets before it stay deliverable. Nothing
  * a sender sends can throw into the host or block it.
+ * <li>Bounds (FRAMING.md): each frame type's length limit is checked before
+ * its body is read, and a body's buffer grows only as its bytes arrive; at
+ * most {@link Builder#maxConnections 1024} connections at a time (more are
+ * closed at once: {@link #refusedConnections()}); a connection has 10 s in
+ * all to send its HELLO, and is closed after 5 minutes without a byte once
+ * it has.
  * <li>{@link #close()} stops accepting, closes every connection, and joins
  * the factory's (daemon) threads, at most a few seconds.
  * </ul>
@@ -70,14 +83,18 @@ public final class ObjectFactory<T> implements AutoCloseable {
     static final int MAX_NAME = 256;
     static final int RECORD_HEADER = 12;
     static final int MAX_GAPS = 100;
+    static final int DEFAULT_MAX_CONNECTIONS = 1024;
 
     /** Configures and starts a factory. */
     public static final class Builder<T> {
         private final Deserializer<T> deserializer;
-        private String host = "0.0.0.0";
+        private String host = "127.0.0.1";
         private int port = 0;
         private int queueCapacity = 64;
         private long helloTimeoutMillis = 10_000;
+        private long idleTimeoutMillis = 300_000;
+        private int maxConnections = DEFAULT_MAX_CONNECTIONS;
+        private ThreadFactory threadFactory;
         private long joinMillis = 5_000;
         private Consumer<StreamReport> onReport;
         private String name = "cloudprofiler-factory";
@@ -88,8 +105,15 @@ public final class ObjectFactory<T> implements AutoCloseable {
             this.deserializer = deserializer;
         }
 
-        /** The address to listen on (default 0.0.0.0: every interface). */
+        /**
+         * The address to listen on (default 127.0.0.1: loopback only, so that
+         * a sender on this machine only can reach it). To take senders from
+         * other machines, name an interface's address, or {@code 0.0.0.0}
+         * for every interface: anyone who can reach the port can then make
+         * the factory's threads work (within the bounds below).
+         */
         public Builder<T> host(String host) {
+            if (host == null) throw new NullPointerException("host");
             this.host = host;
             return this;
         }
@@ -113,9 +137,39 @@ public final class ObjectFactory<T> implements AutoCloseable {
             return this;
         }
 
-        /** How long a new connection has to send its HELLO (default 10 s). */
+        /** How long a new connection has, in all, to send its whole HELLO frame (default 10 s). */
         public Builder<T> helloTimeoutMillis(long ms) {
+            if (ms < 1) throw new IllegalArgumentException("HELLO timeout " + ms + " ms");
             this.helloTimeoutMillis = ms;
+            return this;
+        }
+
+        /**
+         * After its HELLO, a connection that sends nothing for this long is
+         * closed, its stream ending with an error (default 5 minutes). A
+         * connection held back by a full queue is not idle: the time counts
+         * only while the factory waits for its bytes.
+         */
+        public Builder<T> idleTimeoutMillis(long ms) {
+            if (ms < 1) throw new IllegalArgumentException("idle timeout " + ms + " ms");
+            this.idleTimeoutMillis = ms;
+            return this;
+        }
+
+        /**
+         * Connections open at a time, at most (default 1024; each one has a
+         * thread). One more is closed as soon as it is accepted, and counted
+         * ({@link ObjectFactory#refusedConnections()}).
+         */
+        public Builder<T> maxConnections(int n) {
+            if (n < 1) throw new IllegalArgumentException("max connections " + n);
+            this.maxConnections = n;
+            return this;
+        }
+
+        /** The connections' threads' factory (tests: one that fails). Default: new daemon threads. */
+        Builder<T> threadFactory(ThreadFactory f) {
+            this.threadFactory = f;
             return this;
         }
 
@@ -161,7 +215,10 @@ public final class ObjectFactory<T> implements AutoCloseable {
 
     private final Deserializer<T> deserializer;
     private final int queueCapacity;
-    private final int helloTimeoutMillis;
+    private final long helloTimeoutMillis;
+    private final int idleTimeoutMillis;
+    private final int maxConnections;
+    private final ThreadFactory threadFactory;
     private final long joinMillis;
     private final Consumer<StreamReport> onReport;
     private final String name;
@@ -174,11 +231,13 @@ public final class ObjectFactory<T> implements AutoCloseable {
     private final Set<Connection> connections = new LinkedHashSet<>();
     /** The streams whose queues consumers drain: copy on write (under lock), read without it. */
     private volatile Object[] streams = new Object[0];
-    private int nextQueue, nextConnection; // under lock
+    private int nextQueue; // under lock
+    private int nextConnection; // the accept thread only
     private final Map<RunKey, int[]> runs = new HashMap<>(); // under lock: {threads, finished}
     private volatile long completedRuns;
     private final List<StreamReport> reports = new ArrayList<>(); // under lock
     private final AtomicLong malformed = new AtomicLong();
+    private final AtomicLong refused = new AtomicLong();
     private volatile int consumers; // fixed by the first poll
     private volatile int[] cursors;
 
@@ -187,7 +246,10 @@ public final class ObjectFactory<T> implements AutoCloseable {
     private ObjectFactory(Builder<T> b) throws IOException {
         deserializer = b.deserializer;
         queueCapacity = b.queueCapacity;
-        helloTimeoutMillis = (int) Math.min(Integer.MAX_VALUE, Math.max(1, b.helloTimeoutMillis));
+        helloTimeoutMillis = Math.min(b.helloTimeoutMillis, TimeUnit.DAYS.toMillis(365)); // a deadline that fits in nanoTime
+        idleTimeoutMillis = (int) Math.min(Integer.MAX_VALUE, b.idleTimeoutMillis);
+        maxConnections = b.maxConnections;
+        threadFactory = b.threadFactory;
         joinMillis = b.joinMillis;
         onReport = b.onReport;
         name = b.name;
@@ -315,6 +377,15 @@ public final class ObjectFactory<T> implements AutoCloseable {
         return malformed.get();
     }
 
+    /**
+     * Connections closed as soon as they were accepted: {@link
+     * Builder#maxConnections} were open already, or no thread could be
+     * started for them (out of memory or of threads).
+     */
+    public long refusedConnections() {
+        return refused.get();
+    }
+
     /** Streams (connections past their HELLO) not yet ended and drained. */
     public int activeStreams() {
         return streams.length;
@@ -384,28 +455,64 @@ public final class ObjectFactory<T> implements AutoCloseable {
     // ---- the factory's threads
 
     private void acceptLoop() {
+        long backoff = 5_000_000L;
         while (!closed) {
             Socket s;
             try {
                 s = server.accept();
-            } catch (IOException e) {
+                backoff = 5_000_000L;
+            } catch (Throwable e) { // e.g. out of file descriptors or memory: retry soon
                 if (closed) return;
-                LockSupport.parkNanos(10_000_000L); // e.g. out of file descriptors: retry soon
+                LockSupport.parkNanos(backoff);
+                backoff = Math.min(backoff * 2, 1_000_000_000L);
                 continue;
             }
-            Connection c;
-            synchronized (lock) {
-                if (closed) {
-                    closeQuietly(s);
-                    return;
-                }
-                c = new Connection(s);
-                connections.add(c);
-                c.thread = new Thread(c, name + "-" + nextConnection++);
-                c.thread.setDaemon(true);
+            try {
+                if (!startConnection(s)) return;
+            } catch (Throwable e) { // never end the accept loop: this connection only is lost
+                refused.incrementAndGet(); // counted before its peer can see it closed
+                closeQuietly(s);
             }
-            c.thread.start();
         }
+    }
+
+    /** Gives an accepted socket its thread, or closes it (over the bound, or no thread); false if closed. */
+    private boolean startConnection(Socket s) {
+        Connection c;
+        synchronized (lock) {
+            if (closed) {
+                closeQuietly(s);
+                return false;
+            }
+            if (connections.size() >= maxConnections) {
+                refused.incrementAndGet(); // counted before its peer can see it closed
+                closeQuietly(s);
+                return true;
+            }
+            c = new Connection(s);
+            connections.add(c);
+        }
+        try {
+            String threadName = name + "-" + nextConnection++; // the accept thread only
+            Thread t;
+            if (threadFactory != null) {
+                t = threadFactory.newThread(c);
+                if (t == null) throw new IllegalStateException("the thread factory made no thread");
+            } else {
+                t = new Thread(c, threadName);
+                t.setDaemon(true);
+            }
+            c.thread = t;
+            t.start();
+        } catch (Throwable e) { // OutOfMemoryError: unable to create native thread, ...
+            c.thread = null;
+            synchronized (lock) {
+                connections.remove(c);
+            }
+            refused.incrementAndGet();
+            closeQuietly(s);
+        }
+        return true;
     }
 
     @SuppressWarnings("unchecked")
@@ -430,6 +537,64 @@ public final class ObjectFactory<T> implements AutoCloseable {
         }
     }
 
+    /**
+     * The socket's input, with FRAMING.md's timeouts: until {@link
+     * #afterHello} a deadline for the whole HELLO (each read may wait only
+     * what is left of it, so a byte every few seconds does not keep it
+     * open), then an idle timeout per read.
+     */
+    private static final class TimedInput extends InputStream {
+        private final Socket socket;
+        private final InputStream in;
+        private long deadline; // System.nanoTime() by which HELLO must be in; 0 after it
+        private int idleMillis;
+        private int current = -1; // the SO_TIMEOUT set now
+
+        TimedInput(Socket socket, long helloMillis) throws IOException {
+            this.socket = socket;
+            this.in = socket.getInputStream();
+            this.deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(helloMillis);
+            if (deadline == 0) deadline = 1;
+        }
+
+        void afterHello(int idleMillis) {
+            this.deadline = 0;
+            this.idleMillis = idleMillis;
+        }
+
+        private void arm() throws IOException {
+            int t;
+            if (deadline != 0) {
+                long left = deadline - System.nanoTime();
+                if (left <= 0) throw new SocketTimeoutException("no HELLO in time");
+                t = (int) Math.min(Integer.MAX_VALUE, Math.max(1, TimeUnit.NANOSECONDS.toMillis(left + 999_999)));
+            } else {
+                t = idleMillis;
+            }
+            if (t != current) {
+                socket.setSoTimeout(t);
+                current = t;
+            }
+        }
+
+        @Override
+        public int read() throws IOException {
+            arm();
+            return in.read();
+        }
+
+        @Override
+        public int read(byte[] b, int off, int len) throws IOException {
+            arm();
+            return in.read(b, off, len);
+        }
+
+        @Override
+        public int available() throws IOException {
+            return in.available();
+        }
+    }
+
     /** One sender connection: its thread reads, deserializes and enqueues; its accounting. */
     private final class Connection implements Runnable {
         final Socket socket;
@@ -439,9 +604,8 @@ public final class ObjectFactory<T> implements AutoCloseable {
         int queueNumber;
         SpscQueue<Bucket<T>> queue;
         // accounting (this connection's thread only)
-        long next, received, lost, outOfOrder, dropped, bytes;
-        final List<long[]> gaps = new ArrayList<>();
-        boolean gapsTruncated;
+        Accounting acc;
+        long dropped, bytes;
         long firstAt;
 
         Connection(Socket socket) {
@@ -459,23 +623,27 @@ public final class ObjectFactory<T> implements AutoCloseable {
             long sent = 0;
             try {
                 socket.setTcpNoDelay(true);
-                socket.setSoTimeout(helloTimeoutMillis);
-                in = new FrameReader(socket.getInputStream());
-                int type = in.next();
+                TimedInput timed = new TimedInput(socket, helloTimeoutMillis);
+                in = new FrameReader(timed);
+                int type = in.next(true);
                 if (type != HELLO) throw new MalformedFrame("first frame of type " + type + ", want HELLO");
                 StreamInfo h = decodeHello(in.body(), in.length());
-                socket.setSoTimeout(0);
+                timed.afterHello(idleTimeoutMillis);
                 if (!register(h)) return; // closed meanwhile
                 sent = h.tuples();
                 while (!ended) {
-                    type = in.next();
+                    type = in.next(false);
                     switch (type) {
                         case BUCKET -> {
                             if (!bucket(in.body(), in.length())) throw new IOException("object factory closed");
                         }
                         case END -> {
-                            if (in.length() != 16) throw new MalformedFrame("END of " + in.length() + " bytes, want 16");
-                            sent = FrameReader.u64(in.body(), 0);
+                            long n = FrameReader.u64(in.body(), 0);
+                            if (Long.compareUnsigned(n, h.tuples()) > 0) {
+                                throw new MalformedFrame("END says " + Long.toUnsignedString(n)
+                                        + " tuples sent, HELLO planned " + Long.toUnsignedString(h.tuples()));
+                            }
+                            sent = n;
                             ended = true;
                         }
                         default -> throw new MalformedFrame("unexpected frame type " + type);
@@ -486,6 +654,8 @@ public final class ObjectFactory<T> implements AutoCloseable {
                 error = "malformed: " + e.getMessage();
             } catch (java.io.EOFException e) {
                 error = "connection closed before END";
+            } catch (SocketTimeoutException e) {
+                error = closed ? "object factory closed" : "nothing received for " + idleTimeoutMillis + " ms: closed";
             } catch (IOException e) {
                 error = closed ? "object factory closed" : "connection: " + e;
             } catch (Throwable e) { // never into the host: the stream ends with the error
@@ -521,6 +691,10 @@ public final class ObjectFactory<T> implements AutoCloseable {
             if (threads == 0 || thread >= threads || threads > Integer.MAX_VALUE) {
                 throw new MalformedFrame("HELLO thread " + thread + " of " + threads);
             }
+            if (Accounting.rangeOverflows(firstId, tuples)) {
+                throw new MalformedFrame("HELLO range: first id " + Long.toUnsignedString(firstId) + " + "
+                        + Long.toUnsignedString(tuples) + " tuples overflows 64 bits");
+            }
             String sender = new String(b, 50, nameLen, java.nio.charset.StandardCharsets.UTF_8);
             return new StreamInfo(runId, sender, (int) thread, (int) threads, firstId, tuples, rate, -1,
                     String.valueOf(socket.getRemoteSocketAddress()));
@@ -534,7 +708,7 @@ public final class ObjectFactory<T> implements AutoCloseable {
                 info = new StreamInfo(h.runId(), h.sender(), h.thread(), h.threads(), h.firstId(), h.tuples(), h.rate(),
                         queueNumber, h.remote());
                 queue = new SpscQueue<>(queueCapacity);
-                next = h.firstId();
+                acc = new Accounting(h.firstId(), h.tuples());
                 runs.computeIfAbsent(new RunKey(h.sender(), h.runId()), k -> new int[] {h.threads(), 0});
                 Object[] s = streams;
                 Object[] grown = java.util.Arrays.copyOf(s, s.length + 1);
@@ -544,7 +718,11 @@ public final class ObjectFactory<T> implements AutoCloseable {
             }
         }
 
-        /** Parses, deserializes and enqueues one BUCKET; false if the factory closed while it waited. */
+        /**
+         * Parses, deserializes and enqueues one BUCKET; false if the factory
+         * closed while it waited (the bucket's accounting is then undone: only
+         * what reached the queue counts as received).
+         */
         private boolean bucket(byte[] b, int n) throws MalformedFrame {
             if (n < 4) throw new MalformedFrame("BUCKET without a count");
             long count = FrameReader.u32(b, 0);
@@ -565,49 +743,47 @@ public final class ObjectFactory<T> implements AutoCloseable {
             if (off != n) throw new MalformedFrame("BUCKET has " + (n - off) + " bytes after its " + count + " tuples");
             if (firstAt == 0) firstAt = System.nanoTime();
             int c = (int) count;
-            long[] ids = new long[c];
-            Object[] items = new Object[c];
+            long[] ids = null;
+            Object[] items = null;
             int k = 0;
+            long size = 0;
+            acc.mark();
             off = 4;
             for (int i = 0; i < c; i++) {
                 long id = FrameReader.u64(b, off);
                 int len = (int) FrameReader.u32(b, off + 8);
+                int at = off + RECORD_HEADER;
+                off = at + len;
+                if (!acc.wouldReceive(id)) { // a duplicate or out of range: counted, not delivered
+                    acc.add(id);
+                    continue;
+                }
                 Object o;
                 try {
-                    o = deserializer.deserialize(id, b, off + RECORD_HEADER, len);
+                    o = deserializer.deserialize(id, b, at, len);
                 } catch (Exception e) {
                     o = null;
                 }
-                off += RECORD_HEADER + len;
-                if (o == null) { // dropped: its id will come out as a gap
+                if (o == null) { // dropped: its id stays missing (a gap)
                     dropped++;
                     continue;
                 }
-                account(id, len);
+                acc.add(id);
+                if (ids == null) {
+                    ids = new long[c - i];
+                    items = new Object[c - i];
+                }
                 ids[k] = id;
                 items[k++] = o;
+                size += len + RECORD_HEADER;
             }
             if (k == 0) return true;
-            return queue.put(new Bucket<>(info, ids, items, k), () -> closed);
-        }
-
-        private void account(long id, int len) {
-            received++;
-            bytes += len + RECORD_HEADER;
-            if (id == next) {
-                next++;
-            } else if (Long.compareUnsigned(id, next) > 0) {
-                gap(next, id - 1);
-                next = id + 1;
-            } else {
-                outOfOrder++;
+            if (queue.put(new Bucket<>(info, ids, items, k), () -> closed)) {
+                bytes += size;
+                return true;
             }
-        }
-
-        private void gap(long from, long to) {
-            lost += to - from + 1;
-            if (gaps.size() < MAX_GAPS) gaps.add(new long[] {from, to});
-            else gapsTruncated = true;
+            acc.rollback();
+            return false;
         }
 
         /**
@@ -625,15 +801,11 @@ public final class ObjectFactory<T> implements AutoCloseable {
                 error = "object factory closed";
                 withEnd = false;
             }
-            long expected = info.firstId() + sent;
-            if (Long.compareUnsigned(next, expected) < 0) {
-                gap(next, expected - 1);
-                next = expected;
-            }
+            acc.finish(sent);
             double seconds = firstAt == 0 ? 0 : (System.nanoTime() - firstAt) / 1e9;
             StreamReport r = new StreamReport(info.runId(), info.sender(), info.thread(), info.threads(), info.firstId(),
-                    sent, received, lost, outOfOrder, dropped, bytes, gaps.toArray(new long[0][]), gapsTruncated, seconds,
-                    error);
+                    sent, acc.received, acc.lost, acc.outOfOrder, acc.duplicates, acc.outOfRange, dropped, bytes,
+                    acc.gaps(MAX_GAPS), acc.truncated(MAX_GAPS), seconds, error);
             if (withEnd) {
                 try {
                     byte[] js = r.toJson().getBytes(java.nio.charset.StandardCharsets.UTF_8);

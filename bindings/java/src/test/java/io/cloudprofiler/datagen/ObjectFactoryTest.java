@@ -40,6 +40,9 @@ class ObjectFactoryTest {
     static final long THREAD_SHIFT = 40;
 
     /** The payload as text: a real deserialization (a copy of the bytes), checked to be an ad event. */
+    /** A payload the Drainer takes for an ad event. */
+    static final String AD = "{\"user_id\":1}";
+
     static final Deserializer<String> TEXT = (id, b, off, len) -> new String(b, off, len, StandardCharsets.ISO_8859_1);
 
     // ---- the queue
@@ -161,8 +164,8 @@ class ObjectFactoryTest {
     @Test
     @Timeout(30)
     void accountingAndReportOfAHandMadeStream() throws Exception {
-        // ids 100..109 announced; sent: 100, 101, 104 (gap 102-103), 103 (out of order), 105, a payload the
-        // deserializer refuses (106: dropped, a gap), 107; END says 10: 108, 109 never came (lost).
+        // ids 100..109 announced; sent: 100, 101, 104 (gap 102-103), 103 (out of order: repays it), 105, a
+        // payload the deserializer refuses (106: dropped, a gap), 107; END says 10: 108, 109 never came (lost).
         Deserializer<String> refuse106 = (id, b, off, len) -> {
             if (id == 106) throw new IllegalArgumentException("bad payload");
             return TEXT.deserialize(id, b, off, len);
@@ -190,13 +193,15 @@ class ObjectFactoryTest {
             assertEquals(List.of(100L, 101L, 104L, 103L, 105L, 107L), got);
             String json = readReport(s.getInputStream());
             assertTrue(json.startsWith("{\"run_id\":42,\"sender\":\"hand\",\"thread\":0,\"threads\":1,\"first_id\":100,"
-                    + "\"sent\":10,\"received\":6,\"lost\":5,\"out_of_order\":1,\"dropped\":1,"), json);
-            assertTrue(json.contains("\"gaps\":[[102,103],[106,106],[108,109]],\"gaps_truncated\":false"), json);
+                    + "\"sent\":10,\"received\":6,\"lost\":4,\"out_of_order\":1,\"duplicates\":0,\"out_of_range\":0,"
+                    + "\"dropped\":1,"), json);
+            assertTrue(json.contains("\"gaps\":[[102,102],[106,106],[108,109]],\"gaps_truncated\":false"), json);
             assertFalse(json.contains("error"), json);
             assertEquals(-1, s.getInputStream().read(), "closed after the REPORT");
             assertTrue(f.awaitCompletedRuns(1, 5, TimeUnit.SECONDS));
             StreamReport r = f.reports().get(0);
-            assertArrayEquals(new long[][] {{102, 103}, {106, 106}, {108, 109}}, r.gaps());
+            assertArrayEquals(new long[][] {{102, 102}, {106, 106}, {108, 109}}, r.gaps());
+            assertEquals(r.sent(), r.received() + r.lost());
         }
     }
 
@@ -351,6 +356,256 @@ class ObjectFactoryTest {
         System.out.printf("close with 2 active streams: %d ms; sender exit %d%n", closeMs, p.exitValue());
     }
 
+    /** Hand-made streams, the counts FRAMING.md's Accounting gives, in the REPORT and in the StreamReport. */
+    @Test
+    @Timeout(30)
+    void accountingOfLateDuplicateAndStrayIds() throws Exception {
+        try (ObjectFactory<String> f = ObjectFactory.builder(TEXT).start()) {
+            Drainer d = new Drainer(f, 1, 0, false);
+            // 0, 2, 1: all received, 1 late
+            String js = stream(f, 10, 3, 3, new long[] {0, 2}, new long[] {1});
+            assertTrue(js.contains("\"sent\":3,\"received\":3,\"lost\":0,\"out_of_order\":1,\"duplicates\":0,"
+                    + "\"out_of_range\":0,"), js);
+            assertTrue(js.contains("\"gaps\":[],\"gaps_truncated\":false"), js);
+            // a stray id 2^50 in a stream of 0..2: out of range, nothing else
+            js = stream(f, 11, 3, 3, new long[] {0, 1L << 50, 1}, new long[] {2});
+            assertTrue(js.contains("\"sent\":3,\"received\":3,\"lost\":0,\"out_of_order\":0,\"duplicates\":0,"
+                    + "\"out_of_range\":1,"), js);
+            // duplicates, within a bucket and across buckets, and a late id that came twice
+            js = stream(f, 12, 5, 5, new long[] {0, 0, 2, 1}, new long[] {1, 2, 4, 4});
+            assertTrue(js.contains("\"sent\":5,\"received\":4,\"lost\":1,\"out_of_order\":1,\"duplicates\":4,"
+                    + "\"out_of_range\":0,"), js);
+            assertTrue(js.contains("\"gaps\":[[3,3]],"), js);
+            assertTrue(f.awaitCompletedRuns(3, 5, TimeUnit.SECONDS));
+            d.stop();
+            // each in-range id reached the consumer once, and nothing else did
+            assertEquals(3 + 3 + 4, d.tuples.get());
+            for (StreamReport r : f.reports()) {
+                assertEquals(r.sent(), r.received() + r.lost(), r.toString());
+                assertNull(r.error());
+            }
+            StreamReport r = f.reports().get(2);
+            assertEquals(4, r.duplicates());
+            assertEquals(0, r.outOfRange());
+            assertEquals(1, f.reports().get(1).outOfRange());
+            assertTrue(r.toString().contains("duplicates 4"), r.toString());
+        }
+    }
+
+    /** Sends HELLO (ids 0..tuples-1 of run), the buckets, END(sent); returns the REPORT. */
+    static String stream(ObjectFactory<String> f, long run, long tuples, long sent, long[]... buckets) throws Exception {
+        try (Socket s = new Socket("127.0.0.1", f.port())) {
+            s.setSoTimeout(10_000);
+            DataOutputStream out = new DataOutputStream(s.getOutputStream());
+            out.write(hello(run, 0, 1, 0, tuples, "acct"));
+            for (long[] b : buckets) out.write(bucket(b, AD));
+            out.write(end(sent, buckets.length));
+            out.flush();
+            return readReport(s.getInputStream());
+        }
+    }
+
+    @Test
+    @Timeout(30)
+    void aHelloWhoseRangeOverflowsAndAnEndThatSaysTooMuchAreRefused() throws Exception {
+        try (ObjectFactory<String> f = ObjectFactory.builder(TEXT).start()) {
+            Drainer d = new Drainer(f, 1, 0, false);
+            try (Socket s = new Socket("127.0.0.1", f.port())) {
+                s.setSoTimeout(5000);
+                s.getOutputStream().write(hello(1, 0, 1, -10L, 10, "overflow")); // 2^64 - 10 + 10
+                assertEquals(-1, s.getInputStream().read());
+            }
+            awaitMalformed(f, 1);
+            assertEquals(0, f.reports().size(), "refused at HELLO: no stream");
+            try (Socket s = new Socket("127.0.0.1", f.port())) {
+                s.setSoTimeout(5000);
+                s.getOutputStream().write(hello(2, 0, 1, -11L, 10, "top")); // up to 2^64 - 2: fine
+                s.getOutputStream().write(bucket(new long[] {-11L, -2L}, AD));
+                s.getOutputStream().write(end(10, 1));
+                String js = readReport(s.getInputStream());
+                assertTrue(js.contains("\"first_id\":18446744073709551605,\"sent\":10,\"received\":2,\"lost\":8,"), js);
+                assertTrue(js.contains("\"gaps\":[[18446744073709551606,18446744073709551613]]"), js);
+            }
+            try (Socket s = new Socket("127.0.0.1", f.port())) {
+                s.setSoTimeout(5000);
+                s.getOutputStream().write(hello(3, 0, 1, 0, 10, "liar"));
+                s.getOutputStream().write(bucket(new long[] {0, 1}, AD));
+                s.getOutputStream().write(end(11, 1));
+                assertEquals(-1, s.getInputStream().read(), "no REPORT");
+            }
+            awaitMalformed(f, 2);
+            assertTrue(f.awaitCompletedRuns(2, 5, TimeUnit.SECONDS));
+            StreamReport r = f.reports().get(f.reports().size() - 1);
+            assertEquals("liar", r.sender());
+            assertTrue(r.error().contains("END says 11 tuples sent, HELLO planned 10"), r.error());
+            assertEquals(10, r.sent());
+            assertEquals(2, r.received());
+            assertEquals(8, r.lost());
+            d.stop();
+        }
+    }
+
+    static void awaitMalformed(ObjectFactory<?> f, long n) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+        while (f.malformedConnections() < n && System.nanoTime() < deadline) Thread.sleep(2);
+        assertEquals(n, f.malformedConnections());
+    }
+
+    /** received counts what reached the queue: a bucket still waiting for room when the factory closes is not. */
+    @Test
+    @Timeout(30)
+    void aBucketDiscardedAtCloseIsNotReceived() throws Exception {
+        ObjectFactory<String> f = ObjectFactory.builder(TEXT).queueCapacity(1).start();
+        try (Socket s = new Socket("127.0.0.1", f.port())) {
+            s.getOutputStream().write(hello(4, 0, 1, 0, 10, "full"));
+            s.getOutputStream().write(bucket(new long[] {0, 1, 2}, "a")); // into the queue
+            s.getOutputStream().write(bucket(new long[] {3, 4}, "b")); // waits: nobody polls
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+            while (f.queuedBuckets() < 1 && System.nanoTime() < deadline) Thread.sleep(2);
+            Thread.sleep(100);
+            f.close();
+        }
+        assertEquals(1, f.reports().size());
+        StreamReport r = f.reports().get(0);
+        assertEquals("object factory closed", r.error());
+        assertEquals(3, r.received());
+        assertEquals(7, r.lost());
+        assertArrayEquals(new long[][] {{3, 9}}, r.gaps());
+        assertEquals(3 * (12 + 1), r.bytes());
+    }
+
+    @Test
+    void itListensOnLoopbackByDefault() throws Exception {
+        try (ObjectFactory<String> f = ObjectFactory.builder(TEXT).start()) {
+            assertTrue(f.address().getAddress().isLoopbackAddress(), f.address().toString());
+        }
+        assertThrows(NullPointerException.class, () -> ObjectFactory.builder(TEXT).host(null));
+    }
+
+    @Test
+    @Timeout(30)
+    void connectionsAreBounded() throws Exception {
+        try (ObjectFactory<String> f = ObjectFactory.builder(TEXT).maxConnections(2).start();
+                Socket a = new Socket("127.0.0.1", f.port());
+                Socket b = new Socket("127.0.0.1", f.port())) {
+            a.getOutputStream().write(hello(5, 0, 1, 0, 1, "a"));
+            try (Socket c = new Socket("127.0.0.1", f.port())) {
+                c.setSoTimeout(5000);
+                assertEquals(-1, c.getInputStream().read(), "the third is closed at once");
+            }
+            assertEquals(1, f.refusedConnections());
+            b.close(); // a slot is free again once its thread ends
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+            String js = null;
+            while (js == null && System.nanoTime() < deadline) {
+                try (Socket d = new Socket("127.0.0.1", f.port())) {
+                    d.setSoTimeout(5000);
+                    d.getOutputStream().write(hello(6, 0, 1, 0, 0, "d"));
+                    d.getOutputStream().write(end(0, 0));
+                    js = readReport(d.getInputStream());
+                } catch (IOException refusedAgain) {
+                    Thread.sleep(10);
+                }
+            }
+            assertNotNull(js);
+            assertTrue(js.contains("\"sender\":\"d\""), js);
+            a.getOutputStream().write(end(0, 0));
+            assertTrue(readReport(a.getInputStream()).contains("\"sender\":\"a\""));
+            assertEquals(0, f.malformedConnections());
+        }
+    }
+
+    /** HELLO within the timeout in all: a byte every 100 ms does not keep a connection open. */
+    @Test
+    @Timeout(30)
+    void aTrickledHelloIsClosedAtItsDeadline() throws Exception {
+        try (ObjectFactory<String> f = ObjectFactory.builder(TEXT).helloTimeoutMillis(600).start();
+                Socket s = new Socket("127.0.0.1", f.port())) {
+            byte[] h = hello(7, 0, 1, 0, 1, "slow");
+            AtomicBoolean stop = new AtomicBoolean();
+            Thread trickle = new Thread(() -> {
+                try {
+                    for (int i = 0; i < h.length - 1 && !stop.get(); i++) { // never the last byte
+                        s.getOutputStream().write(h[i]);
+                        Thread.sleep(100);
+                    }
+                } catch (IOException | InterruptedException e) {
+                    // closed by the factory
+                }
+            });
+            long t0 = System.nanoTime();
+            trickle.start();
+            s.setSoTimeout(10_000);
+            assertEquals(-1, s.getInputStream().read());
+            long ms = (System.nanoTime() - t0) / 1_000_000;
+            stop.set(true);
+            trickle.join(5000);
+            assertTrue(ms >= 500 && ms < 3000, "closed after " + ms + " ms");
+            assertEquals(0, f.malformedConnections());
+            assertEquals(0, f.reports().size());
+        }
+    }
+
+    @Test
+    @Timeout(30)
+    void anIdleStreamIsClosed() throws Exception {
+        try (ObjectFactory<String> f = ObjectFactory.builder(TEXT).idleTimeoutMillis(300).start();
+                Socket s = new Socket("127.0.0.1", f.port())) {
+            Drainer d = new Drainer(f, 1, 0, false);
+            s.getOutputStream().write(hello(8, 0, 1, 0, 5, "idle"));
+            // active: bytes every 100 ms for 600 ms keep it open
+            for (int i = 0; i < 3; i++) {
+                Thread.sleep(100);
+                s.getOutputStream().write(bucket(new long[] {i}, AD));
+            }
+            long t0 = System.nanoTime();
+            s.setSoTimeout(10_000);
+            assertEquals(-1, s.getInputStream().read());
+            long ms = (System.nanoTime() - t0) / 1_000_000;
+            assertTrue(ms >= 200 && ms < 3000, "closed after " + ms + " ms");
+            assertTrue(f.awaitCompletedRuns(1, 5, TimeUnit.SECONDS));
+            d.stop();
+            StreamReport r = f.reports().get(0);
+            assertTrue(r.error().startsWith("nothing received for 300 ms"), r.error());
+            assertEquals(3, r.received());
+            assertEquals(2, r.lost());
+        }
+    }
+
+    /** No thread for a connection (OutOfMemoryError from Thread.start): that connection closes, the factory goes on. */
+    @Test
+    @Timeout(30)
+    void aThreadThatCannotStartCostsOneConnection() throws Exception {
+        AtomicLong made = new AtomicLong();
+        java.util.concurrent.ThreadFactory failFirst = r -> {
+            if (made.getAndIncrement() == 0) {
+                return new Thread(r) {
+                    @Override
+                    public synchronized void start() {
+                        throw new OutOfMemoryError("unable to create native thread: possibly out of memory");
+                    }
+                };
+            }
+            Thread t = new Thread(r, "factory-test-conn");
+            t.setDaemon(true);
+            return t;
+        };
+        try (ObjectFactory<String> f = ObjectFactory.builder(TEXT).threadFactory(failFirst).start()) {
+            try (Socket s = new Socket("127.0.0.1", f.port())) {
+                s.setSoTimeout(5000);
+                assertEquals(-1, s.getInputStream().read(), "closed");
+            }
+            assertEquals(1, f.refusedConnections());
+            try (Socket s = new Socket("127.0.0.1", f.port())) {
+                s.setSoTimeout(5000);
+                s.getOutputStream().write(hello(9, 0, 1, 0, 0, "next"));
+                s.getOutputStream().write(end(0, 0));
+                assertTrue(readReport(s.getInputStream()).contains("\"sender\":\"next\""));
+            }
+            assertEquals(1, f.refusedConnections());
+        }
+    }
+
     @Test
     void pollChecksItsArguments() throws Exception {
         try (ObjectFactory<String> f = ObjectFactory.builder(TEXT).host("127.0.0.1").start()) {
@@ -377,6 +632,11 @@ class ObjectFactoryTest {
         final Thread[] threads;
 
         Drainer(ObjectFactory<String> f, int consumers, long pauseNanosPerBucket) {
+            this(f, consumers, pauseNanosPerBucket, true);
+        }
+
+        /** threadIds: ids are t << 40 + i on thread t (gen send's), checked. */
+        Drainer(ObjectFactory<String> f, int consumers, long pauseNanosPerBucket, boolean threadIds) {
             threads = new Thread[consumers];
             for (int c = 0; c < consumers; c++) {
                 final int me = c;
@@ -391,11 +651,12 @@ class ObjectFactoryTest {
                                 for (int i = 0; i < b.size(); i++) {
                                     long id = b.id(i);
                                     int t = (int) (id >>> THREAD_SHIFT);
+                                    if (!b.get(i).startsWith("{\"user_id\":")) throw new AssertionError(b.get(i));
+                                    if (!threadIds) continue; // any ids: counted only
                                     if (t != b.stream().thread()) throw new AssertionError("id " + id + " on thread " + t);
                                     int idx = (int) (id & ((1L << THREAD_SHIFT) - 1));
                                     if (set.get(idx)) duplicates.incrementAndGet();
                                     set.set(idx);
-                                    if (!b.get(i).startsWith("{\"user_id\":")) throw new AssertionError(b.get(i));
                                 }
                             }
                             tuples.addAndGet(b.size());
