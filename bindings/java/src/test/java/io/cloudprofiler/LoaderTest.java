@@ -165,6 +165,22 @@ class LoaderTest {
         }
     }
 
+    /** A base directory someone else owns (made here with chown: only when the tests run as root). */
+    @Test
+    void aForeignOwnedExtractDirIsRefused(@TempDir Path dir) throws Exception {
+        org.junit.jupiter.api.Assumptions.assumeTrue("root".equals(System.getProperty("user.name")), "needs root to chown");
+        Path base = dir.resolve("x").resolve(userDir());
+        Files.createDirectories(base);
+        Files.setPosixFilePermissions(base, PosixFilePermissions.fromString("rwx------"));
+        var nobody = base.getFileSystem().getUserPrincipalLookupService().lookupPrincipalByName("nobody");
+        Files.setOwner(base, nobody);
+        TestSupport.Result r = probe(classes(), dir, "-Dcloudprofiler.extract.dir=" + dir.resolve("x"),
+                "-Djava.library.path=/nonexistent");
+        assertEquals("false", field(r, "available"), r.toString());
+        assertTrue(r.out.contains(base + " is owned by nobody, not by this process's user root: not loading code from it"),
+                r.toString());
+    }
+
     /** The same for the versioned directory inside a good base. */
     @Test
     void aSymlinkedVersionDirIsRefused(@TempDir Path dir) throws Exception {
