@@ -2,8 +2,7 @@ package io.cloudprofiler.examples.flink;
 
 import io.cloudprofiler.datagen.Bucket;
 import io.cloudprofiler.datagen.ObjectFactory;
-import java.io.IOException;
-import java.io.UncheckedIOException;
+import io.cloudprofiler.datagen.SharedFactory;
 import java.util.concurrent.TimeUnit;
 import org.apache.flink.api.common.functions.OpenContext;
 import org.apache.flink.streaming.api.functions.source.RichParallelSourceFunction;
@@ -16,8 +15,9 @@ import org.apache.flink.streaming.api.functions.source.RichParallelSourceFunctio
  * objects, so deserialization is not on the job's critical path.
  *
  * <p>One factory per JVM (a TaskManager; the whole job on a MiniCluster),
- * shared by the subtasks in it: the first to open starts it, the last to
- * close stops it. Subtask {@code i} of {@code P} drains the queues of the
+ * shared by the subtasks in it ({@link SharedFactory}): the first to open
+ * starts it, with its host, port and queue capacity, the last to close
+ * stops it. Subtask {@code i} of {@code P} drains the queues of the
  * streams numbered {@code i} modulo {@code P} (with {@code gen send
  * --threads} a multiple of P, each subtask gets the same share).
  *
@@ -37,6 +37,9 @@ import org.apache.flink.streaming.api.functions.source.RichParallelSourceFunctio
  */
 public class FactorySource extends RichParallelSourceFunction<AdEvent> {
     private static final long serialVersionUID = 1L;
+
+    /** The JVM's factory, its subtasks and those in their run loop. */
+    private static final SharedFactory<AdEvent> SHARED = new SharedFactory<>();
 
     private final String host;
     private final int port;
@@ -60,14 +63,15 @@ public class FactorySource extends RichParallelSourceFunction<AdEvent> {
 
     @Override
     public void open(OpenContext ctx) throws Exception {
-        factory = Shared.acquire(host, port, queueCapacity);
+        factory = SHARED.acquire(() -> ObjectFactory.builder(new AdEventParser()).host(host).port(port)
+                .queueCapacity(queueCapacity).threadName("flink-object-factory").start());
     }
 
     @Override
     public void run(SourceContext<AdEvent> ctx) {
         int me = getRuntimeContext().getTaskInfo().getIndexOfThisSubtask();
         int n = getRuntimeContext().getTaskInfo().getNumberOfParallelSubtasks();
-        Shared.started();
+        SHARED.consumerStarted();
         try {
             while (running) {
                 Bucket<AdEvent> b = factory.take(me, n, 10, TimeUnit.MILLISECONDS);
@@ -81,7 +85,7 @@ public class FactorySource extends RichParallelSourceFunction<AdEvent> {
                 if ((runs > 0 && factory.completedRuns() >= runs) || factory.isClosed()) break;
             }
         } finally {
-            Shared.stopped();
+            SHARED.consumerStopped();
         }
     }
 
@@ -93,7 +97,7 @@ public class FactorySource extends RichParallelSourceFunction<AdEvent> {
     @Override
     public void close() throws Exception {
         if (factory != null) {
-            Shared.release(factory);
+            SHARED.release(factory);
             factory = null;
         }
     }
@@ -104,57 +108,6 @@ public class FactorySource extends RichParallelSourceFunction<AdEvent> {
      * main, on a MiniCluster) learns the ephemeral port to send to.
      */
     public static ObjectFactory<AdEvent> awaitFactory(int subtasks, long timeout, TimeUnit unit) throws InterruptedException {
-        return Shared.await(subtasks, unit.toNanos(timeout));
-    }
-
-    /** The JVM's factory and how many subtasks use it. */
-    static final class Shared {
-        private static ObjectFactory<AdEvent> factory;
-        private static int users, running;
-
-        static synchronized ObjectFactory<AdEvent> acquire(String host, int port, int queueCapacity) {
-            if (factory == null || factory.isClosed()) {
-                try {
-                    factory = ObjectFactory.builder(new AdEventParser()).host(host).port(port).queueCapacity(queueCapacity)
-                            .threadName("flink-object-factory").start();
-                } catch (IOException e) {
-                    throw new UncheckedIOException(e);
-                }
-                users = 0;
-            }
-            users++;
-            Shared.class.notifyAll();
-            return factory;
-        }
-
-        static synchronized void release(ObjectFactory<AdEvent> f) {
-            if (f != factory) {
-                f.close();
-                return;
-            }
-            if (--users == 0) {
-                factory.close();
-                factory = null;
-            }
-        }
-
-        static synchronized void started() {
-            running++;
-            Shared.class.notifyAll();
-        }
-
-        static synchronized void stopped() {
-            running--;
-        }
-
-        static synchronized ObjectFactory<AdEvent> await(int subtasks, long nanos) throws InterruptedException {
-            long deadline = System.nanoTime() + nanos;
-            while (factory == null || running < subtasks) {
-                long left = deadline - System.nanoTime();
-                if (left <= 0) return null;
-                TimeUnit.NANOSECONDS.timedWait(Shared.class, left);
-            }
-            return factory;
-        }
+        return SHARED.await(subtasks, timeout, unit);
     }
 }

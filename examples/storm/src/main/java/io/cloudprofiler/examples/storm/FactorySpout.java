@@ -2,6 +2,7 @@ package io.cloudprofiler.examples.storm;
 
 import io.cloudprofiler.datagen.Bucket;
 import io.cloudprofiler.datagen.ObjectFactory;
+import io.cloudprofiler.datagen.SharedFactory;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.util.Map;
@@ -21,8 +22,9 @@ import org.apache.storm.tuple.Values;
  * none left, then emits its tuples one per call; with nothing queued it
  * returns at once and Storm's spout wait strategy backs off.
  *
- * <p>One factory per worker JVM, shared by the spout tasks in it (the first
- * to open starts it, the last to close stops it); task {@code i} of {@code
+ * <p>One factory per worker JVM, shared by the spout tasks in it ({@link
+ * SharedFactory}: the first to open starts it, with its host, port and
+ * queue capacity, the last to close stops it); task {@code i} of {@code
  * n} (its index among the component's tasks) drains the queues of the
  * streams numbered {@code i} modulo {@code n}. Emits are unreliable (no
  * message id): a sender's stream cannot be replayed, and Storm's
@@ -31,6 +33,9 @@ import org.apache.storm.tuple.Values;
  */
 public class FactorySpout extends BaseRichSpout {
     private static final long serialVersionUID = 1L;
+
+    /** The worker's factory and its open spout tasks. */
+    private static final SharedFactory<Values> SHARED = new SharedFactory<>();
 
     private final String host;
     private final int port;
@@ -53,7 +58,13 @@ public class FactorySpout extends BaseRichSpout {
         this.collector = collector;
         this.task = context.getThisTaskIndex();
         this.tasks = context.getComponentTasks(context.getThisComponentId()).size();
-        this.factory = Shared.acquire(host, port, queueCapacity);
+        try {
+            this.factory = SHARED.acquire(() -> ObjectFactory.builder(new AdEventValues()).host(host).port(port)
+                    .queueCapacity(queueCapacity).threadName("storm-object-factory").start());
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+        SHARED.consumerStarted(); // open: nextTuple may be called from now on
     }
 
     @Override
@@ -70,7 +81,8 @@ public class FactorySpout extends BaseRichSpout {
     @Override
     public void close() {
         if (factory != null) {
-            Shared.release(factory);
+            SHARED.consumerStopped();
+            SHARED.release(factory);
             factory = null;
         }
     }
@@ -86,48 +98,6 @@ public class FactorySpout extends BaseRichSpout {
      * port.
      */
     public static ObjectFactory<Values> awaitFactory(int spouts, long timeout, TimeUnit unit) throws InterruptedException {
-        return Shared.await(spouts, unit.toNanos(timeout));
-    }
-
-    /** The worker's factory and its users. */
-    static final class Shared {
-        private static ObjectFactory<Values> factory;
-        private static int users;
-
-        static synchronized ObjectFactory<Values> acquire(String host, int port, int queueCapacity) {
-            if (factory == null || factory.isClosed()) {
-                try {
-                    factory = ObjectFactory.builder(new AdEventValues()).host(host).port(port).queueCapacity(queueCapacity)
-                            .threadName("storm-object-factory").start();
-                } catch (IOException e) {
-                    throw new UncheckedIOException(e);
-                }
-                users = 0;
-            }
-            users++;
-            Shared.class.notifyAll();
-            return factory;
-        }
-
-        static synchronized void release(ObjectFactory<Values> f) {
-            if (f != factory) {
-                f.close();
-                return;
-            }
-            if (--users == 0) {
-                factory.close();
-                factory = null;
-            }
-        }
-
-        static synchronized ObjectFactory<Values> await(int spouts, long nanos) throws InterruptedException {
-            long deadline = System.nanoTime() + nanos;
-            while (factory == null || users < spouts) {
-                long left = deadline - System.nanoTime();
-                if (left <= 0) return null;
-                TimeUnit.NANOSECONDS.timedWait(Shared.class, left);
-            }
-            return factory;
-        }
+        return SHARED.await(spouts, timeout, unit);
     }
 }
