@@ -31,7 +31,7 @@ class SharedFactoryTest {
     static final Deserializer<String> TEXT = (id, b, off, len) -> new String(b, off, len, StandardCharsets.ISO_8859_1);
 
     /** Starts loopback factories on ephemeral ports, counting them and keeping them to close at the end. */
-    static final class Starts implements SharedFactory.Starter<String> {
+    static final class Starts implements SharedFactory.Starter<String>, AutoCloseable {
         final AtomicInteger count = new AtomicInteger();
         final List<ObjectFactory<String>> started = new ArrayList<>();
 
@@ -43,7 +43,8 @@ class SharedFactoryTest {
             return f;
         }
 
-        synchronized void closeAll() {
+        @Override
+        public synchronized void close() {
             for (ObjectFactory<String> f : started) f.close();
         }
     }
@@ -51,8 +52,7 @@ class SharedFactoryTest {
     @Test
     void countsUsersAndRestartsAfterTheLastRelease() throws Exception {
         SharedFactory<String> shared = new SharedFactory<>();
-        Starts starts = new Starts();
-        try {
+        try (Starts starts = new Starts()) {
             assertNull(shared.current());
             ObjectFactory<String> a = shared.acquire(starts);
             ObjectFactory<String> b = shared.acquire(starts);
@@ -77,16 +77,13 @@ class SharedFactoryTest {
             assertEquals(2, starts.count.get());
             shared.release(c);
             assertTrue(c.isClosed());
-        } finally {
-            starts.closeAll();
         }
     }
 
     @Test
     void firstAcquirersSettingsWin() throws Exception {
         SharedFactory<String> shared = new SharedFactory<>();
-        Starts starts = new Starts();
-        try {
+        try (Starts starts = new Starts()) {
             ObjectFactory<String> a = shared.acquire(starts);
             ObjectFactory<String> b = shared.acquire(() -> {
                 throw new AssertionError("not started: there is an open factory");
@@ -94,16 +91,13 @@ class SharedFactoryTest {
             assertSame(a, b);
             shared.release(a);
             shared.release(b);
-        } finally {
-            starts.closeAll();
         }
     }
 
     @Test
     void aClosedFactoryIsReplacedAndTheStaleOneJustClosed() throws Exception {
         SharedFactory<String> shared = new SharedFactory<>();
-        Starts starts = new Starts();
-        try {
+        try (Starts starts = new Starts()) {
             ObjectFactory<String> old = shared.acquire(starts);
             ObjectFactory<String> other = shared.acquire(starts);
             old.close(); // closed under its users, e.g. by a failing task
@@ -119,8 +113,6 @@ class SharedFactoryTest {
             assertTrue(fresh.isClosed());
             assertNull(shared.current());
             shared.release(null); // ignored
-        } finally {
-            starts.closeAll();
         }
     }
 
@@ -140,8 +132,7 @@ class SharedFactoryTest {
     @Test
     void awaitTimesOutThenReturnsTheFactoryOnceEnoughConsumersRun() throws Exception {
         SharedFactory<String> shared = new SharedFactory<>();
-        Starts starts = new Starts();
-        try {
+        try (Starts starts = new Starts()) {
             long t0 = System.nanoTime();
             assertNull(shared.await(1, 100, TimeUnit.MILLISECONDS), "no factory yet");
             assertTrue(System.nanoTime() - t0 >= TimeUnit.MILLISECONDS.toNanos(100));
@@ -175,8 +166,6 @@ class SharedFactoryTest {
             assertThrows(IllegalStateException.class, shared::consumerStopped);
             shared.release(f);
             assertNull(shared.await(0, 10, TimeUnit.MILLISECONDS), "no factory after the last release");
-        } finally {
-            starts.closeAll();
         }
     }
 
@@ -213,7 +202,7 @@ class SharedFactoryTest {
             for (ObjectFactory<String> f : seen) assertTrue(f.isClosed(), "every factory closed by its last user");
         } finally {
             ex.shutdownNow();
-            starts.closeAll();
+            starts.close();
         }
     }
 }
