@@ -14,7 +14,6 @@ import org.apache.flink.api.common.state.ValueState;
 import org.apache.flink.api.common.state.ValueStateDescriptor;
 import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.configuration.Configuration;
-import org.apache.flink.configuration.PipelineOptions;
 import org.apache.flink.core.execution.JobClient;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.functions.KeyedProcessFunction;
@@ -64,10 +63,9 @@ public final class IngestJob {
     private IngestJob() {}
 
     /** No Kryo: AdEvent is a POJO. */
+    /** The same settings as {@link ProfiledJob#configuration()} (no Kryo fallback). */
     public static Configuration configuration() {
-        Configuration conf = new Configuration();
-        conf.set(PipelineOptions.GENERIC_TYPES, false);
-        return conf;
+        return ProfiledJob.configuration();
     }
 
     public static void build(StreamExecutionEnvironment env, Options opt) {
@@ -169,13 +167,13 @@ public final class IngestJob {
         for (int i = 0; i < args.length; i++) {
             String a = args[i];
             switch (a) {
-                case "--host" -> o.host = value(args, ++i, a);
-                case "--port" -> o.port = Integer.parseInt(value(args, ++i, a));
-                case "--runs" -> o.runs = Long.parseLong(value(args, ++i, a));
-                case "--parallelism" -> o.parallelism = Integer.parseInt(value(args, ++i, a));
-                case "--queue" -> o.queueCapacity = Integer.parseInt(value(args, ++i, a));
-                case "--campaigns" -> o.campaigns = Integer.parseInt(value(args, ++i, a));
-                case "--buffer-timeout-ms" -> o.bufferTimeoutMs = Long.parseLong(value(args, ++i, a));
+                case "--host" -> o.host = ProfiledJob.value(args, ++i, a);
+                case "--port" -> o.port = Integer.parseInt(ProfiledJob.value(args, ++i, a));
+                case "--runs" -> o.runs = Long.parseLong(ProfiledJob.value(args, ++i, a));
+                case "--parallelism" -> o.parallelism = Integer.parseInt(ProfiledJob.value(args, ++i, a));
+                case "--queue" -> o.queueCapacity = Integer.parseInt(ProfiledJob.value(args, ++i, a));
+                case "--campaigns" -> o.campaigns = Integer.parseInt(ProfiledJob.value(args, ++i, a));
+                case "--buffer-timeout-ms" -> o.bufferTimeoutMs = Long.parseLong(ProfiledJob.value(args, ++i, a));
                 case "--no-track-ids" -> o.trackIds = false;
                 default -> throw new IllegalArgumentException("unknown argument " + a + "; usage: IngestJob [--host H]"
                         + " [--port P] [--runs N (0: until killed)] [--parallelism P] [--queue BUCKETS] [--campaigns C]"
@@ -183,11 +181,6 @@ public final class IngestJob {
             }
         }
         return o;
-    }
-
-    private static String value(String[] args, int i, String flag) {
-        if (i >= args.length) throw new IllegalArgumentException(flag + " needs a value");
-        return args[i];
     }
 
     /**

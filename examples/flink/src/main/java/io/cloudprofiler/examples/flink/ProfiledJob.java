@@ -250,7 +250,8 @@ public final class ProfiledJob {
         return o;
     }
 
-    private static String value(String[] args, int i, String flag) {
+    /** args[i], the value of flag (IngestJob parses its flags with it too). */
+    static String value(String[] args, int i, String flag) {
         if (i >= args.length) throw new IllegalArgumentException(flag + " needs a value");
         return args[i];
     }
