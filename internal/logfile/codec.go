@@ -13,8 +13,14 @@ import (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// CRC is the frame payload checksum (CRC-32C).
+// CRC is CRC-32C, the checksum of frames (version 1: of the payload only).
 func CRC(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+// FrameCRC is a version 2 frame's checksum: CRC-32C of the frame header's
+// first 28 bytes (everything but the CRC field) followed by the payload.
+func FrameCRC(head28, payload []byte) uint32 {
+	return crc32.Update(crc32.Checksum(head28[:28], castagnoli), castagnoli, payload)
+}
 
 // EncodeColumns appends the column encoding of n raw records (recSize 16 or
 // 24, little endian, as in the ring): all tuple-id deltas, then all TSC

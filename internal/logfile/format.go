@@ -6,6 +6,7 @@
 // Binary file (formats BINARY, ZSTD, S2 and their _TSC variants):
 //
 //	"CLOUDPRF" | u16 version | u16 0x0102 (byte-order mark) | u32 n | n bytes of header JSON
+//	then (version 2) two status frames at fixed offsets (see Status)
 //	then frames: 32-byte frame header (see FrameHeader) + payload
 //
 // Every frame decodes on its own, so a file cut by a crash decodes up to its
@@ -13,14 +14,26 @@
 // record; the decoder orders frames by it and drops duplicates (the SIGTERM
 // flusher may write a block the background writer also wrote).
 //
+// Version 2 (this writer): every frame's CRC field is CRC-32C over the frame
+// header's first 28 bytes followed by the payload (FrameCRC), so a flipped
+// bit anywhere in a frame (its count, codec, first position, length) makes
+// the frame damaged instead of decoding as records that were never logged.
+// Version 1 files (CRC of the payload only, and only with FlagCRC) are still
+// read, with every frame header checked for plausibility only.
+//
 // ASCII file (ASCII, ASCII_TSC): lines; '#' lines are metadata:
 //
-//	#CLOUDPROFILER-LOG v1
+//	#CLOUDPROFILER-LOG v2           (v1 files are read too)
 //	#header {json}
+//	#columns ...
+//	#status ... (two fixed-width lines, version 2: see Status)
 //	#block FIRST_POS N [signal]     N lines follow (records, or #hole)
 //	tuple_id,tsc[,mono_ns]          or for counters: period_end_tsc,count,skipped_periods[,mono_ns]
 //	#event {json}
 //	#trailer {json}
+//
+// ASCII lines carry no checksum: a line that does not parse is damage (it is
+// skipped and counted), a digit changed in place is not detectable.
 package logfile
 
 import (
@@ -30,9 +43,11 @@ import (
 
 const (
 	Magic           = "CLOUDPRF"
-	Version         = 1
+	Version         = 2 // written; MinVersion..Version are read
+	MinVersion      = 1
 	ByteOrderMark   = 0x0102
-	ASCIIMagic      = "#CLOUDPROFILER-LOG v1"
+	ASCIIMagic      = "#CLOUDPROFILER-LOG v2"
+	ASCIIMagicV1    = "#CLOUDPROFILER-LOG v1"
 	FrameMagic      = 0x52465043 // "CPFR" little endian
 	FrameHeaderSize = 32
 )
@@ -43,6 +58,7 @@ const (
 	KindCounter = 2 // counter records: period end tsc, mono, count, skipped
 	KindEvent   = 3 // JSON event (parameter change, sigterm flush, ...)
 	KindTrailer = 4 // JSON trailer written at close
+	KindStatus  = 5 // version 2: one of the two status slots (see Status)
 )
 
 // Codecs.
@@ -143,6 +159,23 @@ func (h *FrameHeader) Append(dst []byte) []byte {
 	binary.LittleEndian.PutUint32(b[24:], h.RawLen)
 	binary.LittleEndian.PutUint32(b[28:], h.CRC)
 	return append(dst, b[:]...)
+}
+
+// Seal sets FlagCRC and the CRC of a whole encoded frame in place: frame is
+// the 32-byte header (every other field already set) followed by the
+// payload. Version 2 writers seal every frame.
+func Seal(frame []byte) {
+	binary.LittleEndian.PutUint16(frame[6:], binary.LittleEndian.Uint16(frame[6:])|FlagCRC)
+	binary.LittleEndian.PutUint32(frame[28:], FrameCRC(frame[:28], frame[FrameHeaderSize:]))
+}
+
+// AppendFrame appends a sealed frame: h (its StoredLen set from payload) and payload.
+func AppendFrame(dst []byte, h FrameHeader, payload []byte) []byte {
+	h.StoredLen = uint32(len(payload))
+	start := len(dst)
+	dst = append(h.Append(dst), payload...)
+	Seal(dst[start:])
+	return dst
 }
 
 func parseFrameHeader(b []byte) (FrameHeader, error) {

@@ -1,0 +1,170 @@
+package logfile
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Status is what the writer knows about a channel's records that the frames
+// alone cannot say: how many it accepted, how many it could not write. It is
+// kept in two fixed slots right after the file header (version 2), written
+// in place (pwrite, never appended, so it needs no free disk space) by the
+// library: after each frame the background writer puts in the file, when a
+// write fails, at close and by the SIGTERM flusher. Updates alternate between
+// the slots (slot Seq%2) and each slot carries its own CRC, so a torn update
+// leaves the other slot whole; readers take the valid slot with the higher Seq.
+//
+// A reader learns from it, even when the trailer could not be written (a full
+// disk) or was never written (kill -9):
+//   - Unwritten: records LogTS accepted that the library could not write;
+//   - Accepted - (positions in the file): records accepted before the last
+//     update that are not in the file (lost with a killed process);
+//   - Refused: positions taken by records that LogTS refused with CP_ERR_IO
+//     (an IDENTITY write that failed): not accepted, so not lost, but they
+//     leave gaps in the positions that are not damage.
+//
+// Binary slot: a frame (KindStatus, codec raw, N 0, sealed like every v2
+// frame) with a StatusSize-byte payload, little endian:
+//
+//	 0 u64 seq        8 u64 accepted   16 u64 written   24 u64 unwritten
+//	32 u64 refused   40 u64 dropped    48 u32 errno     52 u32 state
+//	56 u64 reserved (0)
+//
+// ASCII slot: one line of StatusLineSize bytes, every number zero-padded:
+//
+//	#status seq=%020d accepted=%020d written=%020d unwritten=%020d refused=%020d dropped=%020d errno=%010d state=%010d crc=%08x\n
+//
+// where crc is CRC-32C of the line up to (not including) " crc=".
+type Status struct {
+	Seq       uint64 `json:"seq"`
+	Accepted  uint64 `json:"accepted"`  // positions (ring, IDENTITY) or events accepted so far
+	Written   uint64 `json:"written"`   // positions below this are in the file (ring channels)
+	Unwritten uint64 `json:"unwritten"` // accepted, held for a failing disk, not in the file
+	Refused   uint64 `json:"refused"`   // positions of records refused with CP_ERR_IO (not accepted)
+	Dropped   uint64 `json:"dropped"`   // events refused with CP_ERR_DROPPED
+	Errno     uint32 `json:"errno"`     // the last write error (0: none)
+	State     uint32 `json:"state"`     // StateOpen, StateClosed, StateClosedLoss, StateSignal
+}
+
+// Status states.
+const (
+	StateOpen       = 0 // the channel was open at the last update
+	StateClosed     = 1 // closed, everything accepted is in the file
+	StateClosedLoss = 2 // closed, Unwritten records could not be written
+	StateSignal     = 3 // flushed by the SIGTERM handler, the process then died
+)
+
+var stateNames = [...]string{"open", "closed", "closed with loss", "flushed on SIGTERM"}
+
+func (s *Status) StateName() string {
+	if int(s.State) < len(stateNames) {
+		return stateNames[s.State]
+	}
+	return "state " + strconv.FormatUint(uint64(s.State), 10)
+}
+
+const (
+	StatusSize       = 64                           // binary payload
+	StatusFrameSize  = FrameHeaderSize + StatusSize // one binary slot
+	StatusSlots      = 2                            // slots, one after the other
+	StatusLineSize   = 228                          // the line above, its newline included (checked by a test)
+	statusLinePrefix = "#status seq="
+)
+
+// AppendStatusFrame appends s as a sealed binary slot.
+func AppendStatusFrame(dst []byte, s Status) []byte {
+	var p [StatusSize]byte
+	binary.LittleEndian.PutUint64(p[0:], s.Seq)
+	binary.LittleEndian.PutUint64(p[8:], s.Accepted)
+	binary.LittleEndian.PutUint64(p[16:], s.Written)
+	binary.LittleEndian.PutUint64(p[24:], s.Unwritten)
+	binary.LittleEndian.PutUint64(p[32:], s.Refused)
+	binary.LittleEndian.PutUint64(p[40:], s.Dropped)
+	binary.LittleEndian.PutUint32(p[48:], s.Errno)
+	binary.LittleEndian.PutUint32(p[52:], s.State)
+	return AppendFrame(dst, FrameHeader{Kind: KindStatus, RawLen: StatusSize}, p[:])
+}
+
+// parseStatusPayload decodes a binary slot's payload (its frame already verified).
+func parseStatusPayload(p []byte) (Status, error) {
+	if len(p) != StatusSize {
+		return Status{}, fmt.Errorf("status payload of %d bytes", len(p))
+	}
+	return Status{
+		Seq: binary.LittleEndian.Uint64(p[0:]), Accepted: binary.LittleEndian.Uint64(p[8:]),
+		Written: binary.LittleEndian.Uint64(p[16:]), Unwritten: binary.LittleEndian.Uint64(p[24:]),
+		Refused: binary.LittleEndian.Uint64(p[32:]), Dropped: binary.LittleEndian.Uint64(p[40:]),
+		Errno: binary.LittleEndian.Uint32(p[48:]), State: binary.LittleEndian.Uint32(p[52:]),
+	}, nil
+}
+
+func appendPadded(dst []byte, v uint64, width int) []byte {
+	var tmp [20]byte
+	s := strconv.AppendUint(tmp[:0], v, 10)
+	for i := len(s); i < width; i++ {
+		dst = append(dst, '0')
+	}
+	return append(dst, s...)
+}
+
+// AppendStatusLine appends s as an ASCII slot (StatusLineSize bytes).
+func AppendStatusLine(dst []byte, s Status) []byte {
+	start := len(dst)
+	dst = append(dst, statusLinePrefix...)
+	dst = appendPadded(dst, s.Seq, 20)
+	for _, f := range []struct {
+		name  string
+		v     uint64
+		width int
+	}{{" accepted=", s.Accepted, 20}, {" written=", s.Written, 20}, {" unwritten=", s.Unwritten, 20},
+		{" refused=", s.Refused, 20}, {" dropped=", s.Dropped, 20}, {" errno=", uint64(s.Errno), 10},
+		{" state=", uint64(s.State), 10}} {
+		dst = append(dst, f.name...)
+		dst = appendPadded(dst, f.v, f.width)
+	}
+	crc := CRC(dst[start:])
+	dst = append(dst, " crc="...)
+	dst = append(dst, fmt.Sprintf("%08x", crc)...)
+	return append(dst, '\n')
+}
+
+// ParseStatusLine decodes an ASCII slot (with or without its newline).
+func ParseStatusLine(line string) (Status, error) {
+	line = strings.TrimSuffix(line, "\n")
+	if len(line) != StatusLineSize-1 || !strings.HasPrefix(line, statusLinePrefix) {
+		return Status{}, fmt.Errorf("status line of %d bytes, want %d", len(line), StatusLineSize-1)
+	}
+	body, crcHex, ok := strings.Cut(line, " crc=")
+	if !ok {
+		return Status{}, fmt.Errorf("status line without crc")
+	}
+	crc, err := strconv.ParseUint(crcHex, 16, 32)
+	if err != nil || uint32(crc) != CRC([]byte(body)) {
+		return Status{}, fmt.Errorf("status line checksum mismatch")
+	}
+	var s Status
+	fields := strings.Fields(body[1:]) // "status", "seq=...", ...
+	want := []string{"seq", "accepted", "written", "unwritten", "refused", "dropped", "errno", "state"}
+	if len(fields) != len(want)+1 {
+		return Status{}, fmt.Errorf("status line has %d fields", len(fields))
+	}
+	vals := make([]uint64, len(want))
+	for i, name := range want {
+		k, v, ok := strings.Cut(fields[i+1], "=")
+		if !ok || k != name {
+			return Status{}, fmt.Errorf("status line field %q, want %s", fields[i+1], name)
+		}
+		bits := 64
+		if name == "errno" || name == "state" {
+			bits = 32
+		}
+		if vals[i], err = strconv.ParseUint(v, 10, bits); err != nil {
+			return Status{}, fmt.Errorf("status line field %q: %v", fields[i+1], err)
+		}
+	}
+	s.Seq, s.Accepted, s.Written, s.Unwritten, s.Refused, s.Dropped = vals[0], vals[1], vals[2], vals[3], vals[4], vals[5]
+	s.Errno, s.State = uint32(vals[6]), uint32(vals[7])
+	return s, nil
+}
