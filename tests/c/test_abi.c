@@ -3,10 +3,14 @@
 // child processes killed with SIGTERM and SIGKILL mid-run. Files are checked
 // with the real decoder (`cloudprofiler dump --csv`, path in $CP_DUMP).
 // Prints "N passed, N failed" last; exits non-zero on any failure.
+// Everything it writes goes under one directory, $TMPDIR (else /tmp)
+// /cp-ctest-XXXXXX: each case's files are removed when the case ends, passed
+// or failed, and the directory itself when the program exits.
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -23,6 +27,47 @@
 static int passed, failed;
 static const char *dump_cmd;
 static char self_path[4096];
+static char tmp_root[4096];  // this run's directory; "" in children
+#define MAIN_LOG_DIR "main"  // tmp_root/main: CP_LOG_DIR of this process
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st, (void)flag, (void)ftw;
+  if (remove(path) != 0 && errno != ENOENT) fprintf(stderr, "  cleanup: %s: %s\n", path, strerror(errno));
+  return 0;
+}
+
+// Removes path and everything under it (symbolic links are not followed).
+static void rm_tree(const char *path) { nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+// Removes every entry of dir but the one named keep (NULL: none).
+static void empty_dir(const char *dir, const char *keep) {
+  DIR *dd = opendir(dir);
+  if (!dd) return;
+  struct dirent *e;
+  char path[8192];
+  while ((e = readdir(dd))) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    if (keep && strcmp(e->d_name, keep) == 0) continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    rm_tree(path);
+  }
+  closedir(dd);
+}
+
+// After each case, passed or failed: everything in tmp_root goes but the
+// main log directory, which is emptied (channels a failed case left open
+// keep writing to unlinked files).
+static void clean_case(void) {
+  char main_dir[4200];
+  snprintf(main_dir, sizeof main_dir, "%s/" MAIN_LOG_DIR, tmp_root);
+  empty_dir(tmp_root, MAIN_LOG_DIR);
+  empty_dir(main_dir, NULL);
+}
+
+static void rm_tmp_root(void) {
+  if (tmp_root[0]) rm_tree(tmp_root);
+  tmp_root[0] = 0;
+}
 
 #define CHECK(cond, ...)                                              \
   do {                                                                \
@@ -37,6 +82,7 @@ static char self_path[4096];
 static void run(const char *name, int (*fn)(void)) {
   fprintf(stderr, "--- %s\n", name);
   if (fn()) { passed++; fprintf(stderr, "  ok\n"); } else failed++;
+  clean_case();
 }
 
 // ---- decoding with the real decoder
@@ -45,7 +91,8 @@ typedef struct { int64_t *ids; size_t n; int dump_status; char err[4096]; } deco
 
 static void decode(const char *path, decoded_t *d) {
   char cmd[8192];
-  char errpath[] = "/tmp/cp-dump-err-XXXXXX";
+  char errpath[4200];
+  snprintf(errpath, sizeof errpath, "%s/dump-err-XXXXXX", tmp_root);
   int efd = mkstemp(errpath);
   close(efd);
   snprintf(cmd, sizeof cmd, "'%s' dump --csv '%s' 2>'%s'", dump_cmd, path, errpath);
@@ -96,8 +143,11 @@ static int contiguous_from_zero(const decoded_t *d) { return contiguous_from(d, 
 // Children log ids from here: 20-character ids make the longest ASCII lines.
 #define KID_FIRST_ID (-9000000000000000000LL)
 
+// A new directory in tmp_root, removed when the case ends (clean_case); its
+// siblings dir.shm and dir.err go with it.
 static char *make_dir(void) {
-  char *dir = strdup("/tmp/cp-ctest-XXXXXX");
+  char *dir = malloc(strlen(tmp_root) + 16);
+  sprintf(dir, "%s/case-XXXXXX", tmp_root);
   return mkdtemp(dir);
 }
 
@@ -945,7 +995,13 @@ int main(int argc, char **argv) {
   dump_cmd = getenv("CP_DUMP");
   if (!dump_cmd) { fprintf(stderr, "set CP_DUMP to the cloudprofiler binary\n"); return 2; }
   if (readlink("/proc/self/exe", self_path, sizeof self_path - 1) < 0) return 2;
-  char *dir = make_dir();
+  const char *tmp = getenv("TMPDIR");
+  snprintf(tmp_root, sizeof tmp_root, "%s/cp-ctest-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+  if (!mkdtemp(tmp_root)) { perror(tmp_root); return 2; }
+  atexit(rm_tmp_root);  // also on an early exit(); forked children exec or _exit
+  char dir[4200];
+  snprintf(dir, sizeof dir, "%s/" MAIN_LOG_DIR, tmp_root);
+  if (mkdir(dir, 0700) != 0) { perror(dir); return 2; }
   setenv("CP_LOG_DIR", dir, 1);
   const char *only = argc > 1 ? argv[1] : "";
   struct { const char *name; int (*fn)(void); } tests[] = {
@@ -970,6 +1026,8 @@ int main(int argc, char **argv) {
   };
   for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
     if (strstr(tests[i].name, only)) run(tests[i].name, tests[i].fn);
+  CloseAllChannels();  // before its directory goes
+  rm_tmp_root();
   printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }
