@@ -31,15 +31,19 @@ func startReceiver(t *testing.T, cfg ReceiverConfig) (*Receiver, func() []Report
 	return r, func() []Report { mu.Lock(); defer mu.Unlock(); return append([]Report(nil), reps...) }
 }
 
-func TestSendExactCountsAndRate(t *testing.T) {
+// Every planned tuple is sent and received, whatever the machine's load.
+// Whether the rate was reached depends on that load: BenchmarkSendRate
+// reports it (make bench-gen).
+func TestSendExactCounts(t *testing.T) {
 	r, reports := startReceiver(t, ReceiverConfig{})
 	res, err := Send(context.Background(), SendConfig{To: r.Addr().String(), Rate: 50000, Duration: time.Second,
 		Threads: 3, Payloads: Synthetic(500, 1)})
 	require.NoError(t, err)
 	require.EqualValues(t, 50000, res.Planned)
 	require.EqualValues(t, 50000, res.Tuples)
-	require.True(t, res.Reached, "achieved %.0f of 50000, max lag %s", res.Achieved, res.MaxLag)
-	require.InEpsilon(t, 50000, res.Achieved, 0.005)
+	for _, tr := range res.Threads {
+		require.NoError(t, tr.Err)
+	}
 	require.True(t, res.ReceiverSaw)
 	require.EqualValues(t, 50000, res.Received)
 	require.Zero(t, res.Lost)
@@ -273,10 +277,17 @@ func TestMaxRateFindsTheCapacity(t *testing.T) {
 		t.Logf("%2d %-7s %8.0f ok=%v %s", s.N, s.Phase, s.Rate, s.OK, s.Why)
 	}
 	require.Equal(t, res.Steps, steps)
+	// The bounds that hold however busy the machine is (a busy machine only
+	// lowers what is reached); how close Max comes to the capacity is
+	// BenchmarkMaxRateCapacity's ratio.
+	require.Greater(t, res.FirstFail, 0.0, "the stand-in cannot take 1e9 tuples/s")
 	require.LessOrEqual(t, res.FirstFail-res.Max, 2000.0)
-	require.GreaterOrEqual(t, res.Max, 0.8*capacity, "well below the capacity")
 	require.LessOrEqual(t, res.Max, capacity+queue/d.Seconds()+2000, "above what the queue can absorb")
+	require.LessOrEqual(t, res.FirstFail, 2*(capacity+queue/d.Seconds()), "doubling past a failure it had to see")
 	require.Less(t, len(res.Steps), 12, "bracket and bisect, not a linear walk")
+	for _, s := range res.Steps {
+		require.Equal(t, s.OK, s.Why == "", "%+v", s)
+	}
 }
 
 func TestTuplesFile(t *testing.T) {
@@ -342,7 +353,10 @@ func TestHostileClientsCostLittle(t *testing.T) {
 func TestMaxRateSurvivesALateReport(t *testing.T) {
 	r, _ := startReceiver(t, ReceiverConfig{Capacity: 2000, Queue: 5000})
 	res, err := MaxRate(context.Background(), MaxRateConfig{
-		Send:  SendConfig{To: r.Addr().String(), Duration: 300 * time.Millisecond, Threads: 1, Payloads: Synthetic(10, 1), ReportTimeout: 300 * time.Millisecond},
+		// Tolerance: a rate missed on a busy machine does not fail a step;
+		// only loss and late REPORTs do.
+		Send: SendConfig{To: r.Addr().String(), Duration: 300 * time.Millisecond, Threads: 1, Payloads: Synthetic(10, 1),
+			ReportTimeout: 300 * time.Millisecond, Tolerance: 0.9},
 		Start: 1000, Max: 64000, Resolution: 4000, Pause: 50 * time.Millisecond,
 	})
 	require.NoError(t, err)
@@ -354,16 +368,35 @@ func TestMaxRateSurvivesALateReport(t *testing.T) {
 	require.True(t, late, "%+v", res.Steps)
 }
 
-// Closing a stand-in with a long backlog does not wait for it.
+// Closing a stand-in with a long backlog does not wait for it: at 1 tuple
+// a second, its 1000+ queued tuples would take more than 15 minutes.
 func TestCloseDiscardsTheBacklog(t *testing.T) {
-	r, err := NewReceiver(ReceiverConfig{Listen: "127.0.0.1:0", Capacity: 1000, Queue: 4000})
+	var mu sync.Mutex
+	var reps []Report
+	r, err := NewReceiver(ReceiverConfig{Listen: "127.0.0.1:0", Capacity: 1, Queue: 4000,
+		OnReport: func(rep Report) { mu.Lock(); reps = append(reps, rep); mu.Unlock() }})
 	require.NoError(t, err)
 	go r.Serve(context.Background())
-	go Send(context.Background(), SendConfig{To: r.Addr().String(), Rate: 40000, Duration: 200 * time.Millisecond, Threads: 1, Payloads: Synthetic(10, 1)})
-	time.Sleep(300 * time.Millisecond)
-	t0 := time.Now()
-	require.NoError(t, r.Close())
-	require.Less(t, time.Since(t0), time.Second, "4000 queued tuples at 1000/s would take 4 s")
+	sent := make(chan *SendResult, 1)
+	go func() {
+		res, _ := Send(context.Background(), SendConfig{To: r.Addr().String(), Rate: 40000, Duration: 200 * time.Millisecond,
+			Threads: 1, Payloads: Synthetic(10, 1), ReportTimeout: time.Hour})
+		sent <- res
+	}()
+	require.Eventually(t, func() bool { return r.queued.Load() >= 1000 }, 30*time.Second, 5*time.Millisecond)
+	closed := make(chan error, 1)
+	go func() { closed <- r.Close() }()
+	select {
+	case err := <-closed:
+		require.NoError(t, err)
+	case <-time.After(time.Minute): // a bound for a hung test, not a measurement
+		t.Fatal("Close waited for the backlog")
+	}
+	res := <-sent // the sender's connection closed: it stops waiting for its REPORT
+	require.NotNil(t, res)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, reps, 1, "the stream's report is made at Close")
 }
 
 // Tuples of 16 MiB among small ones: buckets stay within the frame limit.

@@ -3,12 +3,12 @@ package datagen
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,12 +52,16 @@ type ReceiverConfig struct {
 	// MaxConns bounds concurrent connections (default 1024): more are
 	// closed at once and counted (Refused).
 	MaxConns int
-	// HelloTimeout: a connection must send its HELLO within this (default
-	// 10 s, in all); IdleTimeout: a connection that sends nothing for this
-	// long after it is closed (default 5 min).
+	// HelloTimeout: a connection must send its whole HELLO within this
+	// (default 10 s, in all, not per read); IdleTimeout: after the HELLO,
+	// each frame must arrive whole within this, so a connection that sends
+	// nothing for this long is closed, its report saying so (default 5 min).
 	HelloTimeout, IdleTimeout time.Duration
 	// OnReport is called once per connection, when its stream ends.
 	OnReport func(Report)
+	// Logf, if set, says why a connection closed before its stream began
+	// (a malformed or missing HELLO); a stream's own end is in its Report.
+	Logf func(format string, args ...any)
 }
 
 // Receiver accepts sender connections and accounts for every tuple id.
@@ -68,11 +72,14 @@ type Receiver struct {
 	queued  atomic.Int64
 	closing atomic.Bool
 	refused atomic.Uint64
-	wg      sync.WaitGroup
-	mu      sync.Mutex
-	conns   map[net.Conn]bool
-	closed  bool
-	done    chan struct{}
+	// malformed counts connections closed for a frame that could not be parsed.
+	malformed atomic.Uint64
+	wg        sync.WaitGroup
+	mu        sync.Mutex
+	conns     map[net.Conn]bool
+	closed    bool
+	stop      chan struct{} // closed when Close begins
+	done      chan struct{}
 }
 
 type item struct {
@@ -116,7 +123,7 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gen recv: %w", err)
 	}
-	r := &Receiver{cfg: cfg, ln: ln, conns: map[net.Conn]bool{}, done: make(chan struct{})}
+	r := &Receiver{cfg: cfg, ln: ln, conns: map[net.Conn]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
 	if cfg.Capacity > 0 {
 		r.queue = make(chan item, 1<<12)
 		r.wg.Add(1)
@@ -130,6 +137,10 @@ func (r *Receiver) Addr() net.Addr { return r.ln.Addr() }
 
 // Refused counts connections closed at once because MaxConns were open.
 func (r *Receiver) Refused() uint64 { return r.refused.Load() }
+
+// Malformed counts connections closed because of a frame that could not
+// be parsed (before or after the HELLO).
+func (r *Receiver) Malformed() uint64 { return r.malformed.Load() }
 
 // Serve accepts connections until ctx ends or Close. Accept errors (out of
 // file descriptors...) are retried after a pause that grows to 1 s.
@@ -188,6 +199,7 @@ func (r *Receiver) Close() error {
 	}
 	r.closed = true
 	r.closing.Store(true)
+	close(r.stop)
 	for c := range r.conns {
 		c.Close()
 	}
@@ -222,52 +234,56 @@ func (r *Receiver) serveConn(c net.Conn) {
 		r.mu.Unlock()
 		r.wg.Done()
 	}()
+	// A bug in a decoder must cost this connection only, never the
+	// receiver (the fuzz tests call the decoders without this net).
+	defer func() {
+		if p := recover(); p != nil {
+			r.malformed.Add(1)
+			r.logf("gen recv: %s: internal error, connection closed: %v", c.RemoteAddr(), p)
+		}
+	}()
 	br := bufio.NewReaderSize(c, 64<<10)
 	c.SetReadDeadline(time.Now().Add(r.cfg.HelloTimeout))
 	typ, body, err := readFrame(br, nil, senderFrames)
-	if err != nil || typ != frameHello {
-		return // not a sender: nothing to account for
+	if err == nil && typ != frameHello {
+		err = malformedf("first frame of type %d, want HELLO", typ)
 	}
-	h, err := decodeHello(body)
-	if err != nil {
+	var h Hello
+	if err == nil {
+		h, err = decodeHello(body)
+	}
+	if err != nil { // not a sender: nothing to account for
+		if errors.Is(err, errMalformed) {
+			r.malformed.Add(1)
+		} else if errors.Is(err, os.ErrDeadlineExceeded) {
+			err = fmt.Errorf("no HELLO within %s", r.cfg.HelloTimeout)
+		}
+		if !r.closing.Load() && !errors.Is(err, io.EOF) {
+			r.logf("gen recv: %s: closed before a stream: %v", c.RemoteAddr(), err)
+		}
 		return
 	}
 	s := &stream{acc: newAccounting(h.FirstID, h.Tuples)}
 	rep := Report{RunID: h.RunID, Sender: h.Name, Thread: h.Thread, Threads: h.Threads, FirstID: h.FirstID, Sent: h.Tuples}
 	var buf []byte
 	var end *End
-	for end == nil {
+	for end == nil && err == nil {
 		c.SetReadDeadline(time.Now().Add(r.cfg.IdleTimeout))
 		typ, buf, err = readFrame(br, buf, senderFrames)
-		if err != nil {
-			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-				err = errors.New("connection closed before END")
-			}
-			break
+		if err == nil {
+			end, err = r.handleFrame(&h, s, typ, buf)
 		}
-		switch typ {
-		case frameBucket:
-			if s.firstAt.IsZero() {
-				s.firstAt = time.Now()
-			}
-			if r.queue == nil {
-				_, err = forEachTuple(buf, func(id uint64, p []byte) { s.acc.add(id); s.bytes += uint64(len(p)) + recordHeader })
-			} else {
-				err = r.enqueue(s, buf)
-			}
-		case frameEnd:
-			e := End{Tuples: binary.BigEndian.Uint64(buf), Buckets: binary.BigEndian.Uint64(buf[8:])}
-			if e.Tuples > h.Tuples {
-				err = fmt.Errorf("END says %d tuples sent, HELLO planned %d", e.Tuples, h.Tuples)
-				break
-			}
-			end = &e
-		default:
-			err = fmt.Errorf("unexpected frame type %d", typ)
-		}
-		if err != nil {
-			break
-		}
+	}
+	switch {
+	case err == nil:
+	case errors.Is(err, errMalformed):
+		r.malformed.Add(1)
+	case r.closing.Load():
+		err = errors.New("receiver closed")
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		err = errors.New("connection closed before END")
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		err = fmt.Errorf("nothing received for %s: closed", r.cfg.IdleTimeout)
 	}
 	if r.queue != nil { // wait until the processing goroutine is past this stream
 		done := make(chan struct{})
@@ -294,6 +310,39 @@ func (r *Receiver) serveConn(c net.Conn) {
 	}
 	if r.cfg.OnReport != nil {
 		r.cfg.OnReport(rep)
+	}
+}
+
+// handleFrame takes one frame of a stream past its HELLO: a BUCKET is
+// accounted for (or queued for the stand-in), END ends the stream (its
+// End is returned). An error ends the connection.
+func (r *Receiver) handleFrame(h *Hello, s *stream, typ byte, body []byte) (*End, error) {
+	switch typ {
+	case frameBucket:
+		if s.firstAt.IsZero() {
+			s.firstAt = time.Now()
+		}
+		if r.queue != nil {
+			return nil, r.enqueue(s, body)
+		}
+		_, err := forEachTuple(body, func(id uint64, p []byte) { s.acc.add(id); s.bytes += uint64(len(p)) + recordHeader })
+		return nil, err
+	case frameEnd:
+		e, err := decodeEnd(body)
+		if err != nil {
+			return nil, err
+		}
+		if e.Tuples > h.Tuples {
+			return nil, malformedf("END says %d tuples sent, HELLO planned %d", e.Tuples, h.Tuples)
+		}
+		return &e, nil
+	}
+	return nil, malformedf("unexpected frame type %d", typ)
+}
+
+func (r *Receiver) logf(format string, a ...any) {
+	if r.cfg.Logf != nil {
+		r.cfg.Logf(format, a...)
 	}
 }
 
@@ -341,7 +390,12 @@ func (r *Receiver) process() {
 			}
 			free = free.Add(time.Duration(float64(len(it.ids)) / r.cfg.Capacity * 1e9))
 			if d := free.Sub(now); d > 0 {
-				time.Sleep(d)
+				t := time.NewTimer(d) // Close does not wait for a slow bucket
+				select {
+				case <-t.C:
+				case <-r.stop:
+					t.Stop()
+				}
 			}
 		}
 		for _, id := range it.ids {

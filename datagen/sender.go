@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -313,9 +312,9 @@ func finish(c net.Conn, cfg *SendConfig, tr *ThreadResult) (*Report, error) {
 	if typ != frameReport {
 		return nil, fmt.Errorf("thread %d: the receiver answered END with frame type %d", tr.Thread, typ)
 	}
-	var rep Report
-	if err := json.Unmarshal(body, &rep); err != nil {
-		return nil, fmt.Errorf("thread %d: REPORT: %w", tr.Thread, err)
+	rep, err := decodeReport(body)
+	if err != nil {
+		return nil, fmt.Errorf("thread %d: %w", tr.Thread, err)
 	}
 	return &rep, nil
 }

@@ -3,6 +3,7 @@ package datagen
 import (
 	"bufio"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +27,14 @@ const (
 )
 
 var magic = [4]byte{'C', 'P', 'D', 'G'}
+
+// errMalformed marks a frame that cannot be parsed (FRAMING.md): its
+// connection closes, and only it.
+var errMalformed = errors.New("malformed")
+
+func malformedf(format string, a ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{errMalformed}, a...)...)
+}
 
 // Hello is the first frame of a connection.
 type Hello struct {
@@ -67,13 +76,13 @@ func (h Hello) encode() []byte {
 func decodeHello(body []byte) (Hello, error) {
 	var h Hello
 	if len(body) < 51 {
-		return h, fmt.Errorf("HELLO of %d bytes, want at least 51", len(body))
+		return h, malformedf("HELLO of %d bytes, want at least 51", len(body))
 	}
 	if [4]byte(body[0:4]) != magic {
-		return h, fmt.Errorf("HELLO magic %q, want CPDG", body[0:4])
+		return h, malformedf("HELLO magic %q, want CPDG", body[0:4])
 	}
 	if v := binary.BigEndian.Uint16(body[4:]); v != wireVersion {
-		return h, fmt.Errorf("wire version %d, this receiver speaks %d", v, wireVersion)
+		return h, malformedf("wire version %d, this receiver speaks %d", v, wireVersion)
 	}
 	h.RunID = binary.BigEndian.Uint64(body[8:])
 	h.Thread = binary.BigEndian.Uint32(body[16:])
@@ -83,16 +92,33 @@ func decodeHello(body []byte) (Hello, error) {
 	h.Rate = math.Float64frombits(binary.BigEndian.Uint64(body[40:]))
 	nameLen := int(binary.BigEndian.Uint16(body[48:]))
 	if nameLen < 1 || nameLen > maxNameLen || len(body) != 50+nameLen {
-		return h, fmt.Errorf("HELLO name of %d bytes in a body of %d", nameLen, len(body))
+		return h, malformedf("HELLO name of %d bytes in a body of %d", nameLen, len(body))
 	}
 	if h.Threads == 0 || h.Thread >= h.Threads {
-		return h, fmt.Errorf("HELLO thread %d of %d", h.Thread, h.Threads)
+		return h, malformedf("HELLO thread %d of %d", h.Thread, h.Threads)
 	}
 	if h.FirstID+h.Tuples < h.FirstID {
-		return h, fmt.Errorf("HELLO range: first id %d + %d tuples overflows 64 bits", h.FirstID, h.Tuples)
+		return h, malformedf("HELLO range: first id %d + %d tuples overflows 64 bits", h.FirstID, h.Tuples)
 	}
 	h.Name = string(body[50:])
 	return h, nil
+}
+
+// decodeEnd parses an END body: exactly two u64.
+func decodeEnd(body []byte) (End, error) {
+	if len(body) != 16 {
+		return End{}, malformedf("END of %d bytes, want 16", len(body))
+	}
+	return End{Tuples: binary.BigEndian.Uint64(body), Buckets: binary.BigEndian.Uint64(body[8:])}, nil
+}
+
+// decodeReport parses a REPORT body (one JSON object).
+func decodeReport(body []byte) (Report, error) {
+	var rep Report
+	if err := json.Unmarshal(body, &rep); err != nil {
+		return Report{}, malformedf("REPORT: %v", err)
+	}
+	return rep, nil
 }
 
 func (e End) encode() []byte {
@@ -138,10 +164,10 @@ func readFrame(r *bufio.Reader, buf []byte, limit frameLimit) (byte, []byte, err
 	n := int(binary.BigEndian.Uint32(hdr[:4])) - 1
 	lim := limit(hdr[4])
 	if lim < 0 {
-		return 0, buf, fmt.Errorf("unexpected frame type %d", hdr[4])
+		return 0, buf, malformedf("unexpected frame type %d", hdr[4])
 	}
 	if n < 0 || n > lim {
-		return 0, buf, fmt.Errorf("frame type %d with a body of %d bytes (at most %d)", hdr[4], n, lim)
+		return 0, buf, malformedf("frame type %d with a body of %d bytes (at most %d)", hdr[4], n, lim)
 	}
 	buf = buf[:0]
 	for len(buf) < n {
@@ -167,25 +193,25 @@ func readFrame(r *bufio.Reader, buf []byte, limit frameLimit) (byte, []byte, err
 // malformed bucket is refused whole.
 func forEachTuple(body []byte, fn func(id uint64, payload []byte)) (int, error) {
 	if len(body) < 4 {
-		return 0, errors.New("BUCKET without a count")
+		return 0, malformedf("BUCKET without a count")
 	}
 	count := int(binary.BigEndian.Uint32(body))
 	if count < 1 || count > maxBucket {
-		return 0, fmt.Errorf("BUCKET count %d out of range 1..%d", count, maxBucket)
+		return 0, malformedf("BUCKET count %d out of range 1..%d", count, maxBucket)
 	}
 	off := 4
 	for i := 0; i < count; i++ {
 		if len(body)-off < recordHeader {
-			return 0, fmt.Errorf("BUCKET cut in tuple %d of %d", i, count)
+			return 0, malformedf("BUCKET cut in tuple %d of %d", i, count)
 		}
 		n := int(binary.BigEndian.Uint32(body[off+8:]))
 		if n > maxPayload || len(body)-off-recordHeader < n {
-			return 0, fmt.Errorf("BUCKET tuple %d: payload of %d bytes, %d left", i, n, len(body)-off-recordHeader)
+			return 0, malformedf("BUCKET tuple %d: payload of %d bytes, %d left", i, n, len(body)-off-recordHeader)
 		}
 		off += recordHeader + n
 	}
 	if off != len(body) {
-		return 0, fmt.Errorf("BUCKET has %d bytes after its %d tuples", len(body)-off, count)
+		return 0, malformedf("BUCKET has %d bytes after its %d tuples", len(body)-off, count)
 	}
 	off = 4
 	for i := 0; i < count; i++ {

@@ -244,11 +244,17 @@ func genRecv(ctx context.Context, stdout, stderr io.Writer, args []string) error
 	fs.Var(&capacity, "capacity", "act as a system under test that processes at most this many tuples/s, dropping what its queue cannot hold (default: unlimited)")
 	queue := fs.Int("queue", 10000, "with --capacity: tuples buffered before dropping")
 	asJSON := fs.Bool("json", false, "print each stream's report as a JSON line")
+	maxConns := fs.Int("max-conns", 1024, "connections open at once, at most; more are closed at once")
+	helloTO := fs.Duration("hello-timeout", 10*time.Second, "a connection must send its whole HELLO within this")
+	idleTO := fs.Duration("idle-timeout", 5*time.Minute, "after its HELLO, a connection that sends nothing for this long is closed")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *listen == "" {
+	switch {
+	case *listen == "":
 		return errors.New("gen recv: --listen ADDR is required")
+	case *maxConns < 1 || *helloTO <= 0 || *idleTO <= 0:
+		return errors.New("gen recv: --max-conns, --hello-timeout and --idle-timeout must be > 0")
 	}
 	type runKey struct {
 		sender string
@@ -256,7 +262,8 @@ func genRecv(ctx context.Context, stdout, stderr io.Writer, args []string) error
 	}
 	var mu sync.Mutex
 	runs := map[runKey][]datagen.Report{}
-	cfg := datagen.ReceiverConfig{Listen: *listen, Capacity: float64(capacity), Queue: *queue}
+	cfg := datagen.ReceiverConfig{Listen: *listen, Capacity: float64(capacity), Queue: *queue, MaxConns: *maxConns,
+		HelloTimeout: *helloTO, IdleTimeout: *idleTO, Logf: logTo(stderr)}
 	cfg.OnReport = func(r datagen.Report) {
 		mu.Lock()
 		defer mu.Unlock()

@@ -32,15 +32,21 @@ func exitOf(err error) int {
 }
 
 func TestGenSendExitCodes(t *testing.T) {
-	// Everything received: exit 0, the receiver's numbers printed.
+	// Everything received: exit 0, the receiver's numbers printed; or 3
+	// when a busy machine kept the sender below the rate (the rate is
+	// measured by make bench-gen, not asserted here).
 	r, err := datagen.NewReceiver(datagen.ReceiverConfig{Listen: "127.0.0.1:0"})
 	require.NoError(t, err)
 	go r.Serve(context.Background())
 	defer r.Close()
 	out, _, err := genRun("send", "--to", r.Addr().String(), "--rate", "20k", "--duration", "500ms", "--threads", "2", "--synthetic")
-	require.NoError(t, err, out)
+	if exitOf(err) == 3 {
+		require.Contains(t, out, "NOT REACHED")
+	} else {
+		require.NoError(t, err, out)
+		require.Contains(t, out, "(reached)")
+	}
 	require.Contains(t, out, "sent 10000 of 10000 tuples")
-	require.Contains(t, out, "(reached)")
 	require.Contains(t, out, "receiver: received 10000, lost 0")
 
 	// A receiver that drops: exit 4, the lost ids listed.
@@ -96,6 +102,10 @@ func TestGenFlagsAndTuplesFile(t *testing.T) {
 	require.ErrorContains(t, err, "--start must be > 0")
 	_, _, err = genRun("recv")
 	require.ErrorContains(t, err, "--listen ADDR is required")
+	_, _, err = genRun("recv", "--listen", "127.0.0.1:0", "--max-conns", "0")
+	require.ErrorContains(t, err, "must be > 0")
+	_, _, err = genRun("recv", "--listen", "127.0.0.1:0", "--idle-timeout", "-1s")
+	require.ErrorContains(t, err, "must be > 0")
 
 	path := filepath.Join(t.TempDir(), "t.bin")
 	out, _, err := genRun("tuples", "--synthetic", "50", "--out", path)
