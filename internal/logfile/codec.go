@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"slices"
 	"sync"
 
 	"github.com/klauspost/compress/s2"
@@ -76,7 +77,10 @@ func zstdInit() {
 		if err != nil {
 			panic(err)
 		}
-		zDec, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))
+		// DecodeAll writes at most cap(dst)-len(dst) bytes (Decompress sizes
+		// dst from the frame's RawLen): a frame cannot make it allocate more.
+		zDec, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecodeAllCapLimit(true),
+			zstd.WithDecoderMaxMemory(MaxBlockRecords*24*binary.MaxVarintLen64/8))
 		if err != nil {
 			panic(err)
 		}
@@ -104,7 +108,12 @@ func Decompress(dst, src []byte, codec int, rawLen int) ([]byte, error) {
 	switch codec {
 	case CodecZstd:
 		zstdInit()
-		return zDec.DecodeAll(src, dst)
+		dst = slices.Grow(dst, rawLen)
+		out, err := zDec.DecodeAll(src, dst[:len(dst):len(dst)+rawLen])
+		if err == nil && len(out)-len(dst) != rawLen {
+			err = fmt.Errorf("zstd length %d, frame says %d", len(out)-len(dst), rawLen)
+		}
+		return out, err
 	case CodecS2:
 		n, err := s2.DecodedLen(src)
 		if err != nil {

@@ -52,23 +52,44 @@ func FuzzDecodeColumns(f *testing.F) {
 	})
 }
 
-// writeFile builds a binary log by hand: header and the given frames.
-func writeFile(t *testing.T, frames ...[]byte) string {
-	t.Helper()
-	h := Header{Version: Version, ByteOrder: "little", Format: "BINARY_TSC", FormatID: int32(BinaryTSC),
-		Handler: "BUFFER_IDENTITY", HandlerID: 1, RecordSize: 16}
+// testHeader is the file header of the hand-built logs: a BUFFER_IDENTITY
+// BINARY_TSC channel with blocks of 64 records in a ring of 4.
+func testHeader(version int) Header {
+	return Header{Version: version, ByteOrder: "little", Format: "BINARY_TSC", FormatID: int32(BinaryTSC),
+		Handler: "BUFFER_IDENTITY", HandlerID: 1, RecordSize: 16, BlockRecords: 64, RingBlocks: 4}
+}
+
+// fileBytes builds a binary log by hand: the header, then the given frames.
+func fileBytes(h Header, frames ...[]byte) []byte {
 	js, _ := json.Marshal(h)
 	b := []byte(Magic)
-	b = binary.LittleEndian.AppendUint16(b, Version)
+	b = binary.LittleEndian.AppendUint16(b, uint16(h.Version))
 	b = binary.LittleEndian.AppendUint16(b, ByteOrderMark)
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(js)))
 	b = append(b, js...)
 	for _, f := range frames {
 		b = append(b, f...)
 	}
+	return b
+}
+
+func writeBytes(t *testing.T, b []byte) string {
+	t.Helper()
 	p := filepath.Join(t.TempDir(), "f.cplog")
 	require.NoError(t, os.WriteFile(p, b, 0o644))
 	return p
+}
+
+// writeFile writes a version 2 log of the given frames.
+func writeFile(t *testing.T, frames ...[]byte) string {
+	t.Helper()
+	return writeBytes(t, fileBytes(testHeader(Version), frames...))
+}
+
+// trailerFrame is the trailer of a channel closed after accepting positions.
+func trailerFrame(positions uint64) []byte {
+	js, _ := json.Marshal(Trailer{Reason: "test", Positions: positions})
+	return AppendFrame(nil, FrameHeader{Kind: KindTrailer, RawLen: uint32(len(js))}, js)
 }
 
 func recordsFrame(first uint64, ids ...int64) []byte {
@@ -77,9 +98,7 @@ func recordsFrame(first uint64, ids ...int64) []byte {
 		raw = binary.LittleEndian.AppendUint64(raw, uint64(id))
 		raw = binary.LittleEndian.AppendUint64(raw, uint64(1000+i))
 	}
-	fh := FrameHeader{Kind: KindRecords, Flags: FlagCRC, N: uint32(len(ids)), StoredLen: uint32(len(raw)),
-		FirstPos: first, RawLen: uint32(len(raw)), CRC: CRC(raw)}
-	return append(fh.Append(nil), raw...)
+	return AppendFrame(nil, FrameHeader{Kind: KindRecords, N: uint32(len(ids)), FirstPos: first, RawLen: uint32(len(raw))}, raw)
 }
 
 func readAll(t *testing.T, p string) ([]int64, *File, error) {
@@ -95,7 +114,7 @@ func readAll(t *testing.T, p string) ([]int64, *File, error) {
 
 func TestFramesOrderedAndDeduplicated(t *testing.T) {
 	// Block 2 arrives before block 1, and a SIGTERM flush repeats part of block 1.
-	p := writeFile(t, recordsFrame(0, 0, 1), recordsFrame(4, 4, 5), recordsFrame(2, 2, 3), recordsFrame(3, 3))
+	p := writeFile(t, recordsFrame(0, 0, 1), recordsFrame(4, 4, 5), recordsFrame(2, 2, 3), recordsFrame(3, 3), trailerFrame(6))
 	ids, lf, err := readAll(t, p)
 	require.NoError(t, err)
 	require.Equal(t, []int64{0, 1, 2, 3, 4, 5}, ids)
@@ -109,9 +128,10 @@ func TestTruncatedFileDecodesUpToLastWholeFrame(t *testing.T) {
 		p := filepath.Join(t.TempDir(), "cut.cplog")
 		require.NoError(t, os.WriteFile(p, b[:len(b)-cut], 0o644))
 		ids, lf, err := readAll(t, p)
-		require.NoError(t, err)
+		require.ErrorIs(t, err, ErrDamaged) // cut short, and no trailer
 		require.Equal(t, []int64{0, 1}, ids, "cut %d", cut)
 		require.Equal(t, int64(32+32-cut), lf.Summary.TruncatedBytes)
+		require.Contains(t, err.Error(), "cut short")
 	}
 }
 
@@ -152,8 +172,8 @@ func TestHolesAreSkippedAndCounted(t *testing.T) {
 		}
 		raw = binary.LittleEndian.AppendUint64(raw, tsc)
 	}
-	fh := FrameHeader{Kind: KindRecords, Flags: FlagSignal, N: 3, StoredLen: uint32(len(raw)), RawLen: uint32(len(raw))}
-	ids, lf, err := readAll(t, writeFile(t, append(fh.Append(nil), raw...)))
+	fh := FrameHeader{Kind: KindRecords, Flags: FlagSignal, N: 3, RawLen: uint32(len(raw))}
+	ids, lf, err := readAll(t, writeFile(t, AppendFrame(nil, fh, raw), trailerFrame(3)))
 	require.NoError(t, err)
 	require.Equal(t, []int64{0, 2}, ids)
 	require.Equal(t, uint64(1), lf.Summary.Holes)
@@ -166,9 +186,7 @@ func frameWith(first uint64, flags uint16, recs ...[2]uint64) []byte {
 		raw = binary.LittleEndian.AppendUint64(raw, r[0])
 		raw = binary.LittleEndian.AppendUint64(raw, r[1])
 	}
-	fh := FrameHeader{Kind: KindRecords, Flags: flags, N: uint32(len(recs)), StoredLen: uint32(len(raw)),
-		FirstPos: first, RawLen: uint32(len(raw))}
-	return append(fh.Append(nil), raw...)
+	return AppendFrame(nil, FrameHeader{Kind: KindRecords, Flags: flags, N: uint32(len(recs)), FirstPos: first, RawLen: uint32(len(raw))}, raw)
 }
 
 // The SIGTERM flusher found position 1 reserved but unwritten; the normal
@@ -178,7 +196,7 @@ func TestSignalFrameHolesAreFilledByTheNormalFrame(t *testing.T) {
 	full := frameWith(0, 0, [2]uint64{10, 100}, [2]uint64{11, 101}, [2]uint64{12, 102}, [2]uint64{13, 103})
 	tail := frameWith(2, FlagSignal, [2]uint64{12, 102}, [2]uint64{13, 0}, [2]uint64{14, 104})
 	for _, order := range [][][]byte{{sig, full, tail}, {full, tail, sig}, {tail, sig, full}} {
-		ids, lf, err := readAll(t, writeFile(t, order...))
+		ids, lf, err := readAll(t, writeFile(t, append(order, trailerFrame(5))...))
 		require.NoError(t, err)
 		require.Equal(t, []int64{10, 11, 12, 13, 14}, ids)
 		require.Zero(t, lf.Summary.Holes)
@@ -187,7 +205,7 @@ func TestSignalFrameHolesAreFilledByTheNormalFrame(t *testing.T) {
 	// positions 0 and 1; the close's pair wins.
 	snap := frameWith(0, FlagSignal, [2]uint64{1, 100}, [2]uint64{5, 500})
 	final := frameWith(0, 0, [2]uint64{1, 100}, [2]uint64{9, 900})
-	ids, _, err := readAll(t, writeFile(t, snap, final))
+	ids, _, err := readAll(t, writeFile(t, snap, final, trailerFrame(2)))
 	require.NoError(t, err)
 	require.Equal(t, []int64{1, 9}, ids)
 }

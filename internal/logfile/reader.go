@@ -18,24 +18,46 @@ import (
 var ErrForeign = errors.New("not a Cloudprofiler log file")
 
 // ErrDamaged is returned after a full read of a file in which some frames
-// were damaged: every whole frame was still decoded (see Summary).
-var ErrDamaged = errors.New("damaged log file")
+// were damaged, or in which records that were accepted are known to be
+// missing: every whole, valid frame was still decoded (see Summary and
+// Summary.Problems).
+var ErrDamaged = errors.New("damaged or incomplete log file")
 
 var errDamagedFrame = errors.New("damaged frame (checksum or encoding)")
 
+// Limits on what a file's own headers can make the decoder allocate: a
+// frame header is believed only as far as these go (and, version 2, only
+// once its checksum matched), so memory is bounded by the file header's
+// block size, never by what a damaged or hostile frame header claims.
+const (
+	MaxHeaderJSON   = 1 << 20 // the file header
+	MaxMetaLen      = 1 << 20 // an event or the trailer
+	MaxBlockRecords = 1 << 22 // CP_BLOCK_RECORDS' upper bound: records in one frame
+	maxCounterBytes = CounterRecordSize * 4096
+	maxASCIILine    = 1 << 16
+)
+
 // Summary is what a full read learned about the file.
 type Summary struct {
+	Version        int      // the file's format version
 	Records        uint64   // tuple or counter records decoded
 	Holes          uint64   // positions reserved but never written (skipped)
 	Duplicates     uint64   // records seen twice (SIGTERM flush and drainer) and dropped
-	MissingPos     uint64   // ring positions no frame covers
+	MissingPos     uint64   // ring positions no frame covers (gaps between frames)
+	EndPos         uint64   // one past the last position a frame covers
 	Frames         int      // record/counter frames or blocks read
 	SignalFrames   int      // of which written by the SIGTERM flusher
 	TruncatedBytes int64    // bytes after the last whole frame (a cut-off file)
 	CorruptBytes   int64    // bytes skipped to find the next frame after damage
-	CorruptFrames  int      // frames whose checksum did not match (skipped)
+	CorruptFrames  int      // frames whose checksum or encoding did not hold (skipped)
+	CorruptLines   int      // ASCII lines that did not parse (skipped)
 	Events         []Event  // parameter changes, SIGTERM flushes
 	Trailer        *Trailer // nil if the file was not closed normally
+	Status         *Status  // the newest valid status slot (version 2), nil in v1 files
+	// RingBound is how many more records a process killed before closing
+	// may have accepted after the last status update: its ring's capacity
+	// (block_records x ring_blocks), 0 when the file was closed.
+	RingBound uint64
 }
 
 // entry is one indexed frame or ASCII block.
@@ -55,17 +77,32 @@ type entry struct {
 
 // File is an open log file, indexed.
 type File struct {
-	Header  Header
-	Summary Summary
-	path    string
-	f       *os.File
-	ascii   bool
-	entries []entry
-	recSize int
+	Header   Header
+	Summary  Summary
+	path     string
+	f        *os.File
+	ascii    bool
+	version  int
+	entries  []entry
+	recSize  int
+	maxN     uint64 // records one frame may hold (from the file header, capped)
+	buf      []byte // a frame's payload, reused
+	cols     []byte // a frame's column encoding, reused
+	hb       [FrameHeaderSize]byte
+	loadErr  error // the first read error that was not a frame's own damage
+	loadErrs int
+	indexed  Summary // as Open left it: each full read starts from it
+	// MaxRecords and MaxCounters bound what Records and Counters return,
+	// known once Open indexed the file (every frame's count verified, or,
+	// ASCII, one per line): size an output buffer with them.
+	MaxRecords, MaxCounters uint64
 }
 
-// Open reads the header and indexes every frame. Errors name the file and
-// say what is wrong; a file cut short is not an error (Summary.TruncatedBytes).
+// Open reads the header and indexes every frame, verifying each one (the
+// payload is read once here for its checksum, and again when decoded).
+// Errors name the file and say what is wrong; a file cut short or damaged
+// is not an error here (Summary says so; Records and Counters return
+// ErrDamaged after reading everything that is whole).
 func Open(path string) (*File, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -75,6 +112,12 @@ func Open(path string) (*File, error) {
 	if err := lf.index(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	lf.Summary.Version = lf.version
+	lf.indexed = lf.Summary
+	if lf.Summary.Trailer == nil && lf.Header.BlockRecords > 0 && lf.Header.RingBlocks > 0 &&
+		(lf.Summary.Status == nil || lf.Summary.Status.State == StateOpen) {
+		lf.Summary.RingBound = uint64(min(lf.Header.BlockRecords, MaxBlockRecords)) * uint64(min(lf.Header.RingBlocks, 1<<20))
 	}
 	return lf, nil
 }
@@ -101,13 +144,18 @@ func (lf *File) setHeader(js []byte) error {
 	if err := json.Unmarshal(js, &lf.Header); err != nil {
 		return fmt.Errorf("header JSON: %v", err)
 	}
-	if lf.Header.Version != Version {
-		return fmt.Errorf("log version %d, this decoder reads %d", lf.Header.Version, Version)
+	if lf.Header.Version != lf.version {
+		return fmt.Errorf("header JSON says version %d, the file's magic says %d", lf.Header.Version, lf.version)
 	}
 	lf.recSize = lf.Header.RecordSize
 	if lf.recSize != 16 && lf.recSize != 24 {
 		return fmt.Errorf("record size %d in header", lf.recSize)
 	}
+	if !lf.Header.Format2().Valid() {
+		return fmt.Errorf("format id %d in header", lf.Header.FormatID)
+	}
+	// FIRSTLAST frames hold 2 records; IDENTITY's hold 1.
+	lf.maxN = uint64(min(max(lf.Header.BlockRecords, 2), MaxBlockRecords))
 	return nil
 }
 
@@ -116,14 +164,16 @@ func (lf *File) indexBinary(br *bufio.Reader) error {
 	if _, err := io.ReadFull(br, pre[:]); err != nil {
 		return fmt.Errorf("header cut short")
 	}
-	if v := binary.LittleEndian.Uint16(pre[8:]); v != Version {
-		return fmt.Errorf("log version %d, this decoder reads %d", v, Version)
+	v := int(binary.LittleEndian.Uint16(pre[8:]))
+	if v < MinVersion || v > Version {
+		return fmt.Errorf("log version %d, this decoder reads versions %d to %d", v, MinVersion, Version)
 	}
+	lf.version = v
 	if bom := binary.LittleEndian.Uint16(pre[10:]); bom != ByteOrderMark {
 		return fmt.Errorf("byte order mark %#x: file written big-endian, not supported", bom)
 	}
 	hl := binary.LittleEndian.Uint32(pre[12:])
-	if hl > 1<<20 {
+	if hl > MaxHeaderJSON {
 		return fmt.Errorf("header length %d is not plausible", hl)
 	}
 	js := make([]byte, hl)
@@ -139,55 +189,146 @@ func (lf *File) indexBinary(br *bufio.Reader) error {
 		return err
 	}
 	size := st.Size()
-	var hb [FrameHeaderSize]byte
+	var payload []byte
 	for off < size {
-		if size-off < FrameHeaderSize {
-			lf.Summary.TruncatedBytes = size - off
-			break
-		}
-		if _, err := lf.f.ReadAt(hb[:], off); err != nil {
-			return err
-		}
-		fh, err := parseFrameHeader(hb[:])
-		if err == nil && fh.Kind >= KindRecords && fh.Kind <= KindTrailer && int64(fh.StoredLen) > size-off-FrameHeaderSize {
-			lf.Summary.TruncatedBytes = size - off
-			break
-		}
-		if err != nil || fh.Kind < KindRecords || fh.Kind > KindTrailer {
-			// Damage: find the next frame header and go on from there.
-			next, ok := lf.nextFrame(off+1, size)
-			lf.Summary.CorruptBytes += next - off
-			if !ok {
-				break
-			}
-			off = next
+		fh, state := lf.frameAt(off, size, &payload)
+		if state == frameOK {
+			lf.addFrame(fh, off, payload)
+			off += FrameHeaderSize + int64(fh.StoredLen)
 			continue
 		}
-		e := entry{kind: fh.Kind, codec: fh.Codec, flags: fh.Flags, n: uint64(fh.N), firstPos: fh.FirstPos,
-			off: off + FrameHeaderSize, length: int64(fh.StoredLen), rawLen: fh.RawLen, crc: fh.CRC, seq: len(lf.entries)}
-		switch fh.Kind {
-		case KindRecords:
-			e.positions = true
-			lf.entries = append(lf.entries, e)
-		case KindCounter:
-			lf.entries = append(lf.entries, e)
-		case KindEvent, KindTrailer:
-			js := make([]byte, fh.StoredLen)
-			if _, err := lf.f.ReadAt(js, e.off); err != nil {
-				return err
-			}
-			if err := lf.addMeta(fh.Kind, js); err != nil {
-				lf.Summary.CorruptFrames++
-			}
+		// Damage, or a frame cut short: go on from the next valid frame. A
+		// frame that runs past the end with nothing valid after it is where
+		// the file was cut (a crash); anything else is damage.
+		next, ok := lf.nextFrame(off+1, size, &payload)
+		switch {
+		case ok:
+			lf.Summary.CorruptBytes += next - off
+			lf.Summary.CorruptFrames++
+			off = next
+		case state == frameCut:
+			lf.Summary.TruncatedBytes = size - off
+			off = size
+		default:
+			lf.Summary.CorruptBytes += size - off
+			lf.Summary.CorruptFrames++
+			off = size
 		}
-		off += FrameHeaderSize + int64(fh.StoredLen)
 	}
 	return nil
 }
 
-// nextFrame finds the next offset at or after from that holds a plausible
-// frame header (magic, known kind, payload inside the file).
-func (lf *File) nextFrame(from, size int64) (int64, bool) {
+type frameState int
+
+const (
+	frameOK  frameState = iota
+	frameCut            // a plausible header whose payload runs past the end of the file
+	frameBad            // implausible header, or a checksum that does not match
+)
+
+// frameAt reads and verifies the frame at off, leaving its payload in *buf.
+func (lf *File) frameAt(off, size int64, buf *[]byte) (FrameHeader, frameState) {
+	var hb [FrameHeaderSize]byte
+	if size-off < FrameHeaderSize {
+		return FrameHeader{}, frameCut
+	}
+	if _, err := lf.f.ReadAt(hb[:], off); err != nil {
+		return FrameHeader{}, frameBad
+	}
+	fh, err := parseFrameHeader(hb[:])
+	if err != nil || !lf.plausible(&fh) {
+		return fh, frameBad
+	}
+	if int64(fh.StoredLen) > size-off-FrameHeaderSize {
+		return fh, frameCut
+	}
+	*buf = append((*buf)[:0], make([]byte, fh.StoredLen)...)
+	if _, err := lf.f.ReadAt(*buf, off+FrameHeaderSize); err != nil {
+		return fh, frameBad
+	}
+	if !lf.checksumOK(&fh, hb[:], *buf) {
+		return fh, frameBad
+	}
+	return fh, frameOK
+}
+
+func (lf *File) checksumOK(fh *FrameHeader, hb, payload []byte) bool {
+	if lf.version >= 2 {
+		return fh.Flags&FlagCRC != 0 && FrameCRC(hb, payload) == fh.CRC
+	}
+	return fh.Flags&FlagCRC == 0 || CRC(payload) == fh.CRC
+}
+
+// plausible checks a frame header against what a writer of this file can
+// write: known kind, codec and flags, a count within the file's block size
+// and a length that fits the count. It bounds every allocation the frame
+// can cause before its checksum is even looked at.
+func (lf *File) plausible(fh *FrameHeader) bool {
+	if fh.Flags&^(FlagSignal|FlagCRC) != 0 {
+		return false
+	}
+	stored, raw := uint64(fh.StoredLen), uint64(fh.RawLen)
+	switch fh.Kind {
+	case KindRecords:
+		n, rs := uint64(fh.N), uint64(lf.recSize)
+		if n == 0 || n > lf.maxN {
+			return false
+		}
+		switch fh.Codec {
+		case CodecRaw:
+			return stored%rs == 0 && stored <= n*rs
+		case CodecColumns:
+			return stored == raw && raw >= n*rs/8 && raw <= n*rs/8*binary.MaxVarintLen64
+		case CodecZstd, CodecS2:
+			return int(fh.Codec) == lf.Header.Format2().Codec() && raw >= n*rs/8 &&
+				raw <= n*rs/8*binary.MaxVarintLen64 && stored > 0 && stored <= raw+raw/6+1024
+		}
+		return false
+	case KindCounter:
+		return fh.Codec == CodecRaw && stored > 0 && stored%CounterRecordSize == 0 && stored <= maxCounterBytes
+	case KindEvent, KindTrailer:
+		return fh.Codec == CodecRaw && stored > 0 && stored <= MaxMetaLen
+	case KindStatus:
+		return lf.version >= 2 && fh.Codec == CodecRaw && stored == StatusSize
+	}
+	return false
+}
+
+// addFrame indexes a verified frame; metadata frames are parsed now.
+func (lf *File) addFrame(fh FrameHeader, off int64, payload []byte) {
+	e := entry{kind: fh.Kind, codec: fh.Codec, flags: fh.Flags, n: uint64(fh.N), firstPos: fh.FirstPos,
+		off: off + FrameHeaderSize, length: int64(fh.StoredLen), rawLen: fh.RawLen, crc: fh.CRC, seq: len(lf.entries)}
+	switch fh.Kind {
+	case KindRecords:
+		e.positions = true
+		lf.entries = append(lf.entries, e)
+		lf.MaxRecords += e.n
+	case KindCounter:
+		lf.entries = append(lf.entries, e)
+		lf.MaxCounters += uint64(fh.StoredLen) / CounterRecordSize
+	case KindEvent, KindTrailer:
+		if err := lf.addMeta(fh.Kind, payload); err != nil {
+			lf.Summary.CorruptFrames++
+		}
+	case KindStatus:
+		st, err := parseStatusPayload(payload)
+		if err != nil {
+			lf.Summary.CorruptFrames++
+			return
+		}
+		lf.addStatus(st)
+	}
+}
+
+func (lf *File) addStatus(st Status) {
+	if lf.Summary.Status == nil || st.Seq > lf.Summary.Status.Seq {
+		lf.Summary.Status = &st
+	}
+}
+
+// nextFrame finds the next offset at or after from that holds a valid frame
+// (plausible header, payload inside the file, checksum matching).
+func (lf *File) nextFrame(from, size int64, payload *[]byte) (int64, bool) {
 	buf := make([]byte, 1<<16+FrameHeaderSize)
 	magic := []byte{0x43, 0x50, 0x46, 0x52} // FrameMagic, little endian
 	for off := from; off+FrameHeaderSize <= size; {
@@ -196,12 +337,12 @@ func (lf *File) nextFrame(from, size int64) (int64, bool) {
 			break
 		}
 		for i := 0; i+FrameHeaderSize <= n; i++ {
-			if !bytes.Equal(buf[i:i+4], magic) {
-				continue
+			j := bytes.Index(buf[i:n], magic)
+			if j < 0 || i+j+FrameHeaderSize > n {
+				break
 			}
-			fh, err := parseFrameHeader(buf[i : i+FrameHeaderSize])
-			if err == nil && fh.Kind >= KindRecords && fh.Kind <= KindTrailer &&
-				int64(fh.StoredLen) <= size-(off+int64(i))-FrameHeaderSize {
+			i += j
+			if _, st := lf.frameAt(off+int64(i), size, payload); st == frameOK {
 				return off + int64(i), true
 			}
 		}
@@ -232,14 +373,32 @@ func (lf *File) indexASCII(br *bufio.Reader) error {
 	lineNo := 0
 	var cur *entry
 	implicitPos := uint64(0)
+	damaged := func(n int64) { lf.Summary.CorruptLines++; lf.Summary.CorruptBytes += n }
 	for {
 		line, err := br.ReadSlice('\n')
 		if err == bufio.ErrBufferFull {
-			return fmt.Errorf("corrupt at byte %d: line too long", off)
+			// A line longer than any the writer makes: damage. Skip to its end.
+			n := int64(len(line))
+			for err == bufio.ErrBufferFull {
+				line, err = br.ReadSlice('\n')
+				n += int64(len(line))
+			}
+			off += n
+			lineNo++
+			if lineNo == 1 {
+				return fmt.Errorf("%w (first line of %d bytes)", ErrForeign, n)
+			}
+			if err == io.EOF {
+				lf.Summary.TruncatedBytes += n
+				break
+			}
+			damaged(n)
+			cur = nil
+			continue
 		}
 		if err == io.EOF {
 			if len(line) > 0 {
-				lf.Summary.TruncatedBytes = int64(len(line))
+				lf.Summary.TruncatedBytes += int64(len(line))
 			}
 			break
 		}
@@ -252,25 +411,41 @@ func (lf *File) indexASCII(br *bufio.Reader) error {
 		s := strings.TrimRight(string(line), "\n")
 		switch {
 		case lineNo == 1:
-			if s != ASCIIMagic {
+			switch s {
+			case ASCIIMagic:
+				lf.version = Version
+			case ASCIIMagicV1:
+				lf.version = 1
+			default:
 				return fmt.Errorf("%w (first line %q)", ErrForeign, s)
 			}
 		case strings.HasPrefix(s, "#header "):
+			if lf.recSize != 0 {
+				damaged(int64(len(line))) // a second header
+				break
+			}
 			if err := lf.setHeader([]byte(s[8:])); err != nil {
 				return err
 			}
+		case strings.HasPrefix(s, "#status "):
+			st, err := ParseStatusLine(s)
+			if err != nil || lf.version < 2 {
+				damaged(int64(len(line)))
+				break
+			}
+			lf.addStatus(st)
 		case strings.HasPrefix(s, "#block "):
 			f := strings.Fields(s[7:])
-			if len(f) < 2 {
-				return fmt.Errorf("corrupt at line %d: %q", lineNo, s)
-			}
-			first, e1 := strconv.ParseUint(f[0], 10, 64)
-			n, e2 := strconv.ParseUint(f[1], 10, 64)
-			if e1 != nil || e2 != nil {
-				return fmt.Errorf("corrupt at line %d: %q", lineNo, s)
+			first, e1 := strconv.ParseUint(at(f, 0), 10, 64)
+			n, e2 := strconv.ParseUint(at(f, 1), 10, 64)
+			if len(f) < 2 || len(f) > 3 || e1 != nil || e2 != nil || n == 0 || n > lf.maxN ||
+				len(f) == 3 && f[2] != "signal" || lf.recSize == 0 {
+				damaged(int64(len(line))) // its lines then count as records outside a block
+				cur = nil
+				break
 			}
 			var flags uint16
-			if len(f) > 2 && f[2] == "signal" {
+			if len(f) == 3 {
 				flags = FlagSignal
 			}
 			lf.entries = append(lf.entries, entry{kind: KindRecords, flags: flags, n: n, firstPos: first,
@@ -281,15 +456,16 @@ func (lf *File) indexASCII(br *bufio.Reader) error {
 				length: 1, seq: len(lf.entries)})
 		case strings.HasPrefix(s, "#event "):
 			if err := lf.addMeta(KindEvent, []byte(s[7:])); err != nil {
-				return fmt.Errorf("corrupt at line %d: %v", lineNo, err)
+				damaged(int64(len(line)))
 			}
 		case strings.HasPrefix(s, "#trailer "):
 			if err := lf.addMeta(KindTrailer, []byte(s[9:])); err != nil {
-				return fmt.Errorf("corrupt at line %d: %v", lineNo, err)
+				damaged(int64(len(line)))
 			}
 		case strings.HasPrefix(s, "#hole"), !strings.HasPrefix(s, "#"):
 			if lf.recSize == 0 {
-				return fmt.Errorf("corrupt at line %d: record before header", lineNo)
+				damaged(int64(len(line))) // a record before the header
+				break
 			}
 			if cur != nil && uint64(cur.length) < cur.n {
 				cur.length++
@@ -312,9 +488,23 @@ func (lf *File) indexASCII(br *bufio.Reader) error {
 		return fmt.Errorf("no #header line")
 	}
 	if cur != nil && uint64(cur.length) < cur.n {
-		lf.Summary.TruncatedBytes += 1 // a block cut short: its lines are still read
+		lf.Summary.TruncatedBytes++ // a block cut short: its lines are still read
+	}
+	for _, e := range lf.entries { // one record per line at most
+		if e.kind == KindRecords {
+			lf.MaxRecords += uint64(e.length)
+		} else {
+			lf.MaxCounters += uint64(e.length)
+		}
 	}
 	return nil
+}
+
+func at(f []string, i int) string {
+	if i < len(f) {
+		return f[i]
+	}
+	return ""
 }
 
 // Records calls fn for every tuple record in logged order (ring position
@@ -322,7 +512,10 @@ func (lf *File) indexASCII(br *bufio.Reader) error {
 // background writer also writes, before or after it, and may have found some
 // of them not yet written (holes). Overlaps are merged position by position:
 // a written record beats a hole, and a frame written in the normal course
-// beats one the flusher wrote. It also completes lf.Summary.
+// beats one the flusher wrote. It also completes lf.Summary. A damaged frame
+// or line is skipped (its positions stay uncovered unless another frame has
+// them); after everything whole was read, damage or records known to be
+// lost make it return an error wrapping ErrDamaged.
 func (lf *File) Records(fn func(Record) error) error {
 	if lf.Header.Counter() {
 		return fmt.Errorf("%s: a counter channel; use Counters", lf.path)
@@ -341,18 +534,25 @@ func (lf *File) Records(fn func(Record) error) error {
 	})
 	sum := &lf.Summary
 	sum.Records, sum.Holes, sum.Duplicates, sum.MissingPos, sum.Frames, sum.SignalFrames = 0, 0, 0, 0, 0, 0
+	sum.EndPos = 0
+	lf.restart()
 	// pending holds the decoded positions [base, base+len(pending)) that a
 	// later frame (sorted by first position) may still overlap.
 	type slot struct {
 		r      Record
 		signal bool
+		bad    bool // a damaged ASCII line: no record
 	}
 	var pending []slot
 	var base uint64
 	emit := func(upTo uint64) error {
 		k := 0
 		for ; k < len(pending) && base+uint64(k) < upTo; k++ {
-			if pending[k].r.TSC == 0 {
+			switch {
+			case pending[k].bad:
+				sum.CorruptLines++
+				continue
+			case pending[k].r.TSC == 0:
 				sum.Holes++
 				continue
 			}
@@ -366,18 +566,16 @@ func (lf *File) Records(fn func(Record) error) error {
 		return nil
 	}
 	var raw []byte
+	var bad []uint32
 	for _, e := range ents {
 		if err := emit(e.firstPos); err != nil {
 			return err
 		}
 		var err error
-		raw, err = lf.loadRecords(raw[:0], e)
-		if errors.Is(err, errDamagedFrame) {
-			sum.CorruptFrames++
-			continue // its positions stay uncovered unless another frame has them
-		}
+		raw, bad, err = lf.loadRecords(raw[:0], bad[:0], e)
 		if err != nil {
-			return err
+			lf.frameFailed(err)
+			continue // its positions stay uncovered unless another frame has them
 		}
 		sum.Frames++
 		signal := e.flags&FlagSignal != 0
@@ -394,26 +592,34 @@ func (lf *File) Records(fn func(Record) error) error {
 		if got < e.n {
 			sum.MissingPos += e.n - got
 		}
+		nextBad := 0
 		for i := uint64(0); i < got; i++ {
 			off := i * uint64(lf.recSize)
 			r := Record{TupleID: int64(binary.LittleEndian.Uint64(raw[off:])), TSC: binary.LittleEndian.Uint64(raw[off+8:])}
 			if lf.recSize == 24 {
 				r.MonoNs = binary.LittleEndian.Uint64(raw[off+16:])
 			}
+			isBad := nextBad < len(bad) && uint64(bad[nextBad]) == i
+			if isBad {
+				nextBad++
+			}
 			pos := e.firstPos + i
 			k := pos - base
 			if k < uint64(len(pending)) {
 				old := &pending[k]
-				if r.TSC != 0 && (old.r.TSC == 0 || (old.signal && !signal)) {
-					*old = slot{r, signal}
+				switch {
+				case isBad:
+				case old.bad || r.TSC != 0 && (old.r.TSC == 0 || (old.signal && !signal)):
+					*old = slot{r: r, signal: signal}
 				}
-				if r.TSC != 0 || old.r.TSC != 0 {
+				if !isBad && !old.bad && (r.TSC != 0 || old.r.TSC != 0) {
 					sum.Duplicates++
 				}
 				continue
 			}
-			pending = append(pending, slot{r, signal}) // k == len(pending): frames start where pending does
+			pending = append(pending, slot{r: r, signal: signal, bad: isBad}) // k == len(pending): frames start where pending does
 		}
+		sum.EndPos = max(sum.EndPos, e.firstPos+e.n)
 	}
 	if err := emit(^uint64(0)); err != nil {
 		return err
@@ -421,47 +627,94 @@ func (lf *File) Records(fn func(Record) error) error {
 	return lf.damage()
 }
 
-// damage reports damage found while reading, after everything whole was read.
-func (lf *File) damage() error {
-	if lf.Summary.CorruptBytes == 0 && lf.Summary.CorruptFrames == 0 {
-		return nil
-	}
-	return fmt.Errorf("%s: %w: %d damaged frames and %d unreadable bytes skipped; every whole frame was decoded",
-		lf.path, ErrDamaged, lf.Summary.CorruptFrames, lf.Summary.CorruptBytes)
+// restart resets what a full read counts to what Open found.
+func (lf *File) restart() {
+	lf.Summary.CorruptFrames, lf.Summary.CorruptLines = lf.indexed.CorruptFrames, lf.indexed.CorruptLines
+	lf.loadErr, lf.loadErrs = nil, 0
 }
 
-// loadRecords returns the raw (fixed-size) records of one entry.
-func (lf *File) loadRecords(dst []byte, e entry) ([]byte, error) {
+// frameFailed counts a frame that could not be decoded; a read error that is
+// not the frame's own fault is kept for damage() to report.
+func (lf *File) frameFailed(err error) {
+	lf.Summary.CorruptFrames++
+	if !errors.Is(err, errDamagedFrame) {
+		lf.loadErrs++
+		if lf.loadErr == nil {
+			lf.loadErr = err
+		}
+	}
+}
+
+// damage reports, after everything whole was read, what was damaged or is
+// known to be lost (Summary.Problems), as an error wrapping ErrDamaged.
+func (lf *File) damage() error {
+	probs := lf.Summary.Problems(&lf.Header)
+	if len(probs) == 0 {
+		return nil
+	}
+	msg := strings.Join(probs, "; ")
+	if lf.loadErr != nil {
+		msg += fmt.Sprintf(" (first read error: %v)", lf.loadErr)
+	}
+	return fmt.Errorf("%s: %w: %s", lf.path, ErrDamaged, msg)
+}
+
+// loadRecords returns the raw (fixed-size) records of one entry, and for
+// ASCII the indexes of lines that did not parse (zero records stand there).
+func (lf *File) loadRecords(dst []byte, bad []uint32, e entry) ([]byte, []uint32, error) {
 	if lf.ascii {
-		return lf.loadASCII(dst, e, false)
+		return lf.loadASCII(dst, bad, e, false)
 	}
-	payload := make([]byte, e.length)
-	if _, err := lf.f.ReadAt(payload, e.off); err != nil {
-		return dst, err
+	payload, err := lf.payload(e)
+	if err != nil {
+		return dst, bad, err
 	}
-	if e.flags&FlagCRC != 0 && CRC(payload) != e.crc {
-		return dst, fmt.Errorf("%s: frame at byte %d: %w", lf.path, e.off-FrameHeaderSize, errDamagedFrame)
+	at := func(err error) error {
+		return fmt.Errorf("%s: frame at byte %d: %w: %v", lf.path, e.off-FrameHeaderSize, errDamagedFrame, err)
 	}
 	switch e.codec {
 	case CodecRaw:
-		return append(dst, payload...), nil
+		return append(dst, payload...), bad, nil
 	case CodecZstd, CodecS2, CodecColumns:
-		cols, err := Decompress(nil, payload, int(e.codec), int(e.rawLen))
+		cols, err := Decompress(lf.cols[:0], payload, int(e.codec), int(e.rawLen))
 		if err != nil {
-			return dst, fmt.Errorf("%s: frame at byte %d: %w: %v", lf.path, e.off-FrameHeaderSize, errDamagedFrame, err)
+			return dst, bad, at(err)
 		}
+		lf.cols = cols
 		out, err := DecodeColumns(dst, cols, int(e.n), lf.recSize)
 		if err != nil {
-			return dst, fmt.Errorf("%s: frame at byte %d: %w: %v", lf.path, e.off-FrameHeaderSize, errDamagedFrame, err)
+			return dst, bad, at(err)
 		}
-		return out, nil
+		return out, bad, nil
 	}
-	return dst, fmt.Errorf("%s: frame at byte %d: unknown codec %d", lf.path, e.off-FrameHeaderSize, e.codec)
+	return dst, bad, at(fmt.Errorf("unknown codec %d", e.codec))
+}
+
+// payload reads an entry's payload again (Open verified it) into a buffer
+// reused from frame to frame, and checks it still matches its checksum.
+func (lf *File) payload(e entry) ([]byte, error) {
+	lf.buf = append(lf.buf[:0], make([]byte, e.length)...)
+	if _, err := lf.f.ReadAt(lf.buf, e.off); err != nil {
+		return nil, fmt.Errorf("%s: frame at byte %d: %v", lf.path, e.off-FrameHeaderSize, err)
+	}
+	ok := true
+	if lf.version >= 2 {
+		fh := FrameHeader{Kind: e.kind, Codec: e.codec, Flags: e.flags, N: uint32(e.n), StoredLen: uint32(e.length),
+			FirstPos: e.firstPos, RawLen: e.rawLen}
+		ok = FrameCRC(fh.Append(lf.hb[:0]), lf.buf) == e.crc
+	} else if e.flags&FlagCRC != 0 {
+		ok = CRC(lf.buf) == e.crc
+	}
+	if !ok { // changed since Open (a writer, or the disk)
+		return nil, fmt.Errorf("%s: frame at byte %d: %w", lf.path, e.off-FrameHeaderSize, errDamagedFrame)
+	}
+	return lf.buf, nil
 }
 
 // loadASCII parses e.length lines at e.off into raw records (16/24 bytes, or
-// 32-byte counter records). "#hole" lines become records with TSC 0.
-func (lf *File) loadASCII(dst []byte, e entry, counter bool) ([]byte, error) {
+// 32-byte counter records). "#hole" lines become records with TSC 0; lines
+// that do not parse become zero records listed in bad.
+func (lf *File) loadASCII(dst []byte, bad []uint32, e entry, counter bool) ([]byte, []uint32, error) {
 	sr := io.NewSectionReader(lf.f, e.off, 1<<62)
 	br := bufio.NewReader(sr)
 	want := 3
@@ -471,33 +724,24 @@ func (lf *File) loadASCII(dst []byte, e entry, counter bool) ([]byte, error) {
 	if counter {
 		want++
 	}
+	size := lf.recSize
+	if counter {
+		size = CounterRecordSize
+	}
 	var vals [4]uint64
 	for i := int64(0); i < e.length; i++ {
-		line, err := br.ReadString('\n')
+		line, err := readLine(br)
 		if err != nil {
-			return dst, fmt.Errorf("%s: block at byte %d cut short", lf.path, e.off)
+			return dst, bad, fmt.Errorf("%s: block at byte %d: %v", lf.path, e.off, err)
 		}
-		line = strings.TrimRight(line, "\n")
-		if strings.HasPrefix(line, "#hole") {
-			dst = append(dst, make([]byte, lf.recSize)...)
+		if strings.HasPrefix(line, "#hole") && !counter {
+			dst = append(dst, make([]byte, size)...)
 			continue
 		}
-		f := strings.Split(line, ",")
-		if len(f) != want {
-			return dst, fmt.Errorf("%s: bad record line %q", lf.path, line)
-		}
-		for k, s := range f {
-			var err error
-			if k == 0 && !counter {
-				var v int64
-				v, err = strconv.ParseInt(s, 10, 64)
-				vals[k] = uint64(v)
-			} else {
-				vals[k], err = strconv.ParseUint(s, 10, 64)
-			}
-			if err != nil {
-				return dst, fmt.Errorf("%s: bad record line %q", lf.path, line)
-			}
+		if !parseFields(line, want, !counter, vals[:]) {
+			dst = append(dst, make([]byte, size)...)
+			bad = append(bad, uint32(i))
+			continue
 		}
 		if counter { // text order: tsc,count,skipped[,mono]; raw order: tsc,mono,count,skipped
 			vals[1], vals[2], vals[3] = vals[3], vals[1], vals[2]
@@ -509,43 +753,98 @@ func (lf *File) loadASCII(dst []byte, e entry, counter bool) ([]byte, error) {
 			}
 			continue
 		}
+		if vals[1] == 0 { // a TSC of 0 would read as a hole: the writer never writes one
+			dst = append(dst, make([]byte, size)...)
+			bad = append(bad, uint32(i))
+			continue
+		}
 		for k := 0; k < lf.recSize/8; k++ {
 			dst = binary.LittleEndian.AppendUint64(dst, vals[k])
 		}
 	}
-	return dst, nil
+	return dst, bad, nil
+}
+
+// readLine reads one line of at most maxASCIILine bytes (a longer one is
+// returned cut, and will not parse).
+func readLine(br *bufio.Reader) (string, error) {
+	var b []byte
+	for {
+		part, err := br.ReadSlice('\n')
+		if len(b) < maxASCIILine {
+			b = append(b, part[:min(len(part), maxASCIILine-len(b))]...)
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("cut short")
+		}
+		return strings.TrimSuffix(string(b), "\n"), nil
+	}
+}
+
+// parseFields parses want comma-separated decimal numbers (the first signed
+// if signedFirst) into vals.
+func parseFields(line string, want int, signedFirst bool, vals []uint64) bool {
+	for k := 0; k < want; k++ {
+		f, rest, found := strings.Cut(line, ",")
+		if found != (k < want-1) {
+			return false
+		}
+		line = rest
+		var err error
+		if k == 0 && signedFirst {
+			var v int64
+			v, err = strconv.ParseInt(f, 10, 64)
+			vals[k] = uint64(v)
+		} else {
+			vals[k], err = strconv.ParseUint(f, 10, 64)
+		}
+		if err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // Format2 is the header's format as a Format.
 func (h *Header) Format2() Format { return Format(h.FormatID) }
 
-// Counters calls fn for every counter record in file order.
+// Counters calls fn for every counter record in file order. Damage is
+// handled as in Records.
 func (lf *File) Counters(fn func(CounterRecord) error) error {
 	if !lf.Header.Counter() && lf.Header.Handler != "NET_CONF" {
 		return fmt.Errorf("%s: not a counter channel; use Records", lf.path)
 	}
 	lf.Summary.Records, lf.Summary.Frames = 0, 0
+	lf.restart()
 	var raw []byte
+	var bad []uint32
 	for _, e := range lf.entries {
 		if e.kind != KindCounter {
 			continue
 		}
-		lf.Summary.Frames++
 		var err error
 		if lf.ascii {
-			raw, err = lf.loadASCII(raw[:0], e, true)
+			raw, bad, err = lf.loadASCII(raw[:0], bad[:0], e, true)
 		} else {
-			raw = append(raw[:0], make([]byte, e.length)...)
-			_, err = lf.f.ReadAt(raw, e.off)
-			if err == nil && e.flags&FlagCRC != 0 && CRC(raw) != e.crc {
-				lf.Summary.CorruptFrames++
-				continue
-			}
+			var p []byte
+			p, err = lf.payload(e)
+			raw = append(raw[:0], p...)
 		}
 		if err != nil {
-			return err
+			lf.frameFailed(err)
+			continue
 		}
+		lf.Summary.Frames++
+		nextBad := 0
 		for i := 0; i+CounterRecordSize <= len(raw); i += CounterRecordSize {
+			if nextBad < len(bad) && int(bad[nextBad]) == i/CounterRecordSize {
+				nextBad++
+				lf.Summary.CorruptLines++
+				continue
+			}
 			c := CounterRecord{TSC: binary.LittleEndian.Uint64(raw[i:]), MonoNs: binary.LittleEndian.Uint64(raw[i+8:]),
 				Count: binary.LittleEndian.Uint64(raw[i+16:]), Skipped: binary.LittleEndian.Uint64(raw[i+24:])}
 			lf.Summary.Records++

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // Status is what the writer knows about a channel's records that the frames
@@ -167,4 +168,86 @@ func ParseStatusLine(line string) (Status, error) {
 	s.Seq, s.Accepted, s.Written, s.Unwritten, s.Refused, s.Dropped = vals[0], vals[1], vals[2], vals[3], vals[4], vals[5]
 	s.Errno, s.State = uint32(vals[6]), uint32(vals[7])
 	return s, nil
+}
+
+// Problems lists, one sentence each, what a full read (Records or Counters)
+// found damaged or knows to be lost. Empty means the file holds every
+// record the channel accepted, undamaged. Readers print these loudly
+// (dump, analyze, CP_LogSummary, the bindings' warnings).
+func (s *Summary) Problems(h *Header) []string {
+	var out []string
+	if s.CorruptFrames > 0 || s.CorruptBytes > 0 {
+		out = append(out, fmt.Sprintf("%d damaged frames skipped (%d unreadable bytes): every valid frame was decoded", s.CorruptFrames, s.CorruptBytes))
+	}
+	if s.CorruptLines > 0 {
+		out = append(out, fmt.Sprintf("%d damaged lines skipped", s.CorruptLines))
+	}
+	if s.TruncatedBytes > 0 {
+		out = append(out, fmt.Sprintf("cut short: %d bytes after the last whole frame", s.TruncatedBytes))
+	}
+	unwritten, why := s.Unwritten()
+	if unwritten > 0 {
+		out = append(out, fmt.Sprintf("%d accepted records were never written (%s)", unwritten, why))
+	}
+	positional := h.BlockRecords > 0 || h.Handler == "IDENTITY"
+	if accepted, known := s.accepted(); known && positional && !h.Counter() {
+		covered := s.Records + s.Holes + uint64(s.CorruptLines)
+		var refused uint64
+		if s.Status != nil {
+			refused = s.Status.Refused
+		}
+		if accepted > covered+refused && accepted-covered-refused > unwritten {
+			lost := accepted - covered - refused - unwritten
+			where := "missing between frames"
+			if s.Trailer == nil && (s.Status == nil || s.Status.State == StateOpen) {
+				where = "accepted by the last status update but not in the file (the process ended without closing the channel, or it is still open)"
+			}
+			out = append(out, fmt.Sprintf("%d accepted records %s", lost, where))
+		}
+	}
+	if s.Trailer == nil && (s.Status == nil || s.Status.State == StateOpen) {
+		msg := "no trailer: the channel was not closed (the process was killed, or is still logging)"
+		if s.RingBound > 0 {
+			msg += fmt.Sprintf("; up to %d more records (its ring: %d blocks of %d) may have been accepted after the last update and are not in the file",
+				s.RingBound, h.RingBlocks, h.BlockRecords)
+		}
+		out = append(out, msg)
+	}
+	return out
+}
+
+// Unwritten is how many records the channel accepted and could not write
+// (a failing disk), from the trailer, a SIGTERM event or the status, and why.
+func (s *Summary) Unwritten() (uint64, string) {
+	var n uint64
+	why := "the disk was failing"
+	if s.Status != nil && s.Status.Unwritten > 0 {
+		n = s.Status.Unwritten
+		if s.Status.Errno != 0 {
+			why = syscall.Errno(s.Status.Errno).Error()
+		}
+	}
+	for _, ev := range s.Events {
+		n = max(n, ev.Unwritten)
+	}
+	if t := s.Trailer; t != nil && t.Unwritten > 0 {
+		n = max(n, t.Unwritten)
+		if t.WriteError != "" {
+			why = t.WriteError
+		}
+	}
+	return n, why
+}
+
+// accepted is how many positions the channel accepted, as far as the file knows.
+func (s *Summary) accepted() (uint64, bool) {
+	switch {
+	case s.Trailer != nil && s.Status != nil:
+		return max(s.Trailer.Positions, s.Status.Accepted), true
+	case s.Trailer != nil:
+		return s.Trailer.Positions, true
+	case s.Status != nil:
+		return s.Status.Accepted, true
+	}
+	return 0, false
 }
