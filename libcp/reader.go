@@ -6,13 +6,10 @@ package main
 import "C"
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"sync"
 	"unsafe"
 
@@ -35,11 +32,8 @@ type logReader struct {
 	read    string          // "none", "records" or "counters": what Summary describes
 	written int64
 	readErr string
-	bounds  *readBounds
 	closed  bool
 }
-
-type readBounds struct{ records, counters uint64 }
 
 var (
 	readersMu  sync.Mutex
@@ -68,8 +62,18 @@ func getReader(h C.int64_t, fn string) (*logReader, int32) {
 	return r, 0
 }
 
+// contain keeps a panic in the decoder (a bug it meets in a hostile file)
+// from taking the host process down: the call returns CP_ERR_INTERNAL with
+// the panic in CP_LastError instead. Deferred by every reader export.
+func contain(fn string, ret *C.int64_t) {
+	if p := recover(); p != nil {
+		*ret = C.int64_t(readerFail(C.CP_ERR_INTERNAL, "%s: internal error (please report it with the file): %v", fn, p))
+	}
+}
+
 //export cpLogOpen
-func cpLogOpen(path *C.char) C.int64_t {
+func cpLogOpen(path *C.char) (ret C.int64_t) {
+	defer contain("CP_LogOpen", &ret)
 	p := C.GoString(path)
 	if p == "" {
 		return C.int64_t(readerFail(C.CP_ERR_BAD_NAME, "CP_LogOpen: the path is empty"))
@@ -155,28 +159,24 @@ type readerInfo struct {
 }
 
 //export CP_LogInfo
-func CP_LogInfo(h C.int64_t, buf *C.char, capacity C.int64_t) C.int64_t {
+func CP_LogInfo(h C.int64_t, buf *C.char, capacity C.int64_t) (ret C.int64_t) {
+	defer contain("CP_LogInfo", &ret)
 	r, code := getReader(h, "CP_LogInfo")
 	if r == nil {
 		return C.int64_t(code)
 	}
 	defer r.mu.Unlock()
-	if r.bounds == nil {
-		b, err := countBounds(r.path, &r.lf.Header)
-		if err != nil {
-			return C.int64_t(readerFail(C.CP_ERR_IO, "CP_LogInfo: %s: %v", r.path, err))
-		}
-		r.bounds = &b
-	}
+	// Open verified every frame it indexed: these bounds are the sums of
+	// verified counts (ASCII: lines), never a damaged header's claim.
 	info := readerInfo{Path: r.path, Header: r.lf.Header, Counter: r.lf.Header.Counter()}
 	info.RecordSize, info.Columns = r.layout(false)
-	info.MaxRecords = r.bounds.records
+	info.MaxRecords = r.lf.MaxRecords
 	if info.Counter {
-		info.MaxRecords = r.bounds.counters
+		info.MaxRecords = r.lf.MaxCounters
 	}
 	if r.hasCounters() {
 		info.CounterRecordSize, info.CounterColumns = r.layout(true)
-		mc := r.bounds.counters
+		mc := r.lf.MaxCounters
 		info.MaxCounterRecords = &mc
 	}
 	return putJSON("CP_LogInfo", &info, buf, capacity)
@@ -192,7 +192,8 @@ func CP_LogReadCounters(h C.int64_t, out unsafe.Pointer, capacity C.int64_t) C.i
 	return readInto(h, out, capacity, true, "CP_LogReadCounters")
 }
 
-func readInto(h C.int64_t, out unsafe.Pointer, capacity C.int64_t, counters bool, fn string) C.int64_t {
+func readInto(h C.int64_t, out unsafe.Pointer, capacity C.int64_t, counters bool, fn string) (ret C.int64_t) {
+	defer contain(fn, &ret)
 	r, code := getReader(h, fn)
 	if r == nil {
 		return C.int64_t(code)
@@ -271,15 +272,21 @@ type readerSummary struct {
 	TruncatedBytes   int64            `json:"truncated_bytes"`
 	CorruptBytes     int64            `json:"corrupt_bytes"`
 	CorruptFrames    int              `json:"corrupt_frames"`
+	CorruptLines     int              `json:"corrupt_lines"`
 	Truncated        bool             `json:"truncated"`
 	Damaged          bool             `json:"damaged"`
+	Version          int              `json:"version"`
+	Status           *logfile.Status  `json:"status"`
+	RingBound        uint64           `json:"ring_bound"`
+	Problems         []string         `json:"problems"`
 	Trailer          *logfile.Trailer `json:"trailer"`
 	Events           []logfile.Event  `json:"events"`
 	Error            string           `json:"error,omitempty"`
 }
 
 //export CP_LogSummary
-func CP_LogSummary(h C.int64_t, buf *C.char, capacity C.int64_t) C.int64_t {
+func CP_LogSummary(h C.int64_t, buf *C.char, capacity C.int64_t) (ret C.int64_t) {
+	defer contain("CP_LogSummary", &ret)
 	r, code := getReader(h, "CP_LogSummary")
 	if r == nil {
 		return C.int64_t(code)
@@ -288,142 +295,14 @@ func CP_LogSummary(h C.int64_t, buf *C.char, capacity C.int64_t) C.int64_t {
 	s := &r.lf.Summary
 	out := readerSummary{Read: r.read, Records: s.Records, Written: r.written, Holes: s.Holes, Duplicates: s.Duplicates,
 		MissingPositions: s.MissingPos, Frames: s.Frames, SignalFrames: s.SignalFrames, TruncatedBytes: s.TruncatedBytes,
-		CorruptBytes: s.CorruptBytes, CorruptFrames: s.CorruptFrames, Truncated: s.TruncatedBytes > 0,
-		Damaged: s.CorruptBytes > 0 || s.CorruptFrames > 0, Trailer: s.Trailer, Events: s.Events, Error: r.readErr}
+		CorruptBytes: s.CorruptBytes, CorruptFrames: s.CorruptFrames, CorruptLines: s.CorruptLines, Truncated: s.TruncatedBytes > 0,
+		Damaged: s.CorruptBytes > 0 || s.CorruptFrames > 0 || s.CorruptLines > 0, Trailer: s.Trailer, Events: s.Events, Error: r.readErr,
+		Version: s.Version, Status: s.Status, RingBound: s.RingBound, Problems: []string{}}
+	if r.read != "none" {
+		out.Problems = s.Problems(&r.lf.Header)
+	}
 	if out.Events == nil {
 		out.Events = []logfile.Event{}
 	}
 	return putJSON("CP_LogSummary", &out, buf, capacity)
-}
-
-// countBounds finds upper bounds of the records CP_LogRead and
-// CP_LogReadCounters can return, without decoding: the decoder returns at
-// most one record per position of a records frame it reads (raw frames:
-// per whole record stored), and every frame it reads starts with a
-// plausible frame header, so the sum over every plausible header is a bound
-// (after damage, every offset is looked at). ASCII files: one record per
-// line that is not a '#' line (counters also "#counter " lines).
-func countBounds(path string, h *logfile.Header) (readBounds, error) {
-	var b readBounds
-	f, err := os.Open(path)
-	if err != nil {
-		return b, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return b, err
-	}
-	size := st.Size()
-	recSize := uint64(h.RecordSize)
-	if recSize == 0 {
-		recSize = 16
-	}
-	if logfile.Format(h.FormatID).IsASCII() {
-		return asciiBounds(f)
-	}
-	var pre [16]byte
-	if _, err := f.ReadAt(pre[:], 0); err != nil {
-		return b, err
-	}
-	off := 16 + int64(binary.LittleEndian.Uint32(pre[12:]))
-	var hb [logfile.FrameHeaderSize]byte
-	add := func(fh []byte, at int64) bool {
-		if binary.LittleEndian.Uint32(fh) != logfile.FrameMagic {
-			return false
-		}
-		kind := fh[4]
-		n, stored := uint64(binary.LittleEndian.Uint32(fh[8:])), int64(binary.LittleEndian.Uint32(fh[12:]))
-		if kind < logfile.KindRecords || kind > logfile.KindTrailer || stored > size-at-logfile.FrameHeaderSize {
-			return false
-		}
-		switch kind {
-		case logfile.KindRecords:
-			b.records += max(n, uint64(stored)/recSize)
-		case logfile.KindCounter:
-			b.counters += uint64(stored) / logfile.CounterRecordSize
-		}
-		return true
-	}
-	for off+logfile.FrameHeaderSize <= size {
-		if _, err := f.ReadAt(hb[:], off); err != nil {
-			return b, err
-		}
-		if add(hb[:], off) {
-			off += logfile.FrameHeaderSize + int64(binary.LittleEndian.Uint32(hb[12:]))
-			continue
-		}
-		// Damage (or a frame cut short): every plausible header from here on.
-		buf := make([]byte, 1<<20)
-		magic := []byte{0x43, 0x50, 0x46, 0x52}
-		for at := off + 1; at+logfile.FrameHeaderSize <= size; {
-			k, err := f.ReadAt(buf, at)
-			if k < logfile.FrameHeaderSize {
-				if err != nil && err != io.EOF {
-					return b, err
-				}
-				break
-			}
-			for i := 0; i+logfile.FrameHeaderSize <= k; {
-				j := bytes.Index(buf[i:k], magic)
-				if j < 0 || i+j+logfile.FrameHeaderSize > k {
-					break
-				}
-				add(buf[i+j:], at+int64(i+j))
-				i += j + 1
-			}
-			at += int64(k - logfile.FrameHeaderSize + 1)
-		}
-		break
-	}
-	return b, nil
-}
-
-func asciiBounds(f *os.File) (readBounds, error) {
-	var b readBounds
-	buf := make([]byte, 1<<20)
-	lineStart := true
-	var first [9]byte // the first bytes of the current line
-	nfirst := 0
-	flush := func() {
-		switch {
-		case nfirst == 0:
-		case first[0] != '#':
-			b.records++
-			b.counters++
-		case nfirst >= 9 && string(first[:9]) == "#counter ":
-			b.counters++
-		}
-	}
-	for {
-		k, err := f.Read(buf)
-		for _, c := range buf[:k] {
-			if lineStart {
-				nfirst = 0
-				lineStart = false
-			}
-			if c == '\n' {
-				if nfirst == 0 { // an empty line is a record line to the decoder's count
-					first[0] = 0
-					nfirst = 1
-				}
-				flush()
-				lineStart = true
-				continue
-			}
-			if nfirst < len(first) {
-				first[nfirst] = c
-				nfirst++
-			}
-		}
-		if err == io.EOF {
-			if !lineStart {
-				flush()
-			}
-			return b, nil
-		}
-		if err != nil {
-			return b, err
-		}
-	}
 }
