@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"syscall"
 	"time"
 
 	"cloudprofiler/internal/logfile"
@@ -27,18 +28,30 @@ func dump(stdout, stderr io.Writer, args []string) error {
 	}
 	w := bufio.NewWriterSize(stdout, 1<<16)
 	defer w.Flush()
-	var firstErr error
+	failed, damaged := 0, 0
 	for _, path := range fs.Args() {
-		if err := dumpOne(w, stderr, path, *csv, *counters); err != nil {
+		err := dumpOne(w, stderr, path, *csv, *counters)
+		switch {
+		case errors.Is(err, logfile.ErrDamaged):
+			damaged++ // its problems are on stderr already, one line each
+		case err != nil:
 			w.Flush()
 			fmt.Fprintln(stderr, "cloudprofiler: dump:", err)
-			if firstErr == nil {
-				firstErr = fmt.Errorf("dump: %d file(s) could not be decoded completely", 1)
-			}
+			failed++
 		}
 	}
-	return firstErr
+	switch {
+	case failed > 0:
+		return fmt.Errorf("dump: %d file(s) could not be decoded", failed)
+	case damaged > 0:
+		return &exitCode{exitDamaged, fmt.Sprintf("dump: %d file(s) damaged or incomplete: every valid record was printed, the lines above say what is missing", damaged)}
+	}
+	return nil
 }
+
+// exitDamaged is dump's (and analyze --strict's) exit status for files that
+// were read but are damaged or miss records they accepted.
+const exitDamaged = 3
 
 func dumpOne(w *bufio.Writer, stderr io.Writer, path string, csv, counters bool) error {
 	lf, err := logfile.Open(path)
@@ -96,9 +109,11 @@ func dumpOne(w *bufio.Writer, stderr io.Writer, path string, csv, counters bool)
 			return row(r.TSC, r.MonoNs)
 		})
 	}
-	s := &lf.Summary
-	if s.TruncatedBytes > 0 {
-		fmt.Fprintf(stderr, "cloudprofiler: dump: %s: file cut short: %d trailing bytes after the last whole frame were not decoded\n", path, s.TruncatedBytes)
+	if errors.Is(err, logfile.ErrDamaged) {
+		w.Flush()
+		for _, p := range lf.Summary.Problems(h) {
+			fmt.Fprintf(stderr, "cloudprofiler: dump: %s: %s\n", path, p)
+		}
 	}
 	if !csv {
 		printSummary(w, path, lf, first, last)
@@ -150,8 +165,16 @@ func printSummary(w *bufio.Writer, path string, lf *logfile.File, first, last ui
 	if s.Records > 0 && h.TSCHz > 0 {
 		fmt.Fprintf(w, "span:       %.6f s (tsc %d .. %d)\n", float64(last-first)/h.TSCHz, first, last)
 	}
-	if s.CorruptFrames > 0 || s.CorruptBytes > 0 {
-		fmt.Fprintf(w, "DAMAGED:    %d frames failed their checksum, %d unreadable bytes skipped\n", s.CorruptFrames, s.CorruptBytes)
+	if st := s.Status; st != nil {
+		fmt.Fprintf(w, "status:     %s; accepted %d, written %d, unwritten %d, refused with an I/O error %d, dropped %d (update %d)",
+			st.StateName(), st.Accepted, st.Written, st.Unwritten, st.Refused, st.Dropped, st.Seq)
+		if st.Errno != 0 {
+			fmt.Fprintf(w, ", last write error: %v", syscall.Errno(st.Errno))
+		}
+		fmt.Fprintln(w)
+	}
+	for _, p := range s.Problems(h) {
+		fmt.Fprintf(w, "PROBLEM:    %s\n", p)
 	}
 	if s.Holes+s.Duplicates+s.MissingPos > 0 {
 		fmt.Fprintf(w, "anomalies:  %d holes, %d duplicates dropped, %d positions missing\n", s.Holes, s.Duplicates, s.MissingPos)

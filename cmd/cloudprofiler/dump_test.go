@@ -25,7 +25,7 @@ func TestDumpASCIIFile(t *testing.T) {
 	content := "#CLOUDPROFILER-LOG v1\n" +
 		`#header {"version":1,"byte_order":"little","format":"ASCII_TSC","format_id":1,"handler":"BUFFER_IDENTITY","handler_id":1,"record_size":16}` + "\n" +
 		"#block 2 2\n5,300\n#hole\n#block 0 2\n3,100\n4,200\n"
-	require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
+	require.NoError(t, os.WriteFile(p, []byte(content+`#trailer {"reason":"close","positions":4}`+"\n"), 0o644))
 	var out, errb bytes.Buffer
 	require.NoError(t, dump(&out, &errb, []string{"--csv", p}))
 	require.Equal(t, "tuple_id,tsc\n3,100\n4,200\n5,300\n", out.String())
@@ -33,5 +33,17 @@ func TestDumpASCIIFile(t *testing.T) {
 	require.NoError(t, dump(&out, &errb, []string{p}))
 	require.Contains(t, out.String(), "records:    3 in 2 frames")
 	require.Contains(t, out.String(), "1 holes")
-	require.Contains(t, out.String(), "no trailer")
+	require.Empty(t, errb.String())
+
+	// Without its trailer, and with a line that is not a record: every valid
+	// record is printed, each problem said on stderr, exit status 3.
+	require.NoError(t, os.WriteFile(p, []byte(content+"6,x00\n"), 0o644))
+	out.Reset()
+	err := dump(&out, &errb, []string{"--csv", p})
+	require.Equal(t, "tuple_id,tsc\n3,100\n4,200\n5,300\n", out.String())
+	var ec *exitCode
+	require.ErrorAs(t, err, &ec)
+	require.Equal(t, exitDamaged, ec.code)
+	require.Contains(t, errb.String(), "1 damaged lines skipped")
+	require.Contains(t, errb.String(), "no trailer: the channel was not closed")
 }

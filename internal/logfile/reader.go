@@ -549,8 +549,7 @@ func (lf *File) Records(fn func(Record) error) error {
 		k := 0
 		for ; k < len(pending) && base+uint64(k) < upTo; k++ {
 			switch {
-			case pending[k].bad:
-				sum.CorruptLines++
+			case pending[k].bad: // counted when its frame was loaded
 				continue
 			case pending[k].r.TSC == 0:
 				sum.Holes++
@@ -578,6 +577,7 @@ func (lf *File) Records(fn func(Record) error) error {
 			continue // its positions stay uncovered unless another frame has them
 		}
 		sum.Frames++
+		sum.CorruptLines += len(bad)
 		signal := e.flags&FlagSignal != 0
 		if signal {
 			sum.SignalFrames++
