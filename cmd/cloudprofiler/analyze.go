@@ -33,6 +33,7 @@ func runAnalyze(stdout, stderr io.Writer, args []string) error {
 	method := fs.String("method", "best", "error bound: best (tightest strict), paper (two MinRTTs), allprobes")
 	mem := fs.Int("mem-mb", 256, "memory the analysis aims to stay within, MiB: tuple records spill to disk past a quarter of it")
 	fs.BoolVar(&cfg.NoDurations, "no-durations", false, "do not write durations.csv (one row per duration), only summaries")
+	strict := fs.Bool("strict", false, "exit with status 3 when a log file is damaged or misses records it accepted (the results are still written)")
 	// Go's flag package stops at the first non-flag: take the paths that
 	// follow --logs as more log paths, then go on parsing.
 	for len(args) > 0 {
@@ -89,5 +90,14 @@ func runAnalyze(stdout, stderr io.Writer, args []string) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "report: %s\n", filepath.Join(cfg.Out, "report.html"))
+	bad := res.Incomplete()
+	for _, c := range bad {
+		for _, p := range c.Problems {
+			fmt.Fprintf(stderr, "cloudprofiler: analyze: WARNING: %s: %s\n", c.Path, p)
+		}
+	}
+	if len(bad) > 0 && *strict {
+		return &exitCode{exitDamaged, fmt.Sprintf("analyze: %d of %d log files damaged or incomplete (--strict)", len(bad), len(res.Channels))}
+	}
 	return nil
 }

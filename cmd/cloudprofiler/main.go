@@ -21,10 +21,12 @@ commands:
   tsc-round --server ADDR [--label L] [--wait-nodes N --wait-timeout D]
                          MinRTT rounds between nodes (minrtt/probe/PROTOCOL.md)
   analyze [--rounds DIR] --logs DIR... --out DIR [--ref NODE] [--order CH,CH,...]
-          [--method best|paper|allprobes] [--mem-mb 256] [--no-durations]
+          [--method best|paper|allprobes] [--mem-mb 256] [--no-durations] [--strict]
                          durations between channels across nodes in one
                          reference TSC, each with a strict error bound
-                         (--rounds: needed when the logs come from several nodes)
+                         (--rounds: needed when the logs come from several nodes);
+                         damaged or incomplete logs are reported, exit 3 with --strict
+  (dump exits 3 when a file is damaged or misses records it accepted)
   gen send --to ADDR --rate R --duration D [--threads T] (--tuples FILE | --synthetic)
                          send tuples over TCP at a controlled rate (datagen/FRAMING.md);
                          exit 3: rate not reached, 4: the receiver lost tuples

@@ -40,6 +40,18 @@ type Config struct {
 	NoDurations bool     // skip durations.csv (summaries only)
 }
 
+// Incomplete lists the channels whose files are damaged or miss records
+// they accepted (their valid records were analysed).
+func (r *Result) Incomplete() []*Channel {
+	var out []*Channel
+	for _, c := range r.Channels {
+		if len(c.Problems) > 0 {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // maxTupleEvents is the most records one tuple id may have; an id seen more
 // often is reused (not one tuple's way) and is left out, and said so.
 const maxTupleEvents = 4096
@@ -249,9 +261,10 @@ func (a *analysis) joinTuples() error {
 			a.res.Records++
 			return j.add(event{id: r.TupleID, tsc: r.TSC, ch: uint32(i)})
 		})
+		err = c.readDone(lf, err)
 		lf.Close()
-		if err != nil && !errors.Is(err, logfile.ErrDamaged) {
-			return fmt.Errorf("%s: %w", c.Path, err)
+		if err != nil {
+			return err
 		}
 	}
 	a.res.Spilled = j.spilled

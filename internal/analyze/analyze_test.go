@@ -39,7 +39,10 @@ func writeASCII(t *testing.T, dir string, h logfile.Header, lines []string) {
 	}
 	js, err := json.Marshal(h)
 	require.NoError(t, err)
-	body := logfile.ASCIIMagic + "\n#header " + string(js) + "\n" + strings.Join(lines, "\n") + "\n"
+	// Closed as the library closes a channel: a trailer with the positions
+	// it accepted (a test of damage adds lines after it, or cuts it off).
+	trailer := fmt.Sprintf(`#trailer {"reason":"close","positions":%d}`, len(lines))
+	body := logfile.ASCIIMagic + "\n#header " + string(js) + "\n" + strings.Join(append(lines, trailer), "\n") + "\n"
 	name := fmt.Sprintf("%s-%d-%s.cplog.txt", h.Node, h.Channel, strings.ReplaceAll(h.Name, " ", "_"))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644))
 }
@@ -261,4 +264,39 @@ func TestAnalyzeOneNodeWithoutRounds(t *testing.T) {
 	writeASCII(t, logs, hdr("second", 3, "sink"), in)
 	_, err = Run(Config{Logs: []string{logs}, Out: filepath.Join(dir, "o")})
 	require.ErrorContains(t, err, "the logs come from 2 nodes (mini, second): --rounds")
+}
+
+// Damaged and incomplete logs: the analysis goes on with every valid record
+// and says, per channel, what is missing, in summary.txt and report.html.
+func TestAnalyzeReportsDamagedLogs(t *testing.T) {
+	dir := t.TempDir()
+	var in, out []string
+	for i := 0; i < 100; i++ {
+		in = append(in, fmt.Sprintf("%d,%d", i, 1000+10*i))
+		out = append(out, fmt.Sprintf("%d,%d", i, 1005+10*i))
+	}
+	writeASCII(t, dir, logfile.Header{Node: "n", Channel: 1, Name: "in", Handler: "IDENTITY", TSCHz: 1e9}, in)
+	writeASCII(t, dir, logfile.Header{Node: "n", Channel: 2, Name: "out", Handler: "IDENTITY", TSCHz: 1e9}, out)
+	// Damage the out channel: a line that is not a record, and the trailer
+	// says 101 positions were accepted, one more than the file holds.
+	p := filepath.Join(dir, "n-2-out.cplog.txt")
+	b, err := os.ReadFile(p)
+	require.NoError(t, err)
+	b = []byte(strings.Replace(string(b), "50,1505\n", "50,15#05\n", 1))
+	b = []byte(strings.Replace(string(b), `"positions":100`, `"positions":101`, 1))
+	require.NoError(t, os.WriteFile(p, b, 0o644))
+
+	res, err := Run(Config{Logs: []string{dir}, Out: filepath.Join(dir, "out")})
+	require.NoError(t, err)
+	require.Len(t, res.Incomplete(), 1)
+	require.Equal(t, "n/out", res.Incomplete()[0].Label())
+	require.Equal(t, []string{"1 damaged lines skipped", "1 accepted records missing between frames"}, res.Incomplete()[0].Problems)
+	require.Equal(t, uint64(199), res.Records)
+	txt, err := os.ReadFile(filepath.Join(dir, "out", "summary.txt"))
+	require.NoError(t, err)
+	require.Contains(t, string(txt), "logs: 1 of 2 files DAMAGED OR INCOMPLETE")
+	require.Contains(t, string(txt), "1 damaged lines skipped")
+	page, err := os.ReadFile(filepath.Join(dir, "out", "report.html"))
+	require.NoError(t, err)
+	require.Contains(t, string(page), "Log integrity: 1 of 2 files damaged or incomplete")
 }

@@ -87,6 +87,15 @@ svg text{font:11px system-ui,sans-serif}.note{color:#555}</style></head><body>`)
 		b.WriteString("</table>")
 	}
 	a.throughputSVG(&b)
+	if bad := r.Incomplete(); len(bad) > 0 {
+		fmt.Fprintf(&b, `<h2 id="integrity">Log integrity: %d of %d files damaged or incomplete</h2><p class="note">The results above use every valid record in them; these records are missing or were damaged.</p><table><tr><th>channel</th><th>file</th><th>problems</th></tr>`, len(bad), len(r.Channels))
+		for _, c := range bad {
+			fmt.Fprintf(&b, `<tr><td class="l">%s</td><td class="l">%s</td><td class="l">%s</td></tr>`, esc(c.Label()), esc(c.Path), esc(strings.Join(c.Problems, "; ")))
+		}
+		b.WriteString("</table>")
+	} else {
+		fmt.Fprintf(&b, `<h2 id="integrity">Log integrity</h2><p>All %d files complete and undamaged.</p>`, len(r.Channels))
+	}
 	b.WriteString(`<h2>Links between nodes</h2><p class="note">Translating one node's counter into another's. Round trips are in their origin's cycles, errors in the receiving node's, all shown in µs at the reference frequency.</p><table><tr><th>from</th><th>into</th><th>rounds</th><th>probes</th><th>min RTT (µs)</th><th>min RTT back (µs)</th><th>ratio</th><th>error mid-run, paper (µs)</th><th>all probes (µs)</th><th>used</th></tr>`)
 	for _, l := range a.model.Links() {
 		fmt.Fprintf(&b, `<tr><td class="l">%s</td><td class="l">%s</td><td>%d</td><td>%d</td><td>%.3f</td><td>%.3f</td><td>%.9f</td><td>%.3f</td><td>%.3f</td><td>%v %s</td></tr>`,

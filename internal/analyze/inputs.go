@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -32,6 +33,23 @@ type Channel struct {
 	Hz      float64 // the node's TSC frequency as the file header says
 	Header  logfile.Header
 	node    int // the node's index in the model
+	// Problems: what reading the file found damaged or knows to be lost
+	// (logfile.Summary.Problems), empty for a complete, undamaged file.
+	Problems []string
+}
+
+// readDone takes the outcome of a full read of c's file: damage and loss
+// are kept in c.Problems (the analysis goes on with every valid record),
+// anything else fails the analysis.
+func (c *Channel) readDone(lf *logfile.File, err error) error {
+	if errors.Is(err, logfile.ErrDamaged) {
+		c.Problems = lf.Summary.Problems(&lf.Header)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", c.Path, err)
+	}
+	return nil
 }
 
 // Label is how reports name the channel: node/name.

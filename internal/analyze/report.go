@@ -123,5 +123,23 @@ func (r *Result) WriteText(w io.Writer) error {
 		fmt.Fprintf(w, "run %s: %.6f s ± %.3f us (tuples %d .. %d)\n", s.Channel, s.Duration.Est/r.RefHz,
 			s.Duration.Err/r.RefHz*1e6, s.FirstID, s.LastID)
 	}
+	r.writeIntegrity(w)
 	return nil
+}
+
+// writeIntegrity says, per channel, whether its file held every record the
+// channel accepted, undamaged; the analysis above used every valid record.
+func (r *Result) writeIntegrity(w io.Writer) {
+	bad := r.Incomplete()
+	if len(bad) == 0 {
+		fmt.Fprintf(w, "logs: all %d files complete and undamaged\n", len(r.Channels))
+		return
+	}
+	fmt.Fprintf(w, "logs: %d of %d files DAMAGED OR INCOMPLETE (the results above use every valid record in them):\n", len(bad), len(r.Channels))
+	for _, c := range bad {
+		fmt.Fprintf(w, "  %s (%s):\n", c.Label(), c.Path)
+		for _, p := range c.Problems {
+			fmt.Fprintf(w, "    %s\n", p)
+		}
+	}
 }

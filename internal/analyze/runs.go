@@ -1,7 +1,6 @@
 package analyze
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -39,8 +38,9 @@ func (a *analysis) runSpans() error {
 			return err
 		}
 		err = lf.Records(func(r logfile.Record) error { recs = append(recs, r); return nil })
+		err = c.readDone(lf, err)
 		lf.Close()
-		if err != nil && !errors.Is(err, logfile.ErrDamaged) {
+		if err != nil {
 			return err
 		}
 		if len(recs) == 0 {
@@ -136,9 +136,10 @@ func (a *analysis) writeThroughput() error {
 			s.pts = append(s.pts, ThroughputPoint{T: v.Est, Period: period, Count: r.Count})
 			return nil
 		})
+		err = c.readDone(lf, err)
 		lf.Close()
-		if err != nil && !errors.Is(err, logfile.ErrDamaged) {
-			return fmt.Errorf("%s: %w", c.Path, err)
+		if err != nil {
+			return err
 		}
 		for _, p := range s.pts {
 			a.t0 = math.Min(a.t0, p.T-p.Period*hz)
