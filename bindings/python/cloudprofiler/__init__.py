@@ -22,13 +22,13 @@ the first open_channel of the process: set os.environ before it.
 from ._lib import (Arg, ChannelClosedError, CloudprofilerError, ErrorCode, Handler,
                    LibraryError, LogFormat, library_path)
 from ._channel import Channel, close_all, open_channel
-from ._read import (Analysis, DamagedLogWarning, Header, TruncatedLogWarning, read_analysis,
+from ._read import (Analysis, DamagedLogWarning, Header, IncompleteLogWarning, TruncatedLogWarning, read_analysis,
                     read_log, read_log_df)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Arg", "Analysis", "Channel", "ChannelClosedError", "CloudprofilerError", "DamagedLogWarning",
-    "ErrorCode", "Handler", "Header", "LibraryError", "LogFormat", "TruncatedLogWarning",
+    "ErrorCode", "Handler", "Header", "IncompleteLogWarning", "LibraryError", "LogFormat", "TruncatedLogWarning",
     "close_all", "library_path", "open_channel", "read_analysis", "read_log", "read_log_df",
 ]

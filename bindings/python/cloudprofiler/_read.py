@@ -15,14 +15,21 @@ class TruncatedLogWarning(UserWarning):
 
 
 class DamagedLogWarning(UserWarning):
-    """A log file holds corrupt frames that the decoder skipped."""
+    """A log file holds corrupt frames (or ASCII lines) that the decoder skipped."""
+
+
+class IncompleteLogWarning(UserWarning):
+    """A log file misses records its channel accepted: never written (a
+    failing disk), or still in memory when the process died (no trailer).
+    The message says how many where the file knows."""
 
 
 class Header(dict):
     """The file header (a dict, as the library decoded it), with:
     .summary  the decoder's summary (records, holes, duplicates,
-              truncated_bytes, corrupt_bytes, corrupt_frames, damaged,
-              trailer, events)
+              truncated_bytes, corrupt_bytes, corrupt_frames, corrupt_lines,
+              damaged, trailer, events, status, problems: one sentence
+              per thing found damaged or known lost, [] for a whole file)
     .counter  True for counter files (PERIODICCOUNTER...)
     .columns  the record's column names
     .record_size  bytes per record (16, 24 or 32)
@@ -75,7 +82,10 @@ def read_log(path, counters=False):
     the file's largest possible count, found from its frame headers); the
     result is a view of what was read, never a second copy. A file cut after
     its last whole frame warns (TruncatedLogWarning) with the number of
-    bytes ignored; damaged frames warn (DamagedLogWarning).
+    bytes ignored; damaged frames or lines warn (DamagedLogWarning); records
+    the channel accepted that are not in the file (never written, or lost
+    with a process that did not close the channel) warn
+    (IncompleteLogWarning). header.summary["problems"] lists them all.
     """
     import numpy as np
     path = os.fspath(path)
@@ -119,10 +129,14 @@ def _warn(path, got, s):
         warnings.warn("%s: %d bytes cut off after the last whole frame (a crash or a file still "
                       "being written); read the %d records before them" % (path, cut, got),
                       TruncatedLogWarning, stacklevel=3)
-    bad, frames = int(s.get("corrupt_bytes") or 0), int(s.get("corrupt_frames") or 0)
-    if bad or frames:
-        warnings.warn("%s: %d corrupt frames (%d bytes) skipped; read %d records"
-                      % (path, frames, bad, got), DamagedLogWarning, stacklevel=3)
+    if s.get("damaged"):
+        warnings.warn("%s: %d corrupt frames (%d bytes) and %d corrupt lines skipped; read %d records"
+                      % (path, int(s.get("corrupt_frames") or 0), int(s.get("corrupt_bytes") or 0),
+                         int(s.get("corrupt_lines") or 0), got), DamagedLogWarning, stacklevel=3)
+    # The rest of the library's problems: records known to be missing.
+    rest = [p for p in s.get("problems") or [] if not p.startswith("cut short") and " damaged " not in p]
+    if rest:
+        warnings.warn("%s: %s; read %d records" % (path, "; ".join(rest), got), IncompleteLogWarning, stacklevel=3)
 
 
 def _pandas(what):

@@ -153,3 +153,32 @@ def test_read_analysis_errors(tmp_path):
         cp.read_analysis(tmp_path / "nope")
     with pytest.raises(FileNotFoundError, match="durations.csv"):
         cp.read_analysis(tmp_path)
+
+
+def test_damaged_and_incomplete_files_warn(tmp_path):
+    """A damaged frame warns DamagedLogWarning, a file without its trailer
+    IncompleteLogWarning (how many records the ring may have held), a header
+    that claims 2^32 records costs nothing: every valid record is returned."""
+    path, ids = _logged_file(tmp_path, "BINARY_TSC", 5000)
+    data = bytearray(open(path, "rb").read())
+    records, header = cp.read_log(path)
+    assert header.summary["problems"] == [] and header.summary["version"] == 2
+    # A frame's record count set to 2^32-1: not believed, the frame is damage.
+    magic = b"CPFR"
+    frames = [i for i in range(len(data)) if data[i:i + 4] == magic and data[i + 4] == 1]
+    bad = bytearray(data)
+    bad[frames[1] + 8:frames[1] + 12] = b"\xff\xff\xff\xff"
+    p = tmp_path / "bad.cplog"
+    open(p, "wb").write(bad)
+    with pytest.warns(cp.DamagedLogWarning, match="1 corrupt frames"):
+        records, header = cp.read_log(p)
+    assert len(records) >= len(ids) - 1024
+    assert set(records["tuple_id"]) <= set(ids)
+    # The trailer cut off (the process killed): the ring's bound is said.
+    trailer = data.rfind(magic)
+    assert data[trailer + 4] == 4
+    p = tmp_path / "killed.cplog"
+    open(p, "wb").write(data[:trailer])
+    with pytest.warns(cp.IncompleteLogWarning, match=r"no trailer.*up to \d+ more records"):
+        records, header = cp.read_log(p)
+    np.testing.assert_array_equal(records["tuple_id"], ids)
