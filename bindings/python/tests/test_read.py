@@ -174,11 +174,20 @@ def test_damaged_and_incomplete_files_warn(tmp_path):
         records, header = cp.read_log(p)
     assert len(records) >= len(ids) - 1024
     assert set(records["tuple_id"]) <= set(ids)
-    # The trailer cut off (the process killed): the ring's bound is said.
-    trailer = data.rfind(magic)
-    assert data[trailer + 4] == 4
-    p = tmp_path / "killed.cplog"
-    open(p, "wb").write(data[:trailer])
+    # A process killed before it closed its channel: the file says what it knows.
+    r = run_child("""
+        import os, signal, time, numpy as np, cloudprofiler as cp
+        ch = cp.open_channel("killed", cp.LogFormat.ZSTD_TSC, cp.Handler.BUFFER_IDENTITY)
+        ch.log_many(np.arange(3000, dtype=np.int64))
+        time.sleep(1.5)  # the quiet channel's partial block goes to disk
+        ch.log_many(np.arange(3000, 3100, dtype=np.int64))
+        os.kill(os.getpid(), signal.SIGKILL)
+    """, tmp_path, CP_BLOCK_RECORDS=1024)
+    assert r.returncode == -9, r.stderr
+    p = tmp_path / [f for f in os.listdir(tmp_path) if f.endswith("killed.cplog")][0]
     with pytest.warns(cp.IncompleteLogWarning, match=r"no trailer.*up to \d+ more records"):
         records, header = cp.read_log(p)
-    np.testing.assert_array_equal(records["tuple_id"], ids)
+    n = len(records)
+    assert n >= 3000
+    np.testing.assert_array_equal(records["tuple_id"], np.arange(n))
+    assert header.summary["trailer"] is None
