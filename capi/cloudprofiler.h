@@ -325,8 +325,9 @@ int64_t CP_LogOpen(const char *path);
  * "counter":bool (a PERIODICCOUNTER or FASTPERIODICCOUNTER file: CP_LogRead
  * returns counter records), "record_size":16|24|32 (bytes per record in
  * CP_LogRead's output), "columns":[...] (its 8-byte columns in order),
- * "max_records":N (an upper bound of CP_LogRead's count, found from the
- * frame headers without decoding: size the output with it)} and, for files
+ * "max_records":N (an upper bound of CP_LogRead's count: the sum of the
+ * counts of the frames CP_LogOpen verified, one per line for ASCII; size
+ * the output with it: a damaged or hostile frame header cannot inflate it)} and, for files
  * that may hold counter records (counter and NET_CONF files),
  * "counter_record_size", "counter_columns" and "max_counter_records" for
  * CP_LogReadCounters. Returns the length (see above), CP_ERR_BAD_HANDLE,
@@ -339,9 +340,13 @@ int64_t CP_LogInfo(int64_t r, char *buf, int64_t cap);
  * counter files: period_end_tsc, count, skipped_periods[, mono_ns] (uint64);
  * mono_ns for the formats without _TSC. Records are in logged order (ring
  * position), merged and deduplicated as `cloudprofiler dump --csv` prints
- * them; holes (positions never written) are skipped. A file cut short or
- * with damaged frames still returns every whole frame's records (0 is not
- * an error: CP_LogSummary says what was lost). Each record is written once,
+ * them; holes (positions never written) are skipped. A log file is untrusted
+ * input: a file cut short, with damaged frames or lines, or with headers
+ * that claim huge sizes returns every whole, valid frame's records and
+ * nothing that was not logged, allocating no more than the file header's
+ * block size allows (0 records is not an error: CP_LogSummary's "problems"
+ * says what was damaged or lost); a fault inside the decoder returns
+ * CP_ERR_INTERNAL, it never takes the calling process down. Each record is written once,
  * straight from the decoded frame; the library keeps no pointer to out
  * after the call. When cap is smaller than the file's count, the first cap
  * records are written and the rest still decoded (the summary's "records"
@@ -349,8 +354,8 @@ int64_t CP_LogInfo(int64_t r, char *buf, int64_t cap);
  * again. For a NET_CONF file (tuples and counters) this returns its tuple
  * records; CP_LogReadCounters its counter records. Returns
  * CP_ERR_BAD_HANDLE, CP_ERR_BAD_ARG_VALUE (cap < 0, out NULL with cap > 0),
- * CP_ERR_IO (a read failed, or an ASCII line is not a record: what was
- * written before is in out, the count only in the summary's "written"). */
+ * CP_ERR_IO (reading the file failed: what was written before is in out,
+ * the count only in the summary's "written"). */
 int64_t CP_LogRead(int64_t r, void *out, int64_t cap);
 
 /* As CP_LogRead, for the counter records (period_end_tsc, count,
@@ -363,10 +368,17 @@ int64_t CP_LogReadCounters(int64_t r, void *out, int64_t cap);
  * "records":.. (decoded), "written":.. (into out), "holes":..,
  * "duplicates":.., "missing_positions":.., "frames":.., "signal_frames":..
  * (written by the SIGTERM flusher), "truncated_bytes":.. (after the last
- * whole frame), "corrupt_bytes":.., "corrupt_frames":.., "truncated":bool,
- * "damaged":bool (corrupt frames or bytes skipped), "trailer":{...} or null
- * (the file was not closed normally: SIGTERM, a crash, still open),
- * "events":[...] (parameter changes, NET_CONF switches, SIGTERM flushes)
+ * whole frame), "corrupt_bytes":.., "corrupt_frames":.., "corrupt_lines":..
+ * (ASCII lines that did not parse), "truncated":bool, "damaged":bool
+ * (corrupt frames, bytes or lines skipped), "trailer":{...} or null (the
+ * file was not closed normally: SIGTERM, a crash, still open),
+ * "events":[...] (parameter changes, NET_CONF switches, SIGTERM flushes),
+ * "version":1|2 (the file's format), "status":{...} or null (version 2: the
+ * writer's in-place counts: seq, accepted, written, unwritten, refused,
+ * dropped, errno, state), "ring_bound":N (a file not closed: records its
+ * ring may have held, lost with the process), "problems":[...] (after a
+ * read: one sentence per thing damaged or known lost; [] when the file
+ * holds every record its channel accepted, undamaged)
  * [, "error":"..." if the read failed]}. Returns the length (see above) or
  * CP_ERR_BAD_HANDLE. */
 int64_t CP_LogSummary(int64_t r, char *buf, int64_t cap);
