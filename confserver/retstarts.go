@@ -2,10 +2,8 @@ package confserver
 
 import (
 	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -173,19 +171,7 @@ func (s *Server) putRetStart(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var in retStartIn
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRetStartBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			fail(w, http.StatusRequestEntityTooLarge, "start point body larger than %d bytes", maxRetStartBody)
-			return
-		}
-		fail(w, http.StatusBadRequest, "malformed JSON: %v", err)
-		return
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		fail(w, http.StatusBadRequest, "malformed JSON: data after the value")
+	if !decode(w, r, maxRetStartBody, &in) {
 		return
 	}
 	if in.Name != "" && in.Name != name {
@@ -278,19 +264,23 @@ func (s *Server) deleteRetStart(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, "removing a start point needs ?pid= (the registrant's), or the operator's bearer token")
 		return
 	}
+	// Decided under the registry's lock, answered after it: a client slow
+	// to read its answer holds no one up.
 	rs := s.Starts
 	rs.mu.Lock()
-	defer rs.mu.Unlock()
 	e, ok := rs.m[name]
-	if !ok {
-		fail(w, http.StatusNotFound, "no start point named %q", name)
-		return
+	mine := ok && !(pid != 0 && e.PID != pid || q.Has("host") && e.Host != q.Get("host") || q.Has("addr") && e.Addr != q.Get("addr"))
+	if mine {
+		delete(rs.m, name)
 	}
-	if pid != 0 && e.PID != pid || q.Has("host") && e.Host != q.Get("host") || q.Has("addr") && e.Addr != q.Get("addr") {
+	rs.mu.Unlock()
+	switch {
+	case !ok:
+		fail(w, http.StatusNotFound, "no start point named %q", name)
+	case !mine:
 		fail(w, http.StatusConflict, "start point %q is registered by pid %d on host %q at %s, not by this request's registrant: left in place",
 			name, e.PID, e.Host, e.Addr)
-		return
+	default:
+		writeJSON(w, http.StatusOK, e)
 	}
-	delete(rs.m, name)
-	writeJSON(w, http.StatusOK, e)
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -88,11 +87,7 @@ func TestRetStartsRegisterListGetReplace(t *testing.T) {
 	require.NoError(t, err)
 }
 
-func httptestServer(t *testing.T, s *Server) *Client {
-	srv := httptest.NewServer(s.Handler())
-	t.Cleanup(srv.Close)
-	return &Client{Addr: strings.TrimPrefix(srv.URL, "http://")}
-}
+func httptestServer(t *testing.T, s *Server) *Client { return &Client{Addr: serve(t, s)} }
 
 // Only the registrant removes its entry (pid, and host and addr when given);
 // the operator's token removes any.

@@ -5,9 +5,7 @@
 package confserver
 
 import (
-	"errors"
 	"fmt"
-	"strings"
 
 	"cloudprofiler/handlers"
 	"cloudprofiler/internal/logfile"
@@ -127,72 +125,62 @@ func (t *Table) Validate() error {
 	return nil
 }
 
-// Resolve returns the decision for a channel: first matching rule, else default.
-func (t *Table) Resolve(c Channel) Decision {
-	for _, r := range t.Rules {
-		if (r.Name == "" || Match(r.Name, c.Name)) && (r.Host == "" || Match(r.Host, c.Host)) && (r.PID == 0 || r.PID == c.PID) {
-			return Decision{Handler: r.Handler, Format: r.Format, Args: nonNil(r.Args), DropWhenFull: r.DropWhenFull, Rule: r.ID, Version: t.Version}
-		}
-	}
-	d := t.Default
-	return Decision{Handler: d.Handler, Format: d.Format, Args: nonNil(d.Args), DropWhenFull: d.DropWhenFull, Rule: "default", Version: t.Version}
-}
+// Resolve returns the decision for a channel: first matching rule, else
+// default. It compiles the table's globs first: to resolve many channels,
+// the Store keeps them compiled.
+func (t *Table) Resolve(c Channel) Decision { return compileTable(*t).resolve(c) }
 
-func nonNil(a []int64) []int64 {
-	if a == nil {
-		return []int64{}
-	}
-	return a
-}
-
-var errBadGlob = errors.New("glob ends in a lone backslash")
-
-func checkGlob(g string) error {
-	n := len(g) - len(strings.TrimRight(g, `\`))
-	if n%2 == 1 { // an odd run of trailing backslashes: the last escapes nothing
-		return fmt.Errorf("%q: %w", g, errBadGlob)
+// Check says what is wrong with a channel asking for its decision, if
+// anything: a name or host longer than MaxName or MaxHost bytes, a
+// negative pid.
+func (c Channel) Check() error {
+	switch {
+	case c.PID < 0:
+		return fmt.Errorf("pid %d: want a number >= 0", c.PID)
+	case len(c.Name) > MaxName:
+		return fmt.Errorf("channel name of %d bytes; at most %d", len(c.Name), MaxName)
+	case len(c.Host) > MaxHost:
+		return fmt.Errorf("host of %d bytes; at most %d", len(c.Host), MaxHost)
 	}
 	return nil
 }
 
-// Match reports whether s matches the glob: '*' any run of bytes (also '/'),
-// '?' one byte, '\' makes the next byte literal.
-func Match(glob, s string) bool {
-	gi, si := 0, 0
-	starG, starS := -1, 0
-	for si < len(s) {
-		if gi < len(glob) {
-			switch c := glob[gi]; {
-			case c == '*':
-				starG, starS = gi, si
-				gi++
-				continue
-			case c == '?':
-				gi++
-				si++
-				continue
-			case c == '\\' && gi+1 < len(glob):
-				if glob[gi+1] == s[si] {
-					gi += 2
-					si++
-					continue
-				}
-			default:
-				if c == s[si] {
-					gi++
-					si++
-					continue
-				}
-			}
+// resolver is a table with its globs compiled. It is never changed once
+// made: readers share it without a lock.
+type resolver struct {
+	t     Table
+	rules []compiledRule
+}
+
+type compiledRule struct {
+	name, host *glob // nil: the field is empty and matches anything
+}
+
+func compileTable(t Table) *resolver {
+	r := &resolver{t: t, rules: make([]compiledRule, len(t.Rules))}
+	for i, rule := range t.Rules {
+		if rule.Name != "" {
+			r.rules[i].name = compileGlob(rule.Name)
 		}
-		if starG < 0 {
-			return false
+		if rule.Host != "" {
+			r.rules[i].host = compileGlob(rule.Host)
 		}
-		starS++
-		gi, si = starG+1, starS
 	}
-	for gi < len(glob) && glob[gi] == '*' {
-		gi++
+	return r
+}
+
+func (r *resolver) resolve(c Channel) Decision {
+	for i, cr := range r.rules {
+		rule := &r.t.Rules[i]
+		if (cr.name == nil || cr.name.match(c.Name)) && (cr.host == nil || cr.host.match(c.Host)) && (rule.PID == 0 || rule.PID == c.PID) {
+			return decision(rule, rule.ID, r.t.Version)
+		}
 	}
-	return gi == len(glob)
+	return decision(&r.t.Default, "default", r.t.Version)
+}
+
+// decision copies what the rule gives: the table stays the readers' own.
+func decision(r *Rule, id string, version uint64) Decision {
+	return Decision{Handler: r.Handler, Format: r.Format, Args: append([]int64{}, r.Args...), DropWhenFull: r.DropWhenFull,
+		Rule: id, Version: version}
 }

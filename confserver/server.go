@@ -1,15 +1,18 @@
 package confserver
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -24,6 +27,11 @@ type Server struct {
 	// Starts is the registry of return-trip start points (in memory; a new
 	// one if nil when Handler is called).
 	Starts *RetStarts
+	// Limits bound what clients can hold of the server when it runs with
+	// Serve (timeouts, connections, header size).
+	Limits Limits
+
+	conns atomic.Pointer[connLimiter] // Serve's
 }
 
 const (
@@ -67,7 +75,12 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusNotFound, "no such endpoint: %s %s (see API.md)", r.Method, r.URL.Path)
 	})
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == http.NoBody {
+			answering(r) // nothing more to wait for from the client
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 func (s *Server) auth(next http.HandlerFunc) http.HandlerFunc {
@@ -86,24 +99,43 @@ func (s *Server) auth(next http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// decode reads a JSON body strictly: unknown fields and trailing data are errors.
-func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			fail(w, http.StatusRequestEntityTooLarge, "body larger than %d bytes", maxBody)
-			return false
-		}
-		fail(w, http.StatusBadRequest, "malformed JSON: %v", err)
+// decode reads a JSON body of at most limit bytes strictly (unknown
+// fields and trailing data are errors), or answers why not: 413 too large,
+// 408 not in before the read timeout, 400 malformed.
+func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) bool {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var tooBig *http.MaxBytesError
+	var ne net.Error
+	switch {
+	case errors.As(err, &tooBig):
+		fail(w, http.StatusRequestEntityTooLarge, "body larger than %d bytes", limit)
+		return false
+	case errors.As(err, &ne) && ne.Timeout():
+		fail(w, http.StatusRequestTimeout, "the body did not arrive in time")
+		return false
+	case err != nil:
+		fail(w, http.StatusBadRequest, "reading the body: %v", err)
 		return false
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		fail(w, http.StatusBadRequest, "malformed JSON: data after the value")
+	answering(r)
+	if err := decodeJSON(b, v); err != nil {
+		fail(w, http.StatusBadRequest, "%v", err)
 		return false
 	}
 	return true
+}
+
+// decodeJSON parses b strictly: unknown fields and trailing data are errors.
+func decodeJSON(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("malformed JSON: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("malformed JSON: data after the value")
+	}
+	return nil
 }
 
 func (s *Server) getRules(w http.ResponseWriter, r *http.Request) {
@@ -132,7 +164,7 @@ func (n notFound) Error() string { return "no rule with id " + strconv.Quote(str
 
 func (s *Server) putRules(w http.ResponseWriter, r *http.Request) {
 	var in Table
-	if !decode(w, r, &in) {
+	if !decode(w, r, maxBody, &in) {
 		return
 	}
 	s.update(w, http.StatusOK, func(t *Table) error {
@@ -146,7 +178,7 @@ func (s *Server) putRules(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) addRule(w http.ResponseWriter, r *http.Request) {
 	var in Rule
-	if !decode(w, r, &in) {
+	if !decode(w, r, maxBody, &in) {
 		return
 	}
 	pos := -1
@@ -189,7 +221,7 @@ func (s *Server) getRule(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) putRule(w http.ResponseWriter, r *http.Request) {
 	var in Rule
-	if !decode(w, r, &in) {
+	if !decode(w, r, maxBody, &in) {
 		return
 	}
 	id := r.PathValue("id")
@@ -238,24 +270,35 @@ func (s *Server) resolveOne(w http.ResponseWriter, r *http.Request) {
 		}
 		c.PID = n
 	}
+	if err := c.Check(); err != nil {
+		fail(w, http.StatusBadRequest, "%v", err)
+		return
+	}
 	writeJSON(w, http.StatusOK, s.Store.Resolve(c))
 }
 
 func (s *Server) resolveMany(w http.ResponseWriter, r *http.Request) {
 	var in []Channel
-	if !decode(w, r, &in) {
+	if !decode(w, r, maxBody, &in) {
 		return
 	}
+	if err := checkBatch(in); err != nil {
+		fail(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.Store.ResolveMany(in))
+}
+
+func checkBatch(in []Channel) error {
 	if len(in) > maxBatch {
-		fail(w, http.StatusBadRequest, "%d channels in one request; at most %d", len(in), maxBatch)
-		return
+		return fmt.Errorf("%d channels in one request; at most %d", len(in), maxBatch)
 	}
-	t, _ := s.Store.Snapshot()
-	out := make([]Decision, len(in))
 	for i, c := range in {
-		out[i] = t.Resolve(c)
+		if err := c.Check(); err != nil {
+			return fmt.Errorf("channel %d: %v", i, err)
+		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
 // watch answers when the table's version passes ?since=, or after ?timeout=
@@ -282,6 +325,10 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), wait)
 	defer cancel()
+	// The answer is written after the wait: the write timeout starts then.
+	if wt := s.Limits.withDefaults().WriteTimeout; s.conns.Load() != nil {
+		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + wt))
+	}
 	for {
 		t, changed := s.Store.Snapshot()
 		if t.Version > since {

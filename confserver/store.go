@@ -14,10 +14,16 @@ import (
 // Store holds the table, writes every change to its file atomically (a crash
 // mid-write leaves the old file or the new one, never a broken one), and
 // wakes watchers.
+//
+// Readers never wait for a writer's work: the table in force is an
+// immutable value (with its globs compiled) that mu only guards the swap
+// of; an update validates, compiles and writes the file under writeMu
+// alone, then swaps.
 type Store struct {
-	mu      sync.Mutex
+	writeMu sync.Mutex // one update at a time
+	mu      sync.Mutex // guards cur and changed, held for no more than reading or swapping them
 	path    string
-	table   Table
+	cur     *resolver
 	changed chan struct{} // closed and replaced on every change
 }
 
@@ -25,68 +31,91 @@ type Store struct {
 // channels get the default, NULLH) and is created.
 func Open(path string) (*Store, error) {
 	s := &Store{path: path, changed: make(chan struct{})}
+	var t Table
 	b, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		s.table = Table{Version: 1, Rules: []Rule{}, Default: Rule{Handler: "NULLH"}}
-		if err := s.table.Validate(); err != nil {
+		t = Table{Version: 1, Rules: []Rule{}, Default: Rule{Handler: "NULLH"}}
+		if err := t.Validate(); err != nil {
 			return nil, err
 		}
-		return s, writeAtomic(path, s.table)
+		s.cur = compileTable(t)
+		return s, writeAtomic(path, t)
 	case err != nil:
 		return nil, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&s.table); err != nil {
+	if err := dec.Decode(&t); err != nil {
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
-	if s.table.Rules == nil {
-		s.table.Rules = []Rule{}
+	if t.Rules == nil {
+		t.Rules = []Rule{}
 	}
-	if err := s.table.Validate(); err != nil {
+	if err := t.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
-	if s.table.Version == 0 {
-		s.table.Version = 1
+	if t.Version == 0 {
+		t.Version = 1
 	}
+	s.cur = compileTable(t)
 	return s, nil
+}
+
+// current is the table in force and the channel closed at its next change.
+func (s *Store) current() (*resolver, <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur, s.changed
 }
 
 // Snapshot returns a copy of the table and a channel closed at its next change.
 func (s *Store) Snapshot() (Table, <-chan struct{}) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.table.clone(), s.changed
+	r, ch := s.current()
+	return r.t.clone(), ch
 }
 
 // Resolve answers for one channel.
 func (s *Store) Resolve(c Channel) Decision {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.table.Resolve(c)
+	r, _ := s.current()
+	return r.resolve(c)
+}
+
+// ResolveMany answers for each channel, all from one version of the table.
+func (s *Store) ResolveMany(cs []Channel) []Decision {
+	r, _ := s.current()
+	out := make([]Decision, len(cs))
+	for i, c := range cs {
+		out[i] = r.resolve(c)
+	}
+	return out
 }
 
 // Update applies change to a copy of the table; if the result is valid and
-// written to disk, it becomes the table, with the next version.
+// written to disk, it becomes the table, with the next version. Readers go
+// on with the table before it meanwhile.
 func (s *Store) Update(change func(t *Table) error) (Table, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t := s.table.clone()
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	old, _ := s.current()
+	t := old.t.clone()
 	if err := change(&t); err != nil {
-		return s.table.clone(), err
+		return old.t.clone(), err
 	}
 	if err := t.Validate(); err != nil {
-		return s.table.clone(), err
+		return old.t.clone(), err
 	}
-	t.Version = s.table.Version + 1
+	t.Version = old.t.Version + 1
 	if err := writeAtomic(s.path, t); err != nil {
-		return s.table.clone(), fmt.Errorf("writing %s: %w", s.path, err)
+		return old.t.clone(), fmt.Errorf("writing %s: %w", s.path, err)
 	}
-	s.table = t
+	r := compileTable(t.clone())
+	s.mu.Lock()
+	s.cur = r
 	close(s.changed)
 	s.changed = make(chan struct{})
-	return t.clone(), nil
+	s.mu.Unlock()
+	return t, nil
 }
 
 func (t Table) clone() Table {

@@ -37,8 +37,17 @@ func runConfServer(stderr io.Writer, args []string) error {
 	listen := fs.String("listen", "127.0.0.1:7070", "address to listen on")
 	config := fs.String("config", "", "rules file (JSON; created if missing)")
 	tokenFile := fs.String("token-file", "", "file holding the bearer token for writes (default: $CP_CONF_TOKEN; none: read-only)")
+	var lim confserver.Limits
+	fs.IntVar(&lim.MaxConns, "max-conns", 1024, "connections open at once (the one waiting longest for its client is closed to make room)")
+	fs.DurationVar(&lim.ReadHeaderTimeout, "header-timeout", 5*time.Second, "a request's headers must arrive within this")
+	fs.DurationVar(&lim.ReadTimeout, "read-timeout", 15*time.Second, "a whole request, headers and body, must arrive within this")
+	fs.DurationVar(&lim.WriteTimeout, "write-timeout", 30*time.Second, "writing an answer (a watch gets its wait on top)")
+	fs.DurationVar(&lim.IdleTimeout, "idle-timeout", 60*time.Second, "a kept-alive connection without a request for this long is closed")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if lim.MaxConns < 1 || lim.ReadHeaderTimeout <= 0 || lim.ReadTimeout <= 0 || lim.WriteTimeout <= 0 || lim.IdleTimeout <= 0 {
+		return errors.New("confserver: --max-conns and the timeouts must be > 0")
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("confserver: unexpected argument %q (flags only)", fs.Arg(0))
@@ -58,8 +67,7 @@ func runConfServer(stderr io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: (&confserver.Server{Store: store, Token: tok}).Handler(),
-		ReadHeaderTimeout: 5 * time.Second}
+	srv := &confserver.Server{Store: store, Token: tok, Limits: lim}
 	t, _ := store.Snapshot()
 	writes := "writes need the bearer token"
 	if tok == "" {
@@ -67,18 +75,9 @@ func runConfServer(stderr io.Writer, args []string) error {
 	}
 	fmt.Fprintf(stderr, "confserver: listening on %s, %d rules (version %d) from %s, %s\n",
 		ln.Addr(), len(t.Rules), t.Version, *config, writes)
-	done := make(chan os.Signal, 1)
-	signal.Notify(done, syscall.SIGTERM, os.Interrupt)
-	go func() {
-		<-done
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	}()
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	return srv.Serve(ctx, ln)
 }
 
 // runConf: cloudprofiler conf list|get ID|set RULE-JSON|delete ID|resolve NAME --server ADDR

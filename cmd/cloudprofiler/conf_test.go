@@ -89,6 +89,12 @@ func TestConfCommandAgainstARealServer(t *testing.T) {
 	require.Error(t, err)
 	require.Contains(t, out, "404")
 
+	// The limits' flags are checked.
+	bad := command(nil, "confserver", "--listen", "127.0.0.1:0", "--config", rules, "--max-conns", "0")
+	msg, err := bad.CombinedOutput()
+	require.Error(t, err)
+	require.Contains(t, string(msg), "--max-conns and the timeouts must be > 0")
+
 	// What the server wrote is a valid table.
 	onDisk, err := confserver.Open(rules)
 	require.NoError(t, err)
