@@ -16,7 +16,7 @@ GOSRC   := $(shell find libcp internal handlers tsc cmd minrtt confserver datage
 
 .PHONY: all build demo test test-go test-c bench bench-analyze clean
 
-all: demo
+all: wheel demo
 
 build: $(LIB) $(TOOL) $(BUILD)/demo $(BUILD)/stage
 
@@ -57,7 +57,16 @@ test-go:
 	$(GO) test -race -count=1 ./...
 
 test-c: $(LIB) $(TOOL) $(BUILD)/test_abi $(BUILD)/demo
-	CP_DUMP=$(abspath $(TOOL)) $(BUILD)/test_abi
+	$(call with-tmp,CP_DUMP=$(abspath $(TOOL)) $(BUILD)/test_abi)
+
+# The tests remove the temporary files they write ($TMPDIR, else /tmp).
+# $(call with-tmp,COMMAND) checks it: COMMAND runs with TMPDIR a new,
+# empty directory under build/ (this run's own: others running tests at the
+# same time cannot confuse the check), which must be empty again afterwards;
+# else what was left is listed and the target fails.
+with-tmp = t=$$(mktemp -d $(abspath $(BUILD))/tmp.XXXXXX) || exit 1; TMPDIR=$$t $(1); s=$$?; \
+	left=$$(cd $$t && find . -mindepth 1 -maxdepth 2 | head -20); rm -rf $$t; \
+	if [ -n "$$left" ]; then echo "left in TMPDIR by the tests:"; echo "$$left"; exit 1; fi; exit $$s
 
 # The Java binding (bindings/java, Maven): `make java` builds the jar with
 # the library inside (resources/Linux-amd64/) and installs it into ~/.m2 for
@@ -87,18 +96,35 @@ test-java: java
 test-multinode: $(LIB) $(TOOL)
 	CP_TOOL=$(abspath $(TOOL)) CP_LIB=$(abspath $(LIB)) $(GO) test -count=1 -v -timeout 4m ./tests/multinode
 
-# The Python binding (bindings/python): a venv in build/pyenv with numpy,
-# pandas, pytest and wheel (and the notebook test's nbclient, nbformat, ipykernel,
-# matplotlib) from PyPI on first use, the package installed with pip (the
-# library copied into it), then its tests with pytest.
+# The Python wheel (bindings/python): build/wheel/cloudprofiler-*-py3-none-
+# linux_<machine>.whl, with the library just built inside (setup.py copies
+# build/libcloudprofiler.so and refuses one older than its sources). Built by
+# pip in the venv build/pyenv; pip fetches setuptools from PyPI the first time.
+PYENV := $(BUILD)/pyenv/bin/python
+PIP   := $(PYENV) -m pip --disable-pip-version-check
+PYSRC := $(wildcard bindings/python/cloudprofiler/*.py) bindings/python/setup.py \
+         bindings/python/pyproject.toml bindings/python/README.md
+.PHONY: wheel
+wheel: $(BUILD)/wheel/.built
+$(BUILD)/wheel/.built: $(LIB) $(PYSRC) | $(PYENV)
+	@rm -rf $(BUILD)/wheel
+	$(PIP) wheel -q --no-deps -w $(BUILD)/wheel ./bindings/python
+	@touch $@
+$(PYENV):
+	python3 -m venv $(BUILD)/pyenv
+
+# The Python binding's tests: numpy, pandas, pytest, setuptools and wheel (and
+# the notebook test's nbclient, nbformat, ipykernel, matplotlib) from PyPI on
+# first use, the wheel installed, then its tests with pytest (temporary files
+# in build/pytest, removed after a run that passed).
 .PHONY: test-python
-test-python: $(LIB) $(TOOL)
-	@test -x $(BUILD)/pyenv/bin/python || python3 -m venv $(BUILD)/pyenv
-	@$(BUILD)/pyenv/bin/python -c 'import numpy, pandas, pytest, wheel, nbclient, nbformat, ipykernel, matplotlib' 2>/dev/null || \
-	  $(BUILD)/pyenv/bin/python -m pip install -q --disable-pip-version-check numpy pandas pytest wheel nbclient nbformat ipykernel matplotlib
-	cp $(LIB) bindings/python/cloudprofiler/libcloudprofiler.so
-	$(BUILD)/pyenv/bin/python -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation --force-reinstall ./bindings/python
-	CLOUDPROFILER_LIB=$(abspath $(LIB)) CP_TOOL=$(abspath $(TOOL)) $(BUILD)/pyenv/bin/python -m pytest -q -p no:cacheprovider bindings/python/tests
+test-python: wheel $(TOOL)
+	@$(PYENV) -c 'import numpy, pandas, pytest, setuptools, wheel, nbclient, nbformat, ipykernel, matplotlib' 2>/dev/null || \
+	  $(PIP) install -q numpy pandas pytest setuptools wheel nbclient nbformat ipykernel matplotlib
+	$(PIP) install -q --no-deps --force-reinstall $(BUILD)/wheel/cloudprofiler-*.whl
+	$(call with-tmp,CLOUDPROFILER_LIB=$(abspath $(LIB)) CP_TOOL=$(abspath $(TOOL)) \
+	  $(PYENV) -m pytest -q -p no:cacheprovider --basetemp=$(BUILD)/pytest bindings/python/tests)
+	@rm -rf $(BUILD)/pytest
 
 # Benchmarks: ns per LogTS from C next to the floor measured in the same run;
 # 10 s sustained ZSTD_TSC logging with bytes/record and memory; idle CPU; the
