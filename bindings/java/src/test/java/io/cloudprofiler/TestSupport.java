@@ -105,10 +105,14 @@ final class TestSupport {
         return out;
     }
 
-    /** A child JVM running mainClass with this JVM's java and the given classpath. */
+    /**
+     * A child JVM running mainClass with this JVM's java and the given
+     * classpath; its java.io.tmpdir is this one's {@link PrivateTmpDir}.
+     */
     static ProcessBuilder childJvm(String classpath, List<String> jvmArgs, String mainClass, String... args) {
         List<String> cmd = new ArrayList<>();
         cmd.add(Paths.get(System.getProperty("java.home"), "bin", "java").toString());
+        cmd.add("-Djava.io.tmpdir=" + PrivateTmpDir.DIR);
         cmd.addAll(jvmArgs);
         cmd.add("-cp");
         cmd.add(classpath);

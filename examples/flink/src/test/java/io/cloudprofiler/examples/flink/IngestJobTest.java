@@ -53,7 +53,7 @@ class IngestJobTest {
 
         List<String> cmd = new ArrayList<>(List.of(tool, "gen", "send", "--to", "127.0.0.1:" + f.port(), "--synthetic",
                 "--rate", "100k", "--duration", SECONDS + "s", "--threads", "" + THREADS));
-        Path err = Files.createTempFile("gen-send", ".err");
+        Path err = Files.createTempFile(PrivateTmpDir.DIR, "gen-send", ".err");  // deleted at exit if not here
         Process p = new ProcessBuilder(cmd).redirectError(err.toFile()).start();
         String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
         assertTrue(p.waitFor(60, TimeUnit.SECONDS));

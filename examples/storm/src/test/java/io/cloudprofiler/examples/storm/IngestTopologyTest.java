@@ -48,7 +48,7 @@ class IngestTopologyTest {
             ObjectFactory<Values> f = FactorySpout.awaitFactory(IngestTopology.SPOUTS, 60, TimeUnit.SECONDS);
             assertNotNull(f, "the spouts did not open");
             long tUp = System.nanoTime();
-            Path err = Files.createTempFile("gen-send", ".err");
+            Path err = Files.createTempFile(PrivateTmpDir.DIR, "gen-send", ".err");  // deleted at exit if not here
             Process p = new ProcessBuilder(tool, "gen", "send", "--to", "127.0.0.1:" + f.port(), "--synthetic", "--rate",
                     "" + RATE, "--duration", SECONDS + "s", "--threads", "" + THREADS).redirectError(err.toFile()).start();
             String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
