@@ -39,10 +39,14 @@ int main(void) {
   pthread_create(&t, NULL, sink, NULL);
   pthread_join(t, NULL);
 
-  // A bad handle is an error code, never a crash.
-  printf("LogTS(12345, 0) = %d (%s)\n", LogTS(12345, 0), CP_ErrorString(LogTS(12345, 0)));
   check(CloseAllChannels(), "CloseAllChannels");
-  printf("CloseChannel twice: %s\n", CP_ErrorString(CloseChannel(ch_src)));
   printf("logged %d tuples on 2 buffered channels and a periodic counter\n", N);
+
+  // Misuse is an error code, never a crash.
+  printf("two errors on purpose (misuse returns an error code, never crashes):\n");
+  int32_t rc = LogTS(12345, 0);
+  printf("  LogTS(12345, 0) = %d (%s)\n", rc, CP_ErrorString(rc));
+  rc = CloseChannel(ch_src);
+  printf("  CloseChannel twice = %d (%s)\n", rc, CP_ErrorString(rc));
   return 0;
 }
