@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"cloudprofiler/datagen/nettest"
+
 	"github.com/stretchr/testify/require"
 )
 
@@ -112,20 +114,12 @@ func TestTimeoutsEndUnfinishedRequests(t *testing.T) {
 	f := startWith(t, "", Limits{ReadHeaderTimeout: 200 * time.Millisecond, ReadTimeout: 400 * time.Millisecond,
 		IdleTimeout: 400 * time.Millisecond})
 	addr := strings.TrimPrefix(f.url, "http://")
-	closedWithout := func(c net.Conn) {
-		t.Helper()
-		c.SetReadDeadline(time.Now().Add(30 * time.Second))
-		b, err := io.ReadAll(c)
-		require.NoError(t, err, "closed by the server, not by the test's bound")
-		require.Empty(t, b)
-	}
-
 	// Half the headers: closed.
 	c, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
 	defer c.Close()
 	fmt.Fprint(c, "GET /v1/rules HTTP/1.1\r\nHost: x\r\n")
-	closedWithout(c)
+	nettest.ClosedByPeer(t, c)
 
 	// Half a body, on each endpoint that takes one without a token: 408.
 	for _, ep := range [][2]string{{"POST", "/v1/resolve"}, {"PUT", "/v1/ret-starts/x"}} {

@@ -1,29 +1,16 @@
 package datagen
 
 import (
-	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"cloudprofiler/datagen/nettest"
+
 	"github.com/stretchr/testify/require"
 )
-
-// closedByPeer waits (30 s: a bound for a hung test, not a measurement)
-// until the receiver closes c, and checks that it wrote nothing first.
-func closedByPeer(t *testing.T, c net.Conn) {
-	t.Helper()
-	c.SetReadDeadline(time.Now().Add(30 * time.Second))
-	n, err := c.Read(make([]byte, 1))
-	require.Zero(t, n, "the receiver answered instead of closing")
-	require.Error(t, err)
-	var ne net.Error
-	require.False(t, errors.As(err, &ne) && ne.Timeout(), "still open after 30 s: %v", err)
-}
 
 // END frames shorter than their two u64 (the receiver used to index past
 // them and exit): each closes its own connection with a clear error, while
@@ -41,7 +28,7 @@ func TestShortEndClosesOnlyItsConnection(t *testing.T) {
 		a.Write(Hello{RunID: 1, Threads: 1, Tuples: 2, Name: fmt.Sprintf("a%d", i)}.encode())
 		a.Write(bucket(0, 1))
 		a.Write(append(appendFrameHeader(nil, len(body)+1, frameEnd), body...))
-		closedByPeer(t, a)
+		nettest.ClosedByPeer(t, a)
 	}
 	require.Eventually(t, func() bool { return len(reports()) == len(shorts) }, 30*time.Second, 5*time.Millisecond)
 	for _, rep := range reports() {
@@ -70,39 +57,21 @@ func TestHelloAndIdleTimeouts(t *testing.T) {
 	addr := r.Addr().String()
 
 	// Says nothing.
-	closedByPeer(t, rawConn(t, addr))
+	nettest.ClosedByPeer(t, rawConn(t, addr))
 
 	// Trickles a HELLO of 306 bytes, a byte every 20 ms (6 s in all), never
 	// the last one: closed while it trickles, so the deadline is not per read.
 	tr := rawConn(t, addr)
 	h := Hello{RunID: 3, Threads: 1, Tuples: 1, Name: strings.Repeat("n", maxNameLen)}.encode()
-	var written atomic.Int64
-	stop := make(chan struct{})
-	trickled := make(chan struct{})
-	go func() {
-		defer close(trickled)
-		for i := 0; i < len(h)-1; i++ {
-			if _, err := tr.Write(h[i : i+1]); err != nil {
-				return
-			}
-			written.Add(1)
-			select {
-			case <-time.After(20 * time.Millisecond):
-			case <-stop:
-				return
-			}
-		}
-	}()
-	closedByPeer(t, tr)
-	close(stop)
-	<-trickled
-	require.Less(t, written.Load(), int64(len(h)-1), "closed only when the trickle ended")
+	stop := nettest.Trickle(tr, h, 20*time.Millisecond)
+	nettest.ClosedByPeer(t, tr)
+	require.Less(t, stop(), len(h)-1, "closed only when the trickle ended")
 
 	// A HELLO and a bucket, then nothing.
 	idle := rawConn(t, addr)
 	idle.Write(Hello{RunID: 4, Threads: 1, Tuples: 5, Name: "idle"}.encode())
 	idle.Write(bucket(0))
-	closedByPeer(t, idle)
+	nettest.ClosedByPeer(t, idle)
 	require.Eventually(t, func() bool { return len(reports()) == 1 }, 30*time.Second, 5*time.Millisecond)
 	rep := reports()[0]
 	require.Equal(t, "nothing received for 300ms: closed", rep.Error)

@@ -50,6 +50,10 @@ func runTSCServer(stderr io.Writer, args []string) error {
 	every := fs.Duration("every", 0, `also run a round labelled "during" this often (0: only on request)`)
 	roundTimeout := fs.Duration("round-timeout", 10*time.Second, "how long to wait for a node's result in a round before listing it missing")
 	probeTimeout := fs.Duration("probe-timeout", 50*time.Millisecond, "how long an origin waits for one reply")
+	maxConns := fs.Int("max-conns", probe.DefaultMaxConns, "control connections open at once; one more is refused")
+	helloTO := fs.Duration("hello-timeout", 10*time.Second, "a connection's first message (hello or round request) must arrive within this")
+	messageTO := fs.Duration("message-timeout", 30*time.Second, "a node's message, once begun, must arrive whole within this")
+	maxWait := fs.Duration("max-wait", 10*time.Minute, "the longest a round request may wait for its nodes")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -62,14 +66,17 @@ func runTSCServer(stderr io.Writer, args []string) error {
 		return errors.New("tsc-server: --probes must be in [1, 10000]")
 	case *intervalUs < 0 || *intervalUs > 1000000:
 		return errors.New("tsc-server: --interval-us must be 0..1000000 (at most a second between probes)")
-	case *roundTimeout <= 0 || *probeTimeout <= 0 || *every < 0:
+	case *roundTimeout <= 0 || *probeTimeout <= 0 || *every < 0 || *helloTO <= 0 || *messageTO <= 0 || *maxWait <= 0:
 		return errors.New("tsc-server: durations must be positive")
+	case *maxConns < 1:
+		return errors.New("tsc-server: --max-conns must be > 0")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	s := &probe.Server{Listen: *listen, OutDir: *out, Probes: *probes,
 		Interval: time.Duration(*intervalUs) * time.Microsecond, ProbeTimeout: *probeTimeout,
-		RoundTimeout: *roundTimeout, Every: *every, Logf: logTo(stderr)}
+		RoundTimeout: *roundTimeout, Every: *every, MaxConns: *maxConns, HelloTimeout: *helloTO,
+		MessageTimeout: *messageTO, MaxWait: *maxWait, Logf: logTo(stderr)}
 	if err := s.Start(ctx); err != nil {
 		return fmt.Errorf("tsc-server: %w", err)
 	}

@@ -293,3 +293,12 @@ func preimage(f tsc.Fake, v uint64) (lo, hi uint64) {
 	hi = search(func(x uint64) bool { return f.Apply(x) > v }) - 1
 	return lo, hi
 }
+
+// tsc-server's limits are flags, checked before it listens.
+func TestTSCServerLimitFlags(t *testing.T) {
+	var errb bytes.Buffer
+	err := runTSCServer(&errb, []string{"--listen", "127.0.0.1:0", "--out", t.TempDir(), "--max-conns", "0"})
+	require.ErrorContains(t, err, "--max-conns must be > 0")
+	err = runTSCServer(&errb, []string{"--listen", "127.0.0.1:0", "--out", t.TempDir(), "--message-timeout", "0s"})
+	require.ErrorContains(t, err, "durations must be positive")
+}

@@ -587,7 +587,7 @@ func TestEveryRunsDuringRounds(t *testing.T) {
 // A client pacing a long interval (it comes off the wire) still closes at
 // once: the pacing wait gives way to shutdown.
 func TestCloseDuringLongPacing(t *testing.T) {
-	s := startServer(t, &Server{Probes: 3, Interval: 5 * time.Second, RoundTimeout: 30 * time.Second})
+	s := startServer(t, &Server{Probes: 3, Interval: time.Hour, RoundTimeout: 2 * time.Hour})
 	a := startNode(t, s.Addr(), "a", mustFake(t, "1:0"), nil)
 	startNode(t, s.Addr(), "b", mustFake(t, "1:0"), nil)
 	waitNodes(t, s, 2)
@@ -596,22 +596,20 @@ func TestCloseDuringLongPacing(t *testing.T) {
 		s.RequestRound("slow") //nolint:errcheck // the server is closed under it
 		close(round)
 	}()
-	time.Sleep(300 * time.Millisecond) // the first probe went out; the second waits 5 s
-	start := time.Now()
+	time.Sleep(300 * time.Millisecond) // the first probe went out; the second waits an hour
 	a.c.Close()
 	select {
-	case <-a.done:
-	case <-time.After(2 * time.Second):
-		t.Fatal("Run did not return within 2 s of Close while pacing")
+	case <-a.done: // long before the hour: the pacing gave way
+	case <-time.After(time.Minute): // a bound for a hung test, not a measurement
+		t.Fatal("Run did not return within a minute of Close while pacing an hour")
 	}
 	a.done <- nil // for the cleanup's receive
-	require.Less(t, time.Since(start), 2*time.Second)
 	// The round ends with the server, before the test's directory goes.
 	s.Close()
 	select {
 	case <-round:
-	case <-time.After(5 * time.Second):
-		t.Fatal("RequestRound did not return within 5 s of the server's Close")
+	case <-time.After(time.Minute): // a bound for a hung test
+		t.Fatal("RequestRound did not return within a minute of the server's Close")
 	}
 }
 
@@ -639,33 +637,19 @@ func TestServerLimitsAndForeignResults(t *testing.T) {
 	defer x.Close()
 	require.NoError(t, WriteMessage(x, &Message{Type: MsgHello, Node: &minrtt.Node{Name: "x", Addr: "127.0.0.1:9", TSCHz: 1e9}}))
 	require.Equal(t, MsgWelcome, readReply(t, x).Type)
-	// The cap: a, b, x and the big caller's closed connection may still
-	// count; fill up to 4 and the next is refused.
-	var extra []net.Conn
-	defer func() {
-		for _, c := range extra {
-			c.Close()
-		}
-	}()
-	refused := false
-	for i := 0; i < 4 && !refused; i++ {
-		c, err := net.Dial("tcp", s.Addr())
-		require.NoError(t, err)
-		extra = append(extra, c)
-		c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
-		if body, err := ReadFrame(c); err == nil {
-			em, derr := DecodeMessage(body)
-			require.NoError(t, derr)
-			require.Equal(t, CodeRefused, em.Code)
-			require.Contains(t, em.Error, "too many connections (4)")
-			refused = true
-		}
-	}
-	require.True(t, refused, "the fifth connection is refused")
-	for _, c := range extra {
-		c.Close()
-	}
-	extra = nil
+	// The cap: once the big caller's connection is gone, a, b and x hold
+	// three; a fourth fills it and a fifth is refused, with a reason.
+	require.Eventually(t, func() bool { return s.openConns() == 3 }, 30*time.Second, 5*time.Millisecond)
+	fourth, err := net.Dial("tcp", s.Addr())
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return s.openConns() == 4 }, 30*time.Second, 5*time.Millisecond)
+	fifth, err := net.Dial("tcp", s.Addr())
+	require.NoError(t, err)
+	em := readReply(t, fifth)
+	require.Equal(t, CodeRefused, em.Code)
+	require.Contains(t, em.Error, "too many connections (4)")
+	fifth.Close()
+	fourth.Close()
 
 	// A task the server gave node a (as a round would): x's result for it is
 	// dropped and counted; a's own result still gets through.

@@ -36,7 +36,17 @@ type Server struct {
 	Every        time.Duration // run a round labelled "during" this often; 0: never
 	Name         string        // Round.Server; default the listen address
 	MaxConns     int           // open control connections at most; default DefaultMaxConns
-	Logf         func(format string, args ...any)
+	// HelloTimeout: a connection's first message (a hello or a round
+	// request) must arrive whole within this (in all; default 10 s).
+	HelloTimeout time.Duration
+	// MessageTimeout: a registered node's later messages may be far apart
+	// (a node idles between rounds), but each must arrive whole within this
+	// of its first byte (default 30 s), else the node's connection closes.
+	MessageTimeout time.Duration
+	// MaxWait caps what a round request may ask to wait for its nodes
+	// (default 10 min).
+	MaxWait time.Duration
+	Logf    func(format string, args ...any)
 
 	ln        net.Listener
 	ctx       context.Context
@@ -90,14 +100,16 @@ func (s *Server) Start(ctx context.Context) error {
 	if s.Probes > MaxProbes {
 		return fmt.Errorf("tsc server: %d probes per direction, at most %d", s.Probes, MaxProbes)
 	}
-	if s.Interval <= 0 {
-		s.Interval = 200 * time.Microsecond
-	}
-	if s.ProbeTimeout <= 0 {
-		s.ProbeTimeout = 50 * time.Millisecond
-	}
-	if s.RoundTimeout <= 0 {
-		s.RoundTimeout = 10 * time.Second
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{
+		{&s.Interval, 200 * time.Microsecond}, {&s.ProbeTimeout, 50 * time.Millisecond}, {&s.RoundTimeout, 10 * time.Second},
+		{&s.HelloTimeout, 10 * time.Second}, {&s.MessageTimeout, 30 * time.Second}, {&s.MaxWait, 10 * time.Minute},
+	} {
+		if *d.v <= 0 {
+			*d.v = d.def
+		}
 	}
 	if s.Logf == nil {
 		s.Logf = func(string, ...any) {}
@@ -269,6 +281,13 @@ func (s *Server) accept() {
 	}
 }
 
+// openConns is how many control connections are open now.
+func (s *Server) openConns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
 // pendingTask is a probe task a round waits for: its result comes only from
 // the node it was given to.
 type pendingTask struct {
@@ -296,8 +315,18 @@ func refuse(c net.Conn, code, why string) {
 // next reads the next message for the server. Malformed bodies are counted
 // and skipped (the framing is intact); an oversized one or another version
 // gets an error answer and ends the connection (returned as an error).
-func (s *Server) next(c net.Conn, r *bufio.Reader, max uint32) (*Message, error) {
+// With idle, the wait for a message's first byte is unbounded and the
+// message then has MessageTimeout to arrive whole; without, the caller's
+// deadline stands.
+func (s *Server) next(c net.Conn, r *bufio.Reader, max uint32, idle bool) (*Message, error) {
 	for {
+		if idle {
+			c.SetReadDeadline(time.Time{})
+			if _, err := r.Peek(1); err != nil {
+				return nil, err
+			}
+			c.SetReadDeadline(time.Now().Add(s.MessageTimeout))
+		}
 		body, err := ReadFrameMax(r, max)
 		if err != nil {
 			var tl *TooLargeError
@@ -326,11 +355,14 @@ func (s *Server) next(c net.Conn, r *bufio.Reader, max uint32) (*Message, error)
 func (s *Server) serveConn(c net.Conn) {
 	r := bufio.NewReader(c)
 	// The first message says who is calling; it must come soon.
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	c.SetReadDeadline(time.Now().Add(s.HelloTimeout))
 	var m *Message
 	for {
 		var err error
-		if m, err = s.next(c, r, MaxFirstMessage); err != nil {
+		if m, err = s.next(c, r, MaxFirstMessage, false); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				s.Logf("tsc-server: %s: no hello or round request within %s: closed", c.RemoteAddr(), s.HelloTimeout)
+			}
 			return
 		}
 		if m.Type == MsgHello || m.Type == MsgRoundRequest {
@@ -365,11 +397,14 @@ func (s *Server) serveConn(c net.Conn) {
 		p.node.Name, p.node.Host, p.node.PID, p.node.Addr, p.node.TSCHz/1e9, p.node.TSCHzSource)
 	why := "connection closed"
 	for {
-		m, err := s.next(c, r, MaxMessage)
+		m, err := s.next(c, r, MaxMessage, true)
 		if err != nil {
-			if s.ctx.Err() != nil {
+			switch {
+			case s.ctx.Err() != nil:
 				why = "server closing"
-			} else if !errors.Is(err, io.EOF) {
+			case errors.Is(err, os.ErrDeadlineExceeded):
+				why = fmt.Sprintf("a message not in whole within %s of its first byte: closed", s.MessageTimeout)
+			case !errors.Is(err, io.EOF):
 				why = "connection lost: " + err.Error()
 			}
 			break
@@ -403,17 +438,10 @@ func (s *Server) serveConn(c net.Conn) {
 // register adds a node; a refusal comes with its error code. On success the
 // peer's write lock is held, for the caller to send the welcome first.
 func (s *Server) register(c net.Conn, m *Message) (*peer, string, error) {
+	if err := checkHello(m); err != nil {
+		return nil, CodeRefused, err
+	}
 	n := m.Node
-	if n == nil || n.Name == "" {
-		return nil, CodeRefused, errors.New("hello without a node name")
-	}
-	if !(n.TSCHz > 0) {
-		return nil, CodeRefused, fmt.Errorf("node %s: TSC frequency %v", n.Name, n.TSCHz)
-	}
-	ap, err := netip.ParseAddrPort(n.Addr)
-	if err != nil || ap.Addr().IsUnspecified() || ap.Port() == 0 {
-		return nil, CodeRefused, fmt.Errorf("node %s: probe address %q is not a usable ip:port", n.Name, n.Addr)
-	}
 	p := &peer{node: *n, conn: c, gone: make(chan struct{})}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -425,6 +453,23 @@ func (s *Server) register(c net.Conn, m *Message) (*peer, string, error) {
 	s.peers[n.Name] = p
 	s.notifyLocked()
 	return p, "", nil
+}
+
+// checkHello says what makes a hello unusable, if anything: no node name,
+// no TSC frequency, a probe address that is not a usable ip:port.
+func checkHello(m *Message) error {
+	n := m.Node
+	if n == nil || n.Name == "" {
+		return errors.New("hello without a node name")
+	}
+	if !(n.TSCHz > 0) {
+		return fmt.Errorf("node %s: TSC frequency %v", n.Name, n.TSCHz)
+	}
+	ap, err := netip.ParseAddrPort(n.Addr)
+	if err != nil || ap.Addr().IsUnspecified() || ap.Port() == 0 {
+		return fmt.Errorf("node %s: probe address %q is not a usable ip:port", n.Name, n.Addr)
+	}
+	return nil
 }
 
 func (s *Server) unregister(p *peer, why string) {
@@ -447,6 +492,7 @@ func (s *Server) serveRoundRequest(c net.Conn, m *Message) {
 		if wait <= 0 {
 			wait = 10 * time.Second
 		}
+		wait = min(wait, s.MaxWait)
 		ctx, cancel := context.WithTimeout(s.ctx, wait)
 		err := s.WaitNodes(ctx, m.WaitNodes)
 		cancel()

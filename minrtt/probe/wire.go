@@ -31,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"cloudprofiler/minrtt"
 )
@@ -237,7 +238,9 @@ func WriteMessage(w io.Writer, m *Message) error {
 // connection.
 func ReadFrame(r io.Reader) ([]byte, error) { return ReadFrameMax(r, MaxMessage) }
 
-// ReadFrameMax is ReadFrame with a smaller limit.
+// ReadFrameMax is ReadFrame with a smaller limit. The body's buffer grows
+// as its bytes arrive (it doubles when they fill it): a prefix that claims
+// a megabyte costs nothing until the megabyte comes.
 func ReadFrameMax(r io.Reader, max uint32) ([]byte, error) {
 	var h [4]byte
 	if _, err := io.ReadFull(r, h[:]); err != nil {
@@ -247,12 +250,19 @@ func ReadFrameMax(r io.Reader, max uint32) ([]byte, error) {
 	if n > max {
 		return nil, &TooLargeError{n, max}
 	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(r, body); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
+	body := make([]byte, 0, min(int(n), 4<<10))
+	for len(body) < int(n) {
+		if len(body) == cap(body) {
+			body = slices.Grow(body, min(int(n)-len(body), len(body)))
 		}
-		return nil, err
+		k, err := io.ReadFull(r, body[len(body):min(int(n), cap(body))])
+		body = body[:len(body)+k]
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
 	}
 	return body, nil
 }
