@@ -97,9 +97,22 @@ func (c *channel) writeRange(from, to uint64) {
 		out = c.encodeFrame(c.scratch[:0], mem, from, n)
 	}
 	c.scratch = out[:0]
-	c.write(out, n)
+	c.write(out, from, n)
 	c.written = to
 	atomic.StoreUint64((*uint64)(unsafe.Pointer(&c.slot.written_pos)), to)
+	c.ringStatus(logfile.StateOpen, atomic.LoadUint64(c.word())&countMask)
+}
+
+// ringStatus updates the status of a ring channel (drainer-owned state):
+// accepted as given, written the positions below which everything is in
+// the file (blocks spilled for a failing disk are not), unwritten what the
+// spill holds.
+func (c *channel) ringStatus(state uint32, accepted uint64) {
+	written := c.written
+	if len(c.spill) > 0 {
+		written = c.spill[0].from
+	}
+	c.writeStatus(state, accepted, written)
 }
 
 // drainBlock writes what is not yet written of block b up to position end,
@@ -115,7 +128,7 @@ func (c *channel) drainBlock(b, end uint64) {
 }
 
 func (c *channel) encodeFrame(dst, mem []byte, first, n uint64) []byte {
-	fh := logfile.FrameHeader{Kind: logfile.KindRecords, Flags: logfile.FlagCRC, N: uint32(n), FirstPos: first}
+	fh := logfile.FrameHeader{Kind: logfile.KindRecords, N: uint32(n), FirstPos: first}
 	dst = fh.Append(dst)
 	codec := c.format.Codec()
 	fh.Codec = uint8(codec)
@@ -127,10 +140,9 @@ func (c *channel) encodeFrame(dst, mem []byte, first, n uint64) []byte {
 		fh.RawLen = uint32(len(c.cols))
 		dst = logfile.Compress(dst, c.cols, codec)
 	}
-	payload := dst[logfile.FrameHeaderSize:]
-	fh.StoredLen = uint32(len(payload))
-	fh.CRC = logfile.CRC(payload)
+	fh.StoredLen = uint32(len(dst) - logfile.FrameHeaderSize)
 	fh.Append(dst[:0])
+	logfile.Seal(dst)
 	return dst
 }
 
@@ -165,9 +177,9 @@ func (c *channel) encodeASCII(dst, mem []byte, first, n uint64) []byte {
 // accepted is lost, the ring goes on turning so no logging thread waits on
 // the disk, and memory stays bounded (new events are refused, so at most one
 // ring's worth spills).
-func (c *channel) write(b []byte, n uint64) {
+func (c *channel) write(b []byte, from, n uint64) {
 	if len(c.spill) == 0 {
-		err := writeFull(c.fd, b)
+		err := c.append(b)
 		if err == nil {
 			return
 		}
@@ -175,25 +187,26 @@ func (c *channel) write(b []byte, n uint64) {
 		fmt.Fprintf(os.Stderr, "cloudprofiler: %s: %v; refusing new events until it can write again\n", c.path, err)
 		c.setFailed(true)
 	}
-	c.spill = append(c.spill, spilled{append([]byte(nil), b...), n})
+	c.spill = append(c.spill, spilled{append([]byte(nil), b...), from, n})
 	atomic.AddUint64((*uint64)(unsafe.Pointer(&c.slot.unwritten)), n)
 	c.spilling.Store(true)
 }
 
 type spilled struct {
-	frame []byte
-	n     uint64
+	frame   []byte
+	from, n uint64 // positions [from, from+n)
 }
 
 // retrySpill writes spilled blocks in order and says whether all are out.
 func (c *channel) retrySpill() bool {
 	for len(c.spill) > 0 {
-		if err := writeFull(c.fd, c.spill[0].frame); err != nil {
+		if err := c.append(c.spill[0].frame); err != nil {
 			c.setWriteErr(err)
 			return false
 		}
 		atomic.AddUint64((*uint64)(unsafe.Pointer(&c.slot.unwritten)), -c.spill[0].n)
 		c.spill = c.spill[1:]
+		c.ringStatus(logfile.StateOpen, atomic.LoadUint64(c.word())&countMask)
 	}
 	c.spill = nil
 	if c.spilling.Swap(false) {
@@ -291,13 +304,27 @@ func (c *channel) close(reason string) error {
 	if err := c.writeMeta(logfile.KindTrailer, tr); err != nil {
 		firstErr = fail(C.CP_ERR_IO, "%s: trailer: %v", c.path, err)
 	}
+	// The status after the trailer attempt: written in place, it needs no
+	// free space, so a disk that refused the trailer still keeps the counts.
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&c.slot.unwritten)), c.unwritten)
+	state := uint32(logfile.StateClosed)
+	if c.unwritten > 0 {
+		state = logfile.StateClosedLoss
+	}
+	if c.ring != nil {
+		c.ringStatus(state, tr.Total)
+	} else {
+		c.writeStatus(state, tr.Total, 0)
+	}
 	if err := unix.Fsync(c.fd); err != nil && firstErr == nil {
 		firstErr = fail(C.CP_ERR_IO, "%s: fsync: %v", c.path, err)
 	}
 	// Hide the fd from the SIGTERM flusher and wait until none is using it.
 	atomic.StoreInt32((*int32)(unsafe.Pointer(&c.slot.fd)), -1)
 	C.cp_sigflush_begin_fd_close()
+	atomic.StoreInt32((*int32)(unsafe.Pointer(&c.slot.status_fd)), -1)
 	unix.Close(c.fd)
+	unix.Close(c.sfd)
 	// Writers still waiting for ring space (only after a failed disk) return.
 	atomic.StoreUint32((*uint32)(unsafe.Pointer(&c.slot.abandoned)), 1)
 	c.freeMemory()
@@ -305,7 +332,7 @@ func (c *channel) close(reason string) error {
 	delete(channels, c.idx)
 	freed = append(freed, freedSlot{c.idx, time.Now()})
 	regMu.Unlock()
-	if c.unwritten > 0 && firstErr == nil {
+	if c.unwritten > 0 { // said even when the trailer failed too: the loss is what matters
 		firstErr = fail(C.CP_ERR_IO, "%s: %d records could not be written: %v", c.path, c.unwritten, c.writeErr())
 	}
 	if firstErr != nil {
@@ -339,7 +366,7 @@ func (c *channel) writeFirstLast() uint64 {
 	} else {
 		out = c.encodeFrame(nil, mem, 0, k)
 	}
-	if err := writeFull(c.fd, out); err != nil {
+	if err := c.append(out); err != nil {
 		c.setWriteErr(err)
 		c.unwritten += k
 	}

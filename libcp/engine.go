@@ -162,7 +162,8 @@ type channel struct {
 	name    string
 	format  logfile.Format
 	path    string
-	fd      int
+	fd      int // O_APPEND: frames, lines, events, the trailer
+	sfd     int // the same file without O_APPEND: the status slots, in place
 	recSize uint64
 
 	mu     sync.Mutex // args, close
@@ -525,33 +526,39 @@ func (c *channel) create(drop bool, confVersion uint64) error {
 		freed = append(freed, freedSlot{idx, time.Time{}})
 		return fail(C.CP_ERR_IO, "open %s: %v", c.path, err)
 	}
-	if fd < 3 { // fd 0 means "no file" to the signal flusher
-		nfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3)
+	sfd := -1
+	undo := func() {
 		unix.Close(fd)
-		if err != nil {
-			os.Remove(c.path)
-			freed = append(freed, freedSlot{idx, time.Time{}})
-			return fail(C.CP_ERR_IO, "dup: %v", err)
+		if sfd >= 0 {
+			unix.Close(sfd)
 		}
-		fd = nfd
+		os.Remove(c.path)
+		freed = append(freed, freedSlot{idx, time.Time{}})
 	}
-	c.fd = fd
+	// pwrite on an O_APPEND fd appends (Linux): the status slots are
+	// rewritten in place through a second fd.
+	if fd, err = aboveStdio(fd); err == nil {
+		if sfd, err = unix.Open(c.path, unix.O_WRONLY|unix.O_CLOEXEC, 0); err == nil {
+			sfd, err = aboveStdio(sfd)
+		}
+	}
+	if err != nil {
+		undo()
+		return fail(C.CP_ERR_IO, "open %s: %v", c.path, err)
+	}
+	c.fd, c.sfd = fd, sfd
 
 	c.slot.drop_when_full = 0
 	if drop {
 		c.slot.drop_when_full = 1
 	}
 	if err := c.setupSlot(); err != nil {
-		unix.Close(fd)
-		os.Remove(c.path)
-		freed = append(freed, freedSlot{idx, time.Time{}})
+		undo()
 		return err
 	}
 	if err := c.writeHeader(c.name); err != nil {
 		c.freeMemory()
-		unix.Close(fd)
-		os.Remove(c.path)
-		freed = append(freed, freedSlot{idx, time.Time{}})
+		undo()
 		return fail(C.CP_ERR_IO, "write %s: %v", c.path, err)
 	}
 	// Publish: the word makes the handle valid, then the fd makes the
@@ -572,6 +579,20 @@ func (c *channel) create(drop bool, confVersion uint64) error {
 		watchConf(c, confVersion)
 	}
 	return nil
+}
+
+// aboveStdio moves fd above 0..2 (fd 0 means "no file" to the signal
+// flusher); on failure fd is closed and -1 returned.
+func aboveStdio(fd int) (int, error) {
+	if fd >= 3 {
+		return fd, nil
+	}
+	nfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3)
+	unix.Close(fd)
+	if err != nil {
+		return -1, fmt.Errorf("dup: %v", err)
+	}
+	return nfd, nil
 }
 
 func (c *channel) setWriteErr(err error) {
@@ -613,6 +634,19 @@ func (c *channel) setupSlot() error {
 		s.ascii = 1
 	}
 	s.log_format = C.int32_t(c.format)
+	// The file: its write lock, where it ends, the status slots (placed by writeHeader).
+	s.wlock = 0
+	s.wowner = 0
+	s.end_stale = 0
+	s.file_end = 0
+	s.status_fd = C.int(c.sfd)
+	s.status_off = 0
+	s.status_seq = 0
+	s.status_floor = 0
+	s.refused = 0
+	s.last_errno = 0
+	s.id_failing = 0
+	s.unwritten = 0
 	s.failed = 0
 	s.abandoned = 0
 	s.inflight = 0
@@ -807,33 +841,49 @@ func (c *channel) writeHeader(name string) error {
 		b = append(b, byte(len(js)), byte(len(js)>>8), byte(len(js)>>16), byte(len(js)>>24))
 		b = append(b, js...)
 	}
-	return writeFull(c.fd, b)
+	// The two status slots right after the header (version 2): slot 0 with
+	// seq 1, slot 1 with seq 0; updates rewrite slot seq % 2 in place.
+	c.slot.status_off = C.uint64_t(len(b))
+	b = appendStatus(b, c.format.IsASCII(), logfile.Status{Seq: 1})
+	b = appendStatus(b, c.format.IsASCII(), logfile.Status{Seq: 0})
+	c.slot.status_seq = 1
+	return c.append(b)
 }
 
-// writeFull appends b with one write(2) (O_APPEND keeps it whole next to
-// the SIGTERM flusher's writes), retrying on EINTR and short writes. If it
-// fails part way (a full disk), it cuts the file back to where b began, so
-// the file never holds half a frame that a later retry would follow.
-func writeFull(fd int, b []byte) error {
-	start, serr := unix.Seek(fd, 0, 2)
-	done := 0
-	for done < len(b) {
-		n, err := unix.Write(fd, b[done:])
-		if err == unix.EINTR {
-			continue
-		}
-		if err == nil && n == 0 {
-			err = syscall.EIO
-		}
-		if err != nil {
-			if done > 0 && serr == nil {
-				unix.Ftruncate(fd, start)
-			}
-			return err
-		}
-		done += n
+// appendStatus appends s encoded as one status slot by the C encoder (the
+// one cp_status_write uses).
+func appendStatus(dst []byte, ascii bool, s logfile.Status) []byte {
+	var buf [C.CP_STATUS_LINE_SIZE]byte
+	st := C.cp_status_t{seq: C.uint64_t(s.Seq), accepted: C.uint64_t(s.Accepted), written: C.uint64_t(s.Written),
+		unwritten: C.uint64_t(s.Unwritten), refused: C.uint64_t(s.Refused), dropped: C.uint64_t(s.Dropped),
+		err: C.uint32_t(s.Errno), state: C.uint32_t(s.State)}
+	a := C.int(0)
+	if ascii {
+		a = 1
+	}
+	n := C.cp_status_encode((*C.char)(unsafe.Pointer(&buf[0])), a, &st)
+	return append(dst, buf[:n]...)
+}
+
+// append writes b at the end of the file (status.c: under the file's write
+// lock, with one write(2) that O_APPEND keeps whole next to the SIGTERM
+// flusher's), retrying on EINTR and short writes. If it fails part way (a
+// full disk), the file is cut back to where b began, so it never holds half
+// a frame or line that a later retry would follow.
+func (c *channel) append(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	if e := C.cp_append(c.slot, C.int(c.fd), unsafe.Pointer(&b[0]), C.size_t(len(b))); e != 0 {
+		return syscall.Errno(e)
 	}
 	return nil
+}
+
+// writeStatus rewrites the next status slot in place (cp_status_write):
+// accepted and written are the caller's, the rest the C slot's.
+func (c *channel) writeStatus(state uint32, accepted, written uint64) {
+	C.cp_status_write(c.slot, C.uint32_t(state), C.uint64_t(accepted), C.uint64_t(written))
 }
 
 // writeMeta writes an event or the trailer as a frame or a '#' line.
@@ -847,10 +897,9 @@ func (c *channel) writeMeta(kind uint8, v any) error {
 		if kind == logfile.KindTrailer {
 			tag = "#trailer "
 		}
-		return writeFull(c.fd, append(append([]byte(tag), js...), '\n'))
+		return c.append(append(append([]byte(tag), js...), '\n'))
 	}
-	fh := logfile.FrameHeader{Kind: kind, Flags: logfile.FlagCRC, StoredLen: uint32(len(js)), RawLen: uint32(len(js)), CRC: logfile.CRC(js)}
-	return writeFull(c.fd, append(fh.Append(nil), js...))
+	return c.append(logfile.AppendFrame(nil, logfile.FrameHeader{Kind: kind, RawLen: uint32(len(js))}, js))
 }
 
 // lookup validates a handle from Go (the C fast path has its own check).

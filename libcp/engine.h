@@ -10,6 +10,7 @@
 #ifndef CP_ENGINE_H
 #define CP_ENGINE_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdatomic.h>
 #include "cloudprofiler.h"
@@ -30,10 +31,21 @@
 #define CP_FRAME_COUNTER 2
 #define CP_FRAME_EVENT 3
 #define CP_FRAME_TRAILER 4
+#define CP_FRAME_STATUS 5
 #define CP_CODEC_RAW 0
 #define CP_FLAG_SIGNAL 1               /* written by the SIGTERM flusher */
-#define CP_FLAG_CRC 2                  /* crc32c field is valid */
+#define CP_FLAG_CRC 2                  /* crc field: CRC-32C of header[0:28] + payload (v2) */
 #define CP_FRAME_HEADER_SIZE 32
+
+/* Status slots (logfile.Status, version 2): two of them right after the file
+ * header, rewritten in place (pwrite) by cp_status_write. */
+#define CP_STATUS_SIZE 64                                   /* binary payload */
+#define CP_STATUS_FRAME_SIZE (CP_FRAME_HEADER_SIZE + CP_STATUS_SIZE)
+#define CP_STATUS_LINE_SIZE 228                             /* ASCII line, newline included */
+#define CP_STATE_OPEN 0
+#define CP_STATE_CLOSED 1
+#define CP_STATE_CLOSED_LOSS 2
+#define CP_STATE_SIGNAL 3
 
 typedef struct {
   uint32_t magic;
@@ -127,6 +139,18 @@ typedef struct cp_slot {
   uint64_t *med_buf;             /* window * 3 words: id, tsc, mono */
   uint32_t med_n, med_cap;
   struct cp_fox *fox;            /* FOX_END: set before the slot is published */
+  /* the file: every append and status update goes through status.c */
+  _Atomic uint32_t wlock;        /* futex: 0 free, 1 held, 2 held with waiters */
+  _Atomic uintptr_t wowner;      /* the holder's thread pointer (the signal flusher never waits for itself) */
+  _Atomic int32_t end_stale;     /* a write went in without wlock: file_end must be read again */
+  uint64_t file_end;             /* the file's size after our appends (wlock): where a torn write is cut back to */
+  _Atomic int status_fd;         /* the same file without O_APPEND (pwrite of the slots), -1 when none */
+  uint64_t status_off;           /* offset of status slot 0 */
+  _Atomic uint64_t status_seq;   /* seq of the last status written */
+  _Atomic uint32_t status_floor; /* CP_STATE_SIGNAL once flushed on SIGTERM: later updates keep it */
+  _Atomic uint64_t refused;      /* IDENTITY: positions whose write failed (LogTS returned CP_ERR_IO) */
+  _Atomic uint32_t last_errno;   /* the last write error on the file (0: none) */
+  _Atomic uint32_t id_failing;   /* IDENTITY: the last write failed (the next success is a recovery) */
 } __attribute__((aligned(64))) cp_slot_t;
 
 extern cp_slot_t cp_slots[CP_MAX_CHANNELS];
@@ -161,6 +185,36 @@ void cp_register_atexit(void);
 void cp_set_last_error(const char *msg, int32_t len);  /* CP_LastError's message, this thread */
 char *cp_put_i64(char *p, int64_t v);
 char *cp_put_u64(char *p, uint64_t v);
+
+/* x86-64 TLS ABI: the TCB points to itself; a thread's identity, async-signal-safe. */
+static inline uintptr_t cp_thread_pointer(void) {
+  uintptr_t tp;
+  __asm__("mov %%fs:0, %0" : "=r"(tp));
+  return tp;
+}
+
+/* status.c: CRC-32C, frame sealing, the file's write lock, appends that
+ * never leave a torn write behind, and the status slots. All of it
+ * async-signal-safe except cp_wlock (which sleeps on a futex: not for the
+ * signal handler, which uses cp_wlock_until). */
+uint32_t cp_crc32c(uint32_t crc, const void *p, size_t n);    /* like Go's crc32.Update (Castagnoli) */
+uint32_t cp_crc32c_sw(uint32_t crc, const void *p, size_t n); /* the table path */
+uint32_t cp_crc32c_hw(uint32_t crc, const void *p, size_t n); /* the SSE4.2 path: only if cp_crc32c_has_hw() */
+int cp_crc32c_has_hw(void);
+void cp_frame_seal(void *frame);  /* sets FlagCRC and the CRC of a frame (header with stored_len, then payload) */
+typedef struct {
+  uint64_t seq, accepted, written, unwritten, refused, dropped;
+  uint32_t err, state;
+} cp_status_t;
+size_t cp_status_encode(char *dst, int ascii, const cp_status_t *st);  /* CP_STATUS_FRAME_SIZE or CP_STATUS_LINE_SIZE bytes */
+void cp_wlock(cp_slot_t *s);
+void cp_wunlock(cp_slot_t *s);
+int cp_wlock_until(cp_slot_t *s, int64_t deadline_ns);
+int cp_append_locked(cp_slot_t *s, int fd, const void *buf, size_t len);
+int cp_append_unlocked(cp_slot_t *s, int fd, const void *buf, size_t len);
+int cp_append(cp_slot_t *s, int fd, const void *buf, size_t len);
+int cp_status_write_locked(cp_slot_t *s, uint32_t state, uint64_t accepted, uint64_t written);
+int cp_status_write(cp_slot_t *s, uint32_t state, uint64_t accepted, uint64_t written);
 
 #pragma GCC visibility pop
 #endif

@@ -275,12 +275,6 @@ __attribute__((noinline)) static int32_t log_other(cp_slot_t *s, uint64_t gen, i
   return CP_ERR_INTERNAL;
 }
 
-static inline uintptr_t thread_pointer(void) {
-  uintptr_t tp;
-  __asm__("mov %%fs:0, %0" : "=r"(tp));  // x86-64 TLS ABI: the TCB points to itself
-  return tp;
-}
-
 // The owner's commit, with busy set: the record, then the word, then busy.
 static inline __attribute__((always_inline)) int32_t owner_commit(cp_slot_t *s, uint64_t w, int64_t id, uint64_t t) {
   uint64_t *rec = (uint64_t *)(s->ring + (((w & CP_COUNT_MASK) & s->ring_posmask) << 4));
@@ -346,7 +340,7 @@ uint64_t cp_signal_close(cp_slot_t *s, int64_t deadline_ns) {
     // Ours or a revocation under way (perhaps interrupted by this very
     // signal before its membarrier): the membarrier is done again here.
     syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
-    if (atomic_load(&s->owner) != thread_pointer()) {
+    if (atomic_load(&s->owner) != cp_thread_pointer()) {
       while (atomic_load(&s->busy)) {
         if (mono_ns() >= deadline_ns) return 0;
         struct timespec ts = {0, 10000};
@@ -379,7 +373,7 @@ static int32_t wait_owned_block(cp_slot_t *s, _Atomic uint64_t *seq, uint64_t b)
 // Owned channel, but not the owner's fast case: claim an unowned channel,
 // wait for ring space (as the owner), or revoke (another thread).
 __attribute__((noinline)) static int32_t log_owned_slow(cp_slot_t *s, uint64_t gen, int64_t id, uint64_t t) {
-  uintptr_t me = thread_pointer();
+  uintptr_t me = cp_thread_pointer();
   for (;;) {
     int32_t fast = atomic_load(&s->fast);
     if (fast != CP_FAST_OWNED && fast != CP_FAST_REVOKING) return put_ring(s, gen, id, t, 0);
@@ -416,7 +410,7 @@ __attribute__((noinline)) static int32_t log_owned_slow(cp_slot_t *s, uint64_t g
 // The owner's path (LogTS's fastest): w is the word LogTS read at entry.
 static inline __attribute__((always_inline)) int32_t log_owned(cp_slot_t *s, uint64_t gen, uint64_t w,
                                                                int64_t tuple_id, uint64_t t) {
-  if (atomic_load_explicit(&s->owner, memory_order_relaxed) == thread_pointer()) {
+  if (atomic_load_explicit(&s->owner, memory_order_relaxed) == cp_thread_pointer()) {
     // busy tells a revoking thread (after its membarrier) that this
     // record is still being written.
     atomic_store_explicit(&s->busy, 1, memory_order_relaxed);
@@ -510,7 +504,7 @@ static inline uint64_t rdtsc_raw(void) {
 // fast case (the caller then logs one event through the slow path).
 static inline __attribute__((always_inline)) int64_t many_owned_run(cp_slot_t *s, uint64_t gen, const int64_t *ids,
                                                                     int64_t n, int fake) {
-  if (atomic_load_explicit(&s->owner, memory_order_relaxed) != thread_pointer()) return 0;
+  if (atomic_load_explicit(&s->owner, memory_order_relaxed) != cp_thread_pointer()) return 0;
   atomic_store_explicit(&s->busy, 1, memory_order_relaxed);
   atomic_signal_fence(memory_order_seq_cst);  // as in log_owned: the revoker's membarrier orders it
   if (atomic_load_explicit(&s->fast, memory_order_relaxed) != CP_FAST_OWNED) goto none;
@@ -778,6 +772,11 @@ char *cp_put_i64(char *p, int64_t v) {
 
 char *cp_put_u64(char *p, uint64_t v) { return put_u64(p, v); }
 
+// Each record is one write(2) under the file's write lock (so a write that
+// fails part way can be cut back before anything else lands after it): on a
+// failure the file is left exactly as it was, the position is counted as
+// refused (the status says so: a gap in the positions that is not damage)
+// and LogTS returns CP_ERR_IO. Failures and the recovery update the status.
 static int32_t log_identity(cp_slot_t *s, uint64_t gen, int64_t id, uint64_t t) {
   uint64_t m = s->with_mono ? mono_raw_inline() : 0;
   // inflight keeps CloseChannel from closing the fd under this write.
@@ -800,16 +799,21 @@ static int32_t log_identity(cp_slot_t *s, uint64_t gen, int64_t id, uint64_t t) 
     memcpy(buf, &fh, sizeof fh);
     uint64_t rec[3] = {(uint64_t)id, t ? t : 1, m};
     memcpy(buf + sizeof fh, rec, s->rec_size);
+    cp_frame_seal(buf);
     len = sizeof fh + s->rec_size;
   }
   int fd = atomic_load_explicit(&s->fd, memory_order_acquire);
-  for (;;) {
-    ssize_t n = write(fd, buf, len);
-    if (n == (ssize_t)len) break;
-    if (n < 0 && errno == EINTR) continue;
+  cp_wlock(s);
+  if (cp_append_locked(s, fd, buf, len) != 0) {
     rc = CP_ERR_IO;  // not accepted: the caller is told, nothing is pending
-    break;
+    atomic_fetch_add_explicit(&s->refused, 1, memory_order_relaxed);
+    atomic_store_explicit(&s->id_failing, 1, memory_order_relaxed);
+    cp_status_write_locked(s, CP_STATE_OPEN, atomic_load(&s->word) & CP_COUNT_MASK, 0);
+  } else if (__builtin_expect(atomic_load_explicit(&s->id_failing, memory_order_relaxed), 0)) {
+    atomic_store_explicit(&s->id_failing, 0, memory_order_relaxed);
+    cp_status_write_locked(s, CP_STATE_OPEN, atomic_load(&s->word) & CP_COUNT_MASK, 0);
   }
+  cp_wunlock(s);
 out:
   atomic_fetch_sub_explicit(&s->inflight, 1, memory_order_release);
   return rc;

@@ -160,11 +160,9 @@ func (c *channel) emit(sp logfile.Sync, total, skipped uint64) {
 		binary.LittleEndian.PutUint64(rec[8:], mono)
 		binary.LittleEndian.PutUint64(rec[16:], n)
 		binary.LittleEndian.PutUint64(rec[24:], skipped)
-		fh := logfile.FrameHeader{Kind: logfile.KindCounter, Flags: logfile.FlagCRC, N: 1,
-			StoredLen: uint32(len(rec)), RawLen: uint32(len(rec)), CRC: logfile.CRC(rec[:])}
-		out = append(fh.Append(nil), rec[:]...)
+		out = logfile.AppendFrame(nil, logfile.FrameHeader{Kind: logfile.KindCounter, N: 1, RawLen: uint32(len(rec))}, rec[:])
 	}
-	if err := writeFull(c.fd, out); err != nil {
+	if err := c.append(out); err != nil {
 		c.setWriteErr(err)
 	}
 }

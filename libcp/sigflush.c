@@ -40,19 +40,24 @@ void cp_sigflush_begin_fd_close(void) {
   }
 }
 
-static void write_all(int fd, const char *p, size_t n) {
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return;
-    p += w;
-    n -= (size_t)w;
-  }
+// The channel being flushed: whether the flush holds its write lock,
+// whether a write failed, and the records of ring blocks it could not write
+// (one flush at a time: sig_flushing).
+static int sig_locked, sig_failed;
+static uint64_t sig_unwritten;
+
+// Appends one frame or block; one that fails part way is cut back (status.c).
+static int sig_write(cp_slot_t *s, int fd, const char *p, size_t n) {
+  int err = sig_locked ? cp_append_locked(s, fd, p, n) : cp_append_unlocked(s, fd, p, n);
+  if (err) sig_failed = 1;
+  return err;
 }
 
+// A frame in sig_buf: its header, sealed over the payload that follows it.
 static void put_frame_header(char *dst, uint8_t kind, uint32_t n, uint32_t len, uint64_t first) {
   cp_frame_header_t fh = {CP_FRAME_MAGIC, kind, CP_CODEC_RAW, CP_FLAG_SIGNAL, n, len, first, len, 0};
   memcpy(dst, &fh, sizeof fh);
+  cp_frame_seal(dst);
 }
 
 // Writes ring positions [from, to) of one block, if the block is still in the
@@ -91,7 +96,7 @@ static void flush_block_range(cp_slot_t *s, int fd, uint64_t b, uint64_t from, u
   if (!s->ascii)
     put_frame_header(sig_buf, CP_FRAME_RECORDS, (uint32_t)n,
                      (uint32_t)(p - sig_buf - CP_FRAME_HEADER_SIZE), from);
-  write_all(fd, sig_buf, (size_t)(p - sig_buf));
+  if (sig_write(s, fd, sig_buf, (size_t)(p - sig_buf))) sig_unwritten += n;
 }
 
 static void flush_ring(cp_slot_t *s, int fd, uint64_t end) {
@@ -129,13 +134,9 @@ static void flush_event(cp_slot_t *s, int fd, const char *what, uint64_t total) 
     p = cp_put_u64(p, unwritten);
   }
   *p++ = '}';
-  if (s->ascii) {
-    *p++ = '\n';
-    write_all(fd, sig_buf, (size_t)(p - sig_buf));
-  } else {
-    put_frame_header(sig_buf, CP_FRAME_EVENT, 0, (uint32_t)(p - start), 0);
-    write_all(fd, sig_buf, (size_t)(p - sig_buf));
-  }
+  if (s->ascii) *p++ = '\n';
+  else put_frame_header(sig_buf, CP_FRAME_EVENT, 0, (uint32_t)(p - start), 0);
+  sig_write(s, fd, sig_buf, (size_t)(p - sig_buf));
 }
 
 static void flush_firstlast(cp_slot_t *s, int fd) {
@@ -166,7 +167,7 @@ static void flush_firstlast(cp_slot_t *s, int fd) {
     }
     put_frame_header(sig_buf, CP_FRAME_RECORDS, n, (uint32_t)(p - sig_buf - CP_FRAME_HEADER_SIZE), 0);
   }
-  write_all(fd, sig_buf, (size_t)(p - sig_buf));
+  sig_write(s, fd, sig_buf, (size_t)(p - sig_buf));
 }
 
 // Puts a NET_CONF channel's FIRSTLAST pair into its ring (the SIGTERM path:
@@ -194,6 +195,9 @@ static uint64_t firstlast_into_ring(cp_slot_t *s, uint64_t w) {
 // thread, and for writers that reserved positions before the close and have
 // not yet written them (whatever is still unwritten then is a hole).
 #define SIG_CLOSE_WAIT_NS 50000000
+// The flush's bound on waiting for the channels' write locks (a drainer or
+// an IDENTITY writer in the middle of a write), all channels together.
+#define SIG_LOCK_WAIT_NS 50000000
 
 static int64_t sig_mono_ns(void) {
   struct timespec ts;
@@ -279,6 +283,7 @@ static void flush_all_raw(int dying) {
   }
   atomic_store(&sig_busy, 1);
   if (dying) close_all_raw();
+  int64_t lock_deadline = sig_mono_ns() + SIG_LOCK_WAIT_NS;
   for (int i = 0; i < CP_MAX_CHANNELS; i++) {
     cp_slot_t *s = &cp_slots[i];
     // fd first: OpenChannel publishes the word before the fd, CloseChannel
@@ -290,26 +295,45 @@ static void flush_all_raw(int dying) {
     // after it). Otherwise the word now.
     uint64_t w = dying && sig_ends[i] ? sig_ends[i] : atomic_load_explicit(&s->word, memory_order_acquire);
     if ((w >> CP_GEN_SHIFT) == 0) continue;
+    // The write lock keeps a drainer's or an IDENTITY writer's torn write
+    // from being cut back over ours (or ours over theirs); the thread this
+    // handler interrupted may hold it: then the flush goes on without.
+    sig_locked = cp_wlock_until(s, lock_deadline);
+    sig_failed = 0;
+    sig_unwritten = 0;
     // A NET_CONF channel has a ring whatever its handler is now; a FIRSTLAST
     // pair it holds goes into the ring first, at positions of its own.
     if (s->ring && s->kind == CP_FIRSTLAST) w = firstlast_into_ring(s, w);
     if (s->ring) flush_ring(s, fd, w & CP_COUNT_MASK);
+    uint64_t total;
     switch (cp_kind_class(s->kind)) {
-    case CP_CLASS_COUNTER: {
-      uint64_t total = s->kind == CP_PERIODICCOUNTER ? (w & CP_COUNT_MASK)
-                       : s->kind == CP_KIND_NC_COUNTER ? atomic_load(&s->nc_count)
-                                                       : atomic_load(&s->fpc_count);
-      flush_event(s, fd, "sigterm", total);
+    case CP_CLASS_COUNTER:
+      total = s->kind == CP_PERIODICCOUNTER ? (w & CP_COUNT_MASK)
+              : s->kind == CP_KIND_NC_COUNTER ? atomic_load(&s->nc_count)
+                                              : atomic_load(&s->fpc_count);
       break;
-    }
     case CP_CLASS_FIRSTLAST:
       if (!s->ring) flush_firstlast(s, fd);  // NET_CONF: its pair goes through the ring at switch or close
-      flush_event(s, fd, "sigterm", s->fl_n);
+      total = s->fl_n;
       break;
     default:
-      flush_event(s, fd, "sigterm", w & CP_COUNT_MASK);
+      total = w & CP_COUNT_MASK;
       break;
     }
+    // What could not be written goes into the event and the status: held
+    // for a failing disk (the drainer's spill) and, when the process dies
+    // now, what this flush could not write (otherwise it is still in the
+    // ring, for the drainer).
+    if (dying && sig_unwritten) atomic_fetch_add(&s->unwritten, sig_unwritten);
+    flush_event(s, fd, "sigterm", total);
+    // The status: what was accepted (ring channels: positions) and, if every
+    // write went in and nothing is held for a failing disk, that all of it
+    // is in the file now.
+    uint64_t accepted = s->ring ? (w & CP_COUNT_MASK) : total;
+    uint64_t written = atomic_load_explicit(&s->written_pos, memory_order_acquire);
+    if (s->ring && !sig_failed && atomic_load(&s->unwritten) == 0) written = w & CP_COUNT_MASK;
+    cp_status_write_locked(s, CP_STATE_SIGNAL, accepted, written);
+    if (sig_locked) cp_wunlock(s);
   }
   atomic_store(&sig_busy, 0);
   atomic_store(&sig_flushing, 0);
