@@ -1,12 +1,18 @@
 package main
 
 /*
+#include <signal.h>
 #include <stdlib.h>
 #include "engine.h"
+
+static void cp_test_sigterm_default(void) { signal(SIGTERM, SIG_DFL); }
 */
 import "C"
 
-import "unsafe"
+import (
+	"sync/atomic"
+	"unsafe"
+)
 
 // Go-callable wrappers of the C entry points, for the Go tests (test files
 // cannot use cgo). Each call crosses into C as a real caller would.
@@ -101,3 +107,46 @@ func parameterizeC(h int64, arg int32, v int64) int32 {
 }
 
 func closeChannelC(h int64) int32 { return int32(C.CloseChannel(C.int64_t(h))) }
+
+// bytesPtr is b's first byte for C (nil when empty).
+func bytesPtr(b []byte) unsafe.Pointer {
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Pointer(&b[0])
+}
+
+// crc32cC continues crc over b with cp_crc32c (mode 0), its table path (1)
+// or its SSE4.2 path (2, only where crcHWC says the CPU has it).
+func crc32cC(crc uint32, b []byte, mode int) uint32 {
+	p, n := bytesPtr(b), C.size_t(len(b))
+	switch mode {
+	case 1:
+		return uint32(C.cp_crc32c_sw(C.uint32_t(crc), p, n))
+	case 2:
+		return uint32(C.cp_crc32c_hw(C.uint32_t(crc), p, n))
+	}
+	return uint32(C.cp_crc32c(C.uint32_t(crc), p, n))
+}
+
+func crcHWC() bool { return C.cp_crc32c_has_hw() != 0 }
+
+// sealC seals a frame (32-byte header with stored_len, then the payload) in place.
+func sealC(frame []byte) { C.cp_frame_seal(bytesPtr(frame)) }
+
+// setSlotCounts sets what cp_status_write takes from the C slot.
+func setSlotCounts(c *channel, unwritten, refused, dropped uint64, errno uint32) {
+	s := c.slot
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&s.unwritten)), unwritten)
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&s.refused)), refused)
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&s.dropped)), dropped)
+	atomic.StoreUint32((*uint32)(unsafe.Pointer(&s.last_errno)), errno)
+}
+
+// statusOffset is where the channel's status slot 0 begins in its file.
+func statusOffset(c *channel) int64 { return int64(c.slot.status_off) }
+
+// sigtermDefault gives SIGTERM its default disposition (the Go runtime's
+// handler out of the way), so that the library's handler, installed next,
+// closes, flushes and lets the process die of the signal.
+func sigtermDefault() { C.cp_test_sigterm_default() }
