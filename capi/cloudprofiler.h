@@ -92,7 +92,10 @@ enum cp_log_format {
  * with ParameterizeChannel; defaults in brackets.
  *
  * CP_IDENTITY            every record written at once by the logging thread
- *                        (one write(2) per record; ASCII or BINARY formats).
+ *                        (one write(2) per record, under the channel's write
+ *                        lock; ASCII or BINARY formats). A write that fails
+ *                        (a full disk) leaves the file as it was: LogTS
+ *                        returns CP_ERR_IO and the record is not in the file.
  * CP_BUFFER_IDENTITY     every record, into a ring of blocks drained, encoded,
  *                        compressed (per the format) and written in the
  *                        background. The fast path: rdtscp + one atomic add +
@@ -242,7 +245,9 @@ int32_t ParameterizeChannel(int64_t ch, int32_t arg_num, int64_t arg_val);
  * waits (sleeping) only when a buffered channel's ring is full. CP_ERR_IO
  * from a ring handler means its disk is failing: events are refused (and
  * what was accepted is kept in memory and retried) until it writes again;
- * from IDENTITY, that this record's write(2) failed. */
+ * from IDENTITY, that this record's write(2) failed: the record is not in
+ * the file (a part written is cut back) and the file's status counts it as
+ * refused; the next record is tried again. */
 int32_t LogTS(int64_t ch, int64_t tuple_id);
 
 /* Logs n events, tuple ids ids[0..n-1], in order, one record each, as n
@@ -278,7 +283,10 @@ int64_t LogTSMany(int64_t ch, const int64_t *ids, int64_t n, int32_t *err);
 /* Flushes every accepted record, writes the closing sync point and counters,
  * fsyncs and closes the file. Returns 0, CP_ERR_CLOSED for a second close,
  * CP_ERR_BAD_HANDLE, or CP_ERR_IO if some records could not be written (the
- * count goes to stderr). Thread-safe; blocks until the file is complete. */
+ * count goes to stderr and, even when the disk refused the trailer too, into
+ * the file's status: state "closed with loss" and the unwritten count, which
+ * readers report; CP_LastError says how many). Thread-safe; blocks until the
+ * file is complete (a failing disk is retried for 2 s). */
 int32_t CloseChannel(int64_t ch);
 
 /* Closes every open channel as CloseChannel does. Idempotent; meant for
