@@ -277,6 +277,19 @@ public final class ObjectFactory<T> implements AutoCloseable {
         return (InetSocketAddress) server.getLocalSocketAddress();
     }
 
+    /** The bounds in force (FRAMING.md): connections at once, ms for the HELLO in all, ms idle after it. */
+    int maxConnections() {
+        return maxConnections;
+    }
+
+    long helloTimeoutMillis() {
+        return helloTimeoutMillis;
+    }
+
+    long idleTimeoutMillis() {
+        return idleTimeoutMillis;
+    }
+
     // ---- consumers
 
     /**
