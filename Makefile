@@ -50,11 +50,20 @@ demo: build
 	@$(TOOL) dump --csv $(BUILD)/demo-logs/*demo_sink.cplog | head -4
 	bash examples/multinode/demo.sh $(BUILD)
 
-test: test-go test-c test-java test-multinode test-python
+test: test-go test-fuzz test-c test-java test-multinode test-python
 
 test-go:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
+
+# Fuzzing, bounded: each target of tests/fuzz-targets.txt (the log-file
+# decoders, the probe, datagen and configuration-server wire decoders) for
+# FUZZTIME with one worker; `make test-fuzz FUZZTIME=5m` fuzzes longer. The
+# committed seed corpora run under test-go as well.
+FUZZTIME ?= 5s
+.PHONY: test-fuzz
+test-fuzz:
+	FUZZTIME=$(FUZZTIME) bash tests/fuzz.sh
 
 test-c: $(LIB) $(TOOL) $(BUILD)/test_abi $(BUILD)/demo
 	$(call with-tmp,CP_DUMP=$(abspath $(TOOL)) $(BUILD)/test_abi)
