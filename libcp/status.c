@@ -50,17 +50,30 @@ uint32_t cp_crc32c_sw(uint32_t crc, const void *buf, size_t n) {
   return ~c;
 }
 
+// Unaligned 8-byte steps (x86 loads them at full speed), then 4, 2, 1.
 __attribute__((target("sse4.2"))) uint32_t cp_crc32c_hw(uint32_t crc, const void *buf, size_t n) {
   const unsigned char *p = buf;
   uint64_t c = (uint32_t)~crc;
-  for (; n > 0 && ((uintptr_t)p & 7); n--) c = __builtin_ia32_crc32qi((uint32_t)c, *p++);
   for (; n >= 8; n -= 8, p += 8) {
     uint64_t v;
     memcpy(&v, p, 8);
     c = __builtin_ia32_crc32di(c, v);
   }
-  for (; n > 0; n--) c = __builtin_ia32_crc32qi((uint32_t)c, *p++);
-  return ~(uint32_t)c;
+  uint32_t c32 = (uint32_t)c;
+  if (n & 4) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    c32 = __builtin_ia32_crc32si(c32, v);
+    p += 4;
+  }
+  if (n & 2) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    c32 = __builtin_ia32_crc32hi(c32, v);
+    p += 2;
+  }
+  if (n & 1) c32 = __builtin_ia32_crc32qi(c32, *p);
+  return ~c32;
 }
 
 uint32_t cp_crc32c(uint32_t crc, const void *p, size_t n) {
