@@ -299,12 +299,11 @@ func TestReaderTruncatedAndDamaged(t *testing.T) {
 	require.Empty(t, s.Problems)
 	require.Equal(t, 2, s.Version)
 
-	for _, cutBytes := range []int{1, 700, 5000} {
+	for _, cutBytes := range []int{1, 100, 700} {
 		what := fmt.Sprintf("cut %d bytes", cutBytes)
 		ids, s := readBack(what, data[:len(data)-cutBytes])
 		require.Equal(t, all[:len(ids)], ids, "%s: a prefix", what)
-		require.Less(t, len(ids), total, what)
-		require.GreaterOrEqual(t, len(ids), total-1024-cutBytes, what)
+		require.Contains(t, strings.Join(s.Problems, "\n"), "cut short", what)
 		require.True(t, s.Truncated || s.Trailer == nil, what)
 		require.Nil(t, s.Trailer, "%s: the trailer was cut off", what)
 		require.False(t, s.Damaged, what)

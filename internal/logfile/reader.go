@@ -40,6 +40,7 @@ const (
 // Summary is what a full read learned about the file.
 type Summary struct {
 	Version        int      // the file's format version
+	Read           string   // what the last full read decoded: "records" or "counters" ("" before one)
 	Records        uint64   // tuple or counter records decoded
 	Holes          uint64   // positions reserved but never written (skipped)
 	Duplicates     uint64   // records seen twice (SIGTERM flush and drainer) and dropped
@@ -534,7 +535,7 @@ func (lf *File) Records(fn func(Record) error) error {
 	})
 	sum := &lf.Summary
 	sum.Records, sum.Holes, sum.Duplicates, sum.MissingPos, sum.Frames, sum.SignalFrames = 0, 0, 0, 0, 0, 0
-	sum.EndPos = 0
+	sum.EndPos, sum.Read = 0, "records"
 	lf.restart()
 	// pending holds the decoded positions [base, base+len(pending)) that a
 	// later frame (sorted by first position) may still overlap.
@@ -817,7 +818,7 @@ func (lf *File) Counters(fn func(CounterRecord) error) error {
 	if !lf.Header.Counter() && lf.Header.Handler != "NET_CONF" {
 		return fmt.Errorf("%s: not a counter channel; use Records", lf.path)
 	}
-	lf.Summary.Records, lf.Summary.Frames = 0, 0
+	lf.Summary.Records, lf.Summary.Frames, lf.Summary.Read = 0, 0, "counters"
 	lf.restart()
 	var raw []byte
 	var bad []uint32

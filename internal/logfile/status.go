@@ -190,7 +190,9 @@ func (s *Summary) Problems(h *Header) []string {
 		out = append(out, fmt.Sprintf("%d accepted records were never written (%s)", unwritten, why))
 	}
 	positional := h.BlockRecords > 0 || h.Handler == "IDENTITY"
-	if accepted, known := s.accepted(); known && positional && !h.Counter() {
+	// Ring positions are accounted for by a read of the tuple records only
+	// (a NET_CONF file's counter records are not positions).
+	if accepted, known := s.accepted(); known && positional && s.Read == "records" {
 		covered := s.Records + s.Holes + uint64(s.CorruptLines)
 		var refused uint64
 		if s.Status != nil {
