@@ -121,6 +121,11 @@ func TestGenFlagsAndTuplesFile(t *testing.T) {
 	go r.Serve(context.Background())
 	defer r.Close()
 	out, _, err = genRun("send", "--to", r.Addr().String(), "--rate", "1k", "--duration", "200ms", "--tuples", path)
-	require.NoError(t, err, out)
+	if err != nil { // a busy machine may miss the rate (exit 3): the counts must still be exact
+		var ec *exitCode
+		require.ErrorAs(t, err, &ec, out)
+		require.Equal(t, 3, ec.code, out)
+	}
+	require.Contains(t, out, "sent 200 of 200 tuples")
 	require.Contains(t, out, "received 200, lost 0")
 }
