@@ -220,7 +220,10 @@ func TestThousandConcurrentResolvesWhileRulesChange(t *testing.T) {
 	f := start(t, `{"rules":[{"id":"a","name":"*","handler":"BUFFER_IDENTITY"}]}`)
 	ctx := context.Background()
 	stop := make(chan struct{})
+	writerDone := make(chan struct{})
+	defer func() { <-writerDone }() // no write into the test's directory after it
 	go func() {
+		defer close(writerDone)
 		for i := 0; ; i++ {
 			select {
 			case <-stop:

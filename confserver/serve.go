@@ -65,8 +65,8 @@ func (l Limits) withDefaults() Limits {
 }
 
 // Serve answers the API on ln with s.Limits until ctx ends, then shuts
-// down (requests in flight get 2 s to finish). It returns nil after a
-// shutdown, else why it stopped.
+// down: requests in flight get 2 s to finish, and Serve returns when they
+// have (or were cut). It returns nil after a shutdown, else why it stopped.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	lim := s.Limits.withDefaults()
 	cl := &connLimiter{Listener: ln, max: lim.MaxConns, conns: map[*limitedConn]struct{}{}}
@@ -90,16 +90,24 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			}
 		},
 	}
+	shut := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
+		defer close(shut)
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		srv.Shutdown(sctx)
+		if srv.Shutdown(sctx) != nil {
+			srv.Close() // the grace is over: what is left is cut
+		}
 	})
-	defer stop()
-	if err := srv.Serve(cl); !errors.Is(err, http.ErrServerClosed) {
+	err := srv.Serve(cl)
+	if stop() { // not shut down: Serve failed
 		return err
 	}
-	return nil
+	<-shut // Serve returns as Shutdown begins: wait for the requests in flight
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
 }
 
 // ConnStats counts what the connection cap did since Serve began.
