@@ -20,6 +20,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -459,7 +460,10 @@ static int test_reader(void) {
 
 // The child logs ids 0,1,2,... and after every LogTS that returned 0 stores
 // how many were accepted into shared memory the parent reads after its death.
-typedef struct { _Atomic int64_t accepted[4]; _Atomic int ready; } shared_t;
+// off_main: the program's own SIGTERM handler ran on another thread than
+// the logging (main) one, which then went on logging during the flush.
+typedef struct { _Atomic int64_t accepted[4]; _Atomic int ready; _Atomic int off_main; } shared_t;
+static shared_t *kid_shared;
 
 void own_handler_exit7(int sig);
 void own_handler_exit0(int sig);
@@ -467,6 +471,7 @@ void own_handler_continue(int sig);
 static volatile sig_atomic_t got_term;
 
 static int child_main(const char *mode, shared_t *sh) {
+  kid_shared = sh;
   if (strncmp(mode, "own-handler", 11) == 0) {
     // Installed before the first OpenChannel, as the header asks.
     struct sigaction sa;
@@ -501,8 +506,11 @@ static int child_main(const char *mode, shared_t *sh) {
   return 0;  // atexit: returns from main without closing anything
 }
 
-void own_handler_exit7(int sig) { (void)sig; _exit(7); }
-void own_handler_exit0(int sig) { (void)sig; exit(0); }
+static void note_handler_thread(void) {
+  if (kid_shared && syscall(SYS_gettid) != getpid()) atomic_store(&kid_shared->off_main, 1);
+}
+void own_handler_exit7(int sig) { (void)sig; note_handler_thread(); _exit(7); }
+void own_handler_exit0(int sig) { (void)sig; note_handler_thread(); exit(0); }
 void own_handler_continue(int sig) { (void)sig; got_term = 1; }
 
 // The library is loaded and running in this process: fork() without exec is
@@ -560,12 +568,30 @@ static int kill_child(const char *mode, int sig, int64_t after, int want_status)
     fprintf(stderr, "  %s: %zu records decoded, %lld accepted before death%s%s\n", suffix[k] + 1, d.n,
             (long long)acc, d.err[0] ? "; dump said: " : "", d.err);
     CHECK(contiguous_from(&d, KID_FIRST_ID), "%s: records are not consecutive from the first id", suffix[k]);
-    if (sig != SIGKILL) {
-      CHECK(d.dump_status == 0, "%s: dump failed: %s", suffix[k], d.err);
+    if (sig != SIGKILL && atomic_load(&sh->off_main) && want_status != 5) {
+      // The kernel gave the signal to another thread: the logging thread went
+      // on during the flush, and a handler that then ends the process loses
+      // what it logged after the flush (README: Shutdown). Only whole,
+      // consecutive records and no damage are promised then.
+      fprintf(stderr, "  (the handler ran on another thread than the logging one)\n");
+      CHECK(!strstr(d.err, "damaged frames") && !strstr(d.err, "damaged lines"), "%s: damaged: %s", suffix[k], d.err);
+    } else if (sig != SIGKILL) {
+      // The process may die (of the signal, or by a handler's exit()) while
+      // the drainer writes a frame the flush already wrote: the file is then
+      // cut short (dump exits 3 and says so) and still holds every accepted
+      // record (checked next).
+      int cut_ok = WIFEXITED(d.dump_status) &&
+                   WEXITSTATUS(d.dump_status) == 3 && strstr(d.err, "cut short") && !strstr(d.err, "damaged frames") &&
+                   !strstr(d.err, "damaged lines");
+      CHECK(d.dump_status == 0 || cut_ok, "%s: dump failed: %s", suffix[k], d.err);
       CHECK((int64_t)d.n >= acc, "%s: %zu records in the file, %lld accepted: lost some", suffix[k], d.n, (long long)acc);
       CHECK((int64_t)d.n <= acc + 1, "%s: more records than logged", suffix[k]);
     } else {
-      CHECK(d.dump_status == 0, "%s: a killed file must still decode: %s", suffix[k], d.err);
+      // kill -9: every whole frame decodes; dump exits 3 and says what is
+      // known missing (the status slot's count, the ring's bound), no damage.
+      CHECK(WIFEXITED(d.dump_status) && WEXITSTATUS(d.dump_status) == 3 && strstr(d.err, "no trailer") &&
+                !strstr(d.err, "damaged frames") && !strstr(d.err, "damaged lines"),
+            "%s: a killed file must decode and say what is missing: status %#x: %s", suffix[k], d.dump_status, d.err);
     }
     free(d.ids);
   }
@@ -701,7 +727,14 @@ static int mt_sigterm(const char *mode, int64_t slack) {
     int64_t acc = atomic_load(&sh->accepted[k]);
     fprintf(stderr, "  %s: %zu records decoded, %lld accepted before death%s%s\n", suffix[k] + 1, d.n,
             (long long)acc, d.err[0] ? "; dump said: " : "", d.err);
-    CHECK(d.dump_status == 0, "%s: dump failed: %s", suffix[k], d.err);
+    // A thread blocked on a full ring when the dying flush closed the channel
+    // had its position reserved and its call refused (CP_ERR_CLOSED): dump
+    // counts that position as missing (exit 3); n >= acc below is what
+    // proves nothing accepted was lost.
+    int only_missing = WIFEXITED(d.dump_status) && WEXITSTATUS(d.dump_status) == 3 &&
+                       strstr(d.err, "missing between frames") && !strstr(d.err, "damaged frames") &&
+                       !strstr(d.err, "damaged lines") && !strstr(d.err, "cut short") && !strstr(d.err, "never written");
+    CHECK(d.dump_status == 0 || only_missing, "%s: dump failed: %s", suffix[k], d.err);
     CHECK(contiguous_from(&d, KID_FIRST_ID), "%s: records are not consecutive from the first id", suffix[k]);
     CHECK((int64_t)d.n >= acc, "%s: %zu records in the file, %lld accepted: lost %lld", suffix[k], d.n,
           (long long)acc, (long long)(acc - (int64_t)d.n));
@@ -750,7 +783,8 @@ static int test_truncated_file(void) {
   CHECK(truncate(path, st.st_size - 700) == 0, "truncate");
   decoded_t d;
   decode(path, &d);
-  CHECK(d.dump_status == 0, "dump: %s", d.err);
+  // Every valid record printed, then exit status 3: the file is incomplete.
+  CHECK(WIFEXITED(d.dump_status) && WEXITSTATUS(d.dump_status) == 3, "dump status %#x: %s", d.dump_status, d.err);
   CHECK(d.n > 0 && d.n < 300000 && contiguous_from_zero(&d), "%zu records", d.n);
   CHECK(strstr(d.err, "cut short") != NULL, "dump did not report the cut: %s", d.err);
   free(d.ids);
