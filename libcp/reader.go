@@ -299,7 +299,7 @@ func CP_LogSummary(h C.int64_t, buf *C.char, capacity C.int64_t) (ret C.int64_t)
 		Damaged: s.CorruptBytes > 0 || s.CorruptFrames > 0 || s.CorruptLines > 0, Trailer: s.Trailer, Events: s.Events, Error: r.readErr,
 		Version: s.Version, Status: s.Status, RingBound: s.RingBound, Problems: []string{}}
 	if r.read != "none" {
-		out.Problems = s.Problems(&r.lf.Header)
+		out.Problems = append(out.Problems, s.Problems(&r.lf.Header)...) // [] rather than null when none
 	}
 	if out.Events == nil {
 		out.Events = []logfile.Event{}
