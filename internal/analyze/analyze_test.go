@@ -290,7 +290,7 @@ func TestAnalyzeReportsDamagedLogs(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, res.Incomplete(), 1)
 	require.Equal(t, "n/out", res.Incomplete()[0].Label())
-	require.Equal(t, []string{"1 damaged lines skipped", "1 accepted records missing between frames"}, res.Incomplete()[0].Problems)
+	require.Equal(t, []string{"1 damaged lines skipped", "1 accepted records are not in the file (damaged, cut off, or never reached it)"}, res.Incomplete()[0].Problems)
 	require.Equal(t, uint64(199), res.Records)
 	txt, err := os.ReadFile(filepath.Join(dir, "out", "summary.txt"))
 	require.NoError(t, err)

@@ -219,7 +219,7 @@ func TestKilledProcessSaysWhatIsMissing(t *testing.T) {
 	require.ErrorIs(t, err, ErrDamaged)
 	require.Len(t, got, 4)
 	probs := strings.Join(lf.Summary.Problems(&lf.Header), "\n")
-	require.Contains(t, probs, "96 accepted records accepted by the last status update but not in the file")
+	require.Contains(t, probs, "96 records accepted by the last status update are not in the file")
 	require.Contains(t, probs, "up to 256 more records")
 }
 

@@ -200,11 +200,11 @@ func (s *Summary) Problems(h *Header) []string {
 		}
 		if accepted > covered+refused && accepted-covered-refused > unwritten {
 			lost := accepted - covered - refused - unwritten
-			where := "missing between frames"
+			msg := fmt.Sprintf("%d accepted records are not in the file (damaged, cut off, or never reached it)", lost)
 			if s.Trailer == nil && (s.Status == nil || s.Status.State == StateOpen) {
-				where = "accepted by the last status update but not in the file (the process ended without closing the channel, or it is still open)"
+				msg = fmt.Sprintf("%d records accepted by the last status update are not in the file (the process ended without closing the channel, or it is still open)", lost)
 			}
-			out = append(out, fmt.Sprintf("%d accepted records %s", lost, where))
+			out = append(out, msg)
 		}
 	}
 	if s.Trailer == nil && (s.Status == nil || s.Status.State == StateOpen) {
