@@ -274,6 +274,10 @@ class ObjectFactoryTest {
                 long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
                 while (f.malformedConnections() < want && System.nanoTime() < deadline) Thread.sleep(2);
                 assertEquals(want, f.malformedConnections(), "case " + i);
+                // Cases 6.. got past the same HELLO (one sender, one run id, one thread): each
+                // stream's end completes that run, once the one before it was counted (two
+                // streams of one run open at once would be one run of two ends).
+                if (i >= 6) assertTrue(f.awaitCompletedRuns(i - 5, 10, TimeUnit.SECONDS), "case " + i + ": runs complete: " + f.completedRuns());
             }
             // A good bucket, then a malformed one: the good one is still delivered, the stream's report
             // says why it ended, no REPORT frame is sent.
@@ -291,7 +295,7 @@ class ObjectFactoryTest {
             assertEquals(3, b.size());
             // Every stream that got past its HELLO is a run of one thread here, ended: each one
             // completes its run (a stream that broke still ends it, so that a bounded job ends).
-            assertTrue(f.awaitCompletedRuns(6, 5, TimeUnit.SECONDS), "runs complete: " + f.completedRuns());
+            assertTrue(f.awaitCompletedRuns(6, 10, TimeUnit.SECONDS), "runs complete: " + f.completedRuns());
             long runs = f.completedRuns();
             StreamReport r = f.reports().get(f.reports().size() - 1);
             assertEquals("half", r.sender());
@@ -307,7 +311,8 @@ class ObjectFactoryTest {
             // The factory still serves a real sender.
             Drainer d = new Drainer(f, 1, 0);
             Send s = send(f.port(), "--rate", "20k", "--duration", "200ms", "--threads", "2");
-            assertEquals(0, s.exit, s.toString());
+            // 0, or 3 when a busy machine kept gen send from its rate: the counts below are what is asserted.
+            assertTrue(s.exit == 0 || s.exit == 3, s.toString());
             assertTrue(s.out.contains("receiver: received 4000, lost 0"), s.out);
             assertTrue(f.awaitCompletedRuns(runs + 1, 5, TimeUnit.SECONDS));
             d.stop();

@@ -56,8 +56,10 @@ class IngestTopologyTest {
             String stderr = Files.readString(err);
             Files.deleteIfExists(err);
             System.out.print(out);
-            assertEquals(0, p.exitValue(), "gen send:\n" + out + stderr);
-            assertTrue(out.contains("(reached)"), out);
+            // 0, or 3 when a busy machine kept gen send from its rate (make bench-gen measures rates):
+            // every tuple sent and received is what this test asserts.
+            assertTrue(p.exitValue() == 0 || p.exitValue() == 3, "gen send:\n" + out + stderr);
+            assertTrue(out.contains("sent " + N + " of " + N + " tuples"), out);
             assertTrue(out.contains("receiver: received " + N + ", lost 0 (dropped by it 0), out of order 0"), out);
             long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
             while (IngestTopology.SinkBolt.SEEN.sum() < N && System.nanoTime() < deadline) Thread.sleep(5);
