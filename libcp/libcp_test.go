@@ -27,6 +27,10 @@ func TestMain(m *testing.M) {
 	}
 	logDir = d
 	os.Setenv("CP_LOG_DIR", d)
+	// Children of this test binary (runChild, the SIGTERM children) and
+	// t.TempDir make their directories in here: a child killed by a signal
+	// never reaches its own cleanup, this process's RemoveAll takes them.
+	os.Setenv("TMPDIR", d)
 	os.Setenv("CP_BLOCK_RECORDS", "1024") // many blocks, many laps of the ring
 	os.Setenv("CP_RING_BLOCKS", "4")
 	os.Setenv("CP_QUIET", "1")
@@ -40,6 +44,9 @@ func TestMain(m *testing.M) {
 	os.Setenv("CP_CONF_TIMEOUT_MS", "500")
 	code := m.Run()
 	stopConfServer()
+	if conf.bin != "" {
+		os.RemoveAll(filepath.Dir(conf.bin)) // the configuration server built for the NET_CONF tests
+	}
 	os.RemoveAll(d)
 	os.Exit(code)
 }
