@@ -42,8 +42,20 @@ while read -r pkg name extra || [ -n "${pkg:-}" ]; do
     continue
   fi
   echo "== fuzz $pkg $name for $fuzztime"
-  if ! "$GO" test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" -parallel 1 "$pkg" </dev/null; then
-    failed+=("$pkg $name")
+  corpus="$pkg/testdata/fuzz/$name"
+  before=$(ls "$corpus" 2>/dev/null | sort || true)
+  if ! "$GO" test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" -parallel 1 "$pkg" </dev/null 2>&1 | tee "$tmp/out"; then
+    after=$(ls "$corpus" 2>/dev/null | sort || true)
+    # Go 1.26's fuzz coordinator can report its own -fuzztime deadline as a
+    # failure ("context deadline exceeded", no failing input written) when a
+    # busy machine delays a worker at the deadline: golang/go#75804, fixed
+    # in Go 1.27. A real failure always writes its input under testdata/fuzz.
+    if [ "$before" = "$after" ] && grep -q '^    context deadline exceeded$' "$tmp/out" \
+       && ! grep -q -e '^    --- FAIL' -e 'Failing input written' -e '^panic:' "$tmp/out"; then
+      echo "fuzz.sh: $pkg $name: the fuzz coordinator's own deadline race (golang/go#75804), no failing input: not a failure"
+    else
+      failed+=("$pkg $name")
+    fi
   fi
 done <"$list"
 
