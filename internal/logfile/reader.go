@@ -508,16 +508,35 @@ func at(f []string, i int) string {
 	return ""
 }
 
-// Records calls fn for every tuple record in logged order (ring position
-// order). Frames may overlap: the SIGTERM flusher can write positions the
+// Records calls fn for every tuple record in logged order (RecordBatches,
+// one record at a time).
+func (lf *File) Records(fn func(Record) error) error {
+	return lf.RecordBatches(func(rs []Record) error {
+		for _, r := range rs {
+			if err := fn(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// batchRecords is how many records RecordBatches hands over at a time.
+const batchRecords = 4096
+
+// RecordBatches calls fn with every tuple record in logged order (ring
+// position order), a batch at a time; the slice is reused after fn returns.
+// Frames may overlap: the SIGTERM flusher can write positions the
 // background writer also writes, before or after it, and may have found some
 // of them not yet written (holes). Overlaps are merged position by position:
 // a written record beats a hole, and a frame written in the normal course
-// beats one the flusher wrote. It also completes lf.Summary. A damaged frame
-// or line is skipped (its positions stay uncovered unless another frame has
-// them); after everything whole was read, damage or records known to be
-// lost make it return an error wrapping ErrDamaged.
-func (lf *File) Records(fn func(Record) error) error {
+// beats one the flusher wrote. A frame that overlaps no other (the normal
+// case) goes straight from its decoded bytes to the batch. It also completes
+// lf.Summary. A damaged frame or line is skipped (its positions stay
+// uncovered unless another frame has them); after everything whole was read,
+// damage or records known to be lost make it return an error wrapping
+// ErrDamaged.
+func (lf *File) RecordBatches(fn func([]Record) error) error {
 	if lf.Header.Counter() {
 		return fmt.Errorf("%s: a counter channel; use Counters", lf.path)
 	}
@@ -537,6 +556,22 @@ func (lf *File) Records(fn func(Record) error) error {
 	sum.Records, sum.Holes, sum.Duplicates, sum.MissingPos, sum.Frames, sum.SignalFrames = 0, 0, 0, 0, 0, 0
 	sum.EndPos, sum.Read = 0, "records"
 	lf.restart()
+	batch := make([]Record, 0, batchRecords)
+	// put adds one decoded record to the batch (a hole is counted instead).
+	put := func(r Record) error {
+		if r.TSC == 0 {
+			sum.Holes++
+			return nil
+		}
+		sum.Records++
+		batch = append(batch, r)
+		if len(batch) == batchRecords {
+			err := fn(batch)
+			batch = batch[:0]
+			return err
+		}
+		return nil
+	}
 	// pending holds the decoded positions [base, base+len(pending)) that a
 	// later frame (sorted by first position) may still overlap.
 	type slot struct {
@@ -549,15 +584,10 @@ func (lf *File) Records(fn func(Record) error) error {
 	emit := func(upTo uint64) error {
 		k := 0
 		for ; k < len(pending) && base+uint64(k) < upTo; k++ {
-			switch {
-			case pending[k].bad: // counted when its frame was loaded
-				continue
-			case pending[k].r.TSC == 0:
-				sum.Holes++
+			if pending[k].bad { // counted when its frame was loaded
 				continue
 			}
-			sum.Records++
-			if err := fn(pending[k].r); err != nil {
+			if err := put(pending[k].r); err != nil {
 				return err
 			}
 		}
@@ -567,7 +597,8 @@ func (lf *File) Records(fn func(Record) error) error {
 	}
 	var raw []byte
 	var bad []uint32
-	for _, e := range ents {
+	rs := uint64(lf.recSize)
+	for ei, e := range ents {
 		if err := emit(e.firstPos); err != nil {
 			return err
 		}
@@ -589,15 +620,31 @@ func (lf *File) Records(fn func(Record) error) error {
 			}
 			base = e.firstPos
 		}
-		got := uint64(len(raw) / lf.recSize)
+		got := uint64(len(raw)) / rs
 		if got < e.n {
 			sum.MissingPos += e.n - got
 		}
+		sum.EndPos = max(sum.EndPos, e.firstPos+e.n)
+		if len(pending) == 0 && len(bad) == 0 && (ei+1 == len(ents) || ents[ei+1].firstPos >= e.firstPos+got) {
+			// Nothing before it is pending and no later frame overlaps it:
+			// its records go out as they are.
+			for off := uint64(0); off < got*rs; off += rs {
+				r := Record{TupleID: int64(binary.LittleEndian.Uint64(raw[off:])), TSC: binary.LittleEndian.Uint64(raw[off+8:])}
+				if rs == 24 {
+					r.MonoNs = binary.LittleEndian.Uint64(raw[off+16:])
+				}
+				if err := put(r); err != nil {
+					return err
+				}
+			}
+			base = e.firstPos + got
+			continue
+		}
 		nextBad := 0
 		for i := uint64(0); i < got; i++ {
-			off := i * uint64(lf.recSize)
+			off := i * rs
 			r := Record{TupleID: int64(binary.LittleEndian.Uint64(raw[off:])), TSC: binary.LittleEndian.Uint64(raw[off+8:])}
-			if lf.recSize == 24 {
+			if rs == 24 {
 				r.MonoNs = binary.LittleEndian.Uint64(raw[off+16:])
 			}
 			isBad := nextBad < len(bad) && uint64(bad[nextBad]) == i
@@ -620,10 +667,14 @@ func (lf *File) Records(fn func(Record) error) error {
 			}
 			pending = append(pending, slot{r: r, signal: signal, bad: isBad}) // k == len(pending): frames start where pending does
 		}
-		sum.EndPos = max(sum.EndPos, e.firstPos+e.n)
 	}
 	if err := emit(^uint64(0)); err != nil {
 		return err
+	}
+	if len(batch) > 0 {
+		if err := fn(batch); err != nil {
+			return err
+		}
 	}
 	return lf.damage()
 }
