@@ -79,11 +79,35 @@ func around(est, err float64) span {
 // not overlap (impossible with consistent data, NewModel checks), the gap
 // between them is returned, which touches both.
 func (s span) and(t span) span {
-	r := span{math.Max(s.lo, t.lo), math.Min(s.hi, t.hi)}
+	r := span{fmax(s.lo, t.lo), fmin(s.hi, t.hi)}
 	if r.lo > r.hi {
 		r.lo, r.hi = r.hi, r.lo
 	}
 	return r
+}
+
+// fmax is math.Max, bit for bit, without its call (on amd64 math.Max is
+// an assembly function the compiler cannot inline): ordered operands
+// inline, the special cases (NaN, equal, signed zeros) by math.Max.
+func fmax(x, y float64) float64 {
+	if x > y {
+		return x
+	}
+	if y > x {
+		return y
+	}
+	return math.Max(x, y)
+}
+
+// fmin is math.Min likewise.
+func fmin(x, y float64) float64 {
+	if x < y {
+		return x
+	}
+	if y < x {
+		return y
+	}
+	return math.Min(x, y)
 }
 
 func (s span) value() Value {
@@ -149,13 +173,9 @@ func ulp(x float64) float64 {
 // PointRelIdx is node i's reading c in the reference counter, relative to
 // RefOrigin.
 func (m *Model) PointRelIdx(i int, c uint64) Value {
-	x := m.x(i, c)
-	y, e, _ := m.paperTo(i, m.ref, x, 0)
-	if m.method == MethodPaper {
-		return around(y, e).value()
-	}
-	lo, hi, _ := m.polyTo(i, m.ref, x, x)
-	return m.pick(around(y, e), span{lo, hi})
+	var t Translated
+	m.TranslateInto(&t, i, c)
+	return t.Value(m)
 }
 
 // Point is the named node's reading c in the reference counter (PointIdx).
@@ -203,116 +223,21 @@ func (m *Model) Duration(startNode string, start uint64, endNode string, end uin
 //     The all-probes form intersects the same two routes and the baseline
 //     (each end separately).
 //
-// It panics for an invalid index.
-func (m *Model) DurationIdx(si int, start uint64, ei int, end uint64) Duration {
-	ref := m.ref
-	xs, xe := m.x(si, start), m.x(ei, end)
-	var d Duration
-	var paper, poly span
-	if !m.reach[si] || !m.reach[ei] {
-		inf := math.Inf(1)
-		return Duration{Value: Value{math.NaN(), inf}, Scenario: -1, Paper: inf, Baseline: inf}
+// It panics for an invalid index. A reading that starts or ends several
+// durations, or whose value is reported too, is cheaper translated once
+// (Translate) and given to DurationTranslated, which is the same
+// computation.
+func (m *Model) DurationIdx(si int, start uint64, ei int, end uint64) (d Duration) {
+	if rs, re := m.reach[si], m.reach[ei]; !rs || !re {
+		return unreachable()
 	}
-	switch {
-	case si == ref && ei == ref:
-		v := float64(int64(end - start))
-		d.Value = Value{v, 0}
-		if math.Abs(v) >= 1<<53 { // past 35 days at 3 GHz the float rounds
-			d.Err = ulp(v)
-		}
+	if si == ei { // scenarios 0 and 1 need no translation
+		m.durationOne(&d, si, start, end)
 		return d
-
-	case si == ei:
-		d.Scenario = 1
-		dd := float64(int64(end - start))
-		est := m.paperR[si] * dd
-		err := math.Abs(dd)*m.paperDR[si] + relEps*math.Abs(est)
-		paper = around(est, err)
-		d.Paper = paper.value().Err
-		d.Baseline = d.Paper
-		if m.method != MethodPaper {
-			poly = scale(span{dd, dd}, m.polyRlo[si], m.polyRhi[si])
-		}
-
-	case ei == ref || si == ref:
-		d.Scenario = 2
-		if si == ref { // start on the reference, translate the end
-			y, e, _ := m.paperTo(ei, ref, xe, 0)
-			paper = around(y-xs, e+slack(math.Abs(y)+math.Abs(xs)))
-			if m.method != MethodPaper {
-				lo, hi, _ := m.polyTo(ei, ref, xe, xe)
-				poly = diff(span{lo, hi}, pt(xs))
-			}
-		} else {
-			y, e, _ := m.paperTo(si, ref, xs, 0)
-			paper = around(xe-y, e+slack(math.Abs(y)+math.Abs(xe)))
-			if m.method != MethodPaper {
-				lo, hi, _ := m.polyTo(si, ref, xs, xs)
-				poly = diff(pt(xe), span{lo, hi})
-			}
-		}
-		d.Paper = paper.value().Err
-		d.Baseline = d.Paper
-
-	default:
-		d.Scenario = 3
-		paper, poly = m.scenario3(si, xs, ei, xe, &d)
 	}
-	d.Value = m.pick(paper, poly)
+	var s, e Translated
+	m.TranslateInto(&s, si, start)
+	m.TranslateInto(&e, ei, end)
+	m.durationTwo(&d, &s, &e)
 	return d
-}
-
-// scenario3 computes the paper's route through each end node, the baseline
-// and (unless the method is the paper's) the all-probes intervals.
-func (m *Model) scenario3(si int, xs float64, ei int, xe float64, d *Duration) (paper, poly span) {
-	ref := m.ref
-	// Baseline: both ends into the reference, errors added.
-	yu, eu, _ := m.paperTo(si, ref, xs, 0)
-	yv, ev, _ := m.paperTo(ei, ref, xe, 0)
-	base := around(yv-yu, eu+ev+slack(math.Abs(yu)+math.Abs(yv)))
-	d.Baseline = base.value().Err
-
-	// Via the start node B: v into B's counter, d^B there, scaled by r_B^A.
-	viaB := anything
-	if v, e, ok := m.paperTo(ei, si, xe, 0); ok {
-		dB := v - xs
-		r, dr := m.paperR[si], m.paperDR[si]
-		viaB = around(r*dB, math.Abs(dB)*dr+r*e+dr*e+slack(math.Abs(v)+math.Abs(xs)))
-	}
-	// Via the end node C: u into C's counter.
-	viaC := anything
-	if u, e, ok := m.paperTo(si, ei, xs, 0); ok {
-		dC := xe - u
-		r, dr := m.paperR[ei], m.paperDR[ei]
-		viaC = around(r*dC, math.Abs(dC)*dr+r*e+dr*e+slack(math.Abs(u)+math.Abs(xe)))
-	}
-	paper = viaB
-	d.Via = m.names[si]
-	if viaC.hi-viaC.lo < viaB.hi-viaB.lo {
-		paper, d.Via = viaC, m.names[ei]
-	}
-	if math.IsInf(paper.hi, 1) { // no route between B and C: the baseline is all there is
-		paper, d.Via = base, ""
-	}
-	d.Paper = paper.value().Err
-	if m.method == MethodPaper {
-		return paper, anything
-	}
-	if m.method == MethodBest {
-		// Every strict interval narrows the best: the other route and the
-		// baseline too.
-		paper = viaB.and(viaC).and(base)
-	}
-
-	// All-probes: each end separately, and through either end node.
-	lu, hu, _ := m.polyTo(si, ref, xs, xs)
-	lv, hv, _ := m.polyTo(ei, ref, xe, xe)
-	poly = diff(span{lv, hv}, span{lu, hu})
-	if lo, hi, ok := m.polyTo(ei, si, xe, xe); ok {
-		poly = poly.and(scale(diff(span{lo, hi}, pt(xs)), m.polyRlo[si], m.polyRhi[si]))
-	}
-	if lo, hi, ok := m.polyTo(si, ei, xs, xs); ok {
-		poly = poly.and(scale(diff(pt(xe), span{lo, hi}), m.polyRlo[ei], m.polyRhi[ei]))
-	}
-	return paper, poly
 }
