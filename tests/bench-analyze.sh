@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
-# The analysis on 100M records: two processes play nodes a and b (different
-# fake counters), a logs N ids into one channel, b into three ("b in",
-# "b work", "b out"); a TSC server and two clients on loopback measure a
-# round before and after; then `analyze --no-durations` joins the
-# 4N records. Prints the analysis's wall time and peak RSS.
-# usage: tests/bench-analyze.sh BUILD_DIR [N]   (N = 25000000: 100M records)
+# The analysis on 4N records (N = 25000000: 100M): two processes play nodes
+# a and b (different fake counters), a logs N ids into one channel, b into
+# three ("b in", "b work", "b out"); a TSC server and two clients on
+# loopback measure a round before and after. Then, on the same files:
+#   - the floor: `analyze --decode-only` (zstd and column decoding of every
+#     record, on every core, nothing else);
+#   - `analyze --no-durations` with --mem-mb 256 (the default) and 64, each
+#     with its wall time, records/s, CPU use (200% = both cores), peak RSS
+#     against the budget plus the fixed overhead README states, and the
+#     ratio to the floor; the two runs' summaries must be identical.
+# usage: tests/bench-analyze.sh BUILD_DIR [N] [MEMS]   (MEMS: "256 64")
 set -euo pipefail
-B=$(cd "$1" && pwd); N=${2:-25000000}
+B=$(cd "$1" && pwd); N=${2:-25000000}; MEMS=${3:-256 64}
 T=$B/cloudprofiler
-D=$(mktemp -d /tmp/cp-bench-analyze.XXXXXX)
+# The fixed overhead on top of --mem-mb (README, "Memory"), MiB.
+OVERHEAD=${OVERHEAD_MB:-64}
+D=$(mktemp -d "${BENCH_DIR:-/tmp}/cp-bench-analyze.XXXXXX")
 pids=()
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$D"; }
 trap cleanup EXIT
@@ -22,6 +29,28 @@ CP_FAKE_TSC=0.9996:70000000000 "$T" tsc-client --server "$ADDR" --node b 2>"$D/b
 CP_NODE=a CP_FAKE_TSC=1:0 CP_LOG_DIR="$D/logs/a" "$B/logmany" "$N" "a out"
 CP_NODE=b CP_FAKE_TSC=0.9996:70000000000 CP_LOG_DIR="$D/logs/b" "$B/logmany" "$N" "b in" "b work" "b out"
 "$T" tsc-round --server "$ADDR" --label after >/dev/null
-echo "logs: $(du -sh "$D/logs" | cut -f1) for $((4 * N)) records"
-/usr/bin/time -f "analyze: %e s wall, peak RSS %M KiB" \
-  "$T" analyze --rounds "$D/rounds" --logs "$D/logs" --out "$D/out" --no-durations --ref a
+R=$((4 * N))
+echo "logs: $(du -sh "$D/logs" | cut -f1) for $R records"
+
+/usr/bin/time -f "%e %P" -o "$D/floor.time" "$T" analyze --decode-only --logs "$D/logs" --rounds "$D/rounds" --ref a
+read -r floor _ <"$D/floor.time"
+
+status=0
+for mem in $MEMS; do
+  rm -rf "$D/out"
+  /usr/bin/time -f "%e %M %P" -o "$D/an.time" \
+    "$T" analyze --rounds "$D/rounds" --logs "$D/logs" --out "$D/out" --no-durations --ref a --mem-mb "$mem" --quiet >"$D/an.out"
+  read -r wall rss cpu <"$D/an.time"
+  rss_mb=$((rss / 1024))
+  verdict="within $mem + $OVERHEAD MiB"
+  if [ "$rss_mb" -gt $((mem + OVERHEAD)) ]; then verdict="OVER $mem + $OVERHEAD MiB"; status=1; fi
+  awk -v r="$R" -v w="$wall" -v f="$floor" -v m="$mem" -v rss="$rss_mb" -v cpu="$cpu" -v v="$verdict" 'BEGIN {
+    printf "analyze --mem-mb %d: %.2f s wall, %.1fM records/s, CPU %s, peak RSS %d MiB (%s); %.1fx the decoding floor (%.2f s, %.1fM records/s)\n",
+      m, w, r / w / 1e6, cpu, rss, v, w / f, f, r / f / 1e6 }'
+  if [ -f "$D/summary.first" ]; then
+    cmp -s "$D/summary.first" "$D/out/summary.csv" || { echo "summary.csv differs between memory budgets"; status=1; }
+  else
+    cp "$D/out/summary.csv" "$D/summary.first"
+  fi
+done
+exit $status

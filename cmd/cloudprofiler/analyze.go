@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"cloudprofiler/internal/analyze"
 	"cloudprofiler/minrtt"
@@ -31,8 +32,13 @@ func runAnalyze(stdout, stderr io.Writer, args []string) error {
 	fs.StringVar(&cfg.Ref, "ref", "", "reference node (default: chosen from the rounds, see minrtt)")
 	order := fs.String("order", "", `channel order of the topology, first to last: "node/name" or "name", comma-separated (default: found from the data)`)
 	method := fs.String("method", "best", "error bound: best (tightest strict), paper (two MinRTTs), allprobes")
-	mem := fs.Int("mem-mb", 256, "memory the analysis aims to stay within, MiB: tuple records spill to disk past a quarter of it")
-	fs.BoolVar(&cfg.NoDurations, "no-durations", false, "do not write durations.csv (one row per duration), only summaries")
+	mem := fs.Int("mem-mb", 256, "memory the analysis aims to stay within, MiB (README says what comes on top)")
+	fs.BoolVar(&cfg.NoDurations, "no-durations", false, "do not write durations.parquet (one row per duration), only summaries")
+	fs.BoolVar(&cfg.DurationsCSV, "durations-csv", false, "also write durations.csv (about 180 bytes a duration: 18 GB for 100M; Parquet takes about 10)")
+	fs.StringVar(&cfg.SpillDir, "spill", "", "directory for records spilled past --mem-mb, 16 bytes a record (default OUT/.spill)")
+	fs.IntVar(&cfg.Workers, "workers", 0, "goroutines decoding and joining (default: one per core)")
+	quiet := fs.Bool("quiet", false, "no progress line on stderr")
+	floor := fs.Bool("decode-only", false, "only decode the tuple records, as the analysis does, and say how fast (the floor analyze is measured against); writes nothing")
 	strict := fs.Bool("strict", false, "exit with status 3 when a log file is damaged or misses records it accepted (the results are still written)")
 	// Go's flag package stops at the first non-flag: take the paths that
 	// follow --logs as more log paths, then go on parsing.
@@ -75,19 +81,36 @@ func runAnalyze(stdout, stderr io.Writer, args []string) error {
 			}
 		}
 	}
-	// An event takes 32 bytes while it is joined; the in-memory buffer gets
-	// a quarter of the budget because a growing slice briefly holds two
-	// copies and the collector lets the heap grow past what is live. The
-	// soft memory limit makes the collector work harder instead of going
-	// over; the largest spill partition (1/64 of the records) must fit too.
-	cfg.MemEvents = *mem << 20 / 4 / 32
+	// The pipeline shares the budget out (internal/analyze/pipeline.go);
+	// the soft memory limit makes the collector work harder instead of
+	// letting the heap grow past it.
+	cfg.MemBytes = int64(*mem) << 20
 	debug.SetMemoryLimit(int64(*mem) << 20)
+	if !*quiet {
+		cfg.Progress = stderr
+	}
+	if *floor {
+		start := time.Now()
+		n, err := analyze.DecodeFloor(cfg)
+		if err != nil {
+			return err
+		}
+		el := time.Since(start).Seconds()
+		fmt.Fprintf(stdout, "decoded %d records in %.3f s: %.1fM records/s\n", n, el, float64(n)/el/1e6)
+		return nil
+	}
+	start := time.Now()
 	res, err := analyze.Run(cfg)
 	if err != nil {
 		return err
 	}
 	if err := res.WriteText(stdout); err != nil {
 		return err
+	}
+	el := time.Since(start).Seconds()
+	fmt.Fprintf(stdout, "analysed %d records in %.3f s: %.1fM records/s\n", res.Records, el, float64(res.Records)/el/1e6)
+	for _, f := range res.Files {
+		fmt.Fprintf(stdout, "wrote %s\n", f)
 	}
 	fmt.Fprintf(stdout, "report: %s\n", filepath.Join(cfg.Out, "report.html"))
 	bad := res.Incomplete()

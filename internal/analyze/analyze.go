@@ -16,15 +16,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
+	"runtime"
 	"sort"
-	"strconv"
 	"strings"
+	"time"
 
-	"cloudprofiler/internal/logfile"
 	"cloudprofiler/minrtt"
 )
 
@@ -36,8 +36,16 @@ type Config struct {
 	Ref         string   // reference node; "" lets minrtt choose
 	Method      minrtt.Method
 	Order       []string // channel order of the topology ("node/name" or "name"), first to last; the rest ranked from the data (order.go)
-	MemEvents   int      // tuple records held in memory before spilling (default 8M, ~256 MiB)
-	NoDurations bool     // skip durations.csv (summaries only)
+	NoDurations bool     // write no durations file (summaries only)
+	// DurationsCSV writes durations.csv beside durations.parquet: about
+	// 180 bytes a duration (18 GB for 100M), against about 10 in Parquet.
+	DurationsCSV bool
+	MemBytes     int64     // memory the pipeline aims to stay within (default 256 MiB; pipeline.go says how it is shared)
+	Workers      int       // goroutines decoding and joining (default GOMAXPROCS)
+	SpillDir     string    // where records spill past the budget (default Out/.spill)
+	Progress     io.Writer // a progress line every few seconds once a run is longer than 3 s (nil: none)
+
+	testWrongSample bool // the sample's channel order is reversed (a test of the second attempt)
 }
 
 // Incomplete lists the channels whose files are damaged or miss records
@@ -99,27 +107,63 @@ type Result struct {
 }
 
 type analysis struct {
-	cfg   Config
-	model *minrtt.Model
-	res   *Result
-	chans []*Channel
-	pairs map[PairKey]*PairStats
-	out   *bufio.Writer
-	row   []byte
-	t0    float64     // earliest reference estimate seen: time zero of the reports
-	retOf map[int]int // return-log channel -> its FOX_START channel
-	rank  []int       // channel -> its place in the hop order (order.go)
+	cfg      Config
+	model    *minrtt.Model
+	res      *Result
+	chans    []*Channel
+	pairs    map[PairKey]*PairStats
+	t0       float64     // earliest reference estimate seen: time zero of the reports
+	retOf    map[int]int // return-log channel -> its FOX_START channel
+	rank     []int       // channel -> its place in the hop order (order.go)
+	chNode   []int       // channel -> its node's index in the model
+	progress progress
 	// counter channel -> its periods (throughput.csv), for the report
 	throughput map[int][]ThroughputPoint
 }
 
+// outputs are the files an analysis may write into Out. A run removes
+// those an earlier run left there first, and its own when it fails: what
+// is in Out is one whole run's results or nothing.
+var outputs = []string{"durations.parquet", "durations.csv", "summary.parquet", "summary.csv", "summary.txt",
+	"model.json", "report.html", "runs.parquet", "runs.csv", "throughput.parquet", "throughput.csv"}
+
 // Run performs the analysis and writes its files into cfg.Out.
 func Run(cfg Config) (*Result, error) {
-	if len(cfg.Logs) == 0 || cfg.Out == "" {
+	if cfg.Out == "" {
 		return nil, errors.New("analyze: --logs and --out are required (and --rounds when the logs come from several nodes)")
 	}
-	if cfg.MemEvents <= 0 {
-		cfg.MemEvents = 8 << 20
+	a, err := prepare(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
+		return nil, err
+	}
+	for _, name := range outputs {
+		if err := os.Remove(filepath.Join(cfg.Out, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+	}
+	res, err := a.run()
+	if err != nil {
+		for _, name := range outputs {
+			os.Remove(filepath.Join(a.cfg.Out, name))
+		}
+		return nil, err
+	}
+	return res, nil
+}
+
+// prepare reads the channel files' headers and the rounds.
+func prepare(cfg Config) (*analysis, error) {
+	if len(cfg.Logs) == 0 {
+		return nil, errors.New("analyze: --logs and --out are required (and --rounds when the logs come from several nodes)")
+	}
+	if cfg.MemBytes <= 0 {
+		cfg.MemBytes = 256 << 20
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = runtime.GOMAXPROCS(0)
 	}
 	chans, err := findChannels(cfg.Logs)
 	if err != nil {
@@ -140,15 +184,27 @@ func Run(cfg Config) (*Result, error) {
 				c.Path, c.Name, c.Node, strings.Join(model.Nodes(), ", "))
 		}
 	}
-	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
-		return nil, err
-	}
 	a := &analysis{cfg: cfg, model: model, chans: chans, pairs: map[PairKey]*PairStats{}, t0: math.Inf(1),
 		res: &Result{Ref: model.Ref(), RefHz: model.RefHz(), Channels: chans}}
 	a.linkReturnLogs()
+	for _, c := range chans {
+		a.chNode = append(a.chNode, c.node)
+	}
+	return a, nil
+}
+
+func (a *analysis) run() (*Result, error) {
+	cfg := a.cfg
+	a.progress.start = time.Now()
+	if cfg.Progress != nil {
+		stop := make(chan struct{})
+		defer close(stop)
+		go a.progress.report(cfg.Progress, 3*time.Second, 2*time.Second, stop)
+	}
 	if err := a.joinTuples(); err != nil {
 		return nil, err
 	}
+	a.progress.stage.Store("write")
 	if err := a.runSpans(); err != nil {
 		return nil, err
 	}
@@ -244,243 +300,6 @@ func (a *analysis) linkReturnLogs() {
 			}
 		}
 	}
-}
-
-func (a *analysis) joinTuples() error {
-	j := newJoiner(filepath.Join(a.cfg.Out, ".spill"), a.cfg.MemEvents)
-	defer j.close()
-	for i, c := range a.chans {
-		if c.Role != RoleTuples && c.Role != RoleReturn {
-			continue
-		}
-		lf, err := logfile.Open(c.Path)
-		if err != nil {
-			return err
-		}
-		err = lf.Records(func(r logfile.Record) error {
-			a.res.Records++
-			return j.add(event{id: r.TupleID, tsc: r.TSC, ch: uint32(i)})
-		})
-		err = c.readDone(lf, err)
-		lf.Close()
-		if err != nil {
-			return err
-		}
-	}
-	a.res.Spilled = j.spilled
-	if !a.cfg.NoDurations {
-		f, err := os.Create(filepath.Join(a.cfg.Out, "durations.csv"))
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		a.out = bufio.NewWriterSize(f, 1<<20)
-		a.out.WriteString("tuple_id,from_node,from_channel,to_node,to_channel,kind,start_tsc,end_tsc," +
-			"cycles,error_cycles,seconds,error_seconds,scenario,paper_error_cycles,baseline_error_cycles\n")
-		a.res.Files = append(a.res.Files, f.Name())
-	}
-	fill := func(evs []event) {
-		for k := range evs {
-			e := &evs[k]
-			v := a.model.PointRelIdx(a.chans[e.ch].node, e.tsc)
-			e.est, e.err = v.Est, v.Err
-			a.t0 = math.Min(a.t0, v.Est)
-		}
-	}
-	// First pass: the channel order (order.go).
-	ov := orderVotes{}
-	err := j.each(fill, func(evs []event) error {
-		for s := 0; s < len(evs); {
-			e := s + 1
-			for e < len(evs) && evs[e].id == evs[s].id {
-				e++
-			}
-			a.vote(ov, evs[s:e])
-			s = e
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if a.rank, err = a.rankChannels(ov); err != nil {
-		return err
-	}
-	byRank := make([]int, len(a.chans))
-	for i, r := range a.rank {
-		byRank[r] = i
-	}
-	for _, i := range byRank {
-		if a.chans[i].Role == RoleTuples {
-			a.res.Order = append(a.res.Order, a.chans[i].Label())
-		}
-	}
-	// Second pass: the durations.
-	err = j.each(fill, func(evs []event) error {
-		for s := 0; s < len(evs); {
-			e := s + 1
-			for e < len(evs) && evs[e].id == evs[s].id {
-				e++
-			}
-			a.res.Tuples++
-			if err := a.tuple(evs[s:e]); err != nil {
-				return err
-			}
-			s = e
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if a.out != nil {
-		return a.out.Flush()
-	}
-	return nil
-}
-
-// tuple turns one tuple's events into durations: every hop between
-// consecutive channels in the channel order (events of one channel by
-// their estimate), first to last when the tuple crossed three or more
-// channels, and the return trip when a FOX_START channel heard the tuple's
-// ReTACK.
-func (a *analysis) tuple(evs []event) error {
-	if len(evs) > maxTupleEvents {
-		// A reused id (a channel logging a constant, say) is no tuple's way.
-		a.res.SkippedTuples++
-		a.res.SkippedRecords += uint64(len(evs))
-		return nil
-	}
-	var path [64]event
-	hops := path[:0]
-	var rets []event
-	for _, e := range evs {
-		if a.chans[e.ch].Role == RoleReturn {
-			rets = append(rets, e)
-		} else {
-			hops = append(hops, e)
-		}
-	}
-	// evs are sorted by estimate: a stable sort by rank keeps that within
-	// a channel.
-	slices.SortStableFunc(hops, func(x, y event) int { return a.rank[x.ch] - a.rank[y.ch] })
-	for i := 1; i < len(hops); i++ {
-		x, y := hops[i-1], hops[i]
-		kind := KindTransfer
-		if cx, cy := a.chans[x.ch], a.chans[y.ch]; cx.Node == cy.Node && cx.PID == cy.PID {
-			kind = KindCompute
-		}
-		if _, err := a.duration(kind, x, y, nil, -1); err != nil {
-			return err
-		}
-	}
-	if len(hops) >= 3 {
-		if _, err := a.duration(KindEndToEnd, hops[0], hops[len(hops)-1], nil, -1); err != nil {
-			return err
-		}
-	}
-	for _, r := range rets {
-		start, ok := a.retOf[int(r.ch)]
-		if !ok {
-			continue
-		}
-		// The return trip runs from the tuple's start on the FOX_START
-		// channel to the ReTACK's arrival there; the method takes it for the
-		// tuple's latency to its last channel, which it overestimates by
-		// the ReTACK's transfer time. Ours is the start-to-end duration.
-		var s, end *event
-		for k := range hops {
-			if int(hops[k].ch) == start && s == nil {
-				s = &hops[k]
-			}
-		}
-		if s == nil || len(hops) < 2 {
-			continue
-		}
-		end = &hops[len(hops)-1]
-		ours := a.model.DurationIdx(a.chans[s.ch].node, s.tsc, a.chans[end.ch].node, end.tsc)
-		if _, err := a.duration(KindReturnRTT, *s, r, &ours, int(end.ch)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// duration computes, records and writes one duration from x to y. For a
-// return trip, ours is the start-to-end duration the ReT method estimates
-// and keyTo the end's channel, under which the pair is summarised.
-func (a *analysis) duration(kind string, x, y event, ours *minrtt.Duration, keyTo int) (minrtt.Duration, error) {
-	cx, cy := a.chans[x.ch], a.chans[y.ch]
-	d := a.model.DurationIdx(cx.node, x.tsc, cy.node, y.tsc)
-	key := PairKey{kind, int(x.ch), int(y.ch)}
-	if keyTo >= 0 {
-		key.To = keyTo
-	}
-	p := a.pairs[key]
-	if p == nil {
-		// Only the durations get exact quantiles: the bounds are
-		// reported by min, median and max, and 0.1 % is plenty there.
-		p = &PairStats{Key: key, Dur: newStats(), Err: newStatsLimit(0), Paper: newStatsLimit(0), Baseline: newStatsLimit(0)}
-		if ours != nil {
-			p.RetErr, p.OursErr = newStats(), newStatsLimit(0)
-		}
-		a.pairs[key] = p
-	}
-	p.Dur.Add(d.Est)
-	p.Err.Add(d.Err)
-	p.Paper.Add(d.Paper)
-	p.Baseline.Add(d.Baseline)
-	if d.Scenario >= 0 && d.Scenario < 4 {
-		p.Scenarios[d.Scenario]++
-	}
-	if ours != nil {
-		p.RetErr.Add(d.Est - ours.Est)
-		p.OursErr.Add(ours.Err)
-	}
-	a.res.Durations++
-	if a.out != nil {
-		hz := a.model.RefHz()
-		b := a.row[:0]
-		b = strconv.AppendInt(b, x.id, 10)
-		b = appendCSV(b, cx.Node)
-		b = appendCSV(b, cx.Name)
-		b = appendCSV(b, cy.Node)
-		b = appendCSV(b, cy.Name)
-		b = append(b, ',')
-		b = append(b, kind...)
-		b = append(b, ',')
-		b = strconv.AppendUint(b, x.tsc, 10)
-		b = append(b, ',')
-		b = strconv.AppendUint(b, y.tsc, 10)
-		// Shortest exact form ('g', -1): a rounded bound could exclude the truth.
-		for _, v := range []float64{d.Est, d.Err, d.Est / hz, d.Err / hz} {
-			b = append(b, ',')
-			b = strconv.AppendFloat(b, v, 'g', -1, 64)
-		}
-		b = append(b, ',')
-		b = strconv.AppendInt(b, int64(d.Scenario), 10)
-		for _, v := range []float64{d.Paper, d.Baseline} {
-			b = append(b, ',')
-			b = strconv.AppendFloat(b, v, 'g', -1, 64)
-		}
-		b = append(b, '\n')
-		a.row = b
-		if _, err := a.out.Write(b); err != nil {
-			return d, err
-		}
-	}
-	return d, nil
-}
-
-// appendCSV appends ",field", quoted when it needs to be.
-func appendCSV(b []byte, s string) []byte {
-	b = append(b, ',')
-	if !strings.ContainsAny(s, ",\"\n\r") {
-		return append(b, s...)
-	}
-	b = append(b, '"')
-	b = append(b, strings.ReplaceAll(s, `"`, `""`)...)
-	return append(b, '"')
 }
 
 func writeFile(path string, fn func(w io.Writer) error) error {

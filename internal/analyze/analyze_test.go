@@ -142,7 +142,7 @@ func TestAnalyzeSyntheticPipeline(t *testing.T) {
 	out := filepath.Join(dir, "out")
 	// A small memory budget forces the spill path.
 	// A file named twice (in its directory and alone) is read once.
-	res, err := Run(Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{logs, oneFile[0]}, Out: out, Ref: "a", MemEvents: 3000})
+	res, err := Run(Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{logs, oneFile[0]}, Out: out, Ref: "a", MemBytes: 64 << 10, DurationsCSV: true})
 	require.NoError(t, err)
 	require.Equal(t, "a", res.Ref)
 	require.EqualValues(t, 5*n+maxTupleEvents+1, res.Records)

@@ -33,6 +33,8 @@ type Channel struct {
 	Hz      float64 // the node's TSC frequency as the file header says
 	Header  logfile.Header
 	node    int // the node's index in the model
+	// maxRecords is the most records the file can hold (logfile.File.MaxRecords).
+	maxRecords uint64
 	// Problems: what reading the file found damaged or knows to be lost
 	// (logfile.Summary.Problems), empty for a complete, undamaged file.
 	Problems []string
@@ -105,8 +107,9 @@ func findChannels(paths []string) ([]*Channel, error) {
 			return nil, err
 		}
 		h := lf.Header
+		maxRecords := lf.MaxRecords
 		lf.Close()
-		c := &Channel{Path: path, Node: h.Node, Name: h.Name, PID: h.PID, Handler: h.Handler, Hz: h.TSCHz, Header: h}
+		c := &Channel{Path: path, Node: h.Node, Name: h.Name, PID: h.PID, Handler: h.Handler, Hz: h.TSCHz, Header: h, maxRecords: maxRecords}
 		if c.Node == "" {
 			c.Node = h.Host
 		}

@@ -26,6 +26,19 @@ type votes struct{ sure, likely [2]uint64 } // [0]: lower index first
 type orderVotes map[[2]uint32]*votes
 
 func (a *analysis) vote(ov orderVotes, evs []event) {
+	var c voteCache
+	a.voteCached(ov, &c, evs)
+}
+
+// voteCache remembers where the latest pairs' tallies are: tuples cross the
+// same few channel pairs again and again, and a map lookup per pair of
+// records would cost more than the rest of the vote.
+type voteCache [64]struct {
+	k [2]uint32
+	v *votes
+}
+
+func (a *analysis) voteCached(ov orderVotes, cache *voteCache, evs []event) {
 	if len(evs) > maxVoteEvents {
 		evs = evs[:maxVoteEvents]
 	}
@@ -51,10 +64,15 @@ func (a *analysis) vote(ov orderVotes, evs []event) {
 			if k[0] > k[1] {
 				k[0], k[1] = k[1], k[0]
 			}
-			v := ov[k]
-			if v == nil {
-				v = &votes{}
-				ov[k] = v
+			slot := &cache[(k[0]*31+k[1])&63]
+			v := slot.v
+			if v == nil || slot.k != k {
+				v = ov[k]
+				if v == nil {
+					v = &votes{}
+					ov[k] = v
+				}
+				slot.k, slot.v = k, v
 			}
 			side := 0
 			if first.ch != k[0] {

@@ -72,6 +72,21 @@ func (a *analysis) writeSummaries() error {
 	if err != nil {
 		return err
 	}
+	table := make([]SummaryRow, 0, len(rows))
+	for _, x := range rows {
+		q := "exact"
+		if !x.Exact {
+			q = "histogram-0.1%"
+		}
+		table = append(table, SummaryRow{Kind: x.Kind, From: x.From, To: x.To, Count: int64(x.Count), MinS: x.Min, P25S: x.P25,
+			MedianS: x.Median, P75S: x.P75, P99S: x.P99, MaxS: x.Max, ErrorMinS: x.ErrMin, ErrorMedianS: x.ErrMedian,
+			ErrorMaxS: x.ErrMax, PaperErrorMedianS: x.PaperMedian, BaselineErrorMedianS: x.BaselineMedian,
+			RetMinusOursMedianS: x.RetErrMedian, RetMinusOursMaxS: x.RetErrMax, Scenario0: int64(x.Scenarios[0]),
+			Scenario1: int64(x.Scenarios[1]), Scenario2: int64(x.Scenarios[2]), Scenario3: int64(x.Scenarios[3]), Quantiles: q})
+	}
+	if err := writeTable(a, "summary.parquet", table); err != nil {
+		return err
+	}
 	if err := out("summary.txt", func(w io.Writer) error { return r.WriteText(w) }); err != nil {
 		return err
 	}

@@ -82,6 +82,14 @@ func (a *analysis) runSpans() error {
 	path := filepath.Join(a.cfg.Out, "runs.csv")
 	a.res.Files = append(a.res.Files, path)
 	hz := a.model.RefHz()
+	table := make([]RunRow, 0, len(spans))
+	for _, s := range spans {
+		table = append(table, RunRow{Channel: s.Channel, FirstTupleID: s.FirstID, LastTupleID: s.LastID, Cycles: s.Duration.Est,
+			ErrorCycles: s.Duration.Err, Seconds: s.Duration.Est / hz, ErrorSeconds: s.Duration.Err / hz, Scenario: int32(s.Duration.Scenario)})
+	}
+	if err := writeTable(a, "runs.parquet", table); err != nil {
+		return err
+	}
 	return writeFile(path, func(w io.Writer) error {
 		fmt.Fprintln(w, "channel,first_tuple_id,last_tuple_id,cycles,error_cycles,seconds,error_seconds,scenario")
 		for _, s := range spans {
@@ -152,7 +160,8 @@ func (a *analysis) writeThroughput() error {
 	path := filepath.Join(a.cfg.Out, "throughput.csv")
 	a.res.Files = append(a.res.Files, path)
 	a.throughput = map[int][]ThroughputPoint{}
-	return writeFile(path, func(w io.Writer) error {
+	var table []ThroughputRow
+	err := writeFile(path, func(w io.Writer) error {
 		fmt.Fprintln(w, "node,channel,period_end_s,period_s,count,tuples_per_s")
 		for _, s := range all {
 			idx := a.chanIndex(s.c)
@@ -164,11 +173,17 @@ func (a *analysis) writeThroughput() error {
 					rate = float64(p.Count) / p.Period
 				}
 				fmt.Fprintf(w, "%s,%s,%.6f,%.6f,%d,%.1f\n", csvField(s.c.Node), csvField(s.c.Name), p.T, p.Period, p.Count, rate)
+				table = append(table, ThroughputRow{Node: s.c.Node, Channel: s.c.Name, PeriodEndS: p.T, PeriodS: p.Period,
+					Count: int64(p.Count), TuplesPerS: rate})
 			}
 			a.throughput[idx] = s.pts
 		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	return writeTable(a, "throughput.parquet", table)
 }
 
 func (a *analysis) chanIndex(c *Channel) int {

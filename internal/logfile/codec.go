@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"runtime"
 	"slices"
 	"sync"
 
@@ -79,7 +80,9 @@ func zstdInit() {
 		}
 		// DecodeAll writes at most cap(dst)-len(dst) bytes (Decompress sizes
 		// dst from the frame's RawLen): a frame cannot make it allocate more.
-		zDec, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecodeAllCapLimit(true),
+		// One decoder per core: DecodeAll calls beyond the decoder count
+		// wait for one (analyze decodes files on every core).
+		zDec, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(runtime.GOMAXPROCS(0)), zstd.WithDecodeAllCapLimit(true),
 			zstd.WithDecoderMaxMemory(MaxBlockRecords*24*binary.MaxVarintLen64/8))
 		if err != nil {
 			panic(err)

@@ -528,7 +528,7 @@ func (tr truth) checkAnalysis(t *testing.T, outDir string, verbose bool) (string
 			t.Errorf("%s missing or empty: %v", f, err)
 		}
 	}
-	rows, err := readDurations(filepath.Join(outDir, "durations.csv"))
+	rows, err := readDurations(filepath.Join(outDir, "durations.parquet"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,18 +1,16 @@
 package multinode
 
 import (
-	"encoding/csv"
 	"fmt"
-	"io"
 	"math"
 	"math/bits"
-	"os"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 
+	"cloudprofiler/internal/analyze"
+	"cloudprofiler/internal/results"
 	"cloudprofiler/minrtt"
 	"cloudprofiler/tsc"
 )
@@ -51,7 +49,7 @@ func rawMid(f tsc.Fake, v uint64) float64 {
 // the analyzer's values. Three cycles (about 1 ns) covers it with room.
 const slackCycles = 3.0
 
-// duration is one row of durations.csv (the analyzer's output).
+// duration is one row of durations.parquet (the analyzer's output).
 type duration struct {
 	tuple                 int64
 	fromNode, fromCh      string
@@ -64,77 +62,21 @@ type duration struct {
 	line                  int
 }
 
-var durationColumns = []string{
-	"tuple_id", "from_node", "from_channel", "to_node", "to_channel", "kind",
-	"start_tsc", "end_tsc", "cycles", "error_cycles", "seconds", "error_seconds",
-	"scenario", "paper_error_cycles", "baseline_error_cycles",
-}
-
-// readDurations reads durations.csv by column name.
+// readDurations reads durations.parquet (line: the row's number, from 2
+// as in a CSV with its header).
 func readDurations(path string) ([]duration, error) {
-	f, err := os.Open(path)
+	rows, err := results.ReadAll[analyze.DurationRow](path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	r := csv.NewReader(f)
-	head, err := r.Read()
-	if err != nil {
-		return nil, fmt.Errorf("%s: header: %w", path, err)
+	out := make([]duration, len(rows))
+	for i, r := range rows {
+		out[i] = duration{tuple: r.TupleID, fromNode: r.FromNode, fromCh: r.FromChannel, toNode: r.ToNode,
+			toCh: r.ToChannel, kind: r.Kind, start: r.StartTSC, end: r.EndTSC, cycles: r.Cycles, err: r.ErrorCycles,
+			scenario: int(r.Scenario), paperErr: r.PaperErrorCycles, baselineErr: r.BaselineErrorCycles,
+			seconds: r.Seconds, errSeconds: r.ErrorSeconds, line: i + 2}
 	}
-	col := map[string]int{}
-	for i, h := range head {
-		col[strings.TrimSpace(h)] = i
-	}
-	for _, c := range durationColumns {
-		if _, ok := col[c]; !ok {
-			return nil, fmt.Errorf("%s: no column %q in header %v", path, c, head)
-		}
-	}
-	var out []duration
-	for line := 2; ; line++ {
-		rec, err := r.Read()
-		if err == io.EOF {
-			return out, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		var d duration
-		var perr error
-		get := func(c string) string { return strings.TrimSpace(rec[col[c]]) }
-		u64 := func(c string) uint64 {
-			v, err := strconv.ParseUint(get(c), 10, 64)
-			if err != nil && perr == nil {
-				perr = fmt.Errorf("%s: %w", c, err)
-			}
-			return v
-		}
-		f64 := func(c string, optional bool) float64 {
-			s := get(c)
-			if optional && (s == "" || strings.EqualFold(s, "nan") || s == "-") {
-				return math.NaN()
-			}
-			v, err := strconv.ParseFloat(s, 64)
-			if err != nil && perr == nil {
-				perr = fmt.Errorf("%s: %w", c, err)
-			}
-			return v
-		}
-		d.line = line
-		d.tuple, perr = strconv.ParseInt(get("tuple_id"), 10, 64)
-		d.fromNode, d.fromCh = get("from_node"), get("from_channel")
-		d.toNode, d.toCh, d.kind = get("to_node"), get("to_channel"), get("kind")
-		d.start, d.end = u64("start_tsc"), u64("end_tsc")
-		d.cycles, d.err = f64("cycles", false), f64("error_cycles", false)
-		d.seconds, d.errSeconds = f64("seconds", false), f64("error_seconds", false)
-		d.scenario = int(f64("scenario", false))
-		d.paperErr, d.baselineErr = f64("paper_error_cycles", true), f64("baseline_error_cycles", true)
-		if perr != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, line, perr)
-		}
-		out = append(out, d)
-	}
+	return out, nil
 }
 
 // truthCycles is a row's true length in reference cycles.

@@ -1,0 +1,213 @@
+package analyze
+
+import (
+	"math"
+	"slices"
+
+	"cloudprofiler/minrtt"
+)
+
+// Stage 5 of the pipeline (pipeline.go): aggregation. A worker takes whole
+// partitions; for each tuple it votes on the channel order (order.go) and,
+// given an order, turns the tuple's records into durations: into the
+// worker's own per-pair statistics and, when durations are written, into
+// rows for the writer (write.go). Workers share nothing while they run;
+// their statistics and votes are merged at the end.
+
+// worker is one join-and-aggregate goroutine's state.
+type worker struct {
+	a     *analysis
+	rank  []int // channel -> place in the hop order; nil: vote only
+	votes orderVotes
+	pairs map[PairKey]*PairStats
+	rows  *rowBatcher // nil: no durations written
+
+	tuples, durations             uint64
+	skippedTuples, skippedRecords uint64
+	t0                            float64
+
+	vcache voteCache
+	pcache [16]struct {
+		key PairKey
+		p   *PairStats
+	}
+	g          grouper
+	part       partData
+	evs        []event
+	hops, rets []event
+}
+
+func (a *analysis) newWorker(rank []int, rows *rowBatcher) *worker {
+	return &worker{a: a, rank: rank, votes: orderVotes{}, pairs: map[PairKey]*PairStats{}, rows: rows, t0: math.Inf(1)}
+}
+
+// partition joins and aggregates partition k.
+func (w *worker) partition(ps *partitions, k int) error {
+	if err := ps.read(k, &w.part); err != nil {
+		return err
+	}
+	return w.joinPartition(&w.part, func(evs []event) error {
+		w.translate(evs)
+		w.a.voteCached(w.votes, &w.vcache, evs)
+		if w.rank == nil {
+			return nil
+		}
+		w.tuples++
+		return w.tuple(evs)
+	})
+}
+
+// tuple turns one tuple's events into durations: every hop between
+// consecutive channels in the channel order (events of one channel by
+// their estimate), first to last when the tuple crossed three or more
+// channels, and the return trip when a FOX_START channel heard the tuple's
+// ReTACK.
+func (w *worker) tuple(evs []event) error {
+	a := w.a
+	if len(evs) > maxTupleEvents {
+		// A reused id (a channel logging a constant, say) is no tuple's way.
+		w.skippedTuples++
+		w.skippedRecords += uint64(len(evs))
+		return nil
+	}
+	hops, rets := w.hops[:0], w.rets[:0]
+	for _, e := range evs {
+		if a.chans[e.ch].Role == RoleReturn {
+			rets = append(rets, e)
+		} else {
+			hops = append(hops, e)
+		}
+	}
+	w.hops, w.rets = hops, rets
+	// evs are sorted by estimate: a stable sort by rank keeps that within
+	// a channel.
+	slices.SortStableFunc(hops, func(x, y event) int { return w.rank[x.ch] - w.rank[y.ch] })
+	for i := 1; i < len(hops); i++ {
+		x, y := &hops[i-1], &hops[i]
+		kind := KindTransfer
+		if cx, cy := a.chans[x.ch], a.chans[y.ch]; cx.Node == cy.Node && cx.PID == cy.PID {
+			kind = KindCompute
+		}
+		if err := w.duration(kind, x, y, nil, -1); err != nil {
+			return err
+		}
+	}
+	if len(hops) >= 3 {
+		if err := w.duration(KindEndToEnd, &hops[0], &hops[len(hops)-1], nil, -1); err != nil {
+			return err
+		}
+	}
+	for _, r := range rets {
+		start, ok := a.retOf[int(r.ch)]
+		if !ok {
+			continue
+		}
+		// The return trip runs from the tuple's start on the FOX_START
+		// channel to the ReTACK's arrival there; the method takes it for the
+		// tuple's latency to its last channel, which it overestimates by
+		// the ReTACK's transfer time. Ours is the start-to-end duration.
+		var s *event
+		for k := range hops {
+			if int(hops[k].ch) == start && s == nil {
+				s = &hops[k]
+			}
+		}
+		if s == nil || len(hops) < 2 {
+			continue
+		}
+		end := &hops[len(hops)-1]
+		ours := a.model.DurationTranslated(&s.tr, &end.tr)
+		if err := w.duration(KindReturnRTT, s, &r, &ours, int(end.ch)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// duration computes and records one duration from x to y. For a return
+// trip, ours is the start-to-end duration the ReT method estimates and keyTo
+// the end's channel, under which the pair is summarised.
+func (w *worker) duration(kind string, x, y *event, ours *minrtt.Duration, keyTo int) error {
+	a := w.a
+	d := a.model.DurationTranslated(&x.tr, &y.tr)
+	key := PairKey{kind, int(x.ch), int(y.ch)}
+	if keyTo >= 0 {
+		key.To = keyTo
+	}
+	// The same few pairs come again and again: a small cache before the map.
+	slot := &w.pcache[(uint(key.From)*7+uint(key.To)+uint(len(kind)))&15]
+	p := slot.p
+	if p == nil || slot.key != key {
+		p = w.pairs[key]
+		if p == nil {
+			p = newPairStats(key, ours != nil)
+			w.pairs[key] = p
+		}
+		slot.key, slot.p = key, p
+	}
+	p.Dur.Add(d.Est)
+	p.Err.Add(d.Err)
+	p.Paper.Add(d.Paper)
+	p.Baseline.Add(d.Baseline)
+	if d.Scenario >= 0 && d.Scenario < 4 {
+		p.Scenarios[d.Scenario]++
+	}
+	if ours != nil {
+		p.RetErr.Add(d.Est - ours.Est)
+		p.OursErr.Add(ours.Err)
+	}
+	w.durations++
+	if w.rows != nil {
+		return w.rows.add(kind, x, y, &d)
+	}
+	return nil
+}
+
+// newPairStats makes a pair's statistics. Only the durations get exact
+// quantiles: the bounds are reported by min, median and max, and 0.1 % is
+// plenty there.
+func newPairStats(key PairKey, ret bool) *PairStats {
+	p := &PairStats{Key: key, Dur: newStats(), Err: newStatsLimit(0), Paper: newStatsLimit(0), Baseline: newStatsLimit(0)}
+	if ret {
+		p.RetErr, p.OursErr = newStats(), newStatsLimit(0)
+	}
+	return p
+}
+
+// merge adds o's statistics and votes into w's.
+func (w *worker) merge(o *worker) {
+	for k, op := range o.pairs {
+		p := w.pairs[k]
+		if p == nil {
+			w.pairs[k] = op
+			continue
+		}
+		mergeStats(p.Dur, op.Dur)
+		mergeStats(p.Err, op.Err)
+		mergeStats(p.Paper, op.Paper)
+		mergeStats(p.Baseline, op.Baseline)
+		for i := range p.Scenarios {
+			p.Scenarios[i] += op.Scenarios[i]
+		}
+		if p.RetErr != nil && op.RetErr != nil {
+			mergeStats(p.RetErr, op.RetErr)
+			mergeStats(p.OursErr, op.OursErr)
+		}
+	}
+	for k, ov := range o.votes {
+		v := w.votes[k]
+		if v == nil {
+			v = &votes{}
+			w.votes[k] = v
+		}
+		for i := 0; i < 2; i++ {
+			v.sure[i] += ov.sure[i]
+			v.likely[i] += ov.likely[i]
+		}
+	}
+	w.tuples += o.tuples
+	w.durations += o.durations
+	w.skippedTuples += o.skippedTuples
+	w.skippedRecords += o.skippedRecords
+	w.t0 = math.Min(w.t0, o.t0)
+}

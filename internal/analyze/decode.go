@@ -1,0 +1,117 @@
+package analyze
+
+import (
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"cloudprofiler/internal/logfile"
+)
+
+// Stage 1 of the pipeline (pipeline.go): decoding. The tuple and return
+// channels' files are shared out to the workers, largest first; a worker
+// decodes a file's frames (logfile.RecordBatches: checksums verified,
+// damage skipped and counted on the channel) and hands each record to the
+// partitioning (partition.go).
+
+// decodeAll decodes every tuple channel into ps with the given workers.
+func (a *analysis) decodeAll(ps *partitions, workers int) error {
+	var todo []int
+	size := map[int]int64{}
+	for i, c := range a.chans {
+		if c.Role == RoleTuples || c.Role == RoleReturn {
+			todo = append(todo, i)
+			if st, err := os.Stat(c.Path); err == nil {
+				size[i] = st.Size()
+			}
+		}
+	}
+	sort.SliceStable(todo, func(x, y int) bool { return size[todo[x]] > size[todo[y]] })
+	var next atomic.Int64
+	var records atomic.Uint64
+	errs := make([]error, workers)
+	var failed atomic.Bool
+	var wg sync.WaitGroup
+	for wk := 0; wk < workers; wk++ {
+		wg.Add(1)
+		go func(wk int) {
+			defer wg.Done()
+			var pw *partWriter
+			if ps != nil {
+				pw = ps.writer(wk)
+			}
+			for !failed.Load() {
+				k := int(next.Add(1)) - 1
+				if k >= len(todo) {
+					break
+				}
+				n, err := a.decodeFile(todo[k], pw)
+				records.Add(n)
+				if err != nil {
+					errs[wk] = err
+					failed.Store(true)
+					return
+				}
+			}
+			if pw == nil {
+				return
+			}
+			if err := pw.flushAll(); err != nil {
+				errs[wk] = err
+				failed.Store(true)
+			}
+		}(wk)
+	}
+	wg.Wait()
+	a.res.Records = records.Load()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// decodeFile decodes channel ch's file into pw; it returns the records read.
+func (a *analysis) decodeFile(ch int, pw *partWriter) (uint64, error) {
+	c := a.chans[ch]
+	lf, err := logfile.Open(c.Path)
+	if err != nil {
+		return 0, err
+	}
+	defer lf.Close()
+	var n uint64
+	if pw == nil { // DecodeFloor
+		err = lf.RecordBatches(func(rs []logfile.Record) error { n += uint64(len(rs)); return nil })
+		return n, c.readDone(lf, err)
+	}
+	if err := pw.setChannel(uint32(ch)); err != nil {
+		return 0, err
+	}
+	err = lf.RecordBatches(func(rs []logfile.Record) error {
+		for _, r := range rs {
+			if err := pw.add(r.TupleID, r.TSC); err != nil {
+				return err
+			}
+		}
+		n += uint64(len(rs))
+		a.progress.records.Add(uint64(len(rs)))
+		return nil
+	})
+	return n, c.readDone(lf, err)
+}
+
+// DecodeFloor decodes the tuple records of cfg's logs as the analysis does
+// (same files, same workers) and does nothing else: the floor that
+// analyze's speed is measured against. It returns the records decoded.
+func DecodeFloor(cfg Config) (uint64, error) {
+	a, err := prepare(cfg)
+	if err != nil {
+		return 0, err
+	}
+	if err := a.decodeAll(nil, a.cfg.Workers); err != nil {
+		return 0, err
+	}
+	return a.res.Records, nil
+}

@@ -1,0 +1,213 @@
+package analyze
+
+import (
+	"fmt"
+	"math"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"cloudprofiler/internal/logfile"
+	"cloudprofiler/internal/results"
+	"cloudprofiler/minrtt"
+)
+
+// writeTopology writes rounds and logs of a 3-node pipeline with n tuples:
+// source (FOX_START, with its return log) on a, relay in and out on b, sink
+// on c; ids are negative and positive, logged out of order at the relay,
+// some ids twice at the sink, one id reused thousands of times.
+func writeTopology(t *testing.T, dir string, n int, seed int64) {
+	t.Helper()
+	nodes := []simNode{{"a", 2.4e9, 1e9}, {"b", 2.4e9 * 0.9996, 7e10}, {"c", 2.4e9 * 1.00037, 3e9}}
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	r := rand.New(rand.NewSource(seed))
+	for i, rd := range []*minrtt.Round{simRound(r, 1, "before", 0, nodes), simRound(r, 2, "after", 60, nodes)} {
+		_, err := minrtt.WriteRound(filepath.Join(dir, "rounds"), rd)
+		require.NoError(t, err, "round %d", i)
+	}
+	type line struct {
+		t float64
+		s string
+	}
+	var src, rets, bin, bout, sink []line
+	for i := 0; i < n; i++ {
+		id := int64(i*7919%n) - int64(n/3)
+		t0 := 1 + float64(i)*40e-6
+		t1 := t0 + 30e-6 + r.Float64()*50e-6
+		t2 := t1 + 2e-6 + r.ExpFloat64()*20e-6 // a queue: the relay reorders
+		t3 := t2 + 30e-6 + r.Float64()*500e-6
+		src = append(src, line{t0, fmt.Sprintf("%d,%d", id, a.at(t0))})
+		rets = append(rets, line{t3 + 100e-6, fmt.Sprintf("%d,%d", id, a.at(t3+100e-6))})
+		bin = append(bin, line{t1, fmt.Sprintf("%d,%d", id, b.at(t1))})
+		bout = append(bout, line{t2, fmt.Sprintf("%d,%d", id, b.at(t2))})
+		sink = append(sink, line{t3, fmt.Sprintf("%d,%d", id, c.at(t3))})
+		if i%97 == 0 { // delivered twice
+			sink = append(sink, line{t3 + 1e-3, fmt.Sprintf("%d,%d", id, c.at(t3+1e-3))})
+		}
+	}
+	text := func(ls []line) []string {
+		sort.SliceStable(ls, func(i, j int) bool { return ls[i].t < ls[j].t })
+		out := make([]string, len(ls))
+		for i, l := range ls {
+			out[i] = l.s
+		}
+		return out
+	}
+	logs := filepath.Join(dir, "logs")
+	require.NoError(t, os.MkdirAll(logs, 0o755))
+	hdr := func(node simNode, pid, ch int, name, handler string) logfile.Header {
+		return logfile.Header{Node: node.name, Host: "h", PID: pid, Channel: ch, Name: name, Handler: handler, TSCHz: node.hz}
+	}
+	writeASCII(t, logs, hdr(a, 10, 1, "source out", "FOX_START"), text(src))
+	ret := hdr(a, 10, 1, "source out", "FOX_START")
+	ret.Fox = &logfile.Fox{Role: "return"}
+	ret.Channel = 99
+	writeASCII(t, logs, ret, text(rets))
+	writeASCII(t, logs, hdr(b, 20, 1, "relay in", "IDENTITY"), text(bin))
+	writeASCII(t, logs, hdr(b, 20, 2, "relay out", "IDENTITY"), text(bout))
+	writeASCII(t, logs, hdr(c, 30, 1, "sink in", "IDENTITY"), text(sink))
+	var same []string
+	for i := 0; i < maxTupleEvents+1; i++ {
+		same = append(same, fmt.Sprintf("99999999,%d", b.at(1+float64(i)*1e-4)))
+	}
+	writeASCII(t, logs, hdr(b, 20, 3, "constant", "IDENTITY"), same)
+}
+
+// The pipeline's results are the old analysis's (reference_test.go): every
+// count, every statistic to the bit, every durations row, with the records
+// in memory or spilled, on one worker or several, and when the sample's
+// channel order is not the final one.
+func TestPipelineMatchesReference(t *testing.T) {
+	dir := t.TempDir()
+	writeTopology(t, dir, 30000, 3)
+	base := Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{filepath.Join(dir, "logs")}, Ref: "b"}
+
+	refCfg := base
+	refCfg.Out = filepath.Join(dir, "ref")
+	ref, err := prepare(refCfg)
+	require.NoError(t, err)
+	refRows, err := refJoinTuples(ref, 5000)
+	require.NoError(t, err)
+	sort.Strings(refRows)
+	require.Greater(t, len(refRows), 100000)
+
+	for _, c := range []struct {
+		name    string
+		mem     int64
+		workers int
+		wrong   bool
+	}{
+		{"memory-1", 256 << 20, 1, false},
+		{"memory-2", 256 << 20, 2, false},
+		{"spill-1", 64 << 10, 1, false},
+		{"spill-3", 64 << 10, 3, false},
+		{"second-attempt", 64 << 10, 2, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := base
+			cfg.Out, cfg.MemBytes, cfg.Workers, cfg.DurationsCSV, cfg.testWrongSample = filepath.Join(dir, c.name), c.mem, c.workers, true, c.wrong
+			require.NoError(t, os.MkdirAll(cfg.Out, 0o755))
+			a, err := prepare(cfg)
+			require.NoError(t, err)
+			require.NoError(t, a.joinTuples())
+			if c.mem < 1<<20 {
+				require.Equal(t, a.res.Records, a.res.Spilled)
+			} else {
+				require.Zero(t, a.res.Spilled)
+			}
+			require.Equal(t, ref.res.Records, a.res.Records)
+			require.Equal(t, ref.res.Tuples, a.res.Tuples)
+			require.Equal(t, ref.res.Durations, a.res.Durations)
+			require.Equal(t, ref.res.SkippedTuples, a.res.SkippedTuples)
+			require.Equal(t, ref.res.SkippedRecords, a.res.SkippedRecords)
+			require.Equal(t, ref.res.Order, a.res.Order)
+			require.Equal(t, ref.rank, a.rank)
+			require.Equal(t, math.Float64bits(ref.t0), math.Float64bits(a.t0))
+			require.Len(t, a.pairs, len(ref.pairs))
+			for k, rp := range ref.pairs {
+				p := a.pairs[k]
+				require.NotNil(t, p, "pair %v", k)
+				require.Equal(t, rp.Scenarios, p.Scenarios)
+				for i, s := range []*Stats{p.Dur, p.Err, p.Paper, p.Baseline, p.RetErr, p.OursErr} {
+					rs := []*Stats{rp.Dur, rp.Err, rp.Paper, rp.Baseline, rp.RetErr, rp.OursErr}[i]
+					if rs == nil {
+						require.Nil(t, s)
+						continue
+					}
+					require.Equal(t, rs.N, s.N)
+					require.Equal(t, rs.Exact(), s.Exact())
+					qs := []float64{0, 0.001, 0.25, 0.5, 0.75, 0.99, 0.999, 1}
+					want, got := rs.Quantiles(qs...), s.Quantiles(qs...)
+					for j := range qs {
+						require.Equal(t, math.Float64bits(want[j]), math.Float64bits(got[j]), "pair %v stats %d q %v", k, i, qs[j])
+					}
+					require.Equal(t, math.Float64bits(rs.Min), math.Float64bits(s.Min))
+					require.Equal(t, math.Float64bits(rs.Max), math.Float64bits(s.Max))
+				}
+			}
+			b, err := os.ReadFile(filepath.Join(cfg.Out, "durations.csv"))
+			require.NoError(t, err)
+			rows := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+			require.Equal(t, strings.TrimSuffix(durationsCSVHeader, "\n"), rows[0])
+			rows = rows[1:]
+			inOrder := strings.Join(rows, "\n")
+			sort.Strings(rows)
+			require.Equal(t, len(refRows), len(rows))
+			for i := range rows {
+				if rows[i] != refRows[i] {
+					require.Equal(t, refRows[i], rows[i], "row %d", i)
+				}
+			}
+			// durations.parquet holds the same rows, typed.
+			prows, err := results.ReadAll[DurationRow](filepath.Join(cfg.Out, "durations.parquet"))
+			require.NoError(t, err)
+			require.Len(t, prows, len(refRows))
+			lines := make([]string, len(prows))
+			for i := range prows {
+				lines[i] = strings.TrimSuffix(string(appendDurationCSV(nil, &prows[i])), "\n")
+			}
+			require.Equal(t, inOrder, strings.Join(lines, "\n"), "the CSV and Parquet rows, in the same order")
+			sort.Strings(lines)
+			require.Equal(t, refRows, lines)
+			_, err = os.Stat(filepath.Join(cfg.Out, ".spill"))
+			require.True(t, os.IsNotExist(err), "spill files removed")
+		})
+	}
+}
+
+// A spill directory that fills up: a clear error that says what to do, no
+// spill files left, and no results in Out, not even an earlier run's.
+func TestSpillDiskFull(t *testing.T) {
+	dir := t.TempDir()
+	writeTopology(t, dir, 30000, 5)
+	spill := filepath.Join(t.TempDir(), "spill")
+	require.NoError(t, os.MkdirAll(spill, 0o755))
+	if err := unix.Mount("tmpfs", spill, "tmpfs", 0, "size=256k"); err != nil {
+		t.Skipf("cannot mount a small tmpfs here (%v)", err)
+	}
+	t.Cleanup(func() { unix.Unmount(spill, unix.MNT_DETACH) })
+	out := filepath.Join(dir, "out")
+	cfg := Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{filepath.Join(dir, "logs")}, Out: out, Ref: "a"}
+	_, err := Run(cfg) // an earlier run, whole
+	require.NoError(t, err)
+	require.FileExists(t, filepath.Join(out, "summary.txt"))
+
+	cfg.MemBytes, cfg.SpillDir = 64<<10, spill
+	_, err = Run(cfg)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "spill")
+	require.Contains(t, err.Error(), "no space left on device")
+	t.Log(err)
+	left, err := os.ReadDir(spill)
+	require.NoError(t, err)
+	require.Empty(t, left, "spill files removed")
+	left, err = os.ReadDir(out)
+	require.NoError(t, err)
+	require.Empty(t, left, "no results that look whole")
+}
