@@ -122,14 +122,14 @@ $(BUILD)/wheel/.built: $(LIB) $(PYSRC) | $(PYENV)
 $(PYENV):
 	python3 -m venv $(BUILD)/pyenv
 
-# The Python binding's tests: numpy, pandas, pytest, setuptools and wheel (and
-# the notebook test's nbclient, nbformat, ipykernel, matplotlib) from PyPI on
-# first use, the wheel installed, then its tests with pytest (temporary files
-# in build/pytest, removed after a run that passed).
+# The Python binding's tests: numpy, pandas, pyarrow, duckdb, pytest,
+# setuptools and wheel (and the notebook test's nbclient, nbformat, ipykernel,
+# matplotlib) from PyPI on first use, the wheel installed, then its tests with
+# pytest (temporary files in build/pytest, removed after a run that passed).
 .PHONY: test-python
 test-python: wheel $(TOOL)
-	@$(PYENV) -c 'import numpy, pandas, pytest, setuptools, wheel, nbclient, nbformat, ipykernel, matplotlib' 2>/dev/null || \
-	  $(PIP) install -q numpy pandas pytest setuptools wheel nbclient nbformat ipykernel matplotlib
+	@$(PYENV) -c 'import numpy, pandas, pyarrow, duckdb, pytest, setuptools, wheel, nbclient, nbformat, ipykernel, matplotlib' 2>/dev/null || \
+	  $(PIP) install -q numpy pandas pyarrow duckdb pytest setuptools wheel nbclient nbformat ipykernel matplotlib
 	$(PIP) install -q --no-deps --force-reinstall $(BUILD)/wheel/cloudprofiler-*.whl
 	$(call with-tmp,CLOUDPROFILER_LIB=$(abspath $(LIB)) CP_TOOL=$(abspath $(TOOL)) \
 	  $(PYENV) -m pytest -q -p no:cacheprovider --basetemp=$(BUILD)/pytest bindings/python/tests)

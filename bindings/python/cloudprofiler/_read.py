@@ -1,5 +1,6 @@
 """Reading log files through the library's decoder, and analysis results."""
 
+import csv
 import ctypes
 import json
 import os
@@ -166,46 +167,140 @@ class Analysis(dict):
     """Results of `cloudprofiler analyze --out DIR`: DataFrames durations,
     summary, runs, throughput and the model dict, as keys (only those whose
     file exists) and attributes (None when absent); .dir, .report (path of
-    report.html or None), .summary_text (summary.txt or None)."""
+    report.html or None), .summary_text (summary.txt or None), and .files:
+    name -> the path each key was read from (DIR/durations.parquet, or
+    DIR/durations.csv when there was no Parquet file; model.json; also
+    summary_text and report when present)."""
 
     def __getattr__(self, k):
-        if k in ("durations", "summary", "runs", "throughput", "model"):
+        if k in _TABLES or k == "model":
             return self.get(k)
         raise AttributeError(k)
 
 
-_CSV_DTYPES = {
-    "durations": {"tuple_id": "int64", "start_tsc": "uint64", "end_tsc": "uint64",
-                  "from_node": str, "from_channel": str, "to_node": str, "to_channel": str, "kind": str},
-    "summary": {"kind": str, "from": str, "to": str, "count": "int64", "scenario_counts": str, "quantiles": str},
-    "runs": {"channel": str, "first_tuple_id": "int64", "last_tuple_id": "int64"},
-    "throughput": {"node": str, "channel": str, "count": "int64"},
+# Each table's columns and dtypes: those of its .parquet file (the
+# analysis's row structs, internal/analyze/tables.go and write.go); a .csv
+# (older analyses, or durations.csv written alone) is read with the same
+# dtypes, so a frame is the same whichever file it came from. Strings are
+# pandas' strings (str, or object before pandas 3), never categoricals.
+_F, _S = "float64", str
+_TABLES = {
+    "durations": {"tuple_id": "int64", "from_node": _S, "from_channel": _S, "to_node": _S, "to_channel": _S,
+                  "kind": _S, "start_tsc": "uint64", "end_tsc": "uint64", "cycles": _F, "error_cycles": _F,
+                  "seconds": _F, "error_seconds": _F, "scenario": "int32", "paper_error_cycles": _F,
+                  "baseline_error_cycles": _F},
+    "summary": dict({"kind": _S, "from": _S, "to": _S, "count": "int64"},
+                    **{c: _F for c in ("min_s", "p25_s", "median_s", "p75_s", "p99_s", "max_s", "error_min_s",
+                                       "error_median_s", "error_max_s", "paper_error_median_s",
+                                       "baseline_error_median_s", "ret_minus_ours_median_s",
+                                       "ret_minus_ours_max_s")},
+                    **{"scenario_%d" % i: "int64" for i in range(4)},
+                    scenario_counts=_S, quantiles=_S),
+    "runs": {"channel": _S, "first_tuple_id": "int64", "last_tuple_id": "int64", "cycles": _F,
+             "error_cycles": _F, "seconds": _F, "error_seconds": _F, "scenario": "int32"},
+    "throughput": {"node": _S, "channel": _S, "period_end_s": _F, "period_s": _F, "count": "int64",
+                   "tuples_per_s": _F},
 }
+_SCENARIOS = ["scenario_%d" % i for i in range(4)]
+
+
+def _pyarrow(path):
+    try:
+        import pyarrow  # noqa: F401  (pandas' Parquet engine)
+    except ImportError as e:
+        tip = (" (or have `cloudprofiler analyze --durations-csv` write durations.csv too: read without it)"
+               if os.path.basename(path) == "durations.parquet" else "")
+        raise ImportError("cloudprofiler.read_analysis needs pyarrow to read %s, which is not installed (%s): "
+                          "pip install pyarrow, or pip install 'cloudprofiler[parquet]'%s" % (path, e, tip)) from None
+
+
+def _read_parquet(pd, path, dtypes):
+    df = pd.read_parquet(path, engine="pyarrow")
+    # The file's types are these already; cast only a numeric column that is not.
+    for c, t in dtypes.items():
+        if t is not str and c in df.columns and str(df[c].dtype) != t:
+            df[c] = df[c].astype(t)
+    return df
+
+
+def _read_csv(pd, path, dtypes):
+    with open(path, newline="") as f:
+        cols = next(csv.reader(f), [])
+    return pd.read_csv(path, dtype={c: t for c, t in dtypes.items() if c in cols},
+                       keep_default_na=False, na_values=[""])
+
+
+def _summary_scenarios(pd, df):
+    """summary.parquet has scenario_0..scenario_3, summary.csv scenario_counts
+    ("0/0/500/0"): the frame gets both, in that order, before quantiles (a
+    row a pair: small)."""
+    have = [c in df.columns for c in _SCENARIOS]
+    if all(have) and "scenario_counts" not in df.columns:
+        counts = ["/".join(str(int(v)) for v in row) for row in df[_SCENARIOS].itertuples(index=False)]
+        df.insert(df.columns.get_loc(_SCENARIOS[-1]) + 1, "scenario_counts",
+                  pd.Series(counts, index=df.index, dtype=str))
+    elif not any(have) and "scenario_counts" in df.columns:
+        parts = [str(v).split("/") for v in df["scenario_counts"]]
+        at = df.columns.get_loc("scenario_counts")
+        for i, c in enumerate(_SCENARIOS):
+            df.insert(at + i, c, pd.Series([int(p[i]) for p in parts], index=df.index, dtype="int64"))
+    return df
 
 
 def read_analysis(out_dir):
-    """Loads what `cloudprofiler analyze --out out_dir` wrote: durations.csv,
-    summary.csv, runs.csv, throughput.csv as DataFrames (those present) and
-    model.json as a dict. Needs pandas."""
+    """Loads what `cloudprofiler analyze --out out_dir` wrote, as an Analysis:
+    durations, summary, runs and throughput as DataFrames (those present)
+    and model.json as a dict. Each table is read from its Parquet file
+    (X.parquet, with pandas through pyarrow) when there is one, else from
+    its CSV (X.csv: an older analysis, or durations.csv written alone);
+    res.files says which file each came from. The dtypes are the Parquet
+    files' whichever was read: ids and counts int64, TSCs uint64, seconds
+    and cycles float64, scenario int32, names strings. summary has both
+    scenario_0..scenario_3 (int64) and scenario_counts ("a/b/c/d", as in
+    summary.csv).
+
+    Needs pandas, and pyarrow for a table that only has a Parquet file
+    (ImportError saying how to install it otherwise). A directory with none
+    of these files raises FileNotFoundError."""
     pd = _pandas("read_analysis")
     out_dir = os.fspath(out_dir)
     if not os.path.isdir(out_dir):
         raise FileNotFoundError("read_analysis: %r is not a directory" % out_dir)
     res = Analysis()
-    for name, dtypes in _CSV_DTYPES.items():
-        p = os.path.join(out_dir, name + ".csv")
-        if os.path.exists(p):
-            res[name] = pd.read_csv(p, dtype=dtypes, keep_default_na=False, na_values=[""])
+    files = {}
+    for name, dtypes in _TABLES.items():
+        pq, csvp = (os.path.join(out_dir, name + ext) for ext in (".parquet", ".csv"))
+        if os.path.exists(pq):
+            try:
+                _pyarrow(pq)
+            except ImportError:
+                if not os.path.exists(csvp):
+                    raise
+            else:
+                res[name], files[name] = _read_parquet(pd, pq, dtypes), pq
+                continue
+        if os.path.exists(csvp):
+            res[name], files[name] = _read_csv(pd, csvp, dtypes), csvp
+    if "summary" in res:
+        _summary_scenarios(pd, res["summary"])
     p = os.path.join(out_dir, "model.json")
     if os.path.exists(p):
         with open(p) as f:
             res["model"] = json.load(f)
+        files["model"] = p
     if not res:
-        raise FileNotFoundError("read_analysis: %r holds none of durations.csv, summary.csv, runs.csv, "
-                                "throughput.csv, model.json (not an `analyze --out` directory?)" % out_dir)
+        raise FileNotFoundError("read_analysis: %r holds none of %s, model.json (not an `analyze --out` "
+                                "directory?)" % (out_dir, ", ".join("%s.parquet, %s.csv" % (n, n) for n in _TABLES)))
     res.dir = out_dir
     rep = os.path.join(out_dir, "report.html")
     res.report = rep if os.path.exists(rep) else None
     txt = os.path.join(out_dir, "summary.txt")
-    res.summary_text = open(txt).read() if os.path.exists(txt) else None
+    res.summary_text = None
+    if os.path.exists(txt):
+        with open(txt) as f:
+            res.summary_text = f.read()
+        files["summary_text"] = txt
+    if res.report:
+        files["report"] = rep
+    res.files = files
     return res

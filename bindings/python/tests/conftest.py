@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 
 import pytest
@@ -76,3 +77,116 @@ def run_child(code, logdir, timeout=60, **extra):
     CompletedProcess (stdout/stderr text)."""
     return subprocess.run(child_cmd(code), env=child_env(logdir, **extra), capture_output=True,
                           text=True, timeout=timeout)
+
+
+class RealRun:
+    """Logs of two nodes and the TSC rounds that relate them (real_run):
+    node a logs "source out", node b "map in" then "map out", for tuples
+    0..n_tuples-1, each node with its own fake TSC; beside them FIRSTLAST
+    channels (runs) on both and a counter (throughput) on b. analyze(out, *args) runs
+    `cloudprofiler analyze` on them (or on other logs: logs=)."""
+
+    n_tuples = 2000
+    fake = {"a": "1:0", "b": "1.0003:5000000000"}
+    # node -> (channel, handler) of its process, each logging every tuple id
+    channels = {"a": [("source out", "BUFFER_IDENTITY"), ("source span", "FIRSTLAST")],
+                "b": [("map in", "BUFFER_IDENTITY"), ("map out", "BUFFER_IDENTITY"),
+                      ("map count", "PERIODICCOUNTER"), ("map span", "FIRSTLAST")]}
+
+    def __init__(self, tool, rounds, logs, env):
+        self.tool, self.rounds, self.logs, self.env = tool, rounds, logs, env
+
+    def analyze(self, out, *args, logs=None, check=True):
+        r = subprocess.run([self.tool, "analyze", "--rounds", str(self.rounds), "--logs", str(logs or self.logs),
+                            "--out", str(out), "--ref", "a"] + list(args),
+                           capture_output=True, text=True, timeout=120, env=self.env)
+        if check:
+            assert r.returncode == 0, r.stdout + r.stderr
+        return r
+
+
+def _text(path):
+    if not os.path.exists(path):
+        return ""
+    with open(path) as f:
+        return f.read()
+
+
+def _waitfor(path, pattern, timeout=15):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        m = re.search(pattern, _text(path))
+        if m:
+            return m
+        time.sleep(0.05)
+    raise AssertionError("no %r in %s within %d s: %s" % (pattern, path, timeout, _text(path)))
+
+
+@pytest.fixture(scope="session")
+def real_run(tmp_path_factory):
+    """Two Python processes play nodes a and b (different fake TSCs), a TSC
+    server and two clients measure them before and after (tsc-round): the
+    logs and rounds of a real two-node run, for analyze (RealRun)."""
+    tool = tool_path()
+    if tool is None:
+        pytest.skip("no build/cloudprofiler (set CP_TOOL)")
+    base = tmp_path_factory.mktemp("realrun")
+    rounds, logs = base / "rounds", base / "logs"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CP_")}
+    run = RealRun(tool, rounds, logs, env)
+    procs, errs = [], []
+    try:
+        srv_err = base / "server.err"
+        errs.append(open(srv_err, "w"))
+        procs.append(subprocess.Popen([tool, "tsc-server", "--listen", "127.0.0.1:0", "--out", str(rounds)],
+                                      stderr=errs[-1], env=env))
+        addr = _waitfor(srv_err, r"listening on ([^,\s]+)").group(1)
+        for n in run.fake:
+            errs.append(open(base / ("client-%s.err" % n), "w"))
+            procs.append(subprocess.Popen([tool, "tsc-client", "--server", addr, "--node", n],
+                                          stderr=errs[-1], env=dict(env, CP_FAKE_TSC=run.fake[n])))
+        subprocess.run([tool, "tsc-round", "--server", addr, "--label", "before", "--wait-nodes", "2"],
+                       check=True, capture_output=True, timeout=60, env=env)
+        # Small blocks: every log has several frames (a damaged one loses a part).
+        for node, chans in run.channels.items():
+            r = run_child("""
+                import cloudprofiler as cp
+                chans = [cp.open_channel(c, cp.LogFormat.ZSTD_TSC, h) for c, h in %r]
+                for ch in chans:
+                    if ch.handler == cp.Handler.PERIODICCOUNTER:
+                        ch.parameterize(cp.Arg.ARG0, 1_000_000)  # 1 ms periods
+                for i in range(%d):
+                    for ch in chans:
+                        ch.log(i)
+                cp.close_all()
+            """ % (chans, run.n_tuples), logs / node, CP_NODE=node, CP_FAKE_TSC=run.fake[node],
+                CP_BLOCK_RECORDS=256)
+            assert r.returncode == 0, r.stderr
+        subprocess.run([tool, "tsc-round", "--server", addr, "--label", "after"],
+                       check=True, capture_output=True, timeout=60, env=env)
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait(10)
+        for f in errs:
+            f.close()
+    return run
+
+
+@pytest.fixture(scope="session")
+def real_analysis(real_run, tmp_path_factory):
+    """The directory `analyze --out` wrote for real_run (default outputs:
+    durations.parquet, no durations.csv)."""
+    out = tmp_path_factory.mktemp("analysis") / "out"
+    real_run.analyze(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def real_analysis_csv(real_run, tmp_path_factory):
+    """real_run analysed with --durations-csv: durations.csv beside
+    durations.parquet."""
+    out = tmp_path_factory.mktemp("analysis-csv") / "out"
+    real_run.analyze(out, "--durations-csv")
+    return out

@@ -1,17 +1,16 @@
-"""read_log on truncated files, read_log_df, read_analysis on a real analysis."""
+"""read_log on truncated files, read_log_df, read_analysis on a real analysis
+(Parquet files, or CSVs), and without pyarrow."""
 
 import os
 import re
 import shutil
-import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
 
 import cloudprofiler as cp
-from conftest import find_log, run_child, tool_path
+from conftest import find_log, run_child
 
 
 def _logged_file(tmp_path, fmt, n):
@@ -77,82 +76,108 @@ def test_read_log_missing_file_raises(tmp_path):
     assert "nope.cplog" in str(e.value)
 
 
-def _waitfor(path, pattern, timeout=15):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if os.path.exists(path):
-            m = re.search(pattern, open(path).read())
-            if m:
-                return m
-        time.sleep(0.05)
-    raise AssertionError("no %r in %s within %d s: %s" % (pattern, path, timeout,
-                                                         open(path).read() if os.path.exists(path) else ""))
-
-
-def test_read_analysis_of_a_real_analysis(tmp_path):
-    """Two Python processes play nodes a and b (different fake TSCs), a TSC
-    server and two clients measure them before and after, analyze joins."""
+def test_read_analysis_of_a_real_analysis(real_run, real_analysis):
+    """read_analysis of what analyze wrote for two nodes a and b (real_run):
+    every table from its Parquet file, with the dtypes of before (the CSVs')."""
     pd = pytest.importorskip("pandas")
-    tool = tool_path()
-    if tool is None:
-        pytest.skip("no build/cloudprofiler (set CP_TOOL)")
-    fake = {"a": "1:0", "b": "1.0003:5000000000"}
-    rounds, logs, out = tmp_path / "rounds", tmp_path / "logs", tmp_path / "out"
-    procs = []
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CP_")}
-    try:
-        srv_err = tmp_path / "server.err"
-        procs.append(subprocess.Popen([tool, "tsc-server", "--listen", "127.0.0.1:0", "--out", str(rounds)],
-                                      stderr=open(srv_err, "w"), env=env))
-        addr = _waitfor(srv_err, r"listening on ([^,\s]+)").group(1)
-        for n in fake:
-            procs.append(subprocess.Popen([tool, "tsc-client", "--server", addr, "--node", n],
-                                          stderr=open(tmp_path / ("client-%s.err" % n), "w"),
-                                          env=dict(env, CP_FAKE_TSC=fake[n])))
-        subprocess.run([tool, "tsc-round", "--server", addr, "--label", "before", "--wait-nodes", "2"],
-                       check=True, capture_output=True, timeout=60, env=env)
-        n_tuples = 500
-        for node, chan in (("a", "source out"), ("b", "sink in")):
-            r = run_child("""
-                import numpy as np, cloudprofiler as cp
-                with cp.open_channel(%r, cp.LogFormat.ZSTD_TSC, cp.Handler.BUFFER_IDENTITY) as ch:
-                    for i in range(%d):
-                        ch.log(i)
-            """ % (chan, n_tuples), logs / node, CP_NODE=node, CP_FAKE_TSC=fake[node])
-            assert r.returncode == 0, r.stderr
-        subprocess.run([tool, "tsc-round", "--server", addr, "--label", "after"],
-                       check=True, capture_output=True, timeout=60, env=env)
-    finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            p.wait(10)
-    r = subprocess.run([tool, "analyze", "--rounds", str(rounds), "--logs", str(logs), "--out", str(out),
-                        "--ref", "a"], capture_output=True, text=True, timeout=120, env=env)
-    assert r.returncode == 0, r.stdout + r.stderr
-
+    pytest.importorskip("pyarrow")
+    out, n = real_analysis, real_run.n_tuples
+    assert not os.path.exists(out / "durations.csv")  # only with --durations-csv
     res = cp.read_analysis(out)
     assert isinstance(res, dict) and isinstance(res, cp.Analysis)
+    assert res.files == dict({t: str(out / (t + ".parquet")) for t in ("durations", "summary", "runs", "throughput")},
+                             model=str(out / "model.json"), summary_text=str(out / "summary.txt"),
+                             report=str(out / "report.html"))
     d = res.durations
     assert isinstance(d, pd.DataFrame) and res["durations"] is d
-    assert len(d) == n_tuples
-    assert sorted(d["tuple_id"].tolist()) == list(range(n_tuples))
-    assert set(d["kind"]) == {"transfer"} or set(d["kind"]) == {"end_to_end", "transfer"} or "transfer" in set(d["kind"])
-    assert str(d["start_tsc"].dtype) == "uint64" and str(d["tuple_id"].dtype) == "int64"
-    assert (d["from_node"] == "a").all() and (d["to_node"] == "b").all()
+    # a/source out -> b/map in (transfer), b/map in -> b/map out (compute), and end to end
+    assert len(d) == 3 * n
+    assert d.groupby("kind").size().to_dict() == {"compute": n, "end_to_end": n, "transfer": n}
+    for kind, g in d.groupby("kind"):
+        assert sorted(g["tuple_id"].tolist()) == list(range(n)), kind
+    assert str(d["start_tsc"].dtype) == "uint64" and str(d["end_tsc"].dtype) == "uint64"
+    assert str(d["tuple_id"].dtype) == "int64" and str(d["scenario"].dtype) == "int32"
+    for c in ("from_node", "from_channel", "to_node", "to_channel", "kind"):
+        assert pd.api.types.is_string_dtype(d[c]) and not isinstance(d[c].dtype, pd.CategoricalDtype), c
+        assert all(isinstance(v, str) for v in d[c].head()), c
+    t = d[d.kind == "transfer"]
+    assert (t["from_node"] == "a").all() and (t["to_node"] == "b").all()
+    assert set(zip(d["from_channel"], d["to_channel"], d["kind"])) == {
+        ("source out", "map in", "transfer"), ("map in", "map out", "compute"), ("source out", "map out", "end_to_end")}
     assert (d["seconds"] > 0).all() and (d["error_seconds"] >= 0).all()
-    assert len(res.summary) >= 1 and res.summary["count"].iloc[0] == n_tuples
+    s = res.summary
+    assert sorted(s["kind"]) == ["compute", "end_to_end", "transfer"] and (s["count"] == n).all()
+    assert str(s["count"].dtype) == "int64" and str(s["scenario_0"].dtype) == "int64"
+    assert (s[["scenario_%d" % i for i in range(4)]].sum(axis=1) == n).all()
+    assert s["scenario_counts"].tolist() == ["%d/%d/%d/%d" % tuple(r) for r in
+                                             s[["scenario_%d" % i for i in range(4)]].itertuples(index=False)]
     assert res.model["ref"] == "a" and sorted(res.model["nodes"]) == ["a", "b"]
     assert res.report and res.report.endswith("report.html")
-    assert res.runs is None or isinstance(res.runs, pd.DataFrame)
+    assert "logs: all 6 files complete and undamaged" in res.summary_text
+    r = res.runs  # the FIRSTLAST channels, and (all)
+    assert r["channel"].tolist() == ["a/source span", "b/map span", "(all)"]
+    assert (r["first_tuple_id"] == 0).all() and (r["last_tuple_id"] == n - 1).all()
+    assert str(r["first_tuple_id"].dtype) == "int64" and (r["seconds"] > 0).all()
+    t = res.throughput  # the counter's periods
+    assert set(zip(t["node"], t["channel"])) == {("b", "map count")}
+    assert int(t["count"].sum()) == n and str(t["count"].dtype) == "int64"
+    assert str(t["tuples_per_s"].dtype) == "float64"
+
+
+def test_read_analysis_same_frames_from_csv(real_analysis_csv, tmp_path):
+    """An analysis directory with CSVs only (an older one) gives the same
+    frames as the Parquet files: same columns, dtypes and values."""
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    new = cp.read_analysis(real_analysis_csv)
+    assert new.files["durations"].endswith("durations.parquet") and new.files["summary"].endswith("summary.parquet")
+    old = tmp_path / "old"
+    old.mkdir()
+    tables = ("durations", "summary", "runs", "throughput")
+    for f in [t + ".csv" for t in tables] + ["summary.txt", "model.json"]:
+        shutil.copy(real_analysis_csv / f, old / f)
+    res = cp.read_analysis(old)
+    assert res.files == dict({t: str(old / (t + ".csv")) for t in tables}, model=str(old / "model.json"),
+                             summary_text=str(old / "summary.txt"))
+    # Floats in each one's shortest exact form: equal to the bit ...
+    for t in ("durations", "summary", "runs"):
+        pd.testing.assert_frame_equal(res[t], new[t], check_exact=True, obj=t)
+    # ... but throughput.csv's, printed with %.6f and %.1f
+    pd.testing.assert_frame_equal(res.throughput, new.throughput, check_exact=False, rtol=0, atol=0.051)
+    # durations.csv alone: read as well
+    for f in ("summary.csv", "runs.csv", "throughput.csv", "summary.txt", "model.json"):
+        os.remove(old / f)
+    res = cp.read_analysis(old)
+    assert list(res) == ["durations"] and res.files == {"durations": str(old / "durations.csv")}
+    pd.testing.assert_frame_equal(res.durations, new.durations, check_exact=True)
 
 
 def test_read_analysis_errors(tmp_path):
     pytest.importorskip("pandas")
     with pytest.raises(FileNotFoundError, match="not a directory"):
         cp.read_analysis(tmp_path / "nope")
-    with pytest.raises(FileNotFoundError, match="durations.csv"):
+    with pytest.raises(FileNotFoundError, match="holds none of durations.parquet, durations.csv, summary.parquet"):
         cp.read_analysis(tmp_path)
+
+
+def test_read_analysis_without_pyarrow(real_analysis, tmp_path, monkeypatch):
+    """No pyarrow: a table with only its Parquet file raises ImportError saying
+    how to install it; one with a CSV beside it is read from the CSV."""
+    pytest.importorskip("pandas")
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow raises ImportError
+    with pytest.raises(ImportError, match=r"needs pyarrow to read .*durations\.parquet.*pip install pyarrow.*"
+                                          r"cloudprofiler\[parquet\]"):
+        cp.read_analysis(real_analysis)
+    d = tmp_path / "no-durations"
+    d.mkdir()
+    for f in ("summary.parquet", "summary.csv", "model.json"):
+        shutil.copy(real_analysis / f, d / f)
+    res = cp.read_analysis(d)
+    assert res.files["summary"] == str(d / "summary.csv") and res.durations is None
+    assert len(res.summary) == 3 and str(res.summary["count"].dtype) == "int64"
+    os.remove(d / "summary.csv")
+    with pytest.raises(ImportError, match="summary.parquet"):
+        cp.read_analysis(d)
 
 
 def test_damaged_and_incomplete_files_warn(tmp_path):
