@@ -182,16 +182,16 @@ func (w *worker) merge(o *worker) {
 			w.pairs[k] = op
 			continue
 		}
-		mergeStats(p.Dur, op.Dur)
-		mergeStats(p.Err, op.Err)
-		mergeStats(p.Paper, op.Paper)
-		mergeStats(p.Baseline, op.Baseline)
+		p.Dur.Merge(op.Dur)
+		p.Err.Merge(op.Err)
+		p.Paper.Merge(op.Paper)
+		p.Baseline.Merge(op.Baseline)
 		for i := range p.Scenarios {
 			p.Scenarios[i] += op.Scenarios[i]
 		}
 		if p.RetErr != nil && op.RetErr != nil {
-			mergeStats(p.RetErr, op.RetErr)
-			mergeStats(p.OursErr, op.OursErr)
+			p.RetErr.Merge(op.RetErr)
+			p.OursErr.Merge(op.OursErr)
 		}
 	}
 	for k, ov := range o.votes {
