@@ -34,6 +34,8 @@ type worker struct {
 	g          grouper
 	part       partData
 	evs        []event
+	sorted     []event   // a tuple's records in order (translate)
+	idx        [16]uint8 // and their order
 	hops, rets []event
 }
 
@@ -47,7 +49,7 @@ func (w *worker) partition(ps *partitions, k int) error {
 		return err
 	}
 	return w.joinPartition(&w.part, func(evs []event) error {
-		w.translate(evs)
+		evs = w.translate(evs)
 		w.a.voteCached(w.votes, &w.vcache, evs)
 		if w.rank == nil {
 			return nil
@@ -72,7 +74,7 @@ func (w *worker) tuple(evs []event) error {
 	}
 	hops, rets := w.hops[:0], w.rets[:0]
 	for _, e := range evs {
-		if a.chans[e.ch].Role == RoleReturn {
+		if a.isReturn[e.ch] {
 			rets = append(rets, e)
 		} else {
 			hops = append(hops, e)
@@ -81,11 +83,17 @@ func (w *worker) tuple(evs []event) error {
 	w.hops, w.rets = hops, rets
 	// evs are sorted by estimate: a stable sort by rank keeps that within
 	// a channel.
-	slices.SortStableFunc(hops, func(x, y event) int { return w.rank[x.ch] - w.rank[y.ch] })
+	inRank := true
+	for i := 1; i < len(hops) && inRank; i++ {
+		inRank = w.rank[hops[i-1].ch] <= w.rank[hops[i].ch]
+	}
+	if !inRank {
+		slices.SortStableFunc(hops, func(x, y event) int { return w.rank[x.ch] - w.rank[y.ch] })
+	}
 	for i := 1; i < len(hops); i++ {
 		x, y := &hops[i-1], &hops[i]
 		kind := KindTransfer
-		if cx, cy := a.chans[x.ch], a.chans[y.ch]; cx.Node == cy.Node && cx.PID == cy.PID {
+		if a.procOf[x.ch] == a.procOf[y.ch] {
 			kind = KindCompute
 		}
 		if err := w.duration(kind, x, y, nil, -1); err != nil {

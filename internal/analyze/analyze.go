@@ -116,6 +116,8 @@ type analysis struct {
 	retOf    map[int]int // return-log channel -> its FOX_START channel
 	rank     []int       // channel -> its place in the hop order (order.go)
 	chNode   []int       // channel -> its node's index in the model
+	procOf   []int       // channel -> its process (node and pid), numbered
+	isReturn []bool      // channel -> a FOX_START return log
 	progress progress
 	// counter channel -> its periods (throughput.csv), for the report
 	throughput map[int][]ThroughputPoint
@@ -187,10 +189,23 @@ func prepare(cfg Config) (*analysis, error) {
 	a := &analysis{cfg: cfg, model: model, chans: chans, pairs: map[PairKey]*PairStats{}, t0: math.Inf(1),
 		res: &Result{Ref: model.Ref(), RefHz: model.RefHz(), Channels: chans}}
 	a.linkReturnLogs()
-	for _, c := range chans {
-		a.chNode = append(a.chNode, c.node)
-	}
+	a.indexChannels()
 	return a, nil
+}
+
+// indexChannels numbers each channel's node and process for the hot loops.
+func (a *analysis) indexChannels() {
+	procs := map[string]int{}
+	a.chNode, a.procOf, a.isReturn = nil, nil, nil
+	for _, c := range a.chans {
+		a.chNode = append(a.chNode, c.node)
+		key := fmt.Sprintf("%s\x00%d", c.Node, c.PID)
+		if _, ok := procs[key]; !ok {
+			procs[key] = len(procs)
+		}
+		a.procOf = append(a.procOf, procs[key])
+		a.isReturn = append(a.isReturn, c.Role == RoleReturn)
+	}
 }
 
 func (a *analysis) run() (*Result, error) {

@@ -20,12 +20,16 @@ type radixKey struct {
 // grouper sorts partitions by id, reusing its arrays.
 type grouper struct {
 	a, b []radixKey
+	runs []int // where each ascending run starts
 }
 
 const radixBits = 11
 
 // sortByID returns the partition's record indices ordered by tuple id
-// (signed order), equal ids in arrival order.
+// (signed order), equal ids in arrival order. A partition is often a few
+// ascending runs (a channel's ids in the order it logged them, a block
+// after another): then merging the runs pairwise takes fewer passes than
+// the radix sort, and it is used instead; both are stable.
 func (g *grouper) sortByID(ids []int64) []radixKey {
 	n := len(ids)
 	if cap(g.a) < n {
@@ -36,21 +40,25 @@ func (g *grouper) sortByID(ids []int64) []radixKey {
 		return a
 	}
 	lo, hi := ^uint64(0), uint64(0)
-	sorted := true
+	g.runs = append(g.runs[:0], 0)
 	prev := uint64(0)
 	for i, id := range ids {
 		k := uint64(id) ^ (1 << 63) // signed order as unsigned
 		lo, hi = min(lo, k), max(hi, k)
 		if k < prev {
-			sorted = false
+			g.runs = append(g.runs, i)
 		}
 		prev = k
 		a[i] = radixKey{k, uint32(i)}
 	}
-	if sorted {
+	if len(g.runs) == 1 {
 		return a
 	}
 	width := bits.Len64(hi - lo)
+	radixPasses := (width + radixBits - 1) / radixBits
+	if bits.Len(uint(len(g.runs)-1)) <= radixPasses {
+		return g.mergeRuns(a, b)
+	}
 	var counts [1 << radixBits]int
 	for shift := 0; shift < width; shift += radixBits {
 		clear(counts[:])
@@ -67,6 +75,43 @@ func (g *grouper) sortByID(ids []int64) []radixKey {
 			b[counts[d]] = x
 			counts[d]++
 		}
+		a, b = b, a
+	}
+	return a
+}
+
+// mergeRuns merges the ascending runs of a (starting at g.runs) pairwise,
+// pass after pass, with b as the other buffer; ties go to the earlier run.
+func (g *grouper) mergeRuns(a, b []radixKey) []radixKey {
+	runs := g.runs
+	for len(runs) > 1 {
+		next := runs[:0:0]
+		for r := 0; r < len(runs); r += 2 {
+			s := runs[r]
+			next = append(next, s)
+			if r+1 == len(runs) {
+				copy(b[s:], a[s:])
+				break
+			}
+			m, e := runs[r+1], len(a)
+			if r+2 < len(runs) {
+				e = runs[r+2]
+			}
+			i, j, o := s, m, s
+			for i < m && j < e {
+				if a[j].k < a[i].k {
+					b[o] = a[j]
+					j++
+				} else {
+					b[o] = a[i]
+					i++
+				}
+				o++
+			}
+			o += copy(b[o:], a[i:m])
+			copy(b[o:], a[j:e])
+		}
+		runs = next
 		a, b = b, a
 	}
 	return a

@@ -44,15 +44,14 @@ func (a *analysis) voteCached(ov orderVotes, cache *voteCache, evs []event) {
 	}
 	for i := range evs {
 		for j := i + 1; j < len(evs); j++ {
-			x, y := evs[i], evs[j] // x.est <= y.est
+			x, y := &evs[i], &evs[j] // x.est <= y.est
 			if x.ch == y.ch {
 				continue
 			}
-			cx, cy := a.chans[x.ch], a.chans[y.ch]
 			first := x // the event that came first
 			sure := false
 			switch {
-			case cx.Node == cy.Node && cx.PID == cy.PID:
+			case a.procOf[x.ch] == a.procOf[y.ch]: // one process: its own counter
 				sure = true
 				if y.tsc < x.tsc {
 					first = y

@@ -9,9 +9,11 @@ import (
 // Channels: 0 "src out" on node a; 1 "map in" and 2 "map out" in one process
 // on node b; 3 "sink in" on node c.
 func orderFixture(order ...string) *analysis {
-	return &analysis{cfg: Config{Order: order}, chans: []*Channel{
+	a := &analysis{cfg: Config{Order: order}, chans: []*Channel{
 		{Node: "a", PID: 1, Name: "src out"}, {Node: "b", PID: 2, Name: "map in"},
 		{Node: "b", PID: 2, Name: "map out"}, {Node: "c", PID: 3, Name: "sink in"}}}
+	a.indexChannels()
+	return a
 }
 
 func labels(a *analysis, rank []int) []string {

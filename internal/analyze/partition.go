@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 )
 
@@ -108,8 +109,10 @@ func (w *partWriter) add(id int64, tsc uint64) error {
 	if b == nil {
 		b = make([]byte, 0, w.ps.blockEvents*spillRecordSize)
 	}
-	b = binary.LittleEndian.AppendUint64(b, uint64(id))
-	b = binary.LittleEndian.AppendUint64(b, tsc)
+	n := len(b)
+	b = b[:n+spillRecordSize] // a block's capacity is a whole number of records
+	binary.LittleEndian.PutUint64(b[n:], uint64(id))
+	binary.LittleEndian.PutUint64(b[n+8:], tsc)
 	w.bufs[k] = b
 	if len(b) == cap(b) {
 		return w.flush(k)
@@ -185,10 +188,15 @@ type partData struct {
 	buf []byte
 }
 
-// read loads partition k's records into d (reusing its arrays).
+// read loads partition k's records into d (reusing its arrays), a
+// channel's records together in the order the channel logged them.
 func (p *partitions) read(k int, d *partData) error {
 	d.id, d.tsc, d.ch = d.id[:0], d.tsc[:0], d.ch[:0]
-	for _, b := range p.blocks[k] {
+	// A channel's blocks together, in the order it logged them: a channel
+	// that logs ascending ids then makes one ascending run (join.go).
+	blocks := p.blocks[k]
+	slices.SortStableFunc(blocks, func(x, y block) int { return int(x.ch) - int(y.ch) })
+	for _, b := range blocks {
 		raw := b.mem
 		if b.file >= 0 {
 			need := int(b.n) * spillRecordSize

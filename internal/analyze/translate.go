@@ -23,10 +23,12 @@ type event struct {
 	tr  minrtt.Translated
 }
 
-// translate fills est and err of a tuple's records and orders them by
-// estimate (then channel, then counter: a total order, so the result does
-// not depend on the order records arrived in).
-func (w *worker) translate(evs []event) {
+// translate fills est and err of a tuple's records and returns them
+// ordered by estimate (then channel, then counter: a total order, so the
+// result does not depend on the order records arrived in). The records
+// are large (the translation is kept): a small tuple is ordered through
+// indices and copied once.
+func (w *worker) translate(evs []event) []event {
 	for k := range evs {
 		e := &evs[k]
 		w.a.model.TranslateInto(&e.tr, w.a.chNode[e.ch], e.tsc)
@@ -36,23 +38,37 @@ func (w *worker) translate(evs []event) {
 			w.t0 = v.Est
 		}
 	}
-	if len(evs) <= 16 {
-		for i := 1; i < len(evs); i++ {
-			for j := i; j > 0 && eventLess(&evs[j], &evs[j-1]); j-- {
-				evs[j], evs[j-1] = evs[j-1], evs[j]
-			}
-		}
-		return
+	sorted := true
+	for k := 1; k < len(evs) && sorted; k++ {
+		sorted = !eventLess(&evs[k], &evs[k-1])
 	}
-	slices.SortFunc(evs, func(a, b event) int {
-		switch {
-		case eventLess(&a, &b):
-			return -1
-		case eventLess(&b, &a):
-			return 1
+	if sorted {
+		return evs
+	}
+	if len(evs) > len(w.idx) {
+		slices.SortFunc(evs, func(a, b event) int {
+			switch {
+			case eventLess(&a, &b):
+				return -1
+			case eventLess(&b, &a):
+				return 1
+			}
+			return 0
+		})
+		return evs
+	}
+	idx := w.idx[:len(evs)]
+	for i := range idx {
+		idx[i] = uint8(i)
+		for j := i; j > 0 && eventLess(&evs[idx[j]], &evs[idx[j-1]]); j-- {
+			idx[j], idx[j-1] = idx[j-1], idx[j]
 		}
-		return 0
-	})
+	}
+	w.sorted = w.sorted[:0]
+	for _, i := range idx {
+		w.sorted = append(w.sorted, evs[i])
+	}
+	return w.sorted
 }
 
 func eventLess(a, b *event) bool {

@@ -1,0 +1,57 @@
+package analyze
+
+import (
+	"math/rand"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// sortByID is a stable sort by id, whichever way it takes: one run, a few
+// ascending runs merged, or the radix sort (many runs, wide or narrow ids).
+func TestSortByIDIsStable(t *testing.T) {
+	r := rand.New(rand.NewSource(1))
+	var g grouper
+	for _, c := range []struct {
+		name       string
+		n, runs    int
+		span       int64
+		signedWide bool
+	}{
+		{"empty", 0, 1, 10, false}, {"one run", 1000, 1, 1 << 20, false}, {"two runs", 1000, 2, 100, false},
+		{"five runs", 5000, 5, 1 << 30, false}, {"many runs narrow", 20000, 5000, 50, false},
+		{"many runs wide", 20000, 20000, 0, true}, {"few runs wide", 3000, 3, 0, true},
+	} {
+		ids := make([]int64, c.n)
+		per := max(c.n/c.runs, 1)
+		for i := range ids {
+			if c.signedWide {
+				ids[i] = int64(r.Uint64())
+			} else {
+				ids[i] = r.Int63n(c.span) - c.span/2
+			}
+		}
+		for s := 0; s < len(ids); s += per { // ascending runs
+			slices.Sort(ids[s:min(s+per, len(ids))])
+		}
+		want := make([]int, len(ids))
+		for i := range want {
+			want[i] = i
+		}
+		slices.SortStableFunc(want, func(x, y int) int {
+			switch {
+			case ids[x] < ids[y]:
+				return -1
+			case ids[x] > ids[y]:
+				return 1
+			}
+			return 0
+		})
+		got := g.sortByID(ids)
+		require.Len(t, got, len(ids), c.name)
+		for i, k := range got {
+			require.Equal(t, want[i], int(k.i), "%s: position %d", c.name, i)
+		}
+	}
+}
