@@ -3,6 +3,7 @@ package analyze
 import (
 	"math"
 	"slices"
+	"sync/atomic"
 
 	"cloudprofiler/minrtt"
 )
@@ -149,11 +150,20 @@ func (w *worker) duration(kind string, x, y *event, ours *minrtt.Duration, keyTo
 		p = w.pairs[key]
 		if p == nil {
 			p = newPairStats(key, ours != nil)
+			p.kept = w.a.keptOf(key)
 			w.pairs[key] = p
 		}
 		slot.key, slot.p = key, p
 	}
 	p.Dur.Add(d.Est)
+	if p.kept != nil && p.Dur.exact != nil && p.kept.Add(1) > exactLimit {
+		// Together the workers have more than the exact limit of this
+		// pair: none keeps exact values any longer.
+		p.Dur.forgetExact()
+		if p.RetErr != nil {
+			p.RetErr.forgetExact()
+		}
+	}
 	p.Err.Add(d.Err)
 	p.Paper.Add(d.Paper)
 	p.Baseline.Add(d.Baseline)
@@ -218,4 +228,20 @@ func (w *worker) merge(o *worker) {
 	w.skippedTuples += o.skippedTuples
 	w.skippedRecords += o.skippedRecords
 	w.t0 = math.Min(w.t0, o.t0)
+}
+
+// keptOf is the count, shared by the workers, of a pair's durations kept
+// for exact quantiles (Stats.forgetExact).
+func (a *analysis) keptOf(key PairKey) *atomic.Uint64 {
+	a.keptMu.Lock()
+	defer a.keptMu.Unlock()
+	if a.kept == nil {
+		a.kept = map[PairKey]*atomic.Uint64{}
+	}
+	c := a.kept[key]
+	if c == nil {
+		c = new(atomic.Uint64)
+		a.kept[key] = c
+	}
+	return c
 }

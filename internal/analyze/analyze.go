@@ -23,6 +23,8 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"cloudprofiler/minrtt"
@@ -87,6 +89,9 @@ type PairStats struct {
 	// return_trip only (Key.To is the tuple's last channel): the return-trip
 	// duration minus ours from start to that channel, and our bound there.
 	RetErr, OursErr *Stats
+	// kept counts, over all workers, the durations kept for exact
+	// quantiles (aggregate.go); nil once merged.
+	kept *atomic.Uint64
 }
 
 // Result is what Run found; the files in Out say the same at length.
@@ -118,6 +123,8 @@ type analysis struct {
 	chNode   []int       // channel -> its node's index in the model
 	procOf   []int       // channel -> its process (node and pid), numbered
 	isReturn []bool      // channel -> a FOX_START return log
+	keptMu   sync.Mutex
+	kept     map[PairKey]*atomic.Uint64 // per pair: durations the workers keep exactly
 	progress progress
 	// counter channel -> its periods (throughput.csv), for the report
 	throughput map[int][]ThroughputPoint

@@ -140,6 +140,7 @@ func (a *analysis) joinAll(ps *partitions, workers int, rank []int) (*worker, er
 	} else if len(sinks) > 0 {
 		dw = newDurationWriter(ps.n, sinks)
 	}
+	a.kept = nil // counts of this attempt only
 	ws := make([]*worker, workers)
 	errs := make([]error, workers)
 	ended := make([]atomic.Bool, ps.n)

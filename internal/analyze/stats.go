@@ -52,6 +52,10 @@ type Stats struct {
 	lastBits uint64
 	lastB    int32
 	run      uint64
+	// past: these values are part of a set known to have more than limit
+	// values (Stats to be merged with this one hold the rest): no exact
+	// list is kept (ForgetExact).
+	past bool
 }
 
 func newStats() *Stats { return newStatsLimit(exactLimit) }
@@ -176,7 +180,7 @@ func (s *Stats) Add(v float64) {
 	if v >= s.Max {
 		s.Max = math.Max(s.Max, v)
 	}
-	if s.N <= s.limit {
+	if s.N <= s.limit && !s.past {
 		s.exact = append(s.exact, v)
 		return
 	}
@@ -314,7 +318,8 @@ func (s *Stats) Merge(o *Stats) {
 	s.Min = math.Min(s.Min, o.Min)
 	s.Max = math.Max(s.Max, o.Max)
 	n := s.N + o.N
-	if n <= s.limit {
+	s.past = s.past || o.past
+	if n <= s.limit && !s.past {
 		s.exact = append(s.exact, o.exact...)
 		s.N = n
 		return
@@ -344,7 +349,19 @@ func (s *Stats) Merge(o *Stats) {
 }
 
 // Exact says whether Quantile is exact (else within histRel/2 relative).
-func (s *Stats) Exact() bool { return s.N <= s.limit }
+func (s *Stats) Exact() bool { return s.N <= s.limit && !s.past }
+
+// forgetExact says that s's values are part of a set of more than limit
+// values, which other Stats (merged with s later) hold the rest of: the
+// exact list goes into the histogram now, and none is kept from here on.
+// Workers call it once their pair's shared count passes the limit, so
+// that together they never hold more than limit exact values of a pair.
+func (s *Stats) forgetExact() {
+	if s.exact != nil {
+		s.spill()
+	}
+	s.past = true
+}
 
 // Quantiles returns the values at the given fractions (0..1), nearest rank.
 func (s *Stats) Quantiles(qs ...float64) []float64 {

@@ -577,3 +577,45 @@ func TestBucketOfBoundaries(t *testing.T) {
 	requireSameHist(t, ref, s, "boundaries")
 	require.NotEmpty(t, s.far)
 }
+
+// Stats split across workers that share a count of kept values and forget
+// their exact lists once it passes the limit (aggregate.go) merge into what
+// one Stats fed everything gives.
+func TestStatsForgetExactWhenSharedCountPasses(t *testing.T) {
+	r := rand.New(rand.NewSource(9))
+	for _, g := range statsGens {
+		for _, limit := range []uint64{1, 50, 1000} {
+			for _, n := range []int{int(limit) + 1, 2 * int(limit), 5*int(limit) + 3} {
+				for _, parts := range []int{2, 3} {
+					ref := newRefStatsLimit(limit)
+					ss := make([]*Stats, parts)
+					for i := range ss {
+						ss[i] = newStatsLimit(limit)
+					}
+					var kept uint64
+					for i := range n {
+						v := g.gen(r, i)
+						ref.Add(v)
+						s := ss[r.Intn(parts)]
+						s.Add(v)
+						if s.exact != nil {
+							if kept++; kept > limit {
+								s.forgetExact()
+							}
+						}
+						held := uint64(0)
+						for _, s := range ss {
+							held += uint64(len(s.exact))
+						}
+						require.LessOrEqual(t, held, limit, "together they keep at most the limit")
+					}
+					for len(ss) > 1 {
+						ss[0].Merge(ss[len(ss)-1])
+						ss = ss[:len(ss)-1]
+					}
+					requireSame(t, ref, ss[0], r, true, fmt.Sprintf("%s limit %d n %d parts %d", g.name, limit, n, parts))
+				}
+			}
+		}
+	}
+}
