@@ -50,7 +50,7 @@ demo: build
 	@$(TOOL) dump --csv $(BUILD)/demo-logs/*demo_sink.cplog | head -4
 	bash examples/multinode/demo.sh $(BUILD)
 
-test: test-go test-fuzz test-c test-java test-multinode test-python
+test: test-go test-fuzz test-analyze-data test-c test-java test-multinode test-python
 
 test-go:
 	$(GO) vet ./...
@@ -97,6 +97,16 @@ test-java: java
 	$(if $(JAVA_HOME_2),cd bindings/java && JAVA_HOME=$(JAVA_HOME_2) $(MVN) $(JAVA_PROPS) surefire:test,@echo "test-java: no second JDK, the binding ran on one")
 	cd examples/flink && $(MVN) $(JAVA_PROPS) test
 	cd examples/storm && $(MVN) $(JAVA_PROPS) test
+
+# The pipeline against the analysis it replaced (internal/analyze/
+# reference_test.go), on logs the library writes: bench-analyze's data, 1M
+# records, in a directory removed afterwards.
+.PHONY: test-analyze-data
+test-analyze-data: $(LIB) $(TOOL) $(BUILD)/logmany
+	@rm -rf $(BUILD)/analyze-data
+	bash tests/analyze-data.sh $(BUILD) $(BUILD)/analyze-data 250000
+	CP_ANALYZE_DATA=$(abspath $(BUILD))/analyze-data $(GO) test -count=1 -run 'TestPipelineMatchesReferenceOnLogs' -v ./internal/analyze | grep -E '^(---|ok|FAIL|PASS)|^ +---'
+	@rm -rf $(BUILD)/analyze-data
 
 # Multi-node on one machine (root): network namespaces on a bridge, a fake
 # TSC per node, TSC server and clients with injected delay, a C pipeline under

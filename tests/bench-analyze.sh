@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# The analysis on 4N records (N = 25000000: 100M): two processes play nodes
-# a and b (different fake counters), a logs N ids into one channel, b into
-# three ("b in", "b work", "b out"); a TSC server and two clients on
-# loopback measure a round before and after. Then, on the same files:
+# The analysis on 4N records (N = 25000000: 100M), made by
+# tests/analyze-data.sh: nodes a and b, a logs N ids into one channel, b
+# into three. Then, on the same files:
 #   - the floor: `analyze --decode-only` (zstd and column decoding of every
 #     record, on every core, nothing else);
 #   - `analyze --no-durations` with --mem-mb 256 (the default) and 64, each
@@ -16,19 +15,8 @@ T=$B/cloudprofiler
 # The fixed overhead on top of --mem-mb (README, "Memory"), MiB.
 OVERHEAD=${OVERHEAD_MB:-64}
 D=$(mktemp -d "${BENCH_DIR:-/tmp}/cp-bench-analyze.XXXXXX")
-pids=()
-cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$D"; }
-trap cleanup EXIT
-"$T" tsc-server --listen 127.0.0.1:0 --out "$D/rounds" 2>"$D/server.log" & pids+=($!)
-for _ in $(seq 50); do grep -q 'listening on' "$D/server.log" && break; sleep 0.1; done
-ADDR=$(sed -n 's/^tsc-server: listening on \([^,]*\),.*/\1/p' "$D/server.log")
-[ -n "$ADDR" ] || { cat "$D/server.log"; exit 1; }
-CP_FAKE_TSC=1:0 "$T" tsc-client --server "$ADDR" --node a 2>"$D/a.log" & pids+=($!)
-CP_FAKE_TSC=0.9996:70000000000 "$T" tsc-client --server "$ADDR" --node b 2>"$D/b.log" & pids+=($!)
-"$T" tsc-round --server "$ADDR" --label before --wait-nodes 2 >/dev/null
-CP_NODE=a CP_FAKE_TSC=1:0 CP_LOG_DIR="$D/logs/a" "$B/logmany" "$N" "a out"
-CP_NODE=b CP_FAKE_TSC=0.9996:70000000000 CP_LOG_DIR="$D/logs/b" "$B/logmany" "$N" "b in" "b work" "b out"
-"$T" tsc-round --server "$ADDR" --label after >/dev/null
+trap 'rm -rf "$D"' EXIT
+bash "$(dirname "$0")/analyze-data.sh" "$B" "$D" "$N"
 R=$((4 * N))
 echo "logs: $(du -sh "$D/logs" | cut -f1) for $R records"
 

@@ -7,7 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
+
+	"cloudprofiler/internal/logfile"
 )
 
 // Stage 3 of the pipeline (pipeline.go): partition by tuple id. Every tuple
@@ -15,21 +18,25 @@ import (
 // tuple's records, from whichever channel and node, meet in one partition,
 // which the join then takes alone. A decode worker collects records per
 // partition in blocks of one channel; a full block goes to memory when the
-// whole run fits the budget, else to the worker's spill file (16 bytes a
-// record: id and TSC; the channel is the block's), and the partition keeps
-// the block's place.
+// whole run fits the budget (16 bytes a record: id and TSC; the channel is
+// the block's), else to the worker's spill file (column-encoded when the
+// spill is large: spillEncoded), and the partition keeps the block's place.
 
 // spillRecordSize is a record's size in a block: id and TSC, little endian.
 const spillRecordSize = 16
 
-// block is one channel's records of one partition, in arrival order.
+// block is one channel's records of one partition, in arrival order; the
+// partitions' index holds one per block, 24 bytes.
 type block struct {
 	ch   uint32
 	n    uint32
-	file int32  // spill file (its decode worker), or -1: in mem
-	off  int64  // byte offset in the spill file
-	mem  []byte // n records, when held in memory
+	size uint32 // bytes in the spill file (column-encoded)
+	file int32  // spill file (its decode worker), or -1: in memory
+	off  int64  // byte offset in the spill file, or index into partitions.mem
 }
+
+// blockIndexSize is what the index holds per block.
+const blockIndexSize = 24
 
 // partitions holds where every partition's blocks are.
 type partitions struct {
@@ -38,31 +45,84 @@ type partitions struct {
 	blockEvents int  // records per block
 	dir         string
 	spill       bool // blocks go to spill files (else they stay in memory)
+	encode      bool // spilled blocks are column-encoded (spillEncoded)
 
 	mu      sync.Mutex
 	blocks  [][]block // per partition, in the order blocks were finished
+	mem     [][]byte  // blocks held in memory
 	files   []*os.File
 	spilled uint64 // records written to spill files
 	events  []uint64
 }
 
 // partitionPlan sizes the partitions for total records, workers joining at
-// once, and a memory budget (pipeline.go explains the split).
-func partitionPlan(total uint64, workers int, budget int64, dir string) *partitions {
-	// The join holds one partition per worker: joinBytesPerEvent each.
-	perWorker := uint64(budget/4) / uint64(workers)
-	want := total * joinBytesPerEvent / max(perWorker, 1)
-	n := max(8, 4*workers)
+// once, and a memory budget (pipeline.go explains the split). Records are
+// partitioned in one pass, so the index of blocks grows with the records:
+// a budget too small for that many is an error that says what would do.
+func partitionPlan(total uint64, files, workers int, budget int64, dir string) (*partitions, error) {
+	n, blockEvents, spill, index := planSizes(total, files, workers, budget)
+	if spill && index > indexBudget(budget) {
+		need := budget
+		for {
+			need += need / 8
+			if _, _, _, ix := planSizes(total, files, workers, need); ix <= indexBudget(need) {
+				break
+			}
+		}
+		return nil, fmt.Errorf("analyze: %d records are too many for --mem-mb %d in one pass (the index of their spilled blocks would take %d MiB); give --mem-mb %d or more",
+			total, budget>>20, index>>20, (need+1<<20-1)>>20)
+	}
+	p := &partitions{n: n, shift: uint(64 - bits.TrailingZeros(uint(n))), dir: dir, spill: spill, blockEvents: blockEvents,
+		encode: spillEncoded(total)}
+	p.blocks = make([][]block, n)
+	p.events = make([]uint64, n)
+	return p, nil
+}
+
+// spillEncoded says whether a spill of total records is column-encoded:
+// when 16 bytes a record would take more than a quarter of the memory the
+// kernel has for its page cache (MemAvailable), so that the spill stays in
+// it (about 4 bytes a record), at about 7 ns a record; a smaller spill is
+// written as it is. spillEncodeAlways (tests) encodes every spill.
+func spillEncoded(total uint64) bool {
+	if spillEncodeAlways {
+		return true
+	}
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return true
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		var kb uint64
+		if _, err := fmt.Sscanf(line, "MemAvailable: %d kB", &kb); err == nil {
+			return total*spillRecordSize > kb<<10/4
+		}
+	}
+	return true
+}
+
+var spillEncodeAlways = false
+
+// indexBudget is what the index of spilled blocks may take: an eighth of
+// the budget, or 4 MiB (tests run the pipeline on kilobytes).
+func indexBudget(budget int64) uint64 { return uint64(max(budget/8, 4<<20)) }
+
+// planSizes: the partitions (the join holds one per worker in a quarter of
+// the budget), the records per block (while they decode, before the join,
+// workers hold a block per partition each in half the budget), whether the
+// records spill (they fit in a quarter, else), and the bytes the index of
+// blocks takes.
+func planSizes(total uint64, files, workers int, budget int64) (n, blockEvents int, spill bool, index uint64) {
+	w := uint64(workers)
+	want := total * joinBytesPerEvent / max(uint64(budget/4)/w, 1)
+	n = max(8, 4*workers)
 	for uint64(n) < want && n < maxPartitions {
 		n *= 2
 	}
-	p := &partitions{n: n, shift: uint(64 - bits.TrailingZeros(uint(n))), dir: dir,
-		spill: total*spillRecordSize > uint64(budget/4)}
-	// Decode workers hold a block per partition each: an eighth of the budget.
-	p.blockEvents = int(min(max(uint64(budget/8)/uint64(workers)/uint64(n)/spillRecordSize, 64), 4096))
-	p.blocks = make([][]block, n)
-	p.events = make([]uint64, n)
-	return p
+	blockEvents = int(min(max(uint64(budget/2)/w/uint64(n)/spillRecordSize, 64), 4096))
+	// Each file leaves up to a part-filled block per partition.
+	index = (total/uint64(blockEvents) + uint64(n)*uint64(files)) * blockIndexSize
+	return n, blockEvents, total*spillRecordSize > uint64(budget/4), index
 }
 
 // maxPartitions bounds the partition count (and the block index with it).
@@ -86,6 +146,7 @@ type partWriter struct {
 	off  int64
 	ch   uint32
 	bufs [][]byte // per partition: records of channel ch not yet in a block
+	enc  []byte   // a block as written to the spill file
 }
 
 func (p *partitions) writer(worker int) *partWriter {
@@ -142,17 +203,28 @@ func (w *partWriter) flush(k int) error {
 				return err
 			}
 		}
-		if _, err := w.f.Write(b); err != nil {
-			return fmt.Errorf("spill: %w (the spill directory needs about 16 bytes per tuple record: --spill DIR, or a larger --mem-mb)", err)
+		out := b
+		if w.ps.encode {
+			// Column-encoded (logfile.EncodeColumns: zigzag varint deltas
+			// of the ids, then of the TSCs): a channel's ids and counters
+			// climb, so a record takes about 4 bytes instead of 16.
+			w.enc = logfile.EncodeColumns(w.enc[:0], b, int(blk.n), spillRecordSize)
+			out = w.enc
+		}
+		blk.size = uint32(len(out))
+		if _, err := w.f.Write(out); err != nil {
+			return fmt.Errorf("spill: %w (the spill directory needs up to 16 bytes per tuple record, usually about 4: --spill DIR, or a larger --mem-mb)", err)
 		}
 		blk.file, blk.off = w.file, w.off
-		w.off += int64(len(b))
+		w.off += int64(len(out))
 		w.bufs[k] = b[:0]
-	} else {
-		blk.mem = b
-		w.bufs[k] = nil
 	}
 	w.ps.mu.Lock()
+	if !w.ps.spill {
+		blk.off = int64(len(w.ps.mem))
+		w.ps.mem = append(w.ps.mem, b)
+		w.bufs[k] = nil
+	}
 	w.ps.blocks[k] = append(w.ps.blocks[k], blk)
 	w.ps.events[k] += uint64(blk.n)
 	if w.ps.spill {
@@ -185,7 +257,8 @@ type partData struct {
 	id  []int64
 	tsc []uint64
 	ch  []uint32
-	buf []byte
+	buf []byte // a spilled block, decoded
+	enc []byte // and as it was read
 }
 
 // read loads partition k's records into d (reusing its arrays), a
@@ -197,15 +270,24 @@ func (p *partitions) read(k int, d *partData) error {
 	blocks := p.blocks[k]
 	slices.SortStableFunc(blocks, func(x, y block) int { return int(x.ch) - int(y.ch) })
 	for _, b := range blocks {
-		raw := b.mem
-		if b.file >= 0 {
-			need := int(b.n) * spillRecordSize
-			if cap(d.buf) < need {
-				d.buf = make([]byte, need)
+		var raw []byte
+		if b.file < 0 {
+			raw = p.mem[b.off]
+		} else {
+			if cap(d.enc) < int(b.size) {
+				d.enc = make([]byte, b.size)
 			}
-			raw = d.buf[:need]
-			if _, err := p.files[b.file].ReadAt(raw, b.off); err != nil {
+			enc := d.enc[:b.size]
+			if _, err := p.files[b.file].ReadAt(enc, b.off); err != nil {
 				return fmt.Errorf("spill %s: %w", p.files[b.file].Name(), err)
+			}
+			raw = enc
+			if p.encode {
+				var err error
+				if d.buf, err = logfile.DecodeColumns(d.buf[:0], enc, int(b.n), spillRecordSize); err != nil {
+					return fmt.Errorf("spill %s at byte %d: %w", p.files[b.file].Name(), b.off, err)
+				}
+				raw = d.buf
 			}
 		}
 		for o := 0; o < len(raw); o += spillRecordSize {

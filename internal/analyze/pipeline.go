@@ -33,11 +33,13 @@ import (
 // order of all votes gives.
 //
 // Memory (Config.MemBytes, --mem-mb): a quarter for the join's partitions
-// (one per worker), an eighth for the decoders' open blocks, and the records
+// (one per worker), half for the decoders' open blocks (before the join
+// starts), an eighth for the index of spilled blocks, and the records
 // themselves in memory only when all of them fit in a quarter (else in
-// spill files, 16 bytes a record). Not in the budget: the per-pair
-// statistics (exact quantiles keep up to 2^20 durations, 8 MiB, per pair
-// and worker until a pair has more) and the Parquet writer's row group.
+// spill files, column-encoded: up to 16 bytes a record, about 4 for
+// climbing ids and counters). Not in the budget: the per-pair statistics
+// (exact quantiles of up to 2^20 durations a pair, 8 MiB, shared by the
+// workers; a 0.1 % histogram past that) and the Parquet writer's row group.
 
 // progress counts what the pipeline did, for the progress line.
 type progress struct {
@@ -76,16 +78,21 @@ func (p *progress) report(w io.Writer, after, interval time.Duration, stop chan 
 func (a *analysis) joinTuples() error {
 	workers := a.cfg.Workers
 	var total uint64
+	files := 0
 	for _, c := range a.chans {
 		if c.Role == RoleTuples || c.Role == RoleReturn {
 			total += c.maxRecords
+			files++
 		}
 	}
 	spillDir := a.cfg.SpillDir
 	if spillDir == "" {
 		spillDir = filepath.Join(a.cfg.Out, ".spill")
 	}
-	ps := partitionPlan(total, workers, a.cfg.MemBytes, spillDir)
+	ps, err := partitionPlan(total, files, workers, a.cfg.MemBytes, spillDir)
+	if err != nil {
+		return err
+	}
 	defer ps.close()
 	a.progress.total, a.progress.nparts = total, ps.n
 

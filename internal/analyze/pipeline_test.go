@@ -86,8 +86,21 @@ func writeTopology(t *testing.T, dir string, n int, seed int64) {
 func TestPipelineMatchesReference(t *testing.T) {
 	dir := t.TempDir()
 	writeTopology(t, dir, 30000, 3)
-	base := Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{filepath.Join(dir, "logs")}, Ref: "b"}
+	matchesReference(t, Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{filepath.Join(dir, "logs")}, Ref: "b"}, dir, 100000)
+}
 
+// The same on logs the library wrote (binary, zstd): `make test-analyze-data`
+// generates them as `make bench-analyze` does, smaller, and points
+// CP_ANALYZE_DATA at them (rounds/ and logs/ inside).
+func TestPipelineMatchesReferenceOnLogs(t *testing.T) {
+	data := os.Getenv("CP_ANALYZE_DATA")
+	if data == "" {
+		t.Skip("CP_ANALYZE_DATA is not set (make test-analyze-data sets it)")
+	}
+	matchesReference(t, Config{Rounds: filepath.Join(data, "rounds"), Logs: []string{filepath.Join(data, "logs")}, Ref: "a"}, t.TempDir(), 1000)
+}
+
+func matchesReference(t *testing.T, base Config, dir string, minRows int) {
 	refCfg := base
 	refCfg.Out = filepath.Join(dir, "ref")
 	ref, err := prepare(refCfg)
@@ -95,7 +108,7 @@ func TestPipelineMatchesReference(t *testing.T) {
 	refRows, err := refJoinTuples(ref, 5000)
 	require.NoError(t, err)
 	sort.Strings(refRows)
-	require.Greater(t, len(refRows), 100000)
+	require.Greater(t, len(refRows), minRows)
 
 	for _, c := range []struct {
 		name    string
@@ -108,11 +121,14 @@ func TestPipelineMatchesReference(t *testing.T) {
 		{"spill-1", 64 << 10, 1, false},
 		{"spill-3", 64 << 10, 3, false},
 		{"second-attempt", 64 << 10, 2, true},
+		{"spill-encoded", 64 << 10, 2, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := base
 			cfg.Out, cfg.MemBytes, cfg.Workers, cfg.DurationsCSV, cfg.testWrongSample = filepath.Join(dir, c.name), c.mem, c.workers, true, c.wrong
 			require.NoError(t, os.MkdirAll(cfg.Out, 0o755))
+			spillEncodeAlways = c.name == "spill-encoded"
+			defer func() { spillEncodeAlways = false }()
 			a, err := prepare(cfg)
 			require.NoError(t, err)
 			require.NoError(t, a.joinTuples())
@@ -210,4 +226,36 @@ func TestSpillDiskFull(t *testing.T) {
 	left, err = os.ReadDir(out)
 	require.NoError(t, err)
 	require.Empty(t, left, "no results that look whole")
+}
+
+// One pass of partitioning has its limits: a budget that cannot index the
+// spilled blocks of that many records is refused before anything is read,
+// with the budget that would do; the budget it names does.
+func TestPartitionPlanLimits(t *testing.T) {
+	for _, c := range []struct {
+		total  uint64
+		mem    int64
+		fits   bool
+		spills bool
+	}{
+		{1e6, 256 << 20, true, false}, {1e8, 64 << 20, true, true}, {1e8, 256 << 20, true, true},
+		{1e9, 256 << 20, true, true}, {1e9, 64 << 20, false, true},
+	} {
+		p, err := partitionPlan(c.total, 4, 2, c.mem, t.TempDir())
+		if !c.fits {
+			require.Error(t, err)
+			require.Contains(t, err.Error(), "give --mem-mb")
+			var need int64
+			_, scanErr := fmt.Sscanf(err.Error()[strings.Index(err.Error(), "give --mem-mb ")+len("give --mem-mb "):], "%d", &need)
+			require.NoError(t, scanErr)
+			_, err = partitionPlan(c.total, 4, 2, need<<20, t.TempDir())
+			require.NoError(t, err, "the budget it names")
+			continue
+		}
+		require.NoError(t, err, "%d records in %d MiB", c.total, c.mem>>20)
+		require.Equal(t, c.spills, p.spill)
+		_, _, _, index := planSizes(c.total, 4, 2, c.mem)
+		require.LessOrEqual(t, index, indexBudget(c.mem))
+		t.Logf("%d records, %d MiB: %d partitions, %d records a block, index %d KiB", c.total, c.mem>>20, p.n, p.blockEvents, index>>10)
+	}
 }
