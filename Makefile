@@ -185,8 +185,9 @@ bench-java: java
 # the spill): records/s, CPU, peak RSS against --mem-mb 256 and 64, and the
 # ratio to the decoding floor measured in the same run (tests/bench-analyze.sh).
 N ?= 25000000
+MEMS ?= 256 64
 bench-analyze: $(LIB) $(TOOL) $(BUILD)/logmany
-	bash tests/bench-analyze.sh $(BUILD) $(N)
+	bash tests/bench-analyze.sh $(BUILD) $(N) "$(MEMS)"
 
 # The data generator on loopback: achieved versus target rates, and the
 # maximum rates gen maxrate finds (tests/bench-gen.sh).
