@@ -86,7 +86,7 @@ func writeTopology(t *testing.T, dir string, n int, seed int64) {
 func TestPipelineMatchesReference(t *testing.T) {
 	dir := t.TempDir()
 	writeTopology(t, dir, 30000, 3)
-	matchesReference(t, Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{filepath.Join(dir, "logs")}, Ref: "b"}, dir, 100000)
+	matchesReference(t, Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{filepath.Join(dir, "logs")}, Ref: "b"}, dir, 100000, 64<<10)
 }
 
 // The same on logs the library wrote (binary, zstd): `make test-analyze-data`
@@ -97,10 +97,12 @@ func TestPipelineMatchesReferenceOnLogs(t *testing.T) {
 	if data == "" {
 		t.Skip("CP_ANALYZE_DATA is not set (make test-analyze-data sets it)")
 	}
-	matchesReference(t, Config{Rounds: filepath.Join(data, "rounds"), Logs: []string{filepath.Join(data, "logs")}, Ref: "a"}, t.TempDir(), 1000)
+	matchesReference(t, Config{Rounds: filepath.Join(data, "rounds"), Logs: []string{filepath.Join(data, "logs")}, Ref: "a"}, t.TempDir(), 1000, 4<<20)
 }
 
-func matchesReference(t *testing.T, base Config, dir string, minRows int) {
+// matchesReference runs the pipeline in memory and with spillMem (a budget
+// that spills) and compares it with the old analysis.
+func matchesReference(t *testing.T, base Config, dir string, minRows int, spillMem int64) {
 	refCfg := base
 	refCfg.Out = filepath.Join(dir, "ref")
 	ref, err := prepare(refCfg)
@@ -118,10 +120,10 @@ func matchesReference(t *testing.T, base Config, dir string, minRows int) {
 	}{
 		{"memory-1", 256 << 20, 1, false},
 		{"memory-2", 256 << 20, 2, false},
-		{"spill-1", 64 << 10, 1, false},
-		{"spill-3", 64 << 10, 3, false},
-		{"second-attempt", 64 << 10, 2, true},
-		{"spill-encoded", 64 << 10, 2, false},
+		{"spill-1", spillMem, 1, false},
+		{"spill-3", spillMem, 3, false},
+		{"second-attempt", spillMem, 2, true},
+		{"spill-encoded", spillMem, 2, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := base
@@ -132,7 +134,7 @@ func matchesReference(t *testing.T, base Config, dir string, minRows int) {
 			a, err := prepare(cfg)
 			require.NoError(t, err)
 			require.NoError(t, a.joinTuples())
-			if c.mem < 1<<20 {
+			if c.mem == spillMem {
 				require.Equal(t, a.res.Records, a.res.Spilled)
 			} else {
 				require.Zero(t, a.res.Spilled)
