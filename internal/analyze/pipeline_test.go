@@ -1,7 +1,9 @@
 package analyze
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"math"
 	"math/rand"
 	"os"
@@ -9,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -260,4 +263,22 @@ func TestPartitionPlanLimits(t *testing.T) {
 		require.LessOrEqual(t, index, indexBudget(c.mem))
 		t.Logf("%d records, %d MiB: %d partitions, %d records a block, index %d KiB", c.total, c.mem>>20, p.n, p.blockEvents, index>>10)
 	}
+}
+
+// The progress line says the stage, the records read of the total, the
+// rate, and in the join the partitions done.
+func TestProgressLine(t *testing.T) {
+	var p progress
+	p.start = time.Now().Add(-2 * time.Second)
+	p.total, p.nparts = 1000, 16
+	p.records.Store(500)
+	p.stage.Store("join")
+	p.parts.Store(3)
+	r, w := io.Pipe()
+	stop := make(chan struct{})
+	go p.report(w, 0, time.Hour, stop)
+	line, err := bufio.NewReader(r).ReadString('\n')
+	close(stop)
+	require.NoError(t, err)
+	require.Regexp(t, `^analyze: +2\.\d s  join  records 500 of 1000 \(0\.0M/s\)  partitions 3 of 16\n$`, line)
 }
