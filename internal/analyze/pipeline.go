@@ -103,15 +103,18 @@ func (a *analysis) joinTuples() error {
 	a.res.Spilled = ps.spilled
 	a.progress.stage.Store("join")
 
-	// The channel order from a sample of the partitions.
-	sample := a.newWorker(nil, nil)
-	var seen uint64
-	for k := 0; k < ps.n && (seen == 0 || seen < a.res.Records/64); k++ {
-		if err := sample.partition(ps, k); err != nil {
-			return err
-		}
-		seen += ps.events[k]
+	// The channel order from a sample of the partitions: the first ones
+	// that hold 1/64 of the records, joined on every worker, votes only.
+	sampled, seen := 0, uint64(0)
+	for sampled < ps.n && (seen == 0 || seen < a.res.Records/64) {
+		seen += ps.events[sampled]
+		sampled++
 	}
+	sample, err := a.joinAll(ps, sampled, workers, nil)
+	if err != nil {
+		return err
+	}
+	a.progress.parts.Store(0)
 	rank, err := a.rankChannels(sample.votes)
 	if err != nil {
 		return err
@@ -120,7 +123,7 @@ func (a *analysis) joinTuples() error {
 		slices.Reverse(rank)
 	}
 	for attempt := 0; ; attempt++ {
-		all, err := a.joinAll(ps, workers, rank)
+		all, err := a.joinAll(ps, ps.n, workers, rank)
 		if err != nil {
 			return err
 		}
@@ -138,14 +141,19 @@ func (a *analysis) joinTuples() error {
 	}
 }
 
-// joinAll joins and aggregates every partition with the given channel
-// order, on workers goroutines, and returns their merged results.
-func (a *analysis) joinAll(ps *partitions, workers int, rank []int) (*worker, error) {
+// joinAll joins and aggregates the first parts partitions with the given
+// channel order (nil: votes only, no durations), on workers goroutines, and
+// returns their merged results.
+func (a *analysis) joinAll(ps *partitions, parts, workers int, rank []int) (*worker, error) {
 	var dw *durationWriter
-	if sinks, err := a.durationSinks(); err != nil {
-		return nil, err
-	} else if len(sinks) > 0 {
-		dw = newDurationWriter(ps.n, sinks)
+	if rank != nil {
+		sinks, err := a.durationSinks()
+		if err != nil {
+			return nil, err
+		}
+		if len(sinks) > 0 {
+			dw = newDurationWriter(ps.n, sinks)
+		}
 	}
 	a.kept = nil // counts of this attempt only
 	ws := make([]*worker, workers)
@@ -165,7 +173,7 @@ func (a *analysis) joinAll(ps *partitions, workers int, rank []int) (*worker, er
 			defer wg.Done()
 			for !failed.Load() {
 				k := int(next.Add(1)) - 1
-				if k >= ps.n {
+				if k >= parts {
 					return
 				}
 				if w.rows != nil {
