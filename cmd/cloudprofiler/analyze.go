@@ -34,7 +34,7 @@ func runAnalyze(stdout, stderr io.Writer, args []string) error {
 	method := fs.String("method", "best", "error bound: best (tightest strict), paper (two MinRTTs), allprobes")
 	mem := fs.Int("mem-mb", 256, "memory the analysis aims to stay within, MiB (README says what comes on top)")
 	fs.BoolVar(&cfg.NoDurations, "no-durations", false, "do not write durations.parquet (one row per duration), only summaries")
-	fs.BoolVar(&cfg.DurationsCSV, "durations-csv", false, "also write durations.csv (about 180 bytes a duration: 18 GB for 100M; Parquet takes about 10)")
+	fs.BoolVar(&cfg.DurationsCSV, "durations-csv", false, "also write durations.csv (about 180 bytes a duration: 18 GB for 100M; Parquet takes 25 to 40)")
 	fs.StringVar(&cfg.SpillDir, "spill", "", "directory for records spilled past --mem-mb, up to 16 bytes a record (default OUT/.spill)")
 	fs.IntVar(&cfg.Workers, "workers", 0, "goroutines decoding and joining (default: one per core)")
 	quiet := fs.Bool("quiet", false, "no progress line on stderr")
