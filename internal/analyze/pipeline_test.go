@@ -282,3 +282,34 @@ func TestProgressLine(t *testing.T) {
 	require.NoError(t, err)
 	require.Regexp(t, `^analyze: +2\.\d s  join  records 500 of 1000 \(0\.0M/s\)  partitions 3 of 16\n$`, line)
 }
+
+// An output directory that fills up while durations.parquet is written: the
+// workers stop, the error names the file and says the disk is full, and
+// nothing is left in Out.
+func TestOutDiskFull(t *testing.T) {
+	dir := t.TempDir()
+	writeTopology(t, dir, 30000, 6)
+	out := filepath.Join(t.TempDir(), "out")
+	require.NoError(t, os.MkdirAll(out, 0o755))
+	if err := unix.Mount("tmpfs", out, "tmpfs", 0, "size=512k"); err != nil {
+		t.Skipf("cannot mount a small tmpfs here (%v)", err)
+	}
+	t.Cleanup(func() { unix.Unmount(out, unix.MNT_DETACH) })
+	for _, workers := range []int{1, 2} {
+		cfg := Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{filepath.Join(dir, "logs")}, Out: out, Ref: "a",
+			Workers: workers, SpillDir: filepath.Join(dir, "spill"), MemBytes: 64 << 10}
+		done := make(chan error, 1)
+		go func() { _, err := Run(cfg); done <- err }()
+		select {
+		case err := <-done:
+			require.Error(t, err)
+			require.Contains(t, err.Error(), "durations.parquet")
+			require.Contains(t, err.Error(), "full")
+		case <-time.After(60 * time.Second):
+			t.Fatal("the analysis hangs when its output disk is full")
+		}
+		left, err := os.ReadDir(out)
+		require.NoError(t, err)
+		require.Empty(t, left, "nothing left in Out (workers %d)", workers)
+	}
+}
