@@ -245,3 +245,39 @@ func (a *analysis) keptOf(key PairKey) *atomic.Uint64 {
 	}
 	return c
 }
+
+// reusedID takes an id with more than maxTupleEvents records: it is left
+// out (counted), and its first maxVoteEvents records in estimate order vote,
+// as any tuple's do; they are kept while the records stream past, so memory
+// does not grow with the id's records.
+func (w *worker) reusedID(d *partData, order []radixKey) {
+	first := w.sorted[:0]
+	var e event
+	for _, o := range order {
+		e = event{id: d.id[o.i], tsc: d.tsc[o.i], ch: d.ch[o.i]}
+		w.a.model.TranslateInto(&e.tr, w.a.chNode[e.ch], e.tsc)
+		v := e.tr.Value(w.a.model)
+		e.est, e.err = v.Est, v.Err
+		if v.Est < w.t0 {
+			w.t0 = v.Est
+		}
+		if len(first) == maxVoteEvents && !eventLess(&e, &first[len(first)-1]) {
+			continue
+		}
+		if len(first) < maxVoteEvents {
+			first = append(first, e)
+		} else {
+			first[len(first)-1] = e
+		}
+		for j := len(first) - 1; j > 0 && eventLess(&first[j], &first[j-1]); j-- {
+			first[j], first[j-1] = first[j-1], first[j]
+		}
+	}
+	w.sorted = first
+	w.a.voteCached(w.votes, &w.vcache, first)
+	if w.rank != nil {
+		w.tuples++
+		w.skippedTuples++
+		w.skippedRecords += uint64(len(order))
+	}
+}

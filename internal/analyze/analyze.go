@@ -149,14 +149,25 @@ func Run(cfg Config) (*Result, error) {
 		return nil, err
 	}
 	for _, name := range outputs {
-		if err := os.Remove(filepath.Join(cfg.Out, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, err
+		for _, f := range []string{name, name + ".partial"} {
+			if err := os.Remove(filepath.Join(cfg.Out, f)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, err
+			}
+		}
+	}
+	// What a run that was killed left in the default spill directory (Out
+	// is one run's at a time; a --spill DIR may be shared, and is left alone).
+	if cfg.SpillDir == "" {
+		stale, _ := filepath.Glob(filepath.Join(cfg.Out, ".spill", spillPrefix+"*"))
+		for _, d := range stale {
+			os.RemoveAll(d)
 		}
 	}
 	res, err := a.run()
 	if err != nil {
 		for _, name := range outputs {
 			os.Remove(filepath.Join(a.cfg.Out, name))
+			os.Remove(filepath.Join(a.cfg.Out, name+".partial"))
 		}
 		return nil, err
 	}

@@ -126,6 +126,13 @@ func (w *worker) joinPartition(d *partData, fn func([]event) error) error {
 		for e < len(order) && order[e].k == order[s].k {
 			e++
 		}
+		if e-s > maxTupleEvents {
+			// A reused id: no tuple's way, left out; only its first
+			// records vote (as they would), without holding them all.
+			w.reusedID(d, order[s:e])
+			s = e
+			continue
+		}
 		w.evs = w.evs[:0]
 		for _, o := range order[s:e] {
 			w.evs = append(w.evs, event{id: d.id[o.i], tsc: d.tsc[o.i], ch: d.ch[o.i]})

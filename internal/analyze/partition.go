@@ -47,6 +47,9 @@ type partitions struct {
 	spill       bool // blocks go to spill files (else they stay in memory)
 	encode      bool // spilled blocks are column-encoded (spillEncoded)
 
+	own       string // this run's directory inside dir (created at the first spill)
+	removeDir bool   // dir is the default (Out/.spill): removed at the end when empty
+
 	mu      sync.Mutex
 	blocks  [][]block // per partition, in the order blocks were finished
 	mem     [][]byte  // blocks held in memory
@@ -222,8 +225,13 @@ func (w *partWriter) flush(k int) error {
 	w.ps.mu.Lock()
 	if !w.ps.spill {
 		blk.off = int64(len(w.ps.mem))
-		w.ps.mem = append(w.ps.mem, b)
-		w.bufs[k] = nil
+		if len(b) == cap(b) { // a full block is kept as it is
+			w.ps.mem = append(w.ps.mem, b)
+			w.bufs[k] = nil
+		} else { // a part-filled one (a file ended) is kept at its size
+			w.ps.mem = append(w.ps.mem, slices.Clone(b))
+			w.bufs[k] = b[:0]
+		}
 	}
 	w.ps.blocks[k] = append(w.ps.blocks[k], blk)
 	w.ps.events[k] += uint64(blk.n)
@@ -235,22 +243,34 @@ func (w *partWriter) flush(k int) error {
 }
 
 func (w *partWriter) open() error {
-	if err := os.MkdirAll(w.ps.dir, 0o755); err != nil {
-		return fmt.Errorf("spill directory: %w", err)
+	w.ps.mu.Lock()
+	defer w.ps.mu.Unlock()
+	if w.ps.own == "" {
+		// This run's own directory inside the spill directory: runs that
+		// share a --spill DIR never touch each other's files.
+		if err := os.MkdirAll(w.ps.dir, 0o755); err != nil {
+			return fmt.Errorf("spill directory: %w", err)
+		}
+		own, err := os.MkdirTemp(w.ps.dir, spillPrefix)
+		if err != nil {
+			return fmt.Errorf("spill directory: %w", err)
+		}
+		w.ps.own = own
 	}
-	f, err := os.OpenFile(filepath.Join(w.ps.dir, fmt.Sprintf("spill-%d", w.file)), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := os.OpenFile(filepath.Join(w.ps.own, fmt.Sprintf("spill-%d", w.file)), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return fmt.Errorf("spill: %w", err)
 	}
 	w.f = f
-	w.ps.mu.Lock()
 	for len(w.ps.files) <= int(w.file) {
 		w.ps.files = append(w.ps.files, nil)
 	}
 	w.ps.files[w.file] = f
-	w.ps.mu.Unlock()
 	return nil
 }
+
+// spillPrefix names a run's own directory inside the spill directory.
+const spillPrefix = "cp-spill-"
 
 // partData is one partition's records, read back for the join.
 type partData struct {
@@ -299,13 +319,18 @@ func (p *partitions) read(k int, d *partData) error {
 	return nil
 }
 
-// close removes the spill files and the directory when it is empty.
+// close removes this run's spill files and its own directory, and the
+// spill directory itself when it is the default one and empty.
 func (p *partitions) close() {
 	for _, f := range p.files {
 		if f != nil {
 			f.Close()
-			os.Remove(f.Name())
 		}
 	}
-	os.Remove(p.dir)
+	if p.own != "" {
+		os.RemoveAll(p.own)
+	}
+	if p.removeDir {
+		os.Remove(p.dir) // only when empty
+	}
 }

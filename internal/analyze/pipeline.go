@@ -93,6 +93,7 @@ func (a *analysis) joinTuples() error {
 	if err != nil {
 		return err
 	}
+	ps.removeDir = a.cfg.SpillDir == ""
 	defer ps.close()
 	a.progress.total, a.progress.nparts = total, ps.n
 

@@ -620,10 +620,10 @@ func (lf *File) RecordBatches(fn func([]Record) error) error {
 			}
 			base = e.firstPos
 		}
+		// A frame that holds fewer records than it covers (an ASCII block
+		// cut short) leaves the rest of its positions uncovered: the next
+		// frame's gap, or the end (below), counts them, once.
 		got := uint64(len(raw)) / rs
-		if got < e.n {
-			sum.MissingPos += e.n - got
-		}
 		sum.EndPos = max(sum.EndPos, e.firstPos+e.n)
 		if len(pending) == 0 && len(bad) == 0 && (ei+1 == len(ents) || ents[ei+1].firstPos >= e.firstPos+got) {
 			// Nothing before it is pending and no later frame overlaps it:
@@ -670,6 +670,9 @@ func (lf *File) RecordBatches(fn func([]Record) error) error {
 	}
 	if err := emit(^uint64(0)); err != nil {
 		return err
+	}
+	if sum.EndPos > base {
+		sum.MissingPos += sum.EndPos - base
 	}
 	if len(batch) > 0 {
 		if err := fn(batch); err != nil {
