@@ -208,6 +208,10 @@ func prepare(cfg Config) (*analysis, error) {
 		res: &Result{Ref: model.Ref(), RefHz: model.RefHz(), Channels: chans}}
 	a.linkReturnLogs()
 	a.indexChannels()
+	// A --order naming no channel is refused now, not after the decoding.
+	if _, err := a.rankChannels(orderVotes{}); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 

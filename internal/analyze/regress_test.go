@@ -205,3 +205,11 @@ func TestInterruptedRunLeftoversRemoved(t *testing.T) {
 	})
 	require.Empty(t, left, "an interrupted run's spill files and partial results are left in --out after a successful run")
 }
+
+// A --order that names no channel is refused before any record is read.
+func TestBadOrderRefusedBeforeDecoding(t *testing.T) {
+	dir := t.TempDir()
+	logs := reviewChans(t, dir, 2, false, func(ch int) []string { return []string{"1,1000", "2,2000"} })
+	_, err := prepare(Config{Logs: []string{logs}, Order: []string{"n/c000", "n/nope"}})
+	require.ErrorContains(t, err, `--order: no channel "n/nope" (channels: n/c000, n/c001)`)
+}
