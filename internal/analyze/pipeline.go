@@ -77,14 +77,7 @@ func (p *progress) report(w io.Writer, after, interval time.Duration, stop chan 
 // joinTuples runs the stages above on the tuple and return channels.
 func (a *analysis) joinTuples() error {
 	workers := a.cfg.Workers
-	var total uint64
-	files := 0
-	for _, c := range a.chans {
-		if c.Role == RoleTuples || c.Role == RoleReturn {
-			total += c.maxRecords
-			files++
-		}
-	}
+	total, files := a.tupleFiles()
 	spillDir := a.cfg.SpillDir
 	if spillDir == "" {
 		spillDir = filepath.Join(a.cfg.Out, ".spill")
@@ -140,6 +133,18 @@ func (a *analysis) joinTuples() error {
 		rank = final
 		a.progress.parts.Store(0)
 	}
+}
+
+// tupleFiles counts the tuple and return channels' files and the most
+// records they can hold: what the partitions are planned for.
+func (a *analysis) tupleFiles() (total uint64, files int) {
+	for _, c := range a.chans {
+		if c.Role == RoleTuples || c.Role == RoleReturn {
+			total += c.maxRecords
+			files++
+		}
+	}
+	return total, files
 }
 
 // joinAll joins and aggregates the first parts partitions with the given

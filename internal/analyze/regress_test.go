@@ -39,14 +39,7 @@ func reviewPlan(t *testing.T, cfg Config) (*analysis, *partitions) {
 	t.Helper()
 	a, err := prepare(cfg)
 	require.NoError(t, err)
-	var total uint64
-	files := 0
-	for _, c := range a.chans {
-		if c.Role == RoleTuples || c.Role == RoleReturn {
-			total += c.maxRecords
-			files++
-		}
-	}
+	total, files := a.tupleFiles()
 	spill := cfg.SpillDir
 	if spill == "" {
 		spill = filepath.Join(cfg.Out, ".spill")
