@@ -10,6 +10,23 @@
  * channel in the log directory ($CP_LOG_DIR, default ./cloudprofiler-logs,
  * created if missing). `cloudprofiler dump FILE` decodes any of them.
  *
+ * Marking operators (the capacity analysis, README "Capacity"). A channel
+ * named "OPERATOR ROLE" or "OPERATOR#INSTANCE ROLE" marks one instance of
+ * an operator; ROLE is the name's last space-separated word:
+ *   in    the instance took the tuple from its input and starts on it (log
+ *         it after the dequeue or receive returned: waiting is before it);
+ *   out   its own work on the tuple is done: log it right before handing
+ *         the tuple downstream (emit, collect, enqueue, send);
+ *   sent  (optional) the hand-off returned: out to sent is time blocked by
+ *         a full downstream (backpressure), not service;
+ *   count a CP_SERVICERATE channel: an operator instrumented with counters.
+ * OPERATOR is the rest of the name up to its last '#', INSTANCE what
+ * follows it (a subtask index, a thread name; may be absent). The instance
+ * is (the header's node, pid, OPERATOR, INSTANCE): one channel per instance
+ * and role (two are an error of `cloudprofiler analyze` naming both). Own
+ * service time of a tuple is out - in, on one TSC. Other names are not
+ * marks; they still give durations.
+ *
  * Handles. OpenChannel returns an opaque int64 handle > 0. Handles are never
  * pointers: a stale, forged or closed handle given to any function returns a
  * negative code and touches nothing. A closed handle stays invalid: slots are
@@ -171,6 +188,21 @@ enum cp_log_format {
  *                        read at each FOX OpenChannel. Not reachable through
  *                        NET_CONF.
  * CP_GPIORTT             aarch64 boards only (CP_ERR_UNSUPPORTED_PLATFORM here).
+ * CP_SERVICERATE         an operator's service rate from counters only (Beard
+ *                        & Chamberlain, README "Capacity"): LogTS counts one
+ *                        item the operator took (a plain increment, one writer
+ *                        per channel as FASTPERIODICCOUNTER; the id is not
+ *                        kept), LogTSMany adds n; CP_MarkBlocked says its input
+ *                        was empty or its output full. The library samples the
+ *                        count every period T (from CP_ARG_SR_MIN_PERIOD_NS,
+ *                        doubled while periods are unblocked and regular, up to
+ *                        CP_ARG_SR_MAX_PERIOD_NS), keeps the periods without a
+ *                        blocked mark, and estimates the non-blocking rate
+ *                        (Gaussian filter, 95th percentile, running mean,
+ *                        convergence test, restart): CP_ServiceRate reads it,
+ *                        each converged estimate is a "service_rate" event in
+ *                        the file. Counter records every arg0 ns [1e9, >= 1e6]
+ *                        as PERIODICCOUNTER writes them. Not through NET_CONF.
  */
 enum cp_handler_type {
   CP_IDENTITY = 0,
@@ -186,7 +218,8 @@ enum cp_handler_type {
   CP_NET_CONF = 10,
   CP_FOX_START = 11,
   CP_FOX_END = 12,
-  CP_GPIORTT = 13
+  CP_GPIORTT = 13,
+  CP_SERVICERATE = 14
 };
 
 /* Argument numbers for ParameterizeChannel. 0 and 1 are the handler's own
@@ -199,8 +232,34 @@ enum cp_handler_type {
 enum cp_arg {
   CP_ARG0 = 0,
   CP_ARG1 = 1,
-  CP_ARG_DROP_WHEN_FULL = 100
+  CP_ARG_DROP_WHEN_FULL = 100,
+  /* CP_SERVICERATE's estimator (the paper leaves these open; README
+   * "Capacity" says why each default):                          [default, range] */
+  CP_ARG_SR_MIN_PERIOD_NS = 200,  /* first sampling period T       [1e6, 1e6..1e9] */
+  CP_ARG_SR_MAX_PERIOD_NS = 201,  /* widest T                      [16e6, min..1e9] */
+  CP_ARG_SR_WINDOW = 202,         /* periods in the window S       [64, 8..4096] */
+  CP_ARG_SR_WIDEN_AFTER = 203,    /* unblocked, regular periods before T doubles [16, 1..1e6] */
+  CP_ARG_SR_STABLE_PPM = 204,     /* "regular": realized periods within this of their mean [100000, 1..1e6] */
+  CP_ARG_SR_TOLERANCE_PPM = 205   /* convergence: filtered relative sd of the mean within this [1000, 1..1e6] */
 };
+
+/* CP_MarkBlocked's which. */
+enum cp_blocked {
+  CP_BLOCKED_INPUT = 1,   /* the operator found its input empty (it will wait) */
+  CP_BLOCKED_OUTPUT = 2   /* the operator found its output full (it will wait) */
+};
+
+/* CP_ServiceRate's answer. Rates are items per second. */
+typedef struct {
+  double rate;            /* the last converged estimate, else the running one; 0: none yet */
+  double running;         /* the running mean of estimates since the last convergence (0: none) */
+  double period_s;        /* the sampling period T now */
+  int64_t samples;        /* unblocked periods used so far */
+  int64_t periods;        /* periods sampled so far */
+  int64_t convergences;   /* converged estimates so far (each an event in the file) */
+  int32_t converged;      /* 1: rate is a converged estimate; 0: not (yet), or not any more */
+  int32_t reserved;
+} cp_service_rate_t;
 
 /* Error codes. */
 enum cp_error {
@@ -279,6 +338,20 @@ int32_t LogTS(int64_t ch, int64_t tuple_id);
  * never enters Go, never allocates; waits (sleeping) only when a buffered
  * channel's ring is full. A close racing with the batch stops it there. */
 int64_t LogTSMany(int64_t ch, const int64_t *ids, int64_t n, int32_t *err);
+
+/* CP_SERVICERATE channels: marks that the operator's input was empty or its
+ * output full (which: CP_BLOCKED_INPUT, CP_BLOCKED_OUTPUT or both) during
+ * the current sampling period, whose count the estimator then leaves out.
+ * Call it when the operator is about to wait. Never enters Go, never
+ * allocates; a few ns (a load, and a store only when the mark is not set).
+ * Returns 0, CP_ERR_BAD_HANDLE, CP_ERR_CLOSED, CP_ERR_BAD_ARG_VALUE (which
+ * not 1..3) or CP_ERR_BAD_HANDLER (not a CP_SERVICERATE channel). */
+int32_t CP_MarkBlocked(int64_t ch, int32_t which);
+
+/* CP_SERVICERATE channels: the estimator's state now, into *out. Enters Go
+ * (about 0.1 us): not for every event. Returns 0, CP_ERR_BAD_HANDLE,
+ * CP_ERR_CLOSED, CP_ERR_BAD_ARG_VALUE (out NULL) or CP_ERR_BAD_HANDLER. */
+int32_t CP_ServiceRate(int64_t ch, cp_service_rate_t *out);
 
 /* Flushes every accepted record, writes the closing sync point and counters,
  * fsyncs and closes the file. Returns 0, CP_ERR_CLOSED for a second close,

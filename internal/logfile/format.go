@@ -272,7 +272,7 @@ type Conf struct {
 
 // Counter says whether the channel writes counter records only.
 func (h *Header) Counter() bool {
-	return h.Handler == "PERIODICCOUNTER" || h.Handler == "FASTPERIODICCOUNTER"
+	return h.Handler == "PERIODICCOUNTER" || h.Handler == "FASTPERIODICCOUNTER" || h.Handler == "SERVICERATE"
 }
 
 // Event is a JSON event frame or line: a parameter change, a SIGTERM flush.
@@ -289,6 +289,12 @@ type Event struct {
 	// Unwritten (SIGTERM event): records the channel held in memory for a
 	// failing disk, lost with the process.
 	Unwritten uint64 `json:"unwritten,omitempty"`
+	// service_rate events (SERVICERATE channels): a converged estimate of
+	// the Beard & Chamberlain estimator, items per second, at Sync's TSC;
+	// the sampling period then and the estimates averaged into it.
+	Rate     float64 `json:"rate,omitempty"`
+	PeriodNs int64   `json:"period_ns,omitempty"`
+	Samples  uint64  `json:"samples,omitempty"`
 }
 
 // Trailer is written by a normal close (CloseChannel, CloseAllChannels, exit).
