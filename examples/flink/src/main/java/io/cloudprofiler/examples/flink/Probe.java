@@ -12,10 +12,16 @@ import io.cloudprofiler.LogFormat;
  * failures are counted and {@link #close()} reports them, so a run with a
  * refused record fails instead of analysing a log with a gap.
  *
- * <p>Names: {@code <stage>-<operator>-<point>-<subtask>}, e.g.
- * {@code 1-enrich-entry-0}. The stage number puts the analysis's tables, which
- * sort by channel name, in pipeline order; the subtask index keeps one file
- * (one writer) per operator instance.
+ * <p>Names follow the marking convention (top-level README, "Capacity"):
+ * {@code OPERATOR#SUBTASK ROLE}, e.g. {@code 1-enrich#0 in}. ROLE is
+ * {@code in} (the operator starts on the tuple), {@code out} (its work is
+ * done: right before it returns or collects the tuple) or {@code sent} (the
+ * collect returned: out -&gt; sent is time blocked on a full output); the
+ * subtask index keeps one file (one writer) per operator instance, and the
+ * stage number in OPERATOR lists the operators in pipeline order where a
+ * table sorts by name. A channel whose last word is none of these (the
+ * sink's {@code counter}) is not a mark: {@code analyze} times it but leaves
+ * it out of the capacity analysis.
  */
 final class Probe implements AutoCloseable {
     private final Channel channel;
@@ -26,14 +32,14 @@ final class Probe implements AutoCloseable {
         this.channel = channel;
     }
 
-    static String name(int stage, String operator, String point, int subtask) {
-        return stage + "-" + operator + "-" + point + "-" + subtask;
+    /** {@code OPERATOR#SUBTASK ROLE}. */
+    static String name(String operator, int subtask, String role) {
+        return operator + "#" + subtask + " " + role;
     }
 
     /** A buffered channel that keeps every (TSC, tuple id) record. */
-    static Probe events(int stage, String operator, String point, int subtask) {
-        return new Probe(Channel.open(name(stage, operator, point, subtask), LogFormat.ZSTD_TSC,
-                HandlerType.BUFFER_IDENTITY));
+    static Probe events(String operator, int subtask, String role) {
+        return new Probe(Channel.open(name(operator, subtask, role), LogFormat.ZSTD_TSC, HandlerType.BUFFER_IDENTITY));
     }
 
     /**
@@ -41,9 +47,8 @@ final class Probe implements AutoCloseable {
      * total is in the file's trailer. FASTPERIODICCOUNTER: one writer (the
      * subtask's thread), a plain increment.
      */
-    static Probe counter(int stage, String operator, String point, int subtask, long periodNanos) {
-        Channel ch = Channel.open(name(stage, operator, point, subtask), LogFormat.ZSTD_TSC,
-                HandlerType.FASTPERIODICCOUNTER);
+    static Probe counter(String operator, int subtask, String what, long periodNanos) {
+        Channel ch = Channel.open(name(operator, subtask, what), LogFormat.ZSTD_TSC, HandlerType.FASTPERIODICCOUNTER);
         try {
             ch.parameterize(CloudProfiler.ARG0, periodNanos);
         } catch (RuntimeException e) {
@@ -70,16 +75,20 @@ final class Probe implements AutoCloseable {
         }
     }
 
-    /** Closes each non-null probe; the first failure is thrown after all were closed. */
-    static void closeAll(Probe... probes) {
+    /**
+     * Closes each non-null probe or {@link Marks} (whose close throws
+     * nothing checked); the first failure is thrown after all were closed.
+     */
+    static void closeAll(AutoCloseable... probes) {
         RuntimeException first = null;
-        for (Probe p : probes) {
+        for (AutoCloseable p : probes) {
             if (p == null) continue;
             try {
                 p.close();
-            } catch (RuntimeException e) {
-                if (first == null) first = e;
-                else first.addSuppressed(e);
+            } catch (Exception e) {
+                RuntimeException r = e instanceof RuntimeException re ? re : new IllegalStateException(e);
+                if (first == null) first = r;
+                else first.addSuppressed(r);
             }
         }
         if (first != null) throw first;

@@ -29,19 +29,28 @@ import org.apache.flink.util.Collector;
  *   -> sink (checksum)
  * </pre>
  *
- * Channels, one per operator instance (subtask {@code i}), each
- * BUFFER_IDENTITY / ZSTD_TSC unless said otherwise:
+ * Channels, one per operator instance (subtask {@code i}) and mark, named
+ * by the marking convention ({@code OPERATOR#SUBTASK ROLE}, {@link Marks}),
+ * each BUFFER_IDENTITY / ZSTD_TSC unless said otherwise:
  *
  * <ul>
- * <li>{@code 0-source-emit-i}: the id, as the source hands the tuple on;
- * <li>{@code 1-enrich-entry-i}, {@code 1-enrich-exit-i},
- *     {@code 2-count-entry-i}, {@code 2-count-exit-i},
- *     {@code 3-sink-entry-i}, {@code 3-sink-exit-i}: as an operator receives
- *     the tuple, and as it hands it on (before returning it or calling
- *     out.collect, so the hop to the next operator holds serialization,
- *     Flink's buffers and the hand-off between the two tasks);
- * <li>{@code 3-sink-count-i}: FASTPERIODICCOUNTER, tuples per period.
+ * <li>{@code 0-source#i in}, {@code 0-source#i out}: as the generator
+ *     function makes the tuple, and as it returns it (Flink emits it then);
+ * <li>{@code 1-enrich#i in}, {@code 1-enrich#i out}: as the map gets the
+ *     tuple, and just before it returns it;
+ * <li>{@code 2-count#i in}, {@code 2-count#i out}, {@code 2-count#i sent}: as
+ *     the keyed function gets the tuple, just before {@code out.collect}, and
+ *     after it returned (collect waits for a free output buffer under
+ *     backpressure: out -&gt; sent is that wait);
+ * <li>{@code 3-sink#i in}, {@code 3-sink#i out}: as the sink gets the tuple,
+ *     and after its work;
+ * <li>{@code 3-sink#i counter}: FASTPERIODICCOUNTER, tuples per period (not
+ *     a mark).
  * </ul>
+ *
+ * The hop from one operator's {@code out} (or {@code sent}) to the next one's
+ * {@code in} holds serialization, Flink's buffers and the hand-off between
+ * the two tasks.
  *
  * Operator chaining is off by default, so each operator is its own task
  * (thread) and every exit -&gt; entry hop is a real hand-off through Flink's
@@ -108,23 +117,24 @@ public final class ProfiledJob {
     /** The source: tuple i of the sequence gets id i; logs it as it emits it. */
     public static final class TupleSource implements GeneratorFunction<Long, Event> {
         private static final long serialVersionUID = 1L;
-        private transient Probe emit;
+        private transient Marks marks;
 
         @Override
         public void open(SourceReaderContext ctx) {
-            emit = Probe.events(0, "source", "emit", ctx.getIndexOfSubtask());
+            marks = Marks.open("0-source", ctx.getIndexOfSubtask(), false);
         }
 
         @Override
         public Event map(Long index) {
+            marks.in(index);
             Event e = new Event(index);
-            emit.log(e.id);
+            marks.out(e.id);
             return e;
         }
 
         @Override
         public void close() {
-            Probe.closeAll(emit);
+            Probe.closeAll(marks);
         }
     }
 
@@ -132,7 +142,7 @@ public final class ProfiledJob {
     public static final class Enrich extends RichMapFunction<Event, Event> {
         private static final long serialVersionUID = 1L;
         private final int keys;
-        private transient Probe entry, exit;
+        private transient Marks marks;
 
         Enrich(int keys) {
             this.keys = keys;
@@ -140,23 +150,21 @@ public final class ProfiledJob {
 
         @Override
         public void open(OpenContext ctx) {
-            int subtask = getRuntimeContext().getTaskInfo().getIndexOfThisSubtask();
-            entry = Probe.events(1, "enrich", "entry", subtask);
-            exit = Probe.events(1, "enrich", "exit", subtask);
+            marks = Marks.open("1-enrich", getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(), false);
         }
 
         @Override
         public Event map(Event e) {
-            entry.log(e.id);
+            marks.in(e.id);
             e.value = mix(e.id);
             e.key = (int) Long.remainderUnsigned(e.value, keys);
-            exit.log(e.id);
+            marks.out(e.id);
             return e;
         }
 
         @Override
         public void close() {
-            Probe.closeAll(entry, exit);
+            Probe.closeAll(marks);
         }
     }
 
@@ -164,29 +172,28 @@ public final class ProfiledJob {
     public static final class Count extends KeyedProcessFunction<Integer, Event, Event> {
         private static final long serialVersionUID = 1L;
         private transient ValueState<Long> seen;
-        private transient Probe entry, exit;
+        private transient Marks marks;
 
         @Override
         public void open(OpenContext ctx) {
             seen = getRuntimeContext().getState(new ValueStateDescriptor<>("seen", Types.LONG));
-            int subtask = getRuntimeContext().getTaskInfo().getIndexOfThisSubtask();
-            entry = Probe.events(2, "count", "entry", subtask);
-            exit = Probe.events(2, "count", "exit", subtask);
+            marks = Marks.open("2-count", getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(), true);
         }
 
         @Override
         public void processElement(Event e, Context ctx, Collector<Event> out) throws Exception {
-            entry.log(e.id);
+            marks.in(e.id);
             Long n = seen.value();
             e.seq = n == null ? 1 : n + 1;
             seen.update(e.seq);
-            exit.log(e.id);
+            marks.out(e.id);
             out.collect(e);
+            marks.sent(e.id);
         }
 
         @Override
         public void close() {
-            Probe.closeAll(entry, exit);
+            Probe.closeAll(marks);
         }
     }
 
@@ -194,7 +201,8 @@ public final class ProfiledJob {
     public static final class Sink extends RichSinkFunction<Event> {
         private static final long serialVersionUID = 1L;
         private final long counterPeriodNanos;
-        private transient Probe entry, exit, counter;
+        private transient Marks marks;
+        private transient Probe counter;
         private transient long checksum;
 
         Sink(long counterPeriodNanos) {
@@ -204,22 +212,21 @@ public final class ProfiledJob {
         @Override
         public void open(OpenContext ctx) {
             int subtask = getRuntimeContext().getTaskInfo().getIndexOfThisSubtask();
-            entry = Probe.events(3, "sink", "entry", subtask);
-            exit = Probe.events(3, "sink", "exit", subtask);
-            counter = Probe.counter(3, "sink", "count", subtask, counterPeriodNanos);
+            marks = Marks.open("3-sink", subtask, false);
+            counter = Probe.counter("3-sink", subtask, "counter", counterPeriodNanos);
         }
 
         @Override
         public void invoke(Event e, Context ctx) {
-            entry.log(e.id);
+            marks.in(e.id);
             counter.log(e.id);
             checksum += e.value ^ e.seq;
-            exit.log(e.id);
+            marks.out(e.id);
         }
 
         @Override
         public void close() {
-            Probe.closeAll(entry, exit, counter);
+            Probe.closeAll(marks, counter);
         }
     }
 
