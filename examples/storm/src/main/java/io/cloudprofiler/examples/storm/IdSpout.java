@@ -19,8 +19,9 @@ import org.apache.storm.tuple.Values;
  * emitted again and logged again (a replay); the test asserts there were
  * none.
  *
- * <p>Channel {@code spout-<task>-emit}: one record per emit, just before
- * {@code collector.emit}.
+ * <p>Channels {@code spout#<task> in} (the id is chosen: a new one, or one to
+ * replay) and {@code spout#<task> out} (just before {@code collector.emit}),
+ * by the marking convention (see {@link ProfiledBolt}).
  */
 public class IdSpout extends BaseRichSpout {
     private static final long serialVersionUID = 1L;
@@ -35,7 +36,7 @@ public class IdSpout extends BaseRichSpout {
     private final long count;
     private final int keys;
     private transient SpoutOutputCollector collector;
-    private transient Channel emit;
+    private transient Channel in, out;
     private transient long next;
     private transient ArrayDeque<Long> replay;
     private transient String component;
@@ -59,7 +60,9 @@ public class IdSpout extends BaseRichSpout {
     public void open(Map<String, Object> conf, TopologyContext context, SpoutOutputCollector collector) {
         this.collector = collector;
         this.component = context.getThisComponentId();
-        this.emit = Probes.openBuffered(component + "-" + context.getThisTaskId() + "-emit");
+        String instance = component + "#" + context.getThisTaskId();
+        this.in = Probes.openBuffered(instance + " in");
+        this.out = Probes.openBuffered(instance + " out");
         this.next = 0;
         this.replay = new ArrayDeque<>();
         Probes.started(component);
@@ -77,8 +80,10 @@ public class IdSpout extends BaseRichSpout {
         } else {
             return; // done: Storm's spout wait strategy backs off
         }
-        Probes.log(emit, id);
-        collector.emit(new Values(id, key(id, keys)), id);
+        Probes.log(in, id);
+        Values v = new Values(id, key(id, keys));
+        Probes.log(out, id);
+        collector.emit(v, id);
     }
 
     @Override
@@ -95,8 +100,9 @@ public class IdSpout extends BaseRichSpout {
     /** Called on kill in a LocalCluster; on a real cluster maybe not (the shutdown hook closes the channel then). */
     @Override
     public void close() {
-        Probes.close(emit);
-        emit = null;
+        Probes.close(in);
+        Probes.close(out);
+        in = out = null;
         Probes.stopped(component);
     }
 

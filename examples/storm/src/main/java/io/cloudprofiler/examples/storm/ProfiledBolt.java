@@ -9,19 +9,27 @@ import org.apache.storm.tuple.Tuple;
 import org.apache.storm.tuple.Values;
 
 /**
- * A bolt with two channels per task, {@code <component>-<task>-entry} and
- * {@code <component>-<task>-exit}, opened in prepare() and closed in
- * cleanup(). execute() logs the tuple id on entry, runs the bolt's own work
- * ({@link #process}), logs it on exit, then hands the result to Storm: emit
- * (anchored to the input) and ack.
+ * A bolt with two channels per task, named by the marking convention
+ * ({@code OPERATOR#INSTANCE ROLE}, the top-level README's "Capacity"):
+ * {@code <component>#<task> in} and {@code <component>#<task> out}, opened in
+ * prepare() and closed in cleanup(). execute() logs the tuple id in
+ * {@code in}, runs the bolt's own work ({@link #process}), logs it in
+ * {@code out}, then hands the result to Storm: emit (anchored to the input)
+ * and ack.
  *
- * <p>The exit record is taken before emit(), not after it: once emit() has
+ * <p>The out record is taken before emit(), not after it: once emit() has
  * put the tuple on the next executor's queue, that executor may log its
- * entry before this thread gets to log anything, so a record after emit()
- * would race with the next bolt's entry record. Before emit(), entry -> exit
- * is the bolt's own work and exit -> next entry is Storm's part (emit,
- * queues, the next executor picking the tuple up), and the second never
- * starts before the first ends.
+ * {@code in} before this thread gets to log anything, so a record after
+ * emit() would race with the next bolt's. Before emit(), in -> out is the
+ * bolt's own work and out -> next in is Storm's part (emit, queues, the next
+ * executor picking the tuple up), and the second never starts before the
+ * first ends.
+ *
+ * <p>No {@code sent} mark: Storm 2's emit never waits. When the next
+ * executor's queue is full, emit puts the tuple in this executor's overflow
+ * ({@code pendingEmits}) and returns, and the executor takes no new input
+ * until the overflow has drained: backpressure shows as time between a
+ * task's tuples (outside in -> out), never as time in emit.
  *
  * <p>Nothing here throws into Storm (see {@link Probes}): a failure of the
  * bolt's own work is recorded and the tuple failed.
@@ -32,26 +40,26 @@ public abstract class ProfiledBolt extends BaseRichBolt {
     protected transient OutputCollector collector;
     protected transient String component;
     protected transient int task;
-    private transient Channel entry, exit;
+    private transient Channel in, out;
 
     @Override
     public final void prepare(Map<String, Object> conf, TopologyContext context, OutputCollector collector) {
         this.collector = collector;
         this.component = context.getThisComponentId();
         this.task = context.getThisTaskId();
-        String prefix = component + "-" + task;
-        entry = Probes.openBuffered(prefix + "-entry");
-        exit = Probes.openBuffered(prefix + "-exit");
+        String instance = component + "#" + task;
+        in = Probes.openBuffered(instance + " in");
+        out = Probes.openBuffered(instance + " out");
         try {
-            open(prefix);
+            open(instance);
         } catch (RuntimeException e) {
-            Probes.error(prefix + " prepare: " + e);
+            Probes.error(instance + " prepare: " + e);
         }
         Probes.started(component);
     }
 
-    /** The bolt's own setup, after its channels are open. */
-    protected void open(String channelPrefix) {}
+    /** The bolt's own setup, after its channels are open; instance is "component#task". */
+    protected void open(String instance) {}
 
     /** The bolt's own work on one tuple: the values to emit, or null. */
     protected abstract Values process(Tuple input, long id);
@@ -65,21 +73,21 @@ public abstract class ProfiledBolt extends BaseRichBolt {
         try {
             id = input.getLong(0);
         } catch (RuntimeException e) {
-            Probes.error(component + "-" + task + ": not a tuple with a long id first: " + input);
+            Probes.error(component + "#" + task + ": not a tuple with a long id first: " + input);
             collector.fail(input);
             return;
         }
-        Probes.log(entry, id);
-        Values out;
+        Probes.log(in, id);
+        Values result;
         try {
-            out = process(input, id);
+            result = process(input, id);
         } catch (RuntimeException e) {
-            Probes.error(component + "-" + task + " id " + id + ": " + e);
+            Probes.error(component + "#" + task + " id " + id + ": " + e);
             collector.fail(input);
             return;
         }
-        Probes.log(exit, id);
-        if (out != null) collector.emit(input, out);
+        Probes.log(out, id);
+        if (result != null) collector.emit(input, result);
         collector.ack(input);
     }
 
@@ -94,11 +102,11 @@ public abstract class ProfiledBolt extends BaseRichBolt {
         try {
             close();
         } catch (RuntimeException e) {
-            Probes.error(component + "-" + task + " cleanup: " + e);
+            Probes.error(component + "#" + task + " cleanup: " + e);
         }
-        Probes.close(entry);
-        Probes.close(exit);
-        entry = exit = null;
+        Probes.close(in);
+        Probes.close(out);
+        in = out = null;
         Probes.stopped(component);
     }
 }

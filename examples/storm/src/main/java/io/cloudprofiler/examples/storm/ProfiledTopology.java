@@ -17,8 +17,9 @@ import org.apache.storm.tuple.Values;
  * spout -(shuffle)-> transform x2 -(fieldsGrouping "key")-> keyed x2 -(shuffle)-> sink.
  *
  * <p>Each transform task sends to both keyed tasks (a key's tuples always go
- * to the same one), so tuples cross executors. Channels: the spout's emit,
- * every bolt task's entry and exit, and at the sink a periodic counter.
+ * to the same one), so tuples cross executors. Channels: every task's
+ * {@code in} and {@code out} marks (the spout's too), and at the sink a
+ * periodic counter.
  */
 public final class ProfiledTopology {
     public static final int KEYS = 64;
@@ -50,7 +51,7 @@ public final class ProfiledTopology {
         private transient Map<String, Long> perKey;
 
         @Override
-        protected void open(String channelPrefix) {
+        protected void open(String instance) {
             perKey = new HashMap<>();
         }
 
@@ -68,8 +69,9 @@ public final class ProfiledTopology {
 
     /**
      * The end: counts every tuple on a periodic counter channel
-     * ({@code sink-<task>-count}, one record per 10 ms, the exact total at
-     * close) and in {@link #SEEN} (per JVM: the LocalCluster test waits on it).
+     * ({@code sink#<task> counter}, one record per 10 ms, the exact total at
+     * close; its last word is no role, so it is not a mark) and in {@link
+     * #SEEN} (per JVM: the LocalCluster test waits on it).
      */
     public static class SinkBolt extends ProfiledBolt {
         private static final long serialVersionUID = 1L;
@@ -77,8 +79,8 @@ public final class ProfiledTopology {
         private transient Channel counter;
 
         @Override
-        protected void open(String channelPrefix) {
-            counter = Probes.openCounter(channelPrefix + "-count", COUNTER_PERIOD_NS);
+        protected void open(String instance) {
+            counter = Probes.openCounter(instance + " counter", COUNTER_PERIOD_NS);
         }
 
         @Override

@@ -44,7 +44,8 @@ import org.junit.jupiter.api.Timeout;
 class ProfiledTopologyTest {
     static final long N = 100_000L;
     static final String TOPOLOGY = "cloudprofiler-storm-example";
-    static final Pattern CHANNEL = Pattern.compile("(spout|transform|keyed|sink)-(\\d+)-(emit|entry|exit|count)");
+    /** The marking convention's OPERATOR#INSTANCE ROLE (Storm's task id the instance), and the sink's counter. */
+    static final Pattern CHANNEL = Pattern.compile("(spout|transform|keyed|sink)#(\\d+) (in|out|counter)");
 
     /** One decoded channel file. */
     record Log(Path file, String name, String component, int task, String point, String info, long[] ids,
@@ -98,9 +99,9 @@ class ProfiledTopologyTest {
             for (Path f : files.sorted().toList()) logs.add(decode(tool, f));
         }
         Map<String, List<Log>> byPoint = new TreeMap<>();
-        for (Log l : logs) byPoint.computeIfAbsent(l.component + "-" + l.point, k -> new ArrayList<>()).add(l);
-        assertEquals(Map.of("spout-emit", 1, "transform-entry", 2, "transform-exit", 2, "keyed-entry", 2,
-                        "keyed-exit", 2, "sink-entry", 1, "sink-exit", 1, "sink-count", 1),
+        for (Log l : logs) byPoint.computeIfAbsent(l.component + " " + l.point, k -> new ArrayList<>()).add(l);
+        assertEquals(Map.of("spout in", 1, "spout out", 1, "transform in", 2, "transform out", 2, "keyed in", 2,
+                        "keyed out", 2, "sink in", 1, "sink out", 1, "sink counter", 1),
                 byPoint.entrySet().stream().collect(Collectors.toMap(Map.Entry::getKey, e -> e.getValue().size())),
                 "channel files: " + logs.stream().map(Log::name).toList());
         for (Log l : logs) {
@@ -111,22 +112,23 @@ class ProfiledTopologyTest {
             }
         }
 
-        // The spout logged ids FIRST_ID .. FIRST_ID+N-1, once each, in order.
-        long[] emitted = byPoint.get("spout-emit").get(0).ids;
+        // The spout logged ids FIRST_ID .. FIRST_ID+N-1, once each, in order, in and out alike.
+        long[] emitted = byPoint.get("spout out").get(0).ids;
+        assertTrue(Arrays.equals(emitted, byPoint.get("spout in").get(0).ids), "spout: in and out ids differ");
         long[] expected = new long[(int) N];
         Arrays.setAll(expected, i -> IdSpout.FIRST_ID + i);
         assertTrue(Arrays.equals(expected, emitted), "spout emit ids are not FIRST_ID.. in order (" + emitted.length + " ids)");
         Set<Long> spoutIds = new HashSet<>((int) (2 * N));
         for (long id : emitted) spoutIds.add(id);
 
-        // Each bolt: a task's exit ids are its entry ids in the same order; over
+        // Each bolt: a task's out ids are its in ids in the same order; over
         // its tasks every id exactly once. taskOf: which task of the bolt had the id.
         Map<String, Map<Long, Integer>> taskOf = new HashMap<>();
         for (String bolt : List.of("transform", "keyed", "sink")) {
             Map<Long, Integer> where = new HashMap<>((int) (2 * N));
-            for (Log in : byPoint.get(bolt + "-entry")) {
-                Log out = byPoint.get(bolt + "-exit").stream().filter(l -> l.task == in.task).findFirst().orElseThrow();
-                assertTrue(Arrays.equals(in.ids, out.ids), bolt + " task " + in.task + ": exit ids differ from entry ids");
+            for (Log in : byPoint.get(bolt + " in")) {
+                Log out = byPoint.get(bolt + " out").stream().filter(l -> l.task == in.task).findFirst().orElseThrow();
+                assertTrue(Arrays.equals(in.ids, out.ids), bolt + " task " + in.task + ": out ids differ from in ids");
                 assertTrue(in.ids.length > 0, bolt + " task " + in.task + " saw no tuple");
                 for (long id : in.ids) {
                     assertTrue(spoutIds.contains(id), bolt + " task " + in.task + ": id " + id + " has no spout record");
@@ -151,7 +153,7 @@ class ProfiledTopologyTest {
         assertEquals(ProfiledTopology.PARALLELISM * ProfiledTopology.PARALLELISM, crossing.size(), "transform -> keyed task pairs used");
 
         // The periodic counter: its total is N, and so is the sum of its periods.
-        Log counter = byPoint.get("sink-count").get(0);
+        Log counter = byPoint.get("sink counter").get(0);
         Matcher total = Pattern.compile("closed:.* total (\\d+),").matcher(counter.info);
         assertTrue(total.find(), "no total on the counter's closed: line:\n" + counter.info);
         assertEquals(N, Long.parseLong(total.group(1)), "counter total");
@@ -205,30 +207,30 @@ class ProfiledTopologyTest {
 
     /** The summary.csv rows analyze must write, and their counts and values. */
     private static void checkSummary(List<Row> rows, Map<String, List<Log>> byPoint, Map<String, Map<Long, Integer>> taskOf) {
-        String spout = byPoint.get("spout-emit").get(0).name;
-        String sinkEntry = byPoint.get("sink-entry").get(0).name, sinkExit = byPoint.get("sink-exit").get(0).name;
+        String spoutIn = byPoint.get("spout in").get(0).name, spoutOut = byPoint.get("spout out").get(0).name;
+        String sinkIn = byPoint.get("sink in").get(0).name, sinkOut = byPoint.get("sink out").get(0).name;
         // Every hop of a tuple: pair -> how many tuples took it, from the logs themselves.
         Map<List<String>, Long> hops = new HashMap<>();
-        Set<String> withinExecutor = new TreeSet<>(); // entry -> exit of one task (the bolts' own work)
-        for (String bolt : List.of("transform", "keyed", "sink")) {
-            for (Log in : byPoint.get(bolt + "-entry")) {
-                String out = bolt + "-" + in.task + "-exit";
+        Set<String> withinExecutor = new TreeSet<>(); // in -> out of one task (the spout's and bolts' own work)
+        for (String component : List.of("spout", "transform", "keyed", "sink")) {
+            for (Log in : byPoint.get(component + " in")) {
+                String out = component + "#" + in.task + " out";
                 hops.put(List.of(in.name, out), (long) in.ids.length);
                 withinExecutor.add(in.name + " -> " + out);
             }
         }
         for (long id = IdSpout.FIRST_ID; id < IdSpout.FIRST_ID + N; id++) {
             int t = taskOf.get("transform").get(id), k = taskOf.get("keyed").get(id);
-            hops.merge(List.of(spout, "transform-" + t + "-entry"), 1L, Long::sum);
-            hops.merge(List.of("transform-" + t + "-exit", "keyed-" + k + "-entry"), 1L, Long::sum);
-            hops.merge(List.of("keyed-" + k + "-exit", sinkEntry), 1L, Long::sum);
+            hops.merge(List.of(spoutOut, "transform#" + t + " in"), 1L, Long::sum);
+            hops.merge(List.of("transform#" + t + " out", "keyed#" + k + " in"), 1L, Long::sum);
+            hops.merge(List.of("keyed#" + k + " out", sinkIn), 1L, Long::sum);
         }
         // All channels are in one process (the LocalCluster's JVM), and analyze
         // calls a hop between two channels of one process "compute": the hops
         // between executors are compute rows too, and there are no transfer rows.
         Map<String, Long> want = new TreeMap<>();
         hops.forEach((p, n) -> want.put("compute " + p.get(0) + " -> " + p.get(1), n));
-        want.put("end_to_end " + spout + " -> " + sinkExit, N);
+        want.put("end_to_end " + spoutIn + " -> " + sinkOut, N);
         Map<String, Long> got = new TreeMap<>();
         for (Row r : rows) got.put(r.kind + " " + r.from + " -> " + r.to, r.count);
         assertEquals(want, got, "summary.csv rows (kind from -> to = count)");
@@ -243,13 +245,13 @@ class ProfiledTopologyTest {
             assertTrue(r.median < 1.0, what + ": median " + r.median + " s");
             assertTrue(r.max < 120, what + ": max " + r.max + " s");
             if (r.kind.equals("compute")) {
-                String s = r.from.replaceAll("-\\d+-", "-") + " -> " + r.to.replaceAll("-\\d+-", "-");
+                String s = r.from.replaceAll("#\\d+ ", " ") + " -> " + r.to.replaceAll("#\\d+ ", " ");
                 double[] mm = stage.computeIfAbsent(s, k -> new double[] {Double.MAX_VALUE, 0});
                 mm[0] = Math.min(mm[0], r.min);
                 mm[1] = Math.max(mm[1], r.max);
             }
         }
-        assertEquals(6, stage.size(), "stages: " + stage.keySet());
+        assertEquals(7, stage.size(), "stages: " + stage.keySet());
         for (double[] mm : stage.values()) {
             e2eMinFloor += mm[0];
             e2eMaxCeil += mm[1];
@@ -260,7 +262,7 @@ class ProfiledTopologyTest {
         assertTrue(e2e.max <= e2eMaxCeil + 1e-9, "end-to-end max " + e2e.max + " > sum of the stages' maxima " + e2eMaxCeil);
         // Medians, per kind of hop, for the report.
         for (Row r : rows) {
-            String kind = withinExecutor.contains(r.from + " -> " + r.to) ? "bolt" : r.kind.equals("end_to_end") ? "e2e" : "hop";
+            String kind = withinExecutor.contains(r.from + " -> " + r.to) ? "own" : r.kind.equals("end_to_end") ? "e2e" : "hop";
             System.out.printf("[storm] %-4s %-20s -> %-20s %7d  median %9.1f us  p99 %9.1f us  max %10.1f us%n",
                     kind, r.from, r.to, r.count, r.median * 1e6, r.p99 * 1e6, r.max * 1e6);
         }
@@ -313,7 +315,7 @@ class ProfiledTopologyTest {
         ToolResult csv = run(tool, "dump", "--csv", file.toString());
         assertEquals(0, csv.code, "dump --csv " + file + ":\n" + csv.out.lines().limit(5).toList());
         List<String> lines = csv.out.lines().toList();
-        boolean isCounter = c.group(3).equals("count");
+        boolean isCounter = c.group(3).equals("counter");
         assertEquals(isCounter ? "period_end_tsc,count,skipped_periods" : "tuple_id,tsc", lines.get(0), file + ": CSV header");
         long[] ids = new long[lines.size() - 1];
         List<long[]> counters = new ArrayList<>();
@@ -337,7 +339,7 @@ class ProfiledTopologyTest {
         List<String> head = List.of(lines.get(0).split(","));
         List<Row> rows = new ArrayList<>();
         for (String line : lines.subList(1, lines.size())) {
-            String[] f = line.split(","); // no field here needs quoting: names are [a-z0-9-], labels node/name
+            String[] f = line.split(","); // no field here needs quoting: names are [a-z0-9#- ] (no leading space), labels node/name
             assertEquals(head.size(), f.length, line);
             java.util.function.ToDoubleFunction<String> d = col -> Double.parseDouble(f[head.indexOf(col)]);
             rows.add(new Row(f[head.indexOf("kind")], name(f[head.indexOf("from")]), name(f[head.indexOf("to")]),
