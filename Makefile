@@ -18,7 +18,7 @@ GOSRC   := $(shell find libcp internal handlers tsc cmd minrtt confserver datage
 
 all: wheel demo
 
-build: $(LIB) $(TOOL) $(BUILD)/demo $(BUILD)/stage
+build: $(LIB) $(TOOL) $(BUILD)/demo $(BUILD)/stage $(BUILD)/tandem
 
 $(LIB): $(GOSRC)
 	@mkdir -p $(BUILD)
@@ -34,6 +34,9 @@ $(BUILD)/%: examples/c/%.c $(LIB) capi/cloudprofiler.h
 
 $(BUILD)/stage: examples/pipeline/stage.c $(LIB) capi/cloudprofiler.h
 	$(CC) $(CFLAGS) $< -o $@ $(CLINK)
+
+$(BUILD)/tandem: examples/pipeline/tandem.c $(LIB) capi/cloudprofiler.h
+	$(CC) $(CFLAGS) $< -o $@ $(CLINK) -lm
 
 $(BUILD)/%: tests/c/%.c $(LIB) capi/cloudprofiler.h
 	$(CC) $(CFLAGS) $< -o $@ $(CLINK)
