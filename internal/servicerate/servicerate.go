@@ -98,6 +98,10 @@ const (
 	// maxRate is the largest rate (items/s) taken as an observation; more
 	// is a wrapped or garbage counter delta.
 	maxRate = 1e12
+	// shiftFraction: Window consecutive values of q more than this
+	// fraction away from q̄, on the same side, restart the statistics
+	// without an estimate (a change of phase, see the package doc).
+	shiftFraction = 0.1
 	// lateFactor and earlyFactor bound the realized period against the
 	// requested T: longer than 2T (the sampler was late) or shorter than
 	// T/2 (it woke early) and the period is discarded.
@@ -165,6 +169,9 @@ type Estimator struct {
 	convPos    int
 	convLen    int
 	lastQCount int64
+	// shiftSide and shiftLen: the side (+1 above, -1 below) on which the
+	// last shiftLen values of q fell more than shiftFraction away from q̄.
+	shiftSide, shiftLen int
 
 	// The widening streak.
 	st streak
@@ -276,7 +283,26 @@ func (e *Estimator) push(x float64) (bool, float64) {
 // standard error σ(q̄)/q̄ = sd(q)/(√n q̄) is filtered with Eq. 4's kernel and
 // the estimate has converged when the last 16 filtered values are all within
 // the tolerance. On convergence q̄ is the estimate and the statistics restart.
+// They also restart, without an estimate, when Window consecutive q's lie
+// more than 10 % from q̄ on the same side (a new phase; see the package doc).
 func (e *Estimator) updateStats(q float64) (bool, float64) {
+	if e.qN > 0 {
+		side := 0
+		if d := q - e.qMean; d > shiftFraction*e.qMean {
+			side = 1
+		} else if d < -shiftFraction*e.qMean {
+			side = -1
+		}
+		if side != 0 && side == e.shiftSide {
+			e.shiftLen++
+		} else {
+			e.shiftSide, e.shiftLen = side, side*side
+		}
+		if e.shiftLen >= len(e.s) {
+			// S has differed from q̄ for a whole window: a new phase.
+			e.resetStats()
+		}
+	}
 	e.qN++
 	d := q - e.qMean
 	e.qMean += d / float64(e.qN)
@@ -327,6 +353,7 @@ func (e *Estimator) updateStats(q float64) (bool, float64) {
 func (e *Estimator) resetStats() {
 	e.qN, e.qMean, e.qM = 0, 0, 0
 	e.relLen, e.convLen, e.convPos = 0, 0, 0
+	e.shiftSide, e.shiftLen = 0, 0
 }
 
 // State is a snapshot of the estimator; it maps onto cp_service_rate_t.
@@ -373,11 +400,11 @@ func (e *Estimator) Averaged() int64 { return e.lastQCount }
 // ring with their running sum; their minimum and maximum in two monotonic
 // queues of ring positions, so each push is O(1) amortised whatever k.
 type streak struct {
-	eps        float64
-	v          []float64
-	pos, n     int
-	sum        float64
-	lo, hi     mono
+	eps    float64
+	v      []float64
+	pos, n int
+	sum    float64
+	lo, hi mono
 }
 
 // mono is a monotonic queue of positions in the streak's ring, oldest first.

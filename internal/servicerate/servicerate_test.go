@@ -120,6 +120,16 @@ func roundState(s State) State {
 	return s
 }
 
+// untilConverged feeds e a steady rate until it converges.
+func untilConverged(t *testing.T, e *Estimator, items uint64, seconds float64) {
+	for range 1000 {
+		if _, conv, _ := e.Sample(items, seconds, false); conv {
+			return
+		}
+	}
+	t.Fatal("no convergence in 1000 samples")
+}
+
 // After a convergence the rate stays the last converged one while Running
 // follows the new statistics (here of a new, higher rate).
 func TestStateAfterReset(t *testing.T) {
@@ -127,13 +137,7 @@ func TestStateAfterReset(t *testing.T) {
 	p.MaxPeriod = p.MinPeriod
 	p.Window = 8
 	e := New(p)
-	i := 0
-	for ; ; i++ {
-		require.Less(t, i, 100)
-		if _, conv, _ := e.Sample(10, 0.001, false); conv {
-			break
-		}
-	}
+	untilConverged(t, e, 10, 0.001)
 	st := e.State()
 	assert.True(t, st.Converged)
 	assert.InDelta(t, 10000, st.Rate, 1e-6)
@@ -162,7 +166,7 @@ func TestFilter(t *testing.T) {
 		{in{0, 0.001, false}, false},  // still waiting: nothing taken since the mark
 		{in{30, 0.001, false}, false}, // the wait ended in it: partly blocked
 		{in{50, 0.001, false}, true},
-		{in{0, 0.001, false}, true}, // nothing taken, not waiting: a long service, an observation
+		{in{0, 0.001, false}, true},    // nothing taken, not waiting: a long service, an observation
 		{in{50, 0.0021, false}, false}, // late (> 2T)
 		{in{50, 0.0004, false}, false}, // early (< T/2)
 		{in{50, 0.002, false}, true},   // 2T exactly
@@ -361,4 +365,29 @@ func FuzzSample(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A change of rate in the middle of a cycle of q̄ restarts it once Window
+// consecutive q's are more than 10 % off: the next estimate is the new rate
+// alone, soon after the change.
+func TestPhaseShiftRestart(t *testing.T) {
+	p := DefaultParams()
+	p.MaxPeriod = p.MinPeriod
+	p.Window = 8
+	e := New(p)
+	untilConverged(t, e, 10, 0.001)
+	for range 5 { // q̄ of the new cycle holds five q's of 10000/s
+		e.Sample(10, 0.001, false)
+	}
+	for j := 1; j <= 100; j++ {
+		_, conv, rate := e.Sample(20, 0.001, false)
+		if conv {
+			assert.InDelta(t, 20000, rate, 1e-6)
+			// 8 to fill S with the new rate, 19 q's of a new cycle; the
+			// shift is seen from the third new sample on.
+			assert.LessOrEqual(t, j, 8+19+3)
+			return
+		}
+	}
+	t.Fatal("no estimate of the new rate")
 }
