@@ -142,7 +142,9 @@
 //	exponential ρ=0.9: 27/30 (3 runs: none)       [+3.2 %, +6.2 %, +16.9 %]
 //	exponential saturated: 30/30                  [+3.7 %, +4.9 %, +5.8 %]
 //
-// Runs of 20 s with 20, 50 and 100 µs service gave the same picture: every
+// One-off runs of 20 s with 20, 50 and 100 µs service (the same simulator,
+// not kept as a test, like the comparisons of the mark rule and of the phase
+// restart above) gave the same picture: every
 // converged run within 20 % (23 to 30 of 30 runs converged), deterministic
 // within +2.4 %, exponential within +17 %.
 //
