@@ -144,9 +144,9 @@
 //
 // One-off runs of 20 s with 20, 50 and 100 µs service (the same simulator,
 // not kept as a test, like the comparisons of the mark rule and of the phase
-// restart above) gave the same picture: every
-// converged run within 20 % (23 to 30 of 30 runs converged), deterministic
-// within +2.4 %, exponential within +17 %.
+// restart above) gave the same picture: every converged run within 20 %
+// (23 to 30 of 30 runs converged), deterministic within +2.4 %, exponential
+// within +17 %.
 //
 // The 95th percentile makes q a biased estimate of the mean rate when the
 // per-period rate is noisy: a saturated exponential server taking n = μ·T
