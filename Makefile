@@ -53,7 +53,7 @@ demo: build
 	@$(TOOL) dump --csv $(BUILD)/demo-logs/*demo_sink.cplog | head -4
 	bash examples/multinode/demo.sh $(BUILD)
 
-test: test-go test-fuzz test-analyze-data test-c test-java test-multinode test-python
+test: test-go test-fuzz test-analyze-data test-c test-java test-multinode test-capacity test-python
 
 test-go:
 	$(GO) vet ./...
@@ -117,6 +117,14 @@ test-analyze-data: $(LIB) $(TOOL) $(BUILD)/logmany
 .PHONY: test-multinode
 test-multinode: $(LIB) $(TOOL)
 	CP_TOOL=$(abspath $(TOOL)) CP_LIB=$(abspath $(LIB)) $(GO) test -count=1 -v -timeout 4m ./tests/multinode
+
+# Capacity against a known truth (tests/capacity): the C pipeline
+# examples/pipeline/tandem.c (source -> A -> B -> sink, known work per tuple)
+# at several loads, `analyze`'s capacity rows and the Beard & Chamberlain
+# estimates against its truth, and `gen maxrate` against the predicted rate.
+.PHONY: test-capacity
+test-capacity: $(LIB) $(TOOL) $(BUILD)/tandem
+	$(call with-tmp,CP_TOOL=$(abspath $(TOOL)) CP_TANDEM=$(abspath $(BUILD)/tandem) $(GO) test -count=1 -v -timeout 5m ./tests/capacity/)
 
 # The Python wheel (bindings/python): build/wheel/cloudprofiler-*-py3-none-
 # linux_<machine>.whl, with the library just built inside (setup.py copies

@@ -181,7 +181,7 @@ static struct {
   long long sr_args[6];   // CP_ARG_SR_* (-1: the default)
   int verbose;
   int64_t tick_ns;
-} opt = {.queue = 64, .tick_ns = 100000, .poisson = 1, .count = 1, .rt = 1, .seed = 1,
+} opt = {.queue = 64, .tick_ns = 1000000, .poisson = 1, .count = 1, .rt = 1, .seed = 1,
          .sr_args = {-1, -1, -1, -1, -1, -1}};
 
 static void usage(FILE *f) {
@@ -199,7 +199,7 @@ static void usage(FILE *f) {
           "  --arrivals poisson|constant   [poisson]\n"
           "  --tick D            the source sleeps at least this long (ns, us, ms) between bursts: the\n"
           "                      arrivals due meanwhile leave together (fewer timer interrupts on A's\n"
-          "                      and B's CPUs, which would lengthen their tuples) [100us]\n"
+          "                      and B's CPUs, which would lengthen their tuples) [1ms]\n"
           "  --tuples N          internal source: send N tuples ...\n"
           "  --duration D        ... or for D seconds (NUMBER with s or ms)\n"
           "  --listen HOST:PORT  source: a receiver of `cloudprofiler gen send` (datagen/FRAMING.md);\n"
@@ -361,10 +361,11 @@ static void mark(int64_t count_ch, int32_t which) {
 
 // q_push appends id, waiting while the queue is full; returns the queue's
 // push count after it (the tuple's sequence number: the pipeline keeps order).
-static uint64_t q_push(struct queue *q, int64_t id, int64_t count_ch) {
+static uint64_t q_push(struct queue *q, int64_t id, int64_t count_ch, uint64_t *waits) {
   pthread_mutex_lock(&q->mu);
   if (q->count == q->cap) {
     mark(count_ch, CP_BLOCKED_OUTPUT);
+    if (waits) (*waits)++;
     q->prod_waiting++;
     while (q->count == q->cap) pthread_cond_wait(&q->not_full, &q->mu);
     q->prod_waiting--;
@@ -378,11 +379,14 @@ static uint64_t q_push(struct queue *q, int64_t id, int64_t count_ch) {
 }
 
 // q_pop takes the oldest id, waiting while the queue is empty; 0 when the
-// queue is empty and closed.
-static int q_pop(struct queue *q, int64_t *id, int64_t count_ch) {
+// queue is empty and closed (the input is over: empty for good, and so
+// marked, so that the count channel's periods after the last tuple do not
+// count as periods in which the operator could have worked).
+static int q_pop(struct queue *q, int64_t *id, int64_t count_ch, uint64_t *waits) {
   pthread_mutex_lock(&q->mu);
   if (q->count == 0 && !q->closed) {
     mark(count_ch, CP_BLOCKED_INPUT);
+    if (waits) (*waits)++;
     q->cons_waiting++;
     while (q->count == 0 && !q->closed) {
       if (!q->lazy) {
@@ -396,6 +400,7 @@ static int q_pop(struct queue *q, int64_t *id, int64_t count_ch) {
     q->cons_waiting--;
   }
   if (q->count == 0) {
+    mark(count_ch, CP_BLOCKED_INPUT);
     pthread_mutex_unlock(&q->mu);
     return 0;
   }
@@ -445,6 +450,7 @@ struct op {
   // results
   struct phase ph[2];
   uint64_t tuples, cycles, spun, first_in, last_out;
+  uint64_t waits_in, waits_out;  // times it waited on an empty input, a full output
   uint64_t preempted, preempted_cycles;  // tuples whose spin saw a gap > 10 us, and the gaps' cycles
   int rt_granted;
   int rt_errno;
@@ -504,7 +510,7 @@ static void *op_main(void *arg) {
   for (;;) {
     int phase = o->phase_after > 0 && (long long)o->tuples >= o->phase_after;
     uint64_t c = draw(phase ? &o->cost2 : &o->cost, &rng);  // before "in": the draw is not the work
-    if (!q_pop(o->in, &id, o->ch_count)) break;
+    if (!q_pop(o->in, &id, o->ch_count, &o->waits_in)) break;
     chk(LogTS(o->ch_in, id), "LogTS in");
     uint64_t start = rdtsc();
     if (o->ch_count > 0) chk(LogTS(o->ch_count, id), "LogTS count");
@@ -523,7 +529,7 @@ static void *op_main(void *arg) {
     p->tuples++, p->cycles += c, p->spun += out - start, p->last_out = out;
     if (o->tuples == 0) o->first_in = start;
     o->tuples++, o->cycles += c, o->spun += out - start, o->last_out = out;
-    q_push(o->out, id, o->ch_count);
+    q_push(o->out, id, o->ch_count, &o->waits_out);
     chk(LogTS(o->ch_sent, id), "LogTS sent");
   }
   q_close(o->out);
@@ -537,7 +543,7 @@ static void *sink_main(void *arg) {
   sink_rt = rt_self();
   int64_t in = open_ch("sink#0 in", CP_BUFFER_IDENTITY), out = open_ch("sink#0 out", CP_BUFFER_IDENTITY);
   int64_t id;
-  while (q_pop(&q_sink, &id, 0)) {
+  while (q_pop(&q_sink, &id, 0, NULL)) {
     chk(LogTS(in, id), "LogTS sink in");
     chk(LogTS(out, id), "LogTS sink out");
     sink_tuples++;
@@ -574,7 +580,7 @@ static pthread_mutex_t src_mu = PTHREAD_MUTEX_INITIALIZER;  // --listen: connect
 
 static uint64_t source_push(int64_t id) {
   chk(LogTS(src_out, id), "LogTS source out");
-  uint64_t seq = q_push(&q_a, id, 0);
+  uint64_t seq = q_push(&q_a, id, 0, NULL);
   chk(LogTS(src_sent, id), "LogTS source sent");
   return seq;
 }
@@ -1013,7 +1019,8 @@ static void print_op(const struct op *o, double hz, int last) {
   printf("{\"name\":\"%s\",\"instance\":\"0\",\"dist\":\"%s\",\"nominal_cycles\":%.3f,", o->name,
          o->cost.dist == EXP ? "exp" : "det", nominal);
   print_phase(&all, hz);
-  printf(",\"preempted_tuples\":%llu,\"preempted_s\":%.6f,\"sched_fifo\":%s", (unsigned long long)o->preempted,
+  printf(",\"waits_input\":%llu,\"waits_output\":%llu,\"preempted_tuples\":%llu,\"preempted_s\":%.6f,\"sched_fifo\":%s",
+         (unsigned long long)o->waits_in, (unsigned long long)o->waits_out, (unsigned long long)o->preempted,
          (double)o->preempted_cycles / hz, o->rt_granted ? "true" : "false");
   if (o->phase_after > 0) {
     printf(",\"phase_after\":%lld,\"phases\":[{", o->phase_after);
