@@ -1,0 +1,426 @@
+package capacity
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"cloudprofiler/internal/logfile"
+)
+
+func TestParseName(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		want Mark
+		ok   bool
+	}{
+		{"relay in", Mark{"relay", "", RoleIn}, true},
+		{"relay out", Mark{"relay", "", RoleOut}, true},
+		{"map#3 sent", Mark{"map", "3", RoleSent}, true},
+		{"word count#worker-1 count", Mark{"word count", "worker-1", RoleCount}, true},
+		{"  flat-map #2  in ", Mark{"flat-map", "2", RoleIn}, true},
+		{"a#b#c out", Mark{"a#b", "c", RoleOut}, true},
+		{"map# in", Mark{"map", "", RoleIn}, true},
+		{"b work", Mark{}, false},
+		{"in", Mark{}, false},
+		{"#3 in", Mark{}, false},
+		{"map IN", Mark{}, false},
+		{"map input", Mark{}, false},
+		{"", Mark{}, false},
+	} {
+		m, ok := ParseName(c.name)
+		require.Equal(t, c.ok, ok, c.name)
+		require.Equal(t, c.want, m, c.name)
+	}
+}
+
+func TestPlanAmbiguousPairing(t *testing.T) {
+	chans := []Channel{
+		{Node: "b", PID: 20, Name: "map in", Path: "logs/b-1-map_in.cplog", Tuples: true},
+		{Node: "b", PID: 20, Name: "map out", Path: "logs/b-2-map_out.cplog", Tuples: true},
+		{Node: "b", PID: 21, Name: "map in", Path: "logs/b-3-map_in.cplog", Tuples: true}, // another process: fine
+		{Node: "b", PID: 20, Name: "map  in", Path: "logs/b-4-map_in.cplog", Tuples: true},
+	}
+	_, err := NewPlan(chans)
+	require.Error(t, err)
+	for _, s := range []string{"logs/b-1-map_in.cplog", "logs/b-4-map_in.cplog", `"map in"`, `"map  in"`, "--no-capacity", "#INSTANCE", "process 20 on node b"} {
+		require.Contains(t, err.Error(), s)
+	}
+	// Distinct instances: no error, two instances in one process.
+	chans[3].Name = "map#2 in"
+	p, err := NewPlan(chans)
+	require.NoError(t, err)
+	require.Len(t, p.Operators, 1)
+	require.Len(t, p.Instances, 3)
+	require.True(t, p.TupleMarks())
+}
+
+func TestPlanIgnoresWhatCannotTakePart(t *testing.T) {
+	p, err := NewPlan([]Channel{
+		{Node: "n", Name: "map count", Path: "c1"},                     // a PERIODICCOUNTER
+		{Node: "n", Name: "map in", Path: "c2"},                        // a counter named like a mark
+		{Node: "n", Name: "estimates", Path: "c3", ServiceRate: true},  // SERVICERATE not following the rule
+		{Node: "n", Name: "src out", Path: "c4", Internal: true},       // a return log
+		{Node: "n", Name: "sink count", Path: "c5", ServiceRate: true}, // a count mark
+		{Node: "n", Name: "b work", Path: "c6", Tuples: true},          // not a mark
+	})
+	require.NoError(t, err)
+	require.True(t, p.Marked())
+	require.False(t, p.TupleMarks())
+	require.Len(t, p.Ignored, 3)
+	require.Contains(t, p.Ignored[0], "role count needs a CP_SERVICERATE channel")
+	require.Contains(t, p.Ignored[1], "role in needs a tuple channel")
+	require.Contains(t, p.Ignored[2], "does not follow the naming rule")
+	require.Equal(t, 4, p.Instances[0].Chans[RoleCount])
+	p, err = NewPlan([]Channel{{Node: "n", Name: "x", Tuples: true}})
+	require.NoError(t, err)
+	require.False(t, p.Marked())
+}
+
+// plan1: source "src" (out) and operator "op" (in, out, sent), one process.
+func plan1(t *testing.T) *Plan {
+	p, err := NewPlan([]Channel{
+		{Node: "n", PID: 1, Name: "src out", Tuples: true},
+		{Node: "n", PID: 1, Name: "op in", Tuples: true},
+		{Node: "n", PID: 1, Name: "op out", Tuples: true},
+		{Node: "n", PID: 1, Name: "op sent", Tuples: true},
+		{Node: "n", PID: 1, Name: "other", Tuples: true},
+	})
+	require.NoError(t, err)
+	return p
+}
+
+func find(t *testing.T, rows []Row, level, op string, window int64, method string) Row {
+	t.Helper()
+	for _, r := range rows {
+		if r.Level == level && r.Operator == op && r.Window == window && r.Method == method {
+			return r
+		}
+	}
+	t.Fatalf("no %s row of %s in window %d (%s)", level, op, window, method)
+	return Row{}
+}
+
+// Hz 1e9: a cycle is a nanosecond; windows of 1 s.
+func TestWindowsArrivalsBusyBlocked(t *testing.T) {
+	p := plan1(t)
+	win, err := NewWindows(0, 2.5e9, 1e9)
+	require.NoError(t, err)
+	require.Equal(t, 3, win.N)
+	acc := NewAcc(p, win)
+	// 1: arrives (src out) in window 0, served 0.2-0.7 us, blocked 0.1 us.
+	acc.Tuple([]Event{{0, 100}, {1, 200}, {2, 700}, {3, 800}})
+	// 2: src out in window 0, op in at 0.9 s, out at 2.1 s: busy in three windows.
+	acc.Tuple([]Event{{0, 0.8e9}, {4, 0.85e9}, {1, 0.9e9}, {2, 2.1e9}, {3, 2.2e9}})
+	// 3: no src record: it arrives with its in (window 1); out before in: left out.
+	acc.Tuple([]Event{{1, 1.5e9}, {2, 1.4e9}})
+	// 4: an in without out, an out without in (another tuple), a sent without out.
+	acc.Tuple([]Event{{0, 2.4e9}, {1, 2.45e9}})
+	acc.Tuple([]Event{{2, 2.46e9}, {3, 2.47e9}})
+	// 5: unmarked records only: not counted.
+	acc.Tuple([]Event{{4, 1e9}})
+	res := p.Rows(acc, win, nil, Config{Hz: 1e9, MinTuples: 1})
+	rows := res.Rows
+	require.EqualValues(t, 5, res.Counted)
+	require.EqualValues(t, 1, res.Negative)
+
+	w0 := find(t, rows, "instance", "op", 0, MethodInOut)
+	require.EqualValues(t, 2, w0.TuplesIn)
+	require.EqualValues(t, 1, w0.TuplesOut)
+	require.Equal(t, 2.0, w0.ArrivalsPerS) // both src outs in window 0
+	require.InDelta(t, (500+0.1e9)/1e9, w0.BusyShare, 1e-12)
+	require.InDelta(t, 100/1e9, w0.BlockedShare, 1e-12)
+	require.Equal(t, 0.5, w0.Selectivity)
+	require.Equal(t, "n/1/", w0.Instance)
+	// Paired in window 0: tuples 1 and 2, 500 ns and 1.2 s.
+	require.InDelta(t, 2/(1.2+500e-9), w0.ServiceRate, 1e-9)
+	w1 := find(t, rows, "instance", "op", 1, MethodInOut)
+	require.Equal(t, 1.0, w1.BusyShare)
+	require.EqualValues(t, 1, w1.TuplesIn)
+	require.Equal(t, 1.0, w1.ArrivalsPerS) // tuple 3 arrives with its in
+	require.Equal(t, "not enough data: 0 paired tuples (< 1)", w1.Note)
+	require.True(t, math.IsNaN(w1.ServiceRate))
+	w2 := find(t, rows, "instance", "op", 2, MethodInOut)
+	require.Equal(t, 0.5, w2.StartS-1.5) // the last window ends with the run: 2 .. 2.5 s
+	require.Equal(t, 2.5, w2.EndS)
+	require.InDelta(t, 0.1e9/0.5e9, w2.BusyShare, 1e-12)
+	require.InDelta(t, (0.1e9+0.01e9)/0.5e9, w2.BlockedShare, 1e-12) // tuple 2's 0.1 s and the lone out's 0.01 s
+	require.EqualValues(t, 1, w2.TuplesIn)
+	require.EqualValues(t, 2, w2.TuplesOut)
+
+	whole := find(t, rows, "instance", "op", -1, MethodInOut)
+	require.EqualValues(t, 4, whole.TuplesIn)
+	require.EqualValues(t, 4, whole.TuplesOut)
+	require.Equal(t, 2.5, whole.EndS)
+	require.Equal(t, 4/2.5, whole.ArrivalsPerS)
+	src := find(t, rows, "operator", "src", -1, MethodInOut)
+	require.True(t, math.IsNaN(src.ServiceRate))
+	require.Contains(t, src.Note, `no in mark`)
+	require.Equal(t, 3/2.5, src.DeparturesPerS)
+	require.Equal(t, 3.0/5, src.Reach) // tuples 3 and the lone out's never reached it
+	op := find(t, rows, "operator", "op", -1, MethodInOut)
+	require.Equal(t, 1.0, op.Reach)
+	require.Equal(t, "op", res.Bottleneck)
+	require.True(t, op.Bottleneck)
+	// one instance: capacity is its rate, max source rate that over reach
+	require.InDelta(t, whole.ServiceRate, op.Capacity, 1e-9)
+	require.InDelta(t, op.Capacity, op.MaxSourceRate, 1e-9)
+}
+
+// The 95 % interval is the delta method's on the mean service time.
+func TestServiceRateInterval(t *testing.T) {
+	p := plan1(t)
+	win, err := NewWindows(0, 100e9, 1000e9)
+	require.NoError(t, err)
+	acc := NewAcc(p, win)
+	r := rand.New(rand.NewSource(1))
+	var sum, sq float64
+	const n = 5000
+	for i := 0; i < n; i++ {
+		in := float64(i) * 1e7
+		s := 2000 + math.Round(r.ExpFloat64()*3000) // whole cycles: exact in fixed point
+		sum += s
+		sq += s * s
+		acc.Tuple([]Event{{1, in}, {2, in + s}})
+	}
+	res := p.Rows(acc, win, nil, Config{Hz: 2e9, MinTuples: 30})
+	row := find(t, res.Rows, "instance", "op", -1, MethodInOut)
+	mean := sum / n / 2e9
+	sd := math.Sqrt((sq-sum*sum/n)/(n-1)) / 2e9
+	h := 1.96 * sd / math.Sqrt(n)
+	require.InEpsilon(t, 1/mean, row.ServiceRate, 1e-12)
+	require.InEpsilon(t, 1/(mean+h), row.ServiceRateLow, 1e-9)
+	require.InEpsilon(t, 1/(mean-h), row.ServiceRateHigh, 1e-9)
+
+	// Few tuples: not enough data, in every row; the interval reaches +Inf
+	// when the mean is within it.
+	acc = NewAcc(p, win)
+	acc.Tuple([]Event{{1, 0}, {2, 10}})
+	acc.Tuple([]Event{{1, 100}, {2, 1100}})
+	res = p.Rows(acc, win, nil, Config{Hz: 1e9, MinTuples: 3})
+	for _, r := range res.Rows {
+		if r.Operator == "op" {
+			require.Equal(t, "not enough data: 2 paired tuples (< 3)", r.Note)
+			require.True(t, math.IsNaN(r.ServiceRate))
+		}
+	}
+	res = p.Rows(acc, win, nil, Config{Hz: 1e9, MinTuples: 2})
+	row = find(t, res.Rows, "instance", "op", -1, MethodInOut)
+	require.InDelta(t, 2/1010e-9, row.ServiceRate, 1e-3)
+	require.True(t, math.IsInf(row.ServiceRateHigh, 1))
+}
+
+// csvOf prints the rows, a line each, every field exact (NaN as NaN).
+func csvOf(t *testing.T, rows []Row) string {
+	var b strings.Builder
+	for _, r := range rows {
+		fmt.Fprintf(&b, "%+v\n", r)
+	}
+	return b.String()
+}
+
+// Workers' accumulators merged give what one accumulator fed everything
+// gives, to the bit, however the tuples were shared out.
+func TestMergeIsOrderIndependent(t *testing.T) {
+	p := plan1(t)
+	win, err := NewWindows(0, 10e9, 0.3e9)
+	require.NoError(t, err)
+	r := rand.New(rand.NewSource(2))
+	var tuples [][]Event
+	for i := 0; i < 20000; i++ {
+		at := r.Float64() * 9.9e9
+		in := at + r.Float64()*1e5
+		out := in + r.ExpFloat64()*3e6
+		tuples = append(tuples, []Event{{0, at}, {1, in}, {2, out}, {3, out + r.Float64()*1e5}})
+	}
+	one := NewAcc(p, win)
+	for _, tu := range tuples {
+		one.Tuple(tu)
+	}
+	want := csvOf(t, p.Rows(one, win, nil, Config{Hz: 1e9, MinTuples: 30}).Rows)
+	for _, workers := range []int{2, 3, 7} {
+		accs := make([]*Acc, workers)
+		for i := range accs {
+			accs[i] = NewAcc(p, win)
+		}
+		for _, i := range r.Perm(len(tuples)) {
+			accs[r.Intn(workers)].Tuple(tuples[i])
+		}
+		for _, a := range accs[1:] {
+			accs[0].Merge(a)
+		}
+		require.Equal(t, want, csvOf(t, p.Rows(accs[0], win, nil, Config{Hz: 1e9, MinTuples: 30}).Rows), "%d workers", workers)
+	}
+	require.Greater(t, strings.Count(want, "\n"), 60)
+}
+
+// Skew-aware capacity, reach and DS2's parallelism on a small topology:
+// "a" (two instances, 3:1 arrivals, 1 us and 2 us), then "f" (filters out
+// half), then "z" (0.5 us).
+func TestTopology(t *testing.T) {
+	p, err := NewPlan([]Channel{
+		{Node: "n", PID: 1, Name: "a#0 in", Tuples: true}, {Node: "n", PID: 1, Name: "a#0 out", Tuples: true},
+		{Node: "n", PID: 1, Name: "a#1 in", Tuples: true}, {Node: "n", PID: 1, Name: "a#1 out", Tuples: true},
+		{Node: "n", PID: 2, Name: "z in", Tuples: true}, {Node: "n", PID: 2, Name: "z out", Tuples: true},
+		{Node: "n", PID: 3, Name: "f in", Tuples: true}, {Node: "n", PID: 3, Name: "f out", Tuples: true},
+	})
+	require.NoError(t, err)
+	win, err := NewWindows(0, 1e9, 1e9)
+	require.NoError(t, err)
+	acc := NewAcc(p, win)
+	for i := 0; i < 4000; i++ {
+		t0 := float64(i) * 2e5
+		ev := []Event{{0, t0}, {1, t0 + 1000}}
+		if i%4 == 3 {
+			ev = []Event{{2, t0}, {3, t0 + 2000}}
+		}
+		ev = append(ev, Event{6, t0 + 5000})
+		if i%2 == 0 {
+			ev = append(ev, Event{7, t0 + 5100}, Event{4, t0 + 6000}, Event{5, t0 + 6500})
+		}
+		acc.Tuple(ev)
+	}
+	rank := []int{0, 1, 2, 3, 6, 7, 4, 5}
+	res := p.Rows(acc, win, nil, Config{Hz: 1e9, MinTuples: 30, TargetRate: 2e6, Rank: rank})
+	a := find(t, res.Rows, "operator", "a", -1, MethodInOut)
+	f := find(t, res.Rows, "operator", "f", -1, MethodInOut)
+	z := find(t, res.Rows, "operator", "z", -1, MethodInOut)
+	// operators in hop order
+	var order []string
+	for _, r := range res.Rows {
+		if r.Level == "operator" && r.Window == -1 {
+			order = append(order, r.Operator)
+		}
+	}
+	require.Equal(t, []string{"a", "f", "z"}, order)
+	require.EqualValues(t, 2, a.Instances)
+	require.InDelta(t, 1.5, a.Skew, 1e-12) // 3000 / mean(3000, 1000)
+	require.InDelta(t, 2/((3*1e-6+2e-6)/4), a.ServiceRate, 1e-3)
+	// min(1e6 / 0.75, 0.5e6 / 0.25)
+	require.InDelta(t, 1e6/0.75, a.Capacity, 1e-3)
+	require.Equal(t, 1.0, a.Reach)
+	require.Equal(t, 1.0, f.Reach)
+	require.Equal(t, 0.5, f.Selectivity)
+	require.Equal(t, 0.5, z.Reach)
+	require.InDelta(t, 2e6, z.Capacity, 1e-3)
+	require.InDelta(t, 4e6, z.MaxSourceRate, 1e-3)
+	require.InDelta(t, 1e7, f.MaxSourceRate, 1e-2)
+	require.True(t, a.Bottleneck)
+	require.False(t, z.Bottleneck || f.Bottleneck)
+	require.Equal(t, "a", res.Bottleneck)
+	// DS2: ceil(2e6 * reach / mean instance rate)
+	require.EqualValues(t, 3, a.ParallelismNeeded) // 2e6 / 0.75e6 = 2.67
+	require.EqualValues(t, 1, z.ParallelismNeeded) // 1e6 / 2e6
+	require.EqualValues(t, 1, f.ParallelismNeeded) // 2e6 / 1e7
+	var text bytes.Buffer
+	require.NoError(t, res.WriteText(&text))
+	require.Contains(t, text.String(), "bottleneck: a (*)")
+	require.Contains(t, text.String(), "parallelism for a source rate of 2000000 tuples/s")
+	require.Contains(t, text.String(), "a 3, f 1, z 1")
+}
+
+// writeServiceRateFile writes a CP_SERVICERATE channel's file as the library
+// does: header, counter frames, service_rate events, a trailer.
+func writeServiceRateFile(t *testing.T, path string, open uint64, periods [][2]uint64, events []logfile.Event) {
+	h := logfile.Header{Version: logfile.Version, ByteOrder: "little", Format: "BINARY_TSC", FormatID: int32(logfile.BinaryTSC),
+		Handler: "SERVICERATE", HandlerID: 14, RecordSize: 16, Columns: []string{"period_end_tsc", "count", "skipped_periods"},
+		Node: "n", PID: 3, Name: "z count", TSCHz: 1e9, OpenSync: logfile.Sync{TSC: open}, CounterPeriod: 1e8}
+	js, err := json.Marshal(h)
+	require.NoError(t, err)
+	b := []byte(logfile.Magic)
+	b = binary.LittleEndian.AppendUint16(b, logfile.Version)
+	b = binary.LittleEndian.AppendUint16(b, logfile.ByteOrderMark)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(js)))
+	b = append(b, js...)
+	for i, p := range periods {
+		var raw []byte
+		for _, v := range []uint64{p[0], uint64(i) * 1e8, p[1], 0} {
+			raw = binary.LittleEndian.AppendUint64(raw, v)
+		}
+		b = logfile.AppendFrame(b, logfile.FrameHeader{Kind: logfile.KindCounter, N: 1, RawLen: uint32(len(raw))}, raw)
+		for _, e := range events {
+			if e.Sync.TSC <= p[0] && (i == 0 || e.Sync.TSC > periods[i-1][0]) {
+				ej, err := json.Marshal(e)
+				require.NoError(t, err)
+				b = logfile.AppendFrame(b, logfile.FrameHeader{Kind: logfile.KindEvent, RawLen: uint32(len(ej))}, ej)
+			}
+		}
+	}
+	tj, err := json.Marshal(logfile.Trailer{Reason: "close", Positions: uint64(len(periods))})
+	require.NoError(t, err)
+	b = logfile.AppendFrame(b, logfile.FrameHeader{Kind: logfile.KindTrailer, RawLen: uint32(len(tj))}, tj)
+	require.NoError(t, os.WriteFile(path, b, 0o644))
+}
+
+func TestReadCountAndBeardChamberlainRows(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "n-3-z_count.cplog")
+	var periods [][2]uint64
+	for i := 1; i <= 25; i++ { // 100 ms periods from 1e9, 1000 items each
+		periods = append(periods, [2]uint64{1e9 + uint64(i)*1e8, 1000})
+	}
+	ev := func(tsc uint64, rate float64) logfile.Event {
+		return logfile.Event{Event: EventServiceRate, Sync: &logfile.Sync{TSC: tsc}, Rate: rate, PeriodNs: 4e6, Samples: 64}
+	}
+	events := []logfile.Event{ev(1.5e9, 27000), ev(2.2e9, 28000), ev(2.4e9, 27500), {Event: "param", Sync: &logfile.Sync{TSC: 2e9}}}
+	writeServiceRateFile(t, path, 1e9, periods, events)
+	lf, err := logfile.Open(path)
+	require.NoError(t, err)
+	s, err := ReadCount(lf, func(tsc uint64) float64 { return float64(tsc) - 1e9 })
+	lf.Close()
+	require.NoError(t, err)
+	require.Len(t, s.Periods, 25)
+	require.Equal(t, Period{Start: 0, End: 1e8, Count: 1000}, s.Periods[0])
+	require.Equal(t, []Estimate{{0.5e9, 27000, 4e6, 64}, {1.2e9, 28000, 4e6, 64}, {1.4e9, 27500, 4e6, 64}}, s.Estimates)
+
+	p, err := NewPlan([]Channel{{Node: "n", PID: 3, Name: "z count", Path: path, ServiceRate: true}})
+	require.NoError(t, err)
+	win, err := NewWindows(0, 2.5e9, 1e9)
+	require.NoError(t, err)
+	res := p.Rows(nil, win, []*CountSeries{s}, Config{Hz: 1e9, MinTuples: 30})
+	var bc []Row
+	for _, r := range res.Rows {
+		require.Equal(t, MethodBC, r.Method)
+		bc = append(bc, r)
+	}
+	require.Len(t, bc, 5) // operator, instance whole run, three estimates
+	require.Equal(t, "operator", bc[0].Level)
+	require.Equal(t, 27500.0, bc[0].ServiceRate)
+	require.Equal(t, 27500.0, bc[1].ServiceRate) // median
+	require.EqualValues(t, 25000, bc[1].TuplesOut)
+	require.InDelta(t, 10000, bc[1].DeparturesPerS, 1e-6)
+	require.Contains(t, bc[1].Note, "median of 3 converged estimates")
+	require.Equal(t, []int64{0, 1, 1}, []int64{bc[2].Window, bc[3].Window, bc[4].Window})
+	require.Equal(t, 27000.0, bc[2].ServiceRate)
+	require.EqualValues(t, 10000, bc[2].TuplesOut) // the periods in window 0 (by their middle)
+	require.InDelta(t, 27000/10000.0, bc[2].Headroom, 1e-9)
+
+	// Cut short in the middle of a frame: what is whole is read, the error
+	// says the file is damaged, nothing panics.
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, b[:len(b)*2/3], 0o644))
+	lf, err = logfile.Open(path)
+	require.NoError(t, err)
+	s, err = ReadCount(lf, func(tsc uint64) float64 { return float64(tsc) - 1e9 })
+	lf.Close()
+	require.True(t, errors.Is(err, logfile.ErrDamaged), "%v", err)
+	require.NotEmpty(t, s.Periods)
+	require.Less(t, len(s.Periods), 25)
+	res = p.Rows(nil, win, []*CountSeries{s}, Config{Hz: 1e9, MinTuples: 30})
+	require.NotEmpty(t, res.Rows)
+	// No estimate at all: said so.
+	res = p.Rows(nil, win, []*CountSeries{{Periods: s.Periods}}, Config{Hz: 1e9, MinTuples: 30})
+	require.Contains(t, res.Rows[0].Note, "no converged estimate")
+	require.True(t, math.IsNaN(res.Rows[1].ServiceRate))
+}
