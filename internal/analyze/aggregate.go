@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync/atomic"
 
+	"cloudprofiler/internal/capacity"
 	"cloudprofiler/minrtt"
 )
 
@@ -21,7 +22,8 @@ type worker struct {
 	rank  []int // channel -> place in the hop order; nil: vote only
 	votes orderVotes
 	pairs map[PairKey]*PairStats
-	rows  *rowBatcher // nil: no durations written
+	rows  *rowBatcher   // nil: no durations written
+	cap   *capacity.Acc // nil: no capacity analysis (capacity.go)
 
 	tuples, durations             uint64
 	skippedTuples, skippedRecords uint64
@@ -38,10 +40,15 @@ type worker struct {
 	sorted     []event   // a tuple's records in order (translate)
 	idx        [16]uint8 // and their order
 	hops, rets []event
+	capEvs     []capacity.Event
 }
 
 func (a *analysis) newWorker(rank []int, rows *rowBatcher) *worker {
-	return &worker{a: a, rank: rank, votes: orderVotes{}, pairs: map[PairKey]*PairStats{}, rows: rows, t0: math.Inf(1)}
+	w := &worker{a: a, rank: rank, votes: orderVotes{}, pairs: map[PairKey]*PairStats{}, rows: rows, t0: math.Inf(1)}
+	if rank != nil {
+		w.cap = a.newCapacityAcc()
+	}
+	return w
 }
 
 // partition joins and aggregates partition k.
@@ -90,6 +97,9 @@ func (w *worker) tuple(evs []event) error {
 	}
 	if !inRank {
 		slices.SortStableFunc(hops, func(x, y event) int { return w.rank[x.ch] - w.rank[y.ch] })
+	}
+	if w.cap != nil {
+		w.capacityTuple(hops)
 	}
 	for i := 1; i < len(hops); i++ {
 		x, y := &hops[i-1], &hops[i]
@@ -228,6 +238,9 @@ func (w *worker) merge(o *worker) {
 	w.skippedTuples += o.skippedTuples
 	w.skippedRecords += o.skippedRecords
 	w.t0 = math.Min(w.t0, o.t0)
+	if w.cap != nil && o.cap != nil {
+		w.cap.Merge(o.cap)
+	}
 }
 
 // keptOf is the count, shared by the workers, of a pair's durations kept

@@ -27,6 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"cloudprofiler/internal/capacity"
 	"cloudprofiler/minrtt"
 )
 
@@ -46,6 +47,15 @@ type Config struct {
 	Workers      int       // goroutines decoding and joining (default GOMAXPROCS)
 	SpillDir     string    // where records spill past the budget (default Out/.spill)
 	Progress     io.Writer // a progress line every few seconds once a run is longer than 3 s (nil: none)
+	// The capacity analysis (capacity.go, package capacity): windows of
+	// Window (default 1 s) from the run's first tuple record; fewer than
+	// MinTuples (default 30) paired tuples in a row give no service rate;
+	// TargetRate > 0 (source tuples per second) asks for the parallelism
+	// each operator needs. NoCapacity skips it.
+	Window     time.Duration
+	MinTuples  int
+	TargetRate float64
+	NoCapacity bool
 
 	testWrongSample bool // the sample's channel order is reversed (a test of the second attempt)
 }
@@ -109,6 +119,10 @@ type Result struct {
 	Order                         []string // channel labels in the order hops follow
 	Runs                          []RunSpan
 	Files                         []string
+	// Capacity is the capacity analysis (nil without one: CapacityNote
+	// says why).
+	Capacity     *capacity.Result
+	CapacityNote string
 }
 
 type analysis struct {
@@ -128,13 +142,15 @@ type analysis struct {
 	progress progress
 	// counter channel -> its periods (throughput.csv), for the report
 	throughput map[int][]ThroughputPoint
+	cap        capState // the capacity analysis (capacity.go)
 }
 
 // outputs are the files an analysis may write into Out. A run removes
 // those an earlier run left there first, and its own when it fails: what
 // is in Out is one whole run's results or nothing.
 var outputs = []string{"durations.parquet", "durations.csv", "summary.parquet", "summary.csv", "summary.txt",
-	"model.json", "report.html", "runs.parquet", "runs.csv", "throughput.parquet", "throughput.csv"}
+	"model.json", "report.html", "runs.parquet", "runs.csv", "throughput.parquet", "throughput.csv",
+	"capacity.parquet", "capacity.csv"}
 
 // Run performs the analysis and writes its files into cfg.Out.
 func Run(cfg Config) (*Result, error) {
@@ -185,6 +201,9 @@ func prepare(cfg Config) (*analysis, error) {
 	if cfg.Workers <= 0 {
 		cfg.Workers = runtime.GOMAXPROCS(0)
 	}
+	if err := checkCapacityConfig(&cfg); err != nil {
+		return nil, err
+	}
 	chans, err := findChannels(cfg.Logs)
 	if err != nil {
 		return nil, err
@@ -208,6 +227,9 @@ func prepare(cfg Config) (*analysis, error) {
 		res: &Result{Ref: model.Ref(), RefHz: model.RefHz(), Channels: chans}}
 	a.linkReturnLogs()
 	a.indexChannels()
+	if err := a.planCapacity(); err != nil {
+		return nil, err
+	}
 	// A --order naming no channel is refused now, not after the decoding.
 	if _, err := a.rankChannels(orderVotes{}); err != nil {
 		return nil, err
@@ -246,6 +268,9 @@ func (a *analysis) run() (*Result, error) {
 		return nil, err
 	}
 	if err := a.writeThroughput(); err != nil {
+		return nil, err
+	}
+	if err := a.writeCapacity(); err != nil {
 		return nil, err
 	}
 	for _, p := range a.pairs {

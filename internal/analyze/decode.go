@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"math"
 	"os"
 	"sort"
 	"sync"
@@ -89,16 +90,28 @@ func (a *analysis) decodeFile(ch int, pw *partWriter) (uint64, error) {
 	if err := pw.setChannel(uint32(ch)); err != nil {
 		return 0, err
 	}
+	// The capacity analysis's windows start at the run's first record
+	// (capacity.go): each channel's smallest and largest TSC.
+	track := a.cap.tscMin != nil
+	lo, hi := uint64(math.MaxUint64), uint64(0)
 	err = lf.RecordBatches(func(rs []logfile.Record) error {
 		for _, r := range rs {
 			if err := pw.add(r.TupleID, r.TSC); err != nil {
 				return err
 			}
 		}
+		if track {
+			for _, r := range rs {
+				lo, hi = min(lo, r.TSC), max(hi, r.TSC)
+			}
+		}
 		n += uint64(len(rs))
 		a.progress.records.Add(uint64(len(rs)))
 		return nil
 	})
+	if track {
+		a.cap.tscMin[ch], a.cap.tscMax[ch] = lo, hi
+	}
 	return n, c.readDone(lf, err)
 }
 

@@ -87,6 +87,7 @@ svg text{font:11px system-ui,sans-serif}.note{color:#555}</style></head><body>`)
 		b.WriteString("</table>")
 	}
 	a.throughputSVG(&b)
+	capacityHTML(&b, r)
 	if bad := r.Incomplete(); len(bad) > 0 {
 		fmt.Fprintf(&b, `<h2 id="integrity">Log integrity: %d of %d files damaged or incomplete</h2><p class="note">The results above use every valid record in them; these records are missing or were damaged.</p><table><tr><th>channel</th><th>file</th><th>problems</th></tr>`, len(bad), len(r.Channels))
 		for _, c := range bad {
@@ -162,4 +163,115 @@ func num(v float64) string {
 		return fmt.Sprintf("%.3g", v)
 	}
 	return fmt.Sprintf("%.3f", v)
+}
+
+// capacityHTML writes the capacity section: a bar per operator of the
+// highest source rate it sustains (the bottleneck's in red, the target rate
+// as a line), and the whole-run rows of operators and instances.
+func capacityHTML(b *strings.Builder, r *Result) {
+	esc := html.EscapeString
+	c := r.Capacity
+	if c == nil {
+		if r.CapacityNote != "" {
+			fmt.Fprintf(b, `<h2 id="capacity">Capacity</h2><p class="note">%s</p>`, strings.ReplaceAll(esc(r.CapacityNote), "\n", "<br>"))
+		}
+		return
+	}
+	cfg := c.Config
+	f := func(v float64) string {
+		switch {
+		case math.IsNaN(v):
+			return "–"
+		case math.IsInf(v, 1):
+			return "∞"
+		case math.Abs(v) >= 100:
+			return fmt.Sprintf("%.0f", v)
+		}
+		return fmt.Sprintf("%.3g", v)
+	}
+	sh := func(v float64) string {
+		if math.IsNaN(v) {
+			return "–"
+		}
+		return fmt.Sprintf("%.3f", v)
+	}
+	fmt.Fprintf(b, `<h2 id="capacity">Capacity</h2><p class="note">Operators as the channel names mark them (OPERATOR[#INSTANCE] in, out, sent, count). Service rate: tuples over their own service time (in to out), with its 95%% interval; headroom: service rate over arrival rate; busy and blocked: shares of the time. Windows of %g s from the run's first tuple record are in capacity.csv; below, the whole run. Fewer than %d paired tuples: not enough data.</p>`,
+		c.Windows.Width/cfg.Hz, cfg.MinTuples)
+	if c.Bottleneck != "" {
+		fmt.Fprintf(b, "<p>Bottleneck: <b>%s</b>. The highest source rate the topology is predicted to sustain: <b>%s tuples/s</b>.</p>", esc(c.Bottleneck), f(c.MaxSource))
+	} else {
+		b.WriteString("<p>No bottleneck found: no operator has both a service rate and arrivals (mark its in and out).</p>")
+	}
+	// Bars: each operator's max_source_rate.
+	type bar struct {
+		name string
+		v    float64
+		bott bool
+	}
+	var bars []bar
+	hi := cfg.TargetRate
+	for _, x := range c.Rows {
+		if x.Level == "operator" && x.Window == -1 && x.Method == "in/out" && !math.IsNaN(x.MaxSourceRate) && !math.IsInf(x.MaxSourceRate, 0) {
+			bars = append(bars, bar{x.Operator, x.MaxSourceRate, x.Bottleneck})
+			hi = math.Max(hi, x.MaxSourceRate)
+		}
+	}
+	if len(bars) > 0 && hi > 0 {
+		const left, width, rowH = 200, 460, 22
+		height := 30 + rowH*len(bars)
+		fmt.Fprintf(b, `<svg width="%d" height="%d" xmlns="http://www.w3.org/2000/svg"><text x="%d" y="14">highest source rate each operator sustains (tuples/s)</text>`, left+width+120, height, left)
+		for i, x := range bars {
+			y := 22 + rowH*i
+			color := "#9cc3e6"
+			if x.bott {
+				color = "#d62728"
+			}
+			w := x.v / hi * width
+			fmt.Fprintf(b, `<text x="4" y="%d">%s</text><rect x="%d" y="%d" width="%.1f" height="14" fill="%s"/><text x="%.1f" y="%d" fill="#555">%s</text>`,
+				y+11, esc(trim(x.name, 28)), left, y, math.Max(w, 1), color, float64(left)+w+6, y+11, f(x.v))
+		}
+		if cfg.TargetRate > 0 {
+			x := left + cfg.TargetRate/hi*width
+			fmt.Fprintf(b, `<line x1="%.1f" y1="18" x2="%.1f" y2="%d" stroke="#333" stroke-dasharray="4 3"/><text x="%.1f" y="%d" fill="#333">target %s</text>`,
+				x, x, height-4, x+4, height-4, f(cfg.TargetRate))
+		}
+		b.WriteString("</svg>")
+	}
+	b.WriteString(`<table><tr><th>operator</th><th>instance</th><th>method</th><th>instances</th><th>arrivals/s</th><th>departures/s</th><th>service rate/s</th><th>95% interval</th><th>busy</th><th>blocked</th><th>headroom</th><th>selectivity</th><th>skew</th><th>reach</th><th>capacity/s</th><th>max source/s</th>`)
+	if cfg.TargetRate > 0 {
+		fmt.Fprintf(b, "<th>parallelism for %s/s</th>", f(cfg.TargetRate))
+	}
+	b.WriteString("<th>note</th></tr>")
+	for _, x := range c.Rows {
+		if x.Window != -1 {
+			continue
+		}
+		name := esc(x.Operator)
+		if x.Level == "operator" {
+			name = "<b>" + name + "</b>"
+		}
+		ci := "–"
+		if !math.IsNaN(x.ServiceRateLow) {
+			ci = f(x.ServiceRateLow) + " – " + f(x.ServiceRateHigh)
+		}
+		style := ""
+		if x.Bottleneck {
+			style = ` style="background:#fde0e0"`
+		}
+		fmt.Fprintf(b, `<tr%s><td class="l">%s</td><td class="l">%s</td><td class="l">%s</td><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td>`,
+			style, name, esc(x.Instance), esc(x.Method), x.Instances, f(x.ArrivalsPerS), f(x.DeparturesPerS), f(x.ServiceRate), ci,
+			sh(x.BusyShare), sh(x.BlockedShare), sh(x.Headroom), sh(x.Selectivity), sh(x.Skew), sh(x.Reach), f(x.Capacity), f(x.MaxSourceRate))
+		if cfg.TargetRate > 0 {
+			p := "–"
+			if x.ParallelismNeeded > 0 {
+				p = fmt.Sprint(x.ParallelismNeeded)
+			}
+			fmt.Fprintf(b, "<td>%s</td>", p)
+		}
+		fmt.Fprintf(b, `<td class="l">%s</td></tr>`, esc(x.Note))
+	}
+	b.WriteString("</table>")
+	for _, s := range c.Ignored {
+		fmt.Fprintf(b, `<p class="note">Not used: %s</p>`, esc(s))
+	}
 }

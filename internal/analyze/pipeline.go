@@ -17,7 +17,8 @@ import (
 //  2. translate  (translate.go) each record into the reference clock, once, at the join
 //  3. partition  (partition.go) records by a hash of the tuple id, in memory or spilled
 //  4. join       (join.go)      a partition at a time: a radix sort groups it by tuple id
-//  5. aggregate  (aggregate.go) per tuple: the channel-order votes, the hops, per-pair statistics
+//  5. aggregate  (aggregate.go) per tuple: the channel-order votes, the hops, per-pair statistics,
+//                               and the capacity analysis's accumulators (capacity.go)
 //  6. write      (write.go)     durations.parquet (and .csv), in partition order
 //
 // Decoding and the join each run on every core (Config.Workers); the
@@ -95,6 +96,9 @@ func (a *analysis) joinTuples() error {
 		return err
 	}
 	a.res.Spilled = ps.spilled
+	if err := a.capacityWindows(); err != nil {
+		return err
+	}
 	a.progress.stage.Store("join")
 
 	// The channel order from a sample of the partitions: the first ones
@@ -228,6 +232,7 @@ func (a *analysis) finishJoin(w *worker, rank []int) {
 	a.res.Tuples, a.res.Durations = w.tuples, w.durations
 	a.res.SkippedTuples, a.res.SkippedRecords = w.skippedTuples, w.skippedRecords
 	a.t0 = math.Min(a.t0, w.t0)
+	a.cap.acc = w.cap
 	byRank := make([]int, len(a.chans))
 	for i, r := range rank {
 		byRank[r] = i

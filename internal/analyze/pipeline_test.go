@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"cloudprofiler/internal/capacity"
 	"cloudprofiler/internal/logfile"
 	"cloudprofiler/internal/results"
 	"cloudprofiler/minrtt"
@@ -115,6 +116,9 @@ func matchesReference(t *testing.T, base Config, dir string, minRows int, spillM
 	sort.Strings(refRows)
 	require.Greater(t, len(refRows), minRows)
 
+	// The capacity analysis's rows (its channels follow the naming rule)
+	// are the same in every configuration, to the bit.
+	var capacityCSV string
 	for _, c := range []struct {
 		name    string
 		mem     int64
@@ -198,6 +202,16 @@ func matchesReference(t *testing.T, base Config, dir string, minRows int, spillM
 			require.Equal(t, refRows, lines)
 			_, err = os.Stat(filepath.Join(cfg.Out, ".spill"))
 			require.True(t, os.IsNotExist(err), "spill files removed")
+
+			require.NotNil(t, a.cap.acc)
+			var cb strings.Builder
+			crows := a.cap.plan.Rows(a.cap.acc, a.cap.win, nil, capacity.Config{Hz: a.model.RefHz(), MinTuples: 30, Rank: a.rank}).Rows
+			require.NotEmpty(t, crows)
+			require.NoError(t, writeCapacityCSV(&cb, crows))
+			if capacityCSV == "" {
+				capacityCSV = cb.String()
+			}
+			require.Equal(t, capacityCSV, cb.String())
 		})
 	}
 }

@@ -139,6 +139,12 @@ func (r *Result) WriteText(w io.Writer) error {
 			s.Duration.Err/r.RefHz*1e6, s.FirstID, s.LastID)
 	}
 	r.writeIntegrity(w)
+	switch {
+	case r.Capacity != nil:
+		return r.Capacity.WriteText(w)
+	case r.CapacityNote != "":
+		fmt.Fprintln(w, r.CapacityNote)
+	}
 	return nil
 }
 

@@ -1,0 +1,266 @@
+package analyze
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"cloudprofiler/internal/capacity"
+	"cloudprofiler/internal/logfile"
+)
+
+// The capacity analysis (package capacity) rides on the pipeline: the plan
+// comes from the channels' names when the analysis is prepared; decoding
+// notes each tuple channel's smallest and largest TSC, which, translated,
+// give the run's first and last record exactly (translation is monotone on
+// each node), so the windows start at the run's first record whatever the
+// workers and the order they joined partitions in; each worker feeds every
+// tuple it joins, its records in hop order, to an accumulator of its own
+// (aggregate.go), merged at the end; the count channels are read last, and
+// the rows written as capacity.parquet and capacity.csv. Nothing of it runs
+// when no channel marks an operator, or with Config.NoCapacity.
+
+// Defaults of the capacity analysis.
+const (
+	DefaultWindow    = time.Second
+	DefaultMinTuples = 30
+)
+
+// capState is the capacity analysis's part of an analysis.
+type capState struct {
+	plan      *capacity.Plan // nil: no capacity analysis
+	tupleMark bool           // some tuple channel marks: tuples are fed
+	tscMin    []uint64       // per channel, its smallest and largest TSC (decode)
+	tscMax    []uint64
+	win       capacity.Windows
+	acc       *capacity.Acc // the workers' merged accumulator
+}
+
+// checkCapacityConfig fills the defaults and refuses bad values.
+func checkCapacityConfig(cfg *Config) error {
+	if cfg.Window == 0 {
+		cfg.Window = DefaultWindow
+	}
+	if cfg.Window < 0 {
+		return fmt.Errorf("analyze: --window must be positive, not %s", cfg.Window)
+	}
+	if cfg.MinTuples == 0 {
+		cfg.MinTuples = DefaultMinTuples
+	}
+	if cfg.MinTuples < 0 {
+		return fmt.Errorf("analyze: --min-tuples must be at least 1, not %d", cfg.MinTuples)
+	}
+	if cfg.TargetRate < 0 || math.IsNaN(cfg.TargetRate) || math.IsInf(cfg.TargetRate, 0) {
+		return fmt.Errorf("analyze: --target-rate must be a positive rate (tuples per second), not %v", cfg.TargetRate)
+	}
+	return nil
+}
+
+// planCapacity reads the naming rule of every channel (an error when two
+// channels mark the same instance and role).
+func (a *analysis) planCapacity() error {
+	if a.cfg.NoCapacity {
+		a.res.CapacityNote = "capacity: not analysed (--no-capacity)"
+		return nil
+	}
+	chans := make([]capacity.Channel, len(a.chans))
+	for i, c := range a.chans {
+		chans[i] = capacity.Channel{Node: c.Node, PID: c.PID, Name: c.Name, Path: c.Path,
+			Tuples: c.Role == RoleTuples, ServiceRate: c.Role == RoleCounter && c.Handler == "SERVICERATE", Internal: c.Role == RoleReturn}
+	}
+	plan, err := capacity.NewPlan(chans)
+	if err != nil {
+		return fmt.Errorf("analyze: %w", err)
+	}
+	if !plan.Marked() {
+		a.res.CapacityNote = capacity.NoMarks
+		for _, s := range plan.Ignored {
+			a.res.CapacityNote += "\n  not used: " + s
+		}
+		return nil
+	}
+	a.cap.plan, a.cap.tupleMark = plan, plan.TupleMarks()
+	if a.cap.tupleMark {
+		a.cap.tscMin = make([]uint64, len(a.chans))
+		a.cap.tscMax = make([]uint64, len(a.chans))
+		for i := range a.cap.tscMin {
+			a.cap.tscMin[i] = math.MaxUint64
+		}
+	}
+	return nil
+}
+
+// capacityWindows finds the run's first and last tuple record in the
+// reference counter, from the decoders' smallest and largest TSC per
+// channel, and the windows; the accumulators the workers will take must
+// fit in a quarter of the memory budget (the decoders' half is free by
+// then).
+func (a *analysis) capacityWindows() error {
+	if !a.cap.tupleMark {
+		return nil
+	}
+	t0, t1 := math.Inf(1), math.Inf(-1)
+	for i, c := range a.chans {
+		if c.Role != RoleTuples || a.cap.tscMin[i] > a.cap.tscMax[i] {
+			continue
+		}
+		lo := a.model.PointRelIdx(a.chNode[i], a.cap.tscMin[i]).Est
+		hi := a.model.PointRelIdx(a.chNode[i], a.cap.tscMax[i]).Est
+		t0, t1 = math.Min(t0, lo), math.Max(t1, hi)
+	}
+	if math.IsInf(t0, 1) {
+		t0, t1 = 0, 0
+	}
+	width := a.cfg.Window.Seconds() * a.model.RefHz()
+	win, err := capacity.NewWindows(t0, t1, width)
+	if err != nil {
+		return fmt.Errorf("analyze: %w", err)
+	}
+	insts := int64(len(a.cap.plan.Instances))
+	per := insts * int64(win.N) * capacity.CellBytes
+	budget := max(a.cfg.MemBytes/4, 16<<20)
+	if per*int64(a.cfg.Workers) > budget {
+		need := time.Duration(math.Ceil(float64(insts*int64(a.cfg.Workers)*capacity.CellBytes)*(t1-t0)/a.model.RefHz()/float64(budget))) * time.Second
+		return fmt.Errorf("analyze: capacity: the tuple records span %s s: %d windows of %s for %d operator instances on %d workers would take %d MiB, "+
+			"more than a quarter of --mem-mb; give --window %s or more, or --no-capacity",
+			strconv.FormatFloat((t1-t0)/a.model.RefHz(), 'f', 3, 64), win.N, a.cfg.Window, insts, a.cfg.Workers,
+			per*int64(a.cfg.Workers)>>20, need)
+	}
+	a.cap.win = win
+	return nil
+}
+
+// newCapacityAcc is a worker's accumulator (nil: none).
+func (a *analysis) newCapacityAcc() *capacity.Acc {
+	if !a.cap.tupleMark {
+		return nil
+	}
+	return capacity.NewAcc(a.cap.plan, a.cap.win)
+}
+
+// capacityTuple feeds one tuple's hops, in rank order, to the worker's
+// accumulator.
+func (w *worker) capacityTuple(hops []event) {
+	ce := w.capEvs[:0]
+	for k := range hops {
+		ce = append(ce, capacity.Event{Ch: hops[k].ch, Est: hops[k].est})
+	}
+	w.capEvs = ce
+	w.cap.Tuple(ce)
+}
+
+// writeCapacity reads the count channels, makes the rows and writes
+// capacity.parquet and capacity.csv.
+func (a *analysis) writeCapacity() error {
+	plan := a.cap.plan
+	if plan == nil {
+		return nil
+	}
+	counts := make([]*capacity.CountSeries, len(plan.Instances))
+	cmin, cmax := math.Inf(1), math.Inf(-1)
+	for ii := range plan.Instances {
+		ch := plan.Instances[ii].Chans[capacity.RoleCount]
+		if ch < 0 {
+			continue
+		}
+		c := a.chans[ch]
+		lf, err := logfile.Open(c.Path)
+		if err != nil {
+			return err
+		}
+		node := a.chNode[ch]
+		s, err := capacity.ReadCount(lf, func(tsc uint64) float64 { return a.model.PointRelIdx(node, tsc).Est })
+		err = c.readDone(lf, err)
+		lf.Close()
+		if err != nil {
+			return err
+		}
+		counts[ii] = s
+		for _, p := range s.Periods {
+			cmin, cmax = math.Min(cmin, p.Start), math.Max(cmax, p.End)
+		}
+		for _, e := range s.Estimates {
+			cmin, cmax = math.Min(cmin, e.Est), math.Max(cmax, e.Est)
+		}
+	}
+	win := a.cap.win
+	if !a.cap.tupleMark {
+		// Count channels only: their records make the run.
+		if math.IsInf(cmin, 1) {
+			cmin, cmax = 0, 0
+		}
+		var err error
+		if win, err = capacity.NewWindows(cmin, cmax, a.cfg.Window.Seconds()*a.model.RefHz()); err != nil {
+			return fmt.Errorf("analyze: %w", err)
+		}
+	}
+	res := plan.Rows(a.cap.acc, win, counts, capacity.Config{Hz: a.model.RefHz(), MinTuples: a.cfg.MinTuples,
+		TargetRate: a.cfg.TargetRate, Rank: a.rank})
+	a.res.Capacity = res
+	if err := writeTable(a, "capacity.parquet", res.Rows); err != nil {
+		return err
+	}
+	path := filepath.Join(a.cfg.Out, "capacity.csv")
+	a.res.Files = append(a.res.Files, path)
+	return writeFile(path, func(w io.Writer) error { return writeCapacityCSV(w, res.Rows) })
+}
+
+// capacityCSVHeader is capacity.csv's first line: capacity.Row's columns.
+const capacityCSVHeader = "level,window,start_s,end_s,operator,instance,node,pid,method,tuples_in,tuples_out,arrivals_per_s," +
+	"departures_per_s,busy_share,blocked_share,service_rate,service_rate_low,service_rate_high,headroom,selectivity," +
+	"instances,skew,reach,capacity,max_source_rate,bottleneck,parallelism_needed,note\n"
+
+// writeCapacityCSV writes capacity.csv: the header, then the rows. A NaN
+// is an empty field (every CSV reader takes it for missing), numbers are
+// exact (the shortest form that reads back the same), infinities +Inf and
+// -Inf, bottleneck true or false.
+func writeCapacityCSV(w io.Writer, rows []capacity.Row) error {
+	if _, err := io.WriteString(w, capacityCSVHeader); err != nil {
+		return err
+	}
+	var b []byte
+	num := func(v float64) {
+		b = append(b, ',')
+		if !math.IsNaN(v) {
+			b = strconv.AppendFloat(b, v, 'g', -1, 64)
+		}
+	}
+	integer := func(v int64) {
+		b = append(b, ',')
+		b = strconv.AppendInt(b, v, 10)
+	}
+	for i := range rows {
+		r := &rows[i]
+		b = append(b[:0], r.Level...)
+		integer(r.Window)
+		num(r.StartS)
+		num(r.EndS)
+		b = appendCSV(b, r.Operator)
+		b = appendCSV(b, r.Instance)
+		b = appendCSV(b, r.Node)
+		integer(r.PID)
+		b = appendCSV(b, r.Method)
+		integer(r.TuplesIn)
+		integer(r.TuplesOut)
+		for _, v := range []float64{r.ArrivalsPerS, r.DeparturesPerS, r.BusyShare, r.BlockedShare, r.ServiceRate,
+			r.ServiceRateLow, r.ServiceRateHigh, r.Headroom, r.Selectivity} {
+			num(v)
+		}
+		integer(r.Instances)
+		for _, v := range []float64{r.Skew, r.Reach, r.Capacity, r.MaxSourceRate} {
+			num(v)
+		}
+		b = append(b, ',')
+		b = strconv.AppendBool(b, r.Bottleneck)
+		integer(r.ParallelismNeeded)
+		b = appendCSV(b, r.Note)
+		b = append(b, '\n')
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
