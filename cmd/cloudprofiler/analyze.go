@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
@@ -40,6 +41,12 @@ func runAnalyze(stdout, stderr io.Writer, args []string) error {
 	quiet := fs.Bool("quiet", false, "no progress line on stderr")
 	floor := fs.Bool("decode-only", false, "only decode the tuple records, as the analysis does, and say how fast (the floor analyze is measured against); writes nothing")
 	strict := fs.Bool("strict", false, "exit with status 3 when a log file is damaged or misses records it accepted (the results are still written)")
+	// The capacity analysis: channels named "OPERATOR[#INSTANCE] in|out|sent|count".
+	fs.DurationVar(&cfg.Window, "window", analyze.DefaultWindow, "capacity: length of the time windows (reference clock) from the run's first tuple record, e.g. 1s, 250ms")
+	var target rateValue
+	fs.Var(&target, "target-rate", "capacity: a source rate, tuples per second (250000, 250k, 1.5M), for the parallelism each operator needs (DS2's rule)")
+	fs.IntVar(&cfg.MinTuples, "min-tuples", analyze.DefaultMinTuples, "capacity: fewest paired tuples (in and out) for a service rate; fewer: \"not enough data\"")
+	fs.BoolVar(&cfg.NoCapacity, "no-capacity", false, "skip the capacity analysis (service rates, bottleneck) even when channels mark operators")
 	// Go's flag package stops at the first non-flag: take the paths that
 	// follow --logs as more log paths, then go on parsing.
 	for len(args) > 0 {
@@ -73,6 +80,16 @@ func runAnalyze(stdout, stderr io.Writer, args []string) error {
 	if *mem < 16 {
 		return fmt.Errorf("analyze: --mem-mb must be at least 16")
 	}
+	if cfg.Window <= 0 {
+		return fmt.Errorf("analyze: --window must be a positive duration (1s, 250ms), not %s", cfg.Window)
+	}
+	if cfg.MinTuples < 1 {
+		return fmt.Errorf("analyze: --min-tuples must be at least 1, not %d", cfg.MinTuples)
+	}
+	if t := float64(target); t < 0 || math.IsNaN(t) || math.IsInf(t, 0) {
+		return fmt.Errorf("analyze: --target-rate must be a rate in tuples per second (250000, 250k, 1.5M), not %s", target.String())
+	}
+	cfg.TargetRate = float64(target)
 	cfg.Logs = logs
 	if *order != "" {
 		for _, o := range strings.Split(*order, ",") {

@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -16,6 +18,16 @@ func TestAnalyzeFlags(t *testing.T) {
 	require.ErrorContains(t, run("--rounds", "r", "--logs", "l", "--out", "o", "--method", "fast"), "--method must be")
 	require.ErrorContains(t, run("--rounds", "r", "--logs", "l", "--out", "o", "--mem-mb", "1"), "--mem-mb")
 	require.ErrorContains(t, run("stray"), `unexpected argument "stray"`)
+	// The capacity analysis's flags.
+	require.ErrorContains(t, run("--logs", "l", "--out", "o", "--window", "0s"), "--window must be a positive duration")
+	require.ErrorContains(t, run("--logs", "l", "--out", "o", "--window", "-1s"), "--window must be a positive duration")
+	require.ErrorContains(t, run("--logs", "l", "--out", "o", "--window", "1"), "invalid value")
+	require.ErrorContains(t, run("--logs", "l", "--out", "o", "--min-tuples", "0"), "--min-tuples must be at least 1")
+	require.ErrorContains(t, run("--logs", "l", "--out", "o", "--target-rate", "fast"), "not a rate")
+	require.ErrorContains(t, run("--logs", "l", "--out", "o", "--target-rate", "-5k"), "--target-rate must be a rate")
+	require.ErrorContains(t, run("--logs", "l", "--out", "o", "--target-rate", "inf"), "--target-rate must be a rate")
+	// Good values get as far as the logs.
+	require.ErrorContains(t, run("--logs", "nowhere", "--out", "o", "--target-rate", "1.5M", "--window", "250ms", "--min-tuples", "5", "--no-capacity"), "nowhere")
 	// Several paths after one --logs, then more flags: all are log paths.
 	dir := t.TempDir()
 	err := run("--logs", dir+"/x", dir+"/y", "--rounds", dir, "--out", dir+"/o")
@@ -40,4 +52,34 @@ func TestAnalyzeStrict(t *testing.T) {
 	require.Equal(t, exitDamaged, ec.code)
 	_, statErr := os.Stat(filepath.Join(dir, "o", "summary.txt"))
 	require.NoError(t, statErr, "the results are written all the same")
+}
+
+// Channels marking an operator: the capacity section on stdout and
+// capacity.csv; --no-capacity leaves it out.
+func TestAnalyzeCapacity(t *testing.T) {
+	dir := t.TempDir()
+	hdr := `{"version":2,"byte_order":"little","format":"ASCII_TSC","format_id":1,"handler":"IDENTITY","handler_id":0,"record_size":16,"node":"n","pid":4,"name":"%s","tsc_hz":1e9}`
+	for k, name := range []string{"op in", "op out"} {
+		var b strings.Builder
+		fmt.Fprintf(&b, "#CLOUDPROFILER-LOG v2\n#header "+hdr+"\n", name)
+		for i := 0; i < 100; i++ {
+			fmt.Fprintf(&b, "%d,%d\n", i, 1000+i*10000+k*2000) // 2 us each: 500000 tuples/s
+		}
+		fmt.Fprintf(&b, "#trailer {\"reason\":\"close\",\"positions\":100}\n")
+		require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("n-%d-op.cplog.txt", k)), []byte(b.String()), 0o644))
+	}
+	var out, errb bytes.Buffer
+	o := filepath.Join(dir, "o")
+	require.NoError(t, runAnalyze(&out, &errb, []string{"--logs", dir, "--out", o, "--target-rate", "1.5M", "--window", "500us"}))
+	require.Contains(t, out.String(), "bottleneck: op (*)")
+	require.Contains(t, out.String(), "parallelism for a source rate of 1500000 tuples/s")
+	require.Contains(t, out.String(), "op 3")
+	require.Contains(t, out.String(), "wrote "+filepath.Join(o, "capacity.csv"))
+	b, err := os.ReadFile(filepath.Join(o, "capacity.csv"))
+	require.NoError(t, err)
+	require.Contains(t, string(b), "operator,-1,0,")
+	require.NoError(t, runAnalyze(&out, &errb, []string{"--logs", dir, "--out", o, "--no-capacity"}))
+	require.Contains(t, out.String(), "capacity: not analysed (--no-capacity)")
+	_, err = os.Stat(filepath.Join(o, "capacity.csv"))
+	require.True(t, os.IsNotExist(err))
 }
