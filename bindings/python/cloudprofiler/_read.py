@@ -165,8 +165,8 @@ def read_log_df(path):
 
 class Analysis(dict):
     """Results of `cloudprofiler analyze --out DIR`: DataFrames durations,
-    summary, runs, throughput and the model dict, as keys (only those whose
-    file exists) and attributes (None when absent); .dir, .report (path of
+    summary, runs, throughput, capacity and the model dict, as keys (only
+    those whose file exists) and attributes (None when absent); .dir, .report (path of
     report.html or None), .summary_text (summary.txt or None), and .files:
     name -> the path each key was read from (DIR/durations.parquet, or
     DIR/durations.csv when there was no Parquet file; model.json; also
@@ -200,6 +200,16 @@ _TABLES = {
              "error_cycles": _F, "seconds": _F, "error_seconds": _F, "scenario": "int32"},
     "throughput": {"node": _S, "channel": _S, "period_end_s": _F, "period_s": _F, "count": "int64",
                    "tuples_per_s": _F},
+    # internal/capacity's Row: per operator and instance, per window (-1:
+    # the whole run); NaN where a value is not measured (an empty field in
+    # capacity.csv).
+    "capacity": dict({"level": _S, "window": "int64", "start_s": _F, "end_s": _F, "operator": _S, "instance": _S,
+                      "node": _S, "pid": "int64", "method": _S, "tuples_in": "int64", "tuples_out": "int64"},
+                     **{c: _F for c in ("arrivals_per_s", "departures_per_s", "busy_share", "blocked_share",
+                                        "service_rate", "service_rate_low", "service_rate_high", "headroom",
+                                        "selectivity")},
+                     instances="int64", skew=_F, reach=_F, capacity=_F, max_source_rate=_F, bottleneck="bool",
+                     parallelism_needed="int64", note=_S),
 }
 _SCENARIOS = ["scenario_%d" % i for i in range(4)]
 
@@ -226,8 +236,14 @@ def _read_parquet(pd, path, dtypes):
 def _read_csv(pd, path, dtypes):
     with open(path, newline="") as f:
         cols = next(csv.reader(f), [])
-    return pd.read_csv(path, dtype={c: t for c, t in dtypes.items() if c in cols},
-                       keep_default_na=False, na_values=[""])
+    df = pd.read_csv(path, dtype={c: t for c, t in dtypes.items() if c in cols},
+                     keep_default_na=False, na_values=[""])
+    # An empty field is NaN in a number column (as in the Parquet file) and
+    # "" in a string column (the Parquet file has no missing strings).
+    for c, t in dtypes.items():
+        if t is str and c in df.columns and df[c].isna().any():
+            df[c] = df[c].fillna("")
+    return df
 
 
 def _summary_scenarios(pd, df):
@@ -249,13 +265,15 @@ def _summary_scenarios(pd, df):
 
 def read_analysis(out_dir):
     """Loads what `cloudprofiler analyze --out out_dir` wrote, as an Analysis:
-    durations, summary, runs and throughput as DataFrames (those present)
-    and model.json as a dict. Each table is read from its Parquet file
+    durations, summary, runs, throughput and capacity as DataFrames (those
+    present) and model.json as a dict. Each table is read from its Parquet file
     (X.parquet, with pandas through pyarrow) when there is one, else from
     its CSV (X.csv: an older analysis, or durations.csv written alone);
     res.files says which file each came from. The dtypes are the Parquet
     files' whichever was read: ids and counts int64, TSCs uint64, seconds
-    and cycles float64, scenario int32, names strings. summary has both
+    and cycles float64, scenario int32, names strings (capacity: rates and
+    shares float64, NaN where not measured, bottleneck bool, note "" when
+    there is none; README, "Capacity"). summary has both
     scenario_0..scenario_3 (int64) and scenario_counts ("a/b/c/d", as in
     summary.csv).
 
