@@ -25,12 +25,12 @@ var loads = []loadCase{{"0.5", 0.5}, {"0.9", 0.9}, {"saturated", 0}}
 
 // pipelineArgs runs the pipeline at a load for about a second (saturated:
 // satSeconds), the work of A and B deterministic or exponential.
-func pipelineArgs(l loadCase, dist string, seed int) []string {
-	args := []string{"--a-cost", aCost, "--b-cost", bCost, "--a-dist", dist, "--b-dist", dist, "--seed", strconv.Itoa(seed)}
+func pipelineArgs(c costs, l loadCase, dist string, seed int) []string {
+	args := []string{"--a-cost", c.a, "--b-cost", c.b, "--a-dist", dist, "--b-dist", dist, "--seed", strconv.Itoa(seed)}
 	if l.load > 0 {
-		return append(args, "--rate", fmt.Sprint(l.load*bRateNom), "--duration", "1s")
+		return append(args, "--rate", fmt.Sprint(l.load*c.bRate), "--duration", "1s")
 	}
-	return append(args, "--rate", "max", "--tuples", fmt.Sprint(int(satSeconds*bRateNom)))
+	return append(args, "--rate", "max", "--tuples", fmt.Sprint(int(satSeconds*c.bRate)))
 }
 
 // envLimit: a run in which an operator's spins took this much longer than
@@ -73,7 +73,7 @@ func TestDirectServiceRate(t *testing.T) {
 		for i, l := range loads {
 			t.Run(dist+"/load-"+l.name, func(t *testing.T) {
 				dir := t.TempDir()
-				tr, logs := runRealised(t, e, dir, pipelineArgs(l, dist, i+1)...)
+				tr, logs := runRealised(t, e, dir, pipelineArgs(direct, l, dist, i+1)...)
 				a, b := tr.op("A"), tr.op("B")
 				// The logs themselves hold the truth (apart from the analysis).
 				for _, o := range []*opTruth{a, b} {
@@ -129,19 +129,22 @@ func TestDirectServiceRate(t *testing.T) {
 				if len(bottlenecks) != 1 || !strings.HasPrefix(bottlenecks[0], "operator B in/out window -1") {
 					t.Errorf("bottleneck rows %v, want one: operator B in/out window -1", bottlenecks)
 				}
-				// B's busy share is its load: over the run as the row spans it,
-				// and near the nominal load.
+				// B's busy share is its load: its drawn work over the run as
+				// the row spans it, and near the nominal load (saturated: B
+				// busy nearly all the time; the machine may keep the source
+				// or A from it for a moment).
 				rb := wholeRun(t, rows, "operator", "B", "in/out")
 				span := rb.f("end_s") - rb.f("start_s")
 				want := float64(b.Tuples) * b.MeanCycles / tr.TscHz / span
-				nominal := l.load
-				if nominal == 0 {
-					nominal = 1
-				}
 				busy := rb.f("busy_share")
-				t.Logf("B's busy share %.3f: drawn work over the row's %.3f s %.3f, nominal load %.2f", busy, span, want, nominal)
-				if !(math.Abs(busy-want) <= 0.03) || !(math.Abs(busy-nominal) <= 0.07) {
-					t.Errorf("B's busy share %.3f, want %.3f (its drawn work over %.3f s) and near its load %.2f", busy, want, span, nominal)
+				t.Logf("B's busy share %.3f: drawn work over the row's %.3f s %.3f, nominal load %s; B waited %d times on an empty input, %d on a full output",
+					busy, span, want, l.name, b.WaitsInput, b.WaitsOutput)
+				near := math.Abs(busy-l.load) <= 0.07
+				if l.load == 0 {
+					near = busy >= 0.9
+				}
+				if !(math.Abs(busy-want) <= 0.03) || !near {
+					t.Errorf("B's busy share %.3f, want %.3f (its drawn work over %.3f s) and near its load %s", busy, want, span, l.name)
 				}
 			})
 		}
@@ -174,7 +177,7 @@ func TestBeardChamberlain(t *testing.T) {
 		for _, l := range groups {
 			for seed := 1; seed <= 5; seed++ {
 				logs := filepath.Join(dir, fmt.Sprintf("logs-%s-%s-%d", dist, l.name, seed))
-				tr := runTandem(t, e, logs, pipelineArgs(l, dist, seed)...)
+				tr := runTandem(t, e, logs, pipelineArgs(fast, l, dist, seed)...)
 				b := tr.op("B")
 				sr := b.ServiceRate
 				if sr == nil {
@@ -268,7 +271,7 @@ func TestBeardChamberlainLowLoad(t *testing.T) {
 		t.Skipf("the library cannot open CP_SERVICERATE channels: %s", e.countWhy)
 	}
 	for _, dist := range []string{"det", "exp"} {
-		tr := runTandem(t, e, filepath.Join(t.TempDir(), "logs"), pipelineArgs(loadCase{"0.1", 0.1}, dist, 7)...)
+		tr := runTandem(t, e, filepath.Join(t.TempDir(), "logs"), pipelineArgs(fast, loadCase{"0.1", 0.1}, dist, 7)...)
 		b := tr.op("B")
 		sr := b.ServiceRate
 		t.Logf("%s load 0.1: truth %.0f/s; estimate %.0f/s, converged %v, %d convergences, running %.0f, %d of %d periods unblocked",
@@ -299,26 +302,29 @@ func TestBeardChamberlainPhaseChange(t *testing.T) {
 		t.Skipf("the library cannot open CP_SERVICERATE channels: %s", e.countWhy)
 	}
 	const after = 8000 // 0.4 s at 20,000/s, then 5,000 tuples: 0.5 s at 10,000/s (under 0.95 s in all)
-	tr := runTandem(t, e, filepath.Join(t.TempDir(), "logs"), "--a-cost", aCost, "--b-cost", bCost, "--b-cost2", "100us",
+	tr := runTandem(t, e, filepath.Join(t.TempDir(), "logs"), "--a-cost", fast.a, "--b-cost", fast.b, "--b-cost2", "100us",
 		"--phase-after", fmt.Sprint(after), "--rate", "max", "--tuples", fmt.Sprint(after+5000), "--seed", "3")
 	b := tr.op("B")
 	if len(b.Phases) != 2 {
 		t.Fatalf("the truth has %d phases for B", len(b.Phases))
 	}
+	// The pipeline looks every 10 ms, so an estimate it sees up to 20 ms
+	// (400 tuples) after the switch may have converged before it.
 	found := [2]bool{}
 	var seen []string
 	for _, x := range tr.Estimates {
 		if x.Op != "B" {
 			continue
 		}
-		ph := 0
-		if x.BTuples > after {
-			ph = 1
-		}
-		relErr := x.Rate/b.Phases[ph].TrueRate - 1
-		seen = append(seen, fmt.Sprintf("%.0f/s at tuple %d (phase %d: %s)", x.Rate, x.BTuples, ph+1, pct(relErr)))
-		if math.Abs(relErr) <= 0.2 {
-			found[ph] = true
+		for ph, in := range []bool{x.BTuples <= after+400, x.BTuples > after} {
+			if !in {
+				continue
+			}
+			relErr := x.Rate/b.Phases[ph].TrueRate - 1
+			seen = append(seen, fmt.Sprintf("%.0f/s at tuple %d (phase %d: %s)", x.Rate, x.BTuples, ph+1, pct(relErr)))
+			if math.Abs(relErr) <= 0.2 {
+				found[ph] = true
+			}
 		}
 	}
 	t.Logf("phases: %.0f/s for %d tuples, then %.0f/s for %d; converged estimates: %s", b.Phases[0].TrueRate, b.Phases[0].Tuples,
@@ -338,7 +344,7 @@ func TestInsideVsOutside(t *testing.T) {
 	e := needEnv(t)
 	needCapacity(t, e)
 	dir := t.TempDir()
-	pipe := []string{"--a-cost", aCost, "--b-cost", bCost, "--rcvbuf", "65536"}
+	pipe := []string{"--a-cost", direct.a, "--b-cost", direct.b, "--rcvbuf", "65536"}
 	pipe = append(countArgs(e), pipe...)
 	listen := func(logs string, extra ...string) (*bg, string) {
 		p := start(t, []string{"CP_LOG_DIR=" + logs}, append(append([]string{e.tandem, "--listen", "127.0.0.1:0"}, pipe...), extra...)...)
@@ -347,16 +353,17 @@ func TestInsideVsOutside(t *testing.T) {
 	}
 
 	// From outside: runs of 3 s; a run fails when the sender falls behind
-	// (backpressure through TCP: the socket buffers hide about 0.45 s of
-	// it) or when the REPORT, which the pipeline sends once its sink has
-	// taken the stream's last tuple, is more than 200 ms late: the queue
-	// grew through the run, the rate is not sustained (more than about 7%
-	// over B's rate fails so). The 200 ms also absorb a stall of the
-	// machine near the end of a run.
+	// (backpressure through TCP: the socket buffers hide about 2 MB of it,
+	// 0.9 s of B's work) or when the REPORT, which the pipeline sends once
+	// its sink has taken the stream's last tuple, is more than 200 ms late:
+	// the queue grew through the run, the rate is not sustained (more than
+	// about 7% over B's rate fails so). The 200 ms also absorb a stall of
+	// the machine near the end of a run; the pauses of 1.5 s let the
+	// pipeline drain what a failed run left in the buffers before the next.
 	p, addr := listen(filepath.Join(dir, "maxrate-logs"))
 	t0 := time.Now()
-	r := run(120*time.Second, nil, e.tool, "gen", "maxrate", "--to", addr, "--synthetic", "--start", fmt.Sprint(0.8*bRateNom),
-		"--duration", "3s", "--resolution", "2%", "--pause", "500ms", "--report-timeout", "200ms")
+	r := run(120*time.Second, nil, e.tool, "gen", "maxrate", "--to", addr, "--synthetic", "--start", fmt.Sprint(0.8*direct.bRate),
+		"--duration", "3s", "--resolution", "2%", "--pause", "1500ms", "--report-timeout", "200ms")
 	t.Logf("gen maxrate (%.1f s):\n%s", time.Since(t0).Seconds(), r.stdout)
 	if r.err != nil {
 		t.Fatalf("gen maxrate: %v\n%s", r.err, r.stderr)
@@ -419,7 +426,7 @@ func TestKilledRun(t *testing.T) {
 	e := needEnv(t)
 	dir := t.TempDir()
 	logs := filepath.Join(dir, "logs")
-	args := append(countArgs(e), "--a-cost", aCost, "--b-cost", bCost, "--rate", fmt.Sprint(0.7*bRateNom), "--duration", "10s")
+	args := append(countArgs(e), "--a-cost", direct.a, "--b-cost", direct.b, "--rate", fmt.Sprint(0.7*direct.bRate), "--duration", "10s")
 	p := start(t, []string{"CP_LOG_DIR=" + logs}, append([]string{e.tandem}, args...)...)
 	time.Sleep(1500 * time.Millisecond)
 	p.signal(syscall.SIGKILL)
