@@ -295,6 +295,7 @@ func runConfig(t *testing.T, e env, bin, tag string, c config) {
 	var ret []retRow
 	ref, r := tr.checkAnalysis(t, outDir, true)
 	ret = append(ret, r.named("default (ref "+ref+")"))
+	tr.checkCapacity(t, outDir)
 	relay := "b"
 	if ref == relay {
 		relay = "c"
