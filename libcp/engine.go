@@ -198,6 +198,8 @@ type channel struct {
 	boundary int64
 	last     uint64
 
+	sr *srState // SERVICERATE: the estimator and its sampling (sampler.go)
+
 	medBuf unsafe.Pointer
 
 	// FOX_START, FOX_END and the return log (fox.go)
@@ -654,6 +656,7 @@ func (c *channel) setupSlot() error {
 	s.written_pos = 0
 	s.aux = 0
 	s.fpc_count = 0
+	s.sr_flags = 0
 	s.lock = 0
 	s.fl_n = 0
 	s.ring = nil
@@ -668,8 +671,8 @@ func (c *channel) setupSlot() error {
 	if len(c.args) > 0 {
 		s.arg0 = C.int64_t(c.args[0])
 	}
-	if len(c.args) > 1 {
-		s.arg1 = C.int64_t(c.args[1])
+	if i := c.cur.Index(1); i >= 0 {
+		s.arg1 = C.int64_t(c.args[i])
 	}
 	s.xoy = nil
 	if c.cur == handlers.XoY {
@@ -679,6 +682,9 @@ func (c *channel) setupSlot() error {
 	}
 	if c.cur.Counter() {
 		c.period = c.args[0]
+	}
+	if c.cur == handlers.ServiceRate {
+		c.sr = newSRState(c.args)
 	}
 	if c.cur == handlers.Median {
 		if err := c.setMedianWindow(c.args[0]); err != nil {
@@ -946,10 +952,14 @@ func parameterize(h int64, argNum int32, val int64) error {
 		if err := c.setMedianWindow(val); err != nil {
 			return err
 		}
+	case c.cur == handlers.ServiceRate && argNum != 0:
+		if err := sampler.setSRParam(c, argNum, val); err != nil {
+			return err
+		}
 	case c.cur.Counter():
 		sampler.setPeriod(c, val)
 	}
-	c.args[argNum] = val
+	c.args[c.cur.Index(argNum)] = val
 	if c.cur == handlers.XoY {
 		if err := c.setXoY(); err != nil {
 			return err
@@ -958,7 +968,7 @@ func parameterize(h int64, argNum int32, val int64) error {
 		// cp_median_set_window stored arg0 with the buffer.
 	} else if argNum == 0 {
 		atomic.StoreInt64((*int64)(unsafe.Pointer(&c.slot.arg0)), val)
-	} else {
+	} else if argNum == 1 {
 		atomic.StoreInt64((*int64)(unsafe.Pointer(&c.slot.arg1)), val)
 	}
 	return c.writeMeta(logfile.KindEvent, logfile.Event{Event: "parameterize", Args: c.argMap(), Pos: atomic.LoadUint64(c.word()) & countMask})

@@ -116,10 +116,11 @@ typedef struct cp_slot {
   int32_t kind;              /* cp_handler_type */
   uint32_t rec_size;         /* 16 (_TSC) or 24 (with CLOCK_MONOTONIC_RAW) */
   uint32_t with_mono;
+  _Atomic uint32_t sr_flags; /* SERVICERATE: CP_BLOCKED_* marked since the sampler last took them */
   _Atomic int64_t arg0, arg1;
   struct cp_xoy *_Atomic xoy;  /* XOY: x, y and their multipliers, immutable once published */
   _Atomic uint64_t aux;      /* DOWNSAMPLE countdown */
-  _Atomic uint64_t fpc_count;/* FASTPERIODICCOUNTER (plain increments, single writer) */
+  _Atomic uint64_t fpc_count;/* FASTPERIODICCOUNTER, SERVICERATE (plain increments, single writer) */
   _Atomic uint32_t drop_when_full;
   _Atomic uint32_t failed;   /* background writes failing: ring handlers refuse new events */
   _Atomic uint32_t abandoned;/* close gave up: waiting writers must return */
@@ -175,6 +176,10 @@ uint64_t cp_signal_close(cp_slot_t *s, int64_t deadline_ns);
 struct cp_xoy *cp_set_xoy(cp_slot_t *s, int64_t x, int64_t y);
 int32_t cp_median_set_window(cp_slot_t *s, uint64_t *buf, uint32_t window);
 void cp_firstlast_snapshot(cp_slot_t *s, uint64_t out[7]);
+/* SERVICERATE: one sample, read together: out[0] the count (not reset),
+ * out[1] the blocked marks since the last sample (taken: reset to 0),
+ * out[2] the TSC (as LogTS reads it). */
+void cp_sr_sample(cp_slot_t *s, uint64_t out[3]);
 void cp_firstlast_retire(cp_slot_t *s, uint64_t out[7]);
 int32_t cp_ring_put(cp_slot_t *s, int64_t id, uint64_t tsc, uint64_t mono);
 void cp_fox_stamp(int64_t kernel_rt_ns, double tsc_per_ns, uint64_t *tsc, uint64_t *mono);

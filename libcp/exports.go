@@ -71,3 +71,25 @@ func cpCloseAllAtExit() {
 func setLastError(msg string) {
 	C.cp_set_last_error((*C.char)(unsafe.Pointer(unsafe.StringData(msg))), C.int32_t(min(len(msg), 1<<16)))
 }
+
+// CP_ServiceRate fills *out with a SERVICERATE channel's estimate. It does
+// not set CP_LastError (the header lists the functions that do); its codes
+// say it all.
+//
+//export CP_ServiceRate
+func CP_ServiceRate(ch C.int64_t, out *C.cp_service_rate_t) C.int32_t {
+	st, err := serviceRate(int64(ch))
+	if err != nil {
+		return C.int32_t(codeOf(err))
+	}
+	if out == nil {
+		return C.CP_ERR_BAD_ARG_VALUE
+	}
+	conv := C.int32_t(0)
+	if st.Converged {
+		conv = 1
+	}
+	*out = C.cp_service_rate_t{rate: C.double(st.Rate), running: C.double(st.Running), period_s: C.double(st.Period.Seconds()),
+		samples: C.int64_t(st.Samples), periods: C.int64_t(st.Periods), convergences: C.int64_t(st.Convergences), converged: conv}
+	return 0
+}

@@ -85,7 +85,7 @@ int cp_kind_class(int32_t kind) {
   case CP_BUFFER_IDENTITY: case CP_BUFFER_IDENTITY_COMP: case CP_MEDIAN:
   case CP_DOWNSAMPLE: case CP_XOY: case CP_FOX_START: case CP_FOX_END:
     return CP_CLASS_RING;
-  case CP_PERIODICCOUNTER: case CP_FASTPERIODICCOUNTER: case CP_KIND_NC_COUNTER:
+  case CP_PERIODICCOUNTER: case CP_FASTPERIODICCOUNTER: case CP_KIND_NC_COUNTER: case CP_SERVICERATE:
     return CP_CLASS_COUNTER;
   case CP_FIRSTLAST:
     return CP_CLASS_FIRSTLAST;
@@ -240,6 +240,7 @@ __attribute__((noinline)) static int32_t log_other(cp_slot_t *s, uint64_t gen, i
   case CP_NULLH:
     return 0;
   case CP_FASTPERIODICCOUNTER:
+  case CP_SERVICERATE:
     atomic_store_explicit(&s->fpc_count, atomic_load_explicit(&s->fpc_count, memory_order_relaxed) + 1, memory_order_relaxed);
     return 0;
   case CP_BUFFER_IDENTITY:
@@ -451,14 +452,23 @@ __attribute__((noinline)) static int32_t log_by_kind(cp_slot_t *s, uint64_t gen,
   return log_other(s, gen, tuple_id, kind);
 }
 
+// The slot handle ch names, and its generation in *gen; NULL when ch cannot
+// be a handle at all (index or generation out of range). The caller checks
+// the generation against the slot's word.
+static inline __attribute__((always_inline)) cp_slot_t *handle_slot(int64_t ch, uint64_t *gen) {
+  uint64_t h = (uint64_t)ch;
+  uint64_t idx = (h & ((1ull << CP_IDX_BITS) - 1)) - 1;
+  *gen = h >> CP_IDX_BITS;
+  if (__builtin_expect(idx >= CP_MAX_CHANNELS || *gen - 1 >= CP_MAX_GEN, 0)) return NULL;
+  return &cp_slots[idx];
+}
+
 // LogTS is laid out so that its common paths need no stack frame: anything
 // that calls out is a tail call or out of line.
 __attribute__((aligned(64))) int32_t LogTS(int64_t ch, int64_t tuple_id) {
-  uint64_t h = (uint64_t)ch;
-  uint64_t idx = (h & ((1ull << CP_IDX_BITS) - 1)) - 1;
-  uint64_t gen = h >> CP_IDX_BITS;
-  if (__builtin_expect(idx >= CP_MAX_CHANNELS || gen - 1 >= CP_MAX_GEN, 0)) return CP_ERR_BAD_HANDLE;
-  cp_slot_t *s = &cp_slots[idx];
+  uint64_t gen;
+  cp_slot_t *s = handle_slot(ch, &gen);
+  if (__builtin_expect(s == NULL, 0)) return CP_ERR_BAD_HANDLE;
   uint64_t w = atomic_load_explicit(&s->word, memory_order_acquire);
   if (__builtin_expect((w >> 47) != (gen << 1), 0)) return cp_word_error(w, gen);
   int32_t fast = atomic_load_explicit(&s->fast, memory_order_relaxed);
@@ -473,6 +483,11 @@ __attribute__((aligned(64))) int32_t LogTS(int64_t ch, int64_t tuple_id) {
     int32_t kind = s->kind;
     if (kind == CP_NULLH) return 0;
     if (kind == CP_FASTPERIODICCOUNTER) {
+      uint64_t c = atomic_load_explicit(&s->fpc_count, memory_order_relaxed);
+      atomic_store_explicit(&s->fpc_count, c + 1, memory_order_relaxed);
+      return 0;
+    }
+    if (kind == CP_SERVICERATE) {  // after the two above: they pay nothing for it
       uint64_t c = atomic_load_explicit(&s->fpc_count, memory_order_relaxed);
       atomic_store_explicit(&s->fpc_count, c + 1, memory_order_relaxed);
       return 0;
@@ -582,11 +597,9 @@ int64_t LogTSMany(int64_t ch, const int64_t *ids, int64_t n, int32_t *err) {
   int64_t done = 0, dropped = 0;
   int32_t rc = 0;
   if (n <= 0) goto out;
-  uint64_t h = (uint64_t)ch;
-  uint64_t idx = (h & ((1ull << CP_IDX_BITS) - 1)) - 1;
-  uint64_t gen = h >> CP_IDX_BITS;
-  if (idx >= CP_MAX_CHANNELS || gen - 1 >= CP_MAX_GEN) { rc = CP_ERR_BAD_HANDLE; goto out; }
-  cp_slot_t *s = &cp_slots[idx];
+  uint64_t gen;
+  cp_slot_t *s = handle_slot(ch, &gen);
+  if (s == NULL) { rc = CP_ERR_BAD_HANDLE; goto out; }
   if (ids == NULL) {
     uint64_t w = atomic_load_explicit(&s->word, memory_order_acquire);
     rc = (w >> 47) != (gen << 1) ? cp_word_error(w, gen) : CP_ERR_BAD_ARG_VALUE;
@@ -616,7 +629,7 @@ int64_t LogTSMany(int64_t ch, const int64_t *ids, int64_t n, int32_t *err) {
       int32_t kind = s->kind;  // counters add the rest at once
       int64_t rest = n - i;
       if (kind == CP_NULLH) { done += rest; break; }
-      if (kind == CP_FASTPERIODICCOUNTER) {
+      if (kind == CP_FASTPERIODICCOUNTER || kind == CP_SERVICERATE) {
         uint64_t c = atomic_load_explicit(&s->fpc_count, memory_order_relaxed);
         atomic_store_explicit(&s->fpc_count, c + (uint64_t)rest, memory_order_relaxed);
         done += rest;
@@ -650,6 +663,41 @@ out:
   if (rc == 0 && dropped) rc = CP_ERR_DROPPED;
   if (err) *err = rc;
   return done;
+}
+
+// ---- SERVICERATE: the blocked marks, set by the operator's threads, taken
+// by the sampler (sampler.go) once a period with cp_sr_sample.
+
+// The marks share the cache line LogTS reads on this channel (kind,
+// fpc_count): marking costs no other line.
+_Static_assert(offsetof(cp_slot_t, sr_flags) / 64 == offsetof(cp_slot_t, fpc_count) / 64 &&
+                   offsetof(cp_slot_t, kind) / 64 == offsetof(cp_slot_t, fpc_count) / 64,
+               "sr_flags, kind and fpc_count on one cache line");
+
+// Validates the handle as LogTS does; then a load, and an atomic OR only
+// when a bit is not set yet (once a period at most, per bit).
+int32_t CP_MarkBlocked(int64_t ch, int32_t which) {
+  uint64_t gen;
+  cp_slot_t *s = handle_slot(ch, &gen);
+  if (__builtin_expect(s == NULL, 0)) return CP_ERR_BAD_HANDLE;
+  uint64_t w = atomic_load_explicit(&s->word, memory_order_acquire);
+  if (__builtin_expect((w >> 47) != (gen << 1), 0)) return cp_word_error(w, gen);
+  if (__builtin_expect(s->kind != CP_SERVICERATE, 0)) return CP_ERR_BAD_HANDLER;
+  uint32_t bits = (uint32_t)which;
+  if (__builtin_expect(bits - 1 >= (CP_BLOCKED_INPUT | CP_BLOCKED_OUTPUT), 0)) return CP_ERR_BAD_ARG_VALUE;
+  if ((atomic_load_explicit(&s->sr_flags, memory_order_relaxed) & bits) != bits)
+    atomic_fetch_or_explicit(&s->sr_flags, bits, memory_order_relaxed);
+  return 0;
+}
+
+extern __typeof__(CP_MarkBlocked) cp_markblocked __attribute__((visibility("hidden"), alias("CP_MarkBlocked")));
+
+void cp_sr_sample(cp_slot_t *s, uint64_t out[3]) {
+  out[2] = rdtscp_inline();
+  out[0] = atomic_load_explicit(&s->fpc_count, memory_order_relaxed);
+  uint32_t f = atomic_load_explicit(&s->sr_flags, memory_order_relaxed);
+  if (f) f = atomic_exchange_explicit(&s->sr_flags, 0, memory_order_relaxed);
+  out[1] = f;
 }
 
 // ---- MEDIAN: a window of events under a short lock; the median (by TSC) of

@@ -21,13 +21,16 @@ import (
 // sampler is the one goroutine that closes the periods of every counter
 // channel. Period boundaries are multiples of the period on
 // CLOCK_MONOTONIC_RAW, so channels with the same period sample in lock step.
-// It sleeps until the next boundary; with no counter channel it sleeps on wake.
+// SERVICERATE channels (counters too) are also sampled for their estimator,
+// each every T of its own (srSample). It sleeps until the next boundary or
+// sample; with no counter channel it sleeps on wake.
 var sampler = &counterSampler{wake: make(chan struct{}, 1), chans: map[*channel]bool{}}
 
 type counterSampler struct {
-	mu    sync.Mutex
-	chans map[*channel]bool
-	wake  chan struct{}
+	mu     sync.Mutex
+	chans  map[*channel]bool
+	wake   chan struct{}
+	passes atomic.Uint64 // times it woke (the tests check it sleeps)
 }
 
 func (s *counterSampler) add(c *channel) {
@@ -35,6 +38,9 @@ func (s *counterSampler) add(c *channel) {
 	now := tsc.MonoRaw()
 	c.boundary = (now/c.period + 1) * c.period
 	c.last = 0
+	if c.sr != nil {
+		c.sr.restart(c, now)
+	}
 	s.chans[c] = true
 	s.mu.Unlock()
 	s.poke()
@@ -73,7 +79,7 @@ func (s *counterSampler) remove(c *channel, end uint64) uint64 {
 	defer s.mu.Unlock()
 	delete(s.chans, c)
 	total := end
-	if c.cur == handlers.FastPeriodicCounter || c.netconf {
+	if c.cur == handlers.FastPeriodicCounter || c.cur == handlers.ServiceRate || c.netconf {
 		// Counted outside the word: give an increment under way a moment
 		// to land before the final read.
 		time.Sleep(time.Millisecond)
@@ -86,11 +92,15 @@ func (s *counterSampler) remove(c *channel, end uint64) uint64 {
 func (s *counterSampler) run() {
 	timer := time.NewTimer(time.Hour)
 	for {
+		s.passes.Add(1)
 		s.mu.Lock()
 		next := int64(-1)
 		for c := range s.chans {
 			if next < 0 || c.boundary < next {
 				next = c.boundary
+			}
+			if c.sr != nil && c.sr.next < next {
+				next = c.sr.next
 			}
 		}
 		s.mu.Unlock()
@@ -117,6 +127,11 @@ func (s *counterSampler) sample() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := tsc.MonoRaw()
+	for c := range s.chans {
+		if c.sr != nil && c.sr.next <= now {
+			c.srSample(now)
+		}
+	}
 	var sp logfile.Sync
 	for c := range s.chans {
 		if c.boundary > now {

@@ -6,6 +6,27 @@ package main
 #include "engine.h"
 
 static void cp_test_sigterm_default(void) { signal(SIGTERM, SIG_DFL); }
+
+// A saturated operator for the SERVICERATE tests, as a C program would be:
+// each item costs `cycles` TSC cycles of spinning (its LogTS inside them),
+// for about `total` cycles. With mark != 0 it calls CP_MarkBlocked(mark)
+// right before and right after each LogTS: every sampling period with an
+// item in it has a mark, wherever the period ends. Returns the items
+// counted, or the first error.
+static int64_t cp_test_operator(int64_t ch, uint64_t cycles, uint64_t total, int32_t mark) {
+  uint64_t start = cp_tsc_now(), t = start;
+  int64_t n = 0;
+  while (t - start < total) {
+    uint64_t t0 = t;
+    while ((t = cp_tsc_now()) - t0 < cycles) {}
+    int32_t rc = mark ? CP_MarkBlocked(ch, mark) : 0;
+    if (rc == 0) rc = LogTS(ch, n);
+    if (rc == 0 && mark) rc = CP_MarkBlocked(ch, mark);
+    if (rc) return rc;
+    n++;
+  }
+  return n;
+}
 */
 import "C"
 
@@ -34,6 +55,39 @@ func logTSMany(h int64, ids []int64, n int64) (int64, int32) {
 	}
 	got := C.LogTSMany(C.int64_t(h), p, C.int64_t(n), &err)
 	return int64(got), int32(err)
+}
+
+// srOperator runs cp_test_operator on this thread.
+func srOperator(h int64, cycles, total uint64, mark int32) int64 {
+	return int64(C.cp_test_operator(C.int64_t(h), C.uint64_t(cycles), C.uint64_t(total), C.int32_t(mark)))
+}
+
+func markBlockedC(h int64, which int32) int32 {
+	return int32(C.CP_MarkBlocked(C.int64_t(h), C.int32_t(which)))
+}
+
+// srAnswer is cp_service_rate_t in Go.
+type srAnswer struct {
+	Rate, Running, PeriodS         float64
+	Samples, Periods, Convergences int64
+	Converged, Reserved            int32
+}
+
+// serviceRateC calls CP_ServiceRate (out NULL when null is set); out is
+// filled with 0x55 bytes first.
+func serviceRateC(h int64, null bool) (srAnswer, int32) {
+	var out C.cp_service_rate_t
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&out)), unsafe.Sizeof(out))
+	for i := range b {
+		b[i] = 0x55
+	}
+	p := &out
+	if null {
+		p = nil
+	}
+	rc := int32(C.CP_ServiceRate(C.int64_t(h), p))
+	return srAnswer{float64(out.rate), float64(out.running), float64(out.period_s), int64(out.samples),
+		int64(out.periods), int64(out.convergences), int32(out.converged), int32(out.reserved)}, rc
 }
 
 func lastError(capacity int32) (string, int32) {
