@@ -51,12 +51,30 @@ extern "C" {
 #define io_cloudprofiler_CloudProfiler_H_FOX_END 12L
 #undef io_cloudprofiler_CloudProfiler_H_GPIORTT
 #define io_cloudprofiler_CloudProfiler_H_GPIORTT 13L
+#undef io_cloudprofiler_CloudProfiler_H_SERVICERATE
+#define io_cloudprofiler_CloudProfiler_H_SERVICERATE 14L
 #undef io_cloudprofiler_CloudProfiler_ARG0
 #define io_cloudprofiler_CloudProfiler_ARG0 0L
 #undef io_cloudprofiler_CloudProfiler_ARG1
 #define io_cloudprofiler_CloudProfiler_ARG1 1L
 #undef io_cloudprofiler_CloudProfiler_ARG_DROP_WHEN_FULL
 #define io_cloudprofiler_CloudProfiler_ARG_DROP_WHEN_FULL 100L
+#undef io_cloudprofiler_CloudProfiler_ARG_SR_MIN_PERIOD_NS
+#define io_cloudprofiler_CloudProfiler_ARG_SR_MIN_PERIOD_NS 200L
+#undef io_cloudprofiler_CloudProfiler_ARG_SR_MAX_PERIOD_NS
+#define io_cloudprofiler_CloudProfiler_ARG_SR_MAX_PERIOD_NS 201L
+#undef io_cloudprofiler_CloudProfiler_ARG_SR_WINDOW
+#define io_cloudprofiler_CloudProfiler_ARG_SR_WINDOW 202L
+#undef io_cloudprofiler_CloudProfiler_ARG_SR_WIDEN_AFTER
+#define io_cloudprofiler_CloudProfiler_ARG_SR_WIDEN_AFTER 203L
+#undef io_cloudprofiler_CloudProfiler_ARG_SR_STABLE_PPM
+#define io_cloudprofiler_CloudProfiler_ARG_SR_STABLE_PPM 204L
+#undef io_cloudprofiler_CloudProfiler_ARG_SR_TOLERANCE_PPM
+#define io_cloudprofiler_CloudProfiler_ARG_SR_TOLERANCE_PPM 205L
+#undef io_cloudprofiler_CloudProfiler_BLOCKED_INPUT
+#define io_cloudprofiler_CloudProfiler_BLOCKED_INPUT 1L
+#undef io_cloudprofiler_CloudProfiler_BLOCKED_OUTPUT
+#define io_cloudprofiler_CloudProfiler_BLOCKED_OUTPUT 2L
 #undef io_cloudprofiler_CloudProfiler_OK
 #define io_cloudprofiler_CloudProfiler_OK 0L
 #undef io_cloudprofiler_CloudProfiler_ERR_BAD_HANDLE
@@ -92,7 +110,7 @@ extern "C" {
 #undef io_cloudprofiler_CloudProfiler_ERR_CONFIG
 #define io_cloudprofiler_CloudProfiler_ERR_CONFIG -16L
 #undef io_cloudprofiler_CloudProfiler_JNI_ABI
-#define io_cloudprofiler_CloudProfiler_JNI_ABI 1L
+#define io_cloudprofiler_CloudProfiler_JNI_ABI 2L
 #undef io_cloudprofiler_CloudProfiler_ERR_BUF
 #define io_cloudprofiler_CloudProfiler_ERR_BUF 4096L
 /*
@@ -150,6 +168,22 @@ JNIEXPORT jint JNICALL Java_io_cloudprofiler_CloudProfiler_closeAll0
  */
 JNIEXPORT jint JNICALL Java_io_cloudprofiler_CloudProfiler_errorString0
   (JNIEnv *, jclass, jint, jbyteArray);
+
+/*
+ * Class:     io_cloudprofiler_CloudProfiler
+ * Method:    markBlocked0
+ * Signature: (JI)I
+ */
+JNIEXPORT jint JNICALL Java_io_cloudprofiler_CloudProfiler_markBlocked0
+  (JNIEnv *, jclass, jlong, jint);
+
+/*
+ * Class:     io_cloudprofiler_CloudProfiler
+ * Method:    serviceRate0
+ * Signature: (J[D[J)I
+ */
+JNIEXPORT jint JNICALL Java_io_cloudprofiler_CloudProfiler_serviceRate0
+  (JNIEnv *, jclass, jlong, jdoubleArray, jlongArray);
 
 /*
  * Class:     io_cloudprofiler_CloudProfiler

@@ -22,11 +22,12 @@
 #include "io_cloudprofiler_CloudProfiler.h"
 #include "io_cloudprofiler_Baselines.h"
 
-#define CP_JNI_ABI 1
+#define CP_JNI_ABI 2  /* 2: markBlocked0, serviceRate0 */
 
 extern int32_t cp_logts(int64_t ch, int64_t tuple_id) __attribute__((visibility("hidden")));
 extern int64_t cp_logtsmany(int64_t ch, const int64_t *ids, int64_t n, int32_t *err)
     __attribute__((visibility("hidden")));
+extern int32_t cp_markblocked(int64_t ch, int32_t which) __attribute__((visibility("hidden")));
 
 #define SAME(java, c) _Static_assert(io_cloudprofiler_CloudProfiler_##java == (c), #java " differs from " #c)
 SAME(F_ASCII, CP_ASCII);
@@ -51,9 +52,18 @@ SAME(H_NET_CONF, CP_NET_CONF);
 SAME(H_FOX_START, CP_FOX_START);
 SAME(H_FOX_END, CP_FOX_END);
 SAME(H_GPIORTT, CP_GPIORTT);
+SAME(H_SERVICERATE, CP_SERVICERATE);
 SAME(ARG0, CP_ARG0);
 SAME(ARG1, CP_ARG1);
 SAME(ARG_DROP_WHEN_FULL, CP_ARG_DROP_WHEN_FULL);
+SAME(ARG_SR_MIN_PERIOD_NS, CP_ARG_SR_MIN_PERIOD_NS);
+SAME(ARG_SR_MAX_PERIOD_NS, CP_ARG_SR_MAX_PERIOD_NS);
+SAME(ARG_SR_WINDOW, CP_ARG_SR_WINDOW);
+SAME(ARG_SR_WIDEN_AFTER, CP_ARG_SR_WIDEN_AFTER);
+SAME(ARG_SR_STABLE_PPM, CP_ARG_SR_STABLE_PPM);
+SAME(ARG_SR_TOLERANCE_PPM, CP_ARG_SR_TOLERANCE_PPM);
+SAME(BLOCKED_INPUT, CP_BLOCKED_INPUT);
+SAME(BLOCKED_OUTPUT, CP_BLOCKED_OUTPUT);
 SAME(OK, CP_OK);
 SAME(ERR_BAD_HANDLE, CP_ERR_BAD_HANDLE);
 SAME(ERR_CLOSED, CP_ERR_CLOSED);
@@ -124,6 +134,28 @@ JNIEXPORT jlong JNICALL Java_io_cloudprofiler_CloudProfiler_logMany0(JNIEnv *env
   }
   if (err == 0 && dropped) err = CP_ERR_DROPPED;
   return err == 0 ? accepted : (jlong)(((uint64_t)(int64_t)err << 32) | (uint64_t)accepted);
+}
+
+// SERVICERATE: a plain call of CP_MarkBlocked (C, never enters Go), as logTS0.
+JNIEXPORT jint JNICALL Java_io_cloudprofiler_CloudProfiler_markBlocked0(JNIEnv *env, jclass cls, jlong ch, jint which) {
+  (void)env;
+  (void)cls;
+  return cp_markblocked(ch, which);
+}
+
+// CP_ServiceRate into d (rate, running, period_s) and l (samples, periods,
+// convergences, converged), arrays of 3 and 4 the Java side allocated.
+JNIEXPORT jint JNICALL Java_io_cloudprofiler_CloudProfiler_serviceRate0(JNIEnv *env, jclass cls, jlong ch,
+                                                                       jdoubleArray d, jlongArray l) {
+  (void)cls;
+  cp_service_rate_t sr;
+  int32_t rc = CP_ServiceRate(ch, &sr);
+  if (rc < 0) return rc;
+  jdouble dv[3] = {sr.rate, sr.running, sr.period_s};
+  jlong lv[4] = {sr.samples, sr.periods, sr.convergences, sr.converged};
+  (*env)->SetDoubleArrayRegion(env, d, 0, 3, dv);
+  (*env)->SetLongArrayRegion(env, l, 0, 4, lv);
+  return rc;
 }
 
 JNIEXPORT jlong JNICALL Java_io_cloudprofiler_CloudProfiler_open0(JNIEnv *env, jclass cls, jbyteArray name,

@@ -43,6 +43,26 @@ public final class Channel implements AutoCloseable {
         return CloudProfiler.logTS(handle, ids, off, n);
     }
 
+    /**
+     * SERVICERATE channels: marks the operator's input empty or output full
+     * (CloudProfiler.BLOCKED_INPUT, BLOCKED_OUTPUT, or both ORed) in the
+     * current sampling period. Never allocates, never throws.
+     *
+     * @return 0 or a negative CloudProfiler.ERR_* code
+     */
+    public int markBlocked(int which) {
+        return CloudProfiler.markBlocked(handle, which);
+    }
+
+    /**
+     * SERVICERATE channels: the service rate estimate now; throws
+     * {@link CloudProfilerException} (its code: ERR_CLOSED, ERR_BAD_HANDLER)
+     * otherwise.
+     */
+    public ServiceRate serviceRate() {
+        return CloudProfiler.serviceRateOrThrow(handle, "serviceRate(\"" + name + "\")");
+    }
+
     /** Sets a handler argument; throws {@link CloudProfilerException} with the library's reason. */
     public Channel parameterize(int arg, long value) {
         CloudProfiler.parameterizeOrThrow(handle, name, arg, value);

@@ -28,7 +28,7 @@ public final class CloudProfiler {
     static final int H_IDENTITY = 0, H_BUFFER_IDENTITY = 1, H_BUFFER_IDENTITY_COMP = 2,
             H_MEDIAN = 3, H_DOWNSAMPLE = 4, H_XOY = 5, H_FIRSTLAST = 6,
             H_PERIODICCOUNTER = 7, H_FASTPERIODICCOUNTER = 8, H_NULLH = 9,
-            H_NET_CONF = 10, H_FOX_START = 11, H_FOX_END = 12, H_GPIORTT = 13;
+            H_NET_CONF = 10, H_FOX_START = 11, H_FOX_END = 12, H_GPIORTT = 13, H_SERVICERATE = 14;
 
     /** The handler's first argument (see each handler in the C header). */
     public static final int ARG0 = 0;
@@ -36,6 +36,23 @@ public final class CloudProfiler {
     public static final int ARG1 = 1;
     /** 1: a full ring makes logTS return ERR_DROPPED (counted in the file) instead of waiting. */
     public static final int ARG_DROP_WHEN_FULL = 100;
+    /** SERVICERATE: the first sampling period T, ns [1e6, 1e6..1e9]. */
+    public static final int ARG_SR_MIN_PERIOD_NS = 200;
+    /** SERVICERATE: the widest T, ns [16e6, min..1e9]. */
+    public static final int ARG_SR_MAX_PERIOD_NS = 201;
+    /** SERVICERATE: periods in the estimator's window S [64, 8..4096]. */
+    public static final int ARG_SR_WINDOW = 202;
+    /** SERVICERATE: unblocked, regular periods before T doubles [16, 1..1e6]. */
+    public static final int ARG_SR_WIDEN_AFTER = 203;
+    /** SERVICERATE: "regular": realized periods within this many ppm of their mean [100000, 1..1e6]. */
+    public static final int ARG_SR_STABLE_PPM = 204;
+    /** SERVICERATE: convergence tolerance on the filtered relative sd of the mean, ppm [1000, 1..1e6]. */
+    public static final int ARG_SR_TOLERANCE_PPM = 205;
+
+    /** {@link #markBlocked}: the operator found its input empty (it will wait). */
+    public static final int BLOCKED_INPUT = 1;
+    /** {@link #markBlocked}: the operator found its output full (it will wait). */
+    public static final int BLOCKED_OUTPUT = 2;
 
     public static final int OK = 0;
     public static final int ERR_BAD_HANDLE = -1;
@@ -56,7 +73,7 @@ public final class CloudProfiler {
     public static final int ERR_CONFIG = -16;
 
     /** The JNI glue's interface version; libcp/jni.c returns the same from abi0(). */
-    static final int JNI_ABI = 1;
+    static final int JNI_ABI = 2;
 
     private static final int ERR_BUF = 4096;
     /** An err array the glue never writes into (length 0): the natives are never passed null. */
@@ -223,6 +240,33 @@ public final class CloudProfiler {
         return closeAll0(NO_ERR);
     }
 
+    /**
+     * SERVICERATE channels: says that the operator's input was empty
+     * ({@link #BLOCKED_INPUT}) or its output full ({@link #BLOCKED_OUTPUT},
+     * or both ORed) in the current sampling period, which the estimator then
+     * leaves out; call it when the operator is about to wait (the C
+     * CP_MarkBlocked, called straight from the JNI glue: a load, and a store
+     * only when the mark is not set yet). Never allocates, never throws.
+     *
+     * @return 0, or ERR_BAD_HANDLE, ERR_CLOSED, ERR_BAD_ARG_VALUE (which not
+     *     1..3), ERR_BAD_HANDLER (not a SERVICERATE channel)
+     */
+    public static int markBlocked(long ch, int which) {
+        if (!LOADED) return ERR_BAD_HANDLE;
+        return markBlocked0(ch, which);
+    }
+
+    /**
+     * SERVICERATE channels: the estimator's state now (the C CP_ServiceRate,
+     * which enters Go: about a microsecond, not for every event).
+     *
+     * @throws CloudProfilerException with the code: ERR_BAD_HANDLE,
+     *     ERR_CLOSED, ERR_BAD_HANDLER (not a SERVICERATE channel)
+     */
+    public static ServiceRate serviceRate(long ch) {
+        return serviceRateOrThrow(ch, "serviceRate(" + ch + ")");
+    }
+
     /** The C header's text for a code (CP_ErrorString). */
     public static String errorString(int code) {
         if (!LOADED) return "error " + code + " (the native library is not loaded)";
@@ -245,6 +289,15 @@ public final class CloudProfiler {
         byte[] err = new byte[ERR_BUF];
         int rc = close0(ch, err);
         if (rc < 0 && rc != ERR_CLOSED) throw failure(rc, "closeChannel(\"" + name + "\")", err);
+    }
+
+    static ServiceRate serviceRateOrThrow(long ch, String call) {
+        requireLoaded();
+        double[] d = new double[3];
+        long[] l = new long[4];
+        int rc = serviceRate0(ch, d, l);
+        if (rc < 0) throw new CloudProfilerException(rc, call + ": " + errorString(rc) + " (" + rc + ")");
+        return new ServiceRate(d[0], d[1], d[2], l[0], l[1], l[2], l[3] != 0);
     }
 
     private static void requireLoaded() {
@@ -271,5 +324,8 @@ public final class CloudProfiler {
     private static native int close0(long ch, byte[] err);
     private static native int closeAll0(byte[] err);
     private static native int errorString0(int code, byte[] buf);
+    private static native int markBlocked0(long ch, int which);
+    /** d: rate, running, period_s; l: samples, periods, convergences, converged (lengths 3 and 4). */
+    private static native int serviceRate0(long ch, double[] d, long[] l);
     private static native int abi0();
 }

@@ -33,7 +33,13 @@ public enum HandlerType {
     /** The return-trip method's end: logs as BUFFER_IDENTITY and sends a ReTACK per event. */
     FOX_END(CloudProfiler.H_FOX_END),
     /** aarch64 boards only: opening it here fails with UNSUPPORTED_PLATFORM. */
-    GPIORTT(CloudProfiler.H_GPIORTT);
+    GPIORTT(CloudProfiler.H_GPIORTT),
+    /**
+     * Counts items an operator takes (one writer, plain increment) and
+     * estimates its non-blocking service rate from the counts (Beard and
+     * Chamberlain): {@link Channel#markBlocked}, {@link Channel#serviceRate}.
+     */
+    SERVICERATE(CloudProfiler.H_SERVICERATE);
 
     private final int value;
 

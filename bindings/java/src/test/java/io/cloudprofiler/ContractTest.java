@@ -52,6 +52,7 @@ class ContractTest {
     void errorsAndArgumentsMatchTheHeader() throws Exception {
         Map<String, Integer> c = new HashMap<>(headerConstants("cp_error"));
         c.putAll(headerConstants("cp_arg"));
+        c.putAll(headerConstants("cp_blocked"));
         for (Map.Entry<String, Integer> e : c.entrySet()) {
             assertEquals(e.getValue(), CloudProfiler.class.getField(e.getKey()).getInt(null), e.getKey());
         }
