@@ -19,16 +19,16 @@ binding gets LibraryError. The CP_* environment (CP_LOG_DIR...) is read at
 the first open_channel of the process: set os.environ before it.
 """
 
-from ._lib import (Arg, ChannelClosedError, CloudprofilerError, ErrorCode, Handler,
+from ._lib import (Arg, Blocked, ChannelClosedError, CloudprofilerError, ErrorCode, Handler,
                    LibraryError, LogFormat, library_path)
-from ._channel import Channel, close_all, open_channel
+from ._channel import Channel, ServiceRate, close_all, open_channel
 from ._read import (Analysis, DamagedLogWarning, Header, IncompleteLogWarning, TruncatedLogWarning, read_analysis,
                     read_log, read_log_df)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Arg", "Analysis", "Channel", "ChannelClosedError", "CloudprofilerError", "DamagedLogWarning",
-    "ErrorCode", "Handler", "Header", "IncompleteLogWarning", "LibraryError", "LogFormat", "TruncatedLogWarning",
-    "close_all", "library_path", "open_channel", "read_analysis", "read_log", "read_log_df",
+    "Arg", "Analysis", "Blocked", "Channel", "ChannelClosedError", "CloudprofilerError", "DamagedLogWarning",
+    "ErrorCode", "Handler", "Header", "IncompleteLogWarning", "LibraryError", "LogFormat", "ServiceRate",
+    "TruncatedLogWarning", "close_all", "library_path", "open_channel", "read_analysis", "read_log", "read_log_df",
 ]

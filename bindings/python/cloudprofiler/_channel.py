@@ -1,6 +1,7 @@
 """Channels: open, log, log_many, parameterize, close; close_all; atexit."""
 
 import atexit
+import collections
 import ctypes
 import os
 import signal
@@ -9,8 +10,17 @@ import threading
 import weakref
 
 from . import _lib
-from ._lib import (Arg, ChannelClosedError, CloudprofilerError, ErrorCode, Handler,
+from ._lib import (Arg, Blocked, ChannelClosedError, CloudprofilerError, ErrorCode, Handler,
                    LogFormat)
+
+ServiceRate = collections.namedtuple(
+    "ServiceRate", ["rate", "running", "period_s", "samples", "periods", "convergences", "converged"])
+ServiceRate.__doc__ = """A SERVICERATE channel's estimate (cp_service_rate_t), items per second:
+rate: the last converged estimate, else the running one (0: none yet); running:
+the running mean since the last convergence; period_s: the sampling period T
+now; samples: unblocked periods used; periods: periods sampled; convergences:
+converged estimates so far (each a "service_rate" event in the file);
+converged: True when rate is a converged estimate."""
 
 _INT32 = (-(1 << 31), (1 << 31) - 1)
 _INT64_MAX = (1 << 63) - 1
@@ -86,6 +96,8 @@ class Channel:
     log(tuple_id)        one event (LogTS): ~0.5 us through ctypes
     log_many(ids)        a batch (LogTSMany): tens of ns per id, zero-copy
     parameterize(a, v)   ParameterizeChannel
+    mark_blocked(which)  CP_MarkBlocked (SERVICERATE)
+    service_rate()       CP_ServiceRate (SERVICERATE): a ServiceRate
     close()              CloseChannel (idempotent)
     """
 
@@ -199,6 +211,30 @@ class Channel:
         rc = self._lib.ParameterizeChannel(self.handle, int(a), v)
         if rc != 0:
             self._failed("ParameterizeChannel(%s, %d)" % (_nm(a) if isinstance(a, Arg) else a, v), rc)
+
+    def mark_blocked(self, which):
+        """SERVICERATE channels: the operator's input was empty (Blocked.INPUT)
+        or its output full (Blocked.OUTPUT, or both ORed) in the current
+        sampling period, which the estimator then leaves out (CP_MarkBlocked).
+        Call it when the operator is about to wait. Raises CloudprofilerError
+        (BAD_ARG_VALUE for which not 1..3, BAD_HANDLER on another handler;
+        ChannelClosedError after close)."""
+        w = _enum(which, Blocked, "which")
+        rc = self._lib.CP_MarkBlocked(self.handle, int(w))
+        if rc != 0:
+            self._failed("CP_MarkBlocked(%d)" % int(w), rc, detailed=False)  # never sets CP_LastError
+
+    def service_rate(self):
+        """SERVICERATE channels: the estimator's state now (CP_ServiceRate), a
+        ServiceRate. Raises CloudprofilerError (BAD_HANDLER on another
+        handler; ChannelClosedError after close)."""
+        self._check_open("service_rate")
+        out = _lib.ServiceRateStruct()
+        rc = _lib.func("CP_ServiceRate")(self.handle, ctypes.byref(out))
+        if rc != 0:
+            self._failed("CP_ServiceRate", rc, detailed=False)  # never sets CP_LastError
+        return ServiceRate(out.rate, out.running, out.period_s, out.samples, out.periods, out.convergences,
+                           bool(out.converged))
 
     def close(self):
         """Flushes and closes the channel (CloseChannel); blocks until its

@@ -16,12 +16,22 @@ LIB_NAME = "libcloudprofiler.so"
 
 _i32, _i64, _p, _cp = ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p, ctypes.c_char_p
 
+
+class ServiceRateStruct(ctypes.Structure):
+    """cp_service_rate_t (CP_ServiceRate's answer)."""
+    _fields_ = [("rate", ctypes.c_double), ("running", ctypes.c_double), ("period_s", ctypes.c_double),
+                ("samples", _i64), ("periods", _i64), ("convergences", _i64),
+                ("converged", _i32), ("reserved", _i32)]
+
+
 # name: (restype, argtypes). Every function of capi/cloudprofiler.h.
 PROTOTYPES = {
     "OpenChannel": (_i64, [_cp, _i32, _i32]),
     "ParameterizeChannel": (_i32, [_i64, _i32, _i64]),
     "LogTS": (_i32, [_i64, _i64]),
     "LogTSMany": (_i64, [_i64, _p, _i64, ctypes.POINTER(_i32)]),
+    "CP_MarkBlocked": (_i32, [_i64, _i32]),
+    "CP_ServiceRate": (_i32, [_i64, ctypes.POINTER(ServiceRateStruct)]),
     "CloseChannel": (_i32, [_i64]),
     "CloseAllChannels": (_i32, []),
     "CP_ErrorString": (_cp, [_i32]),
@@ -68,6 +78,7 @@ class Handler(enum.IntEnum):
     FOX_START = 11
     FOX_END = 12
     GPIORTT = 13
+    SERVICERATE = 14
 
 
 class Arg(enum.IntEnum):
@@ -75,6 +86,18 @@ class Arg(enum.IntEnum):
     ARG0 = 0
     ARG1 = 1
     DROP_WHEN_FULL = 100
+    SR_MIN_PERIOD_NS = 200   # SERVICERATE: first sampling period T [1e6, 1e6..1e9]
+    SR_MAX_PERIOD_NS = 201   # widest T [16e6, min..1e9]
+    SR_WINDOW = 202          # periods in the window S [64, 8..4096]
+    SR_WIDEN_AFTER = 203     # unblocked, regular periods before T doubles [16, 1..1e6]
+    SR_STABLE_PPM = 204      # "regular": realized periods within this of their mean [100000, 1..1e6]
+    SR_TOLERANCE_PPM = 205   # convergence tolerance, ppm [1000, 1..1e6]
+
+
+class Blocked(enum.IntEnum):
+    """enum cp_blocked: Channel.mark_blocked's which (INPUT | OUTPUT, the int 3, for both)."""
+    INPUT = 1    # the operator found its input empty (it will wait)
+    OUTPUT = 2   # the operator found its output full (it will wait)
 
 
 class ErrorCode(enum.IntEnum):
