@@ -34,6 +34,12 @@ import org.apache.flink.streaming.api.functions.source.RichParallelSourceFunctio
  * reader whose availability future the factory completes, for the same
  * effect. The source keeps no state: a restart does not replay (the sender
  * has moved on), as with any socket source.
+ *
+ * <p>{@link #marked} names the source in the marking convention ({@link
+ * Marks}): each subtask then logs {@code OPERATOR#SUBTASK in} as it takes a
+ * tuple from its bucket, {@code out} right before {@code collect} and
+ * {@code sent} after it returned (collect waits for a free output buffer
+ * when the job downstream is behind: out -&gt; sent is that wait).
  */
 public class FactorySource extends RichParallelSourceFunction<AdEvent> {
     private static final long serialVersionUID = 1L;
@@ -45,6 +51,8 @@ public class FactorySource extends RichParallelSourceFunction<AdEvent> {
     private final int port;
     private final long runs;
     private final int queueCapacity;
+    private String marks;
+    private int receiveBuffer;
     private transient ObjectFactory<AdEvent> factory;
     private volatile boolean running = true;
 
@@ -61,23 +69,51 @@ public class FactorySource extends RichParallelSourceFunction<AdEvent> {
         this.queueCapacity = queueCapacity;
     }
 
+    /** Marks each tuple as operator {@code operator} (channels {@code operator#SUBTASK in|out|sent}); returns this. */
+    public FactorySource marked(String operator) {
+        this.marks = operator;
+        return this;
+    }
+
+    /**
+     * The factory's socket receive buffer, bytes (0: the system's; see
+     * ObjectFactory.Builder#receiveBuffer): less in flight between the sender
+     * and the queues, so that the sender feels backpressure sooner.
+     */
+    public FactorySource receiveBuffer(int bytes) {
+        this.receiveBuffer = bytes;
+        return this;
+    }
+
     @Override
     public void open(OpenContext ctx) throws Exception {
-        factory = SHARED.acquire(() -> ObjectFactory.builder(new AdEventParser()).host(host).port(port)
-                .queueCapacity(queueCapacity).threadName("flink-object-factory").start());
+        factory = SHARED.acquire(() -> {
+            ObjectFactory.Builder<AdEvent> b = ObjectFactory.builder(new AdEventParser()).host(host).port(port)
+                    .queueCapacity(queueCapacity).threadName("flink-object-factory");
+            if (receiveBuffer > 0) b.receiveBuffer(receiveBuffer);
+            return b.start();
+        });
     }
 
     @Override
     public void run(SourceContext<AdEvent> ctx) {
         int me = getRuntimeContext().getTaskInfo().getIndexOfThisSubtask();
         int n = getRuntimeContext().getTaskInfo().getNumberOfParallelSubtasks();
+        // Opened here: run() has a thread of its own (not open()'s), the channels' one writer.
+        Marks m = marks == null ? Marks.off() : Marks.open(marks, me, true);
         SHARED.consumerStarted();
         try {
             while (running) {
                 Bucket<AdEvent> b = factory.take(me, n, 10, TimeUnit.MILLISECONDS);
                 if (b != null) {
                     synchronized (ctx.getCheckpointLock()) {
-                        for (int i = 0; i < b.size(); i++) ctx.collect(b.get(i));
+                        for (int i = 0; i < b.size(); i++) {
+                            AdEvent e = b.get(i);
+                            m.in(e.id);
+                            m.out(e.id);
+                            ctx.collect(e);
+                            m.sent(e.id);
+                        }
                     }
                     continue;
                 }
@@ -86,6 +122,7 @@ public class FactorySource extends RichParallelSourceFunction<AdEvent> {
             }
         } finally {
             SHARED.consumerStopped();
+            m.close();
         }
     }
 
