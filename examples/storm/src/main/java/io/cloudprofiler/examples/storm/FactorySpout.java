@@ -1,5 +1,6 @@
 package io.cloudprofiler.examples.storm;
 
+import io.cloudprofiler.Channel;
 import io.cloudprofiler.datagen.Bucket;
 import io.cloudprofiler.datagen.ObjectFactory;
 import io.cloudprofiler.datagen.SharedFactory;
@@ -30,6 +31,11 @@ import org.apache.storm.tuple.Values;
  * message id): a sender's stream cannot be replayed, and Storm's
  * backpressure (bounded executor queues) slows {@code nextTuple} instead,
  * which leaves buckets in the queues and holds the sender back through TCP.
+ *
+ * <p>{@link #marked()} adds the marking convention's channels per task,
+ * {@code <component>#<task> in} (the tuple taken from the bucket) and
+ * {@code ... out} (right before {@code emit}), and a receive buffer ({@link
+ * #receiveBuffer}) bounds what waits in the kernel for the factory.
  */
 public class FactorySpout extends BaseRichSpout {
     private static final long serialVersionUID = 1L;
@@ -40,7 +46,11 @@ public class FactorySpout extends BaseRichSpout {
     private final String host;
     private final int port;
     private final int queueCapacity;
+    private boolean marks;
+    private int receiveBuffer;
     private transient ObjectFactory<Values> factory;
+    private transient Channel in, out;
+    private transient String component;
     private transient SpoutOutputCollector collector;
     private transient int task, tasks;
     private transient Bucket<Values> bucket;
@@ -53,18 +63,41 @@ public class FactorySpout extends BaseRichSpout {
         this.queueCapacity = queueCapacity;
     }
 
+    /** Logs the marks (channels {@code <component>#<task> in|out}); returns this. */
+    public FactorySpout marked() {
+        this.marks = true;
+        return this;
+    }
+
+    /** The factory's socket receive buffer, bytes (0: the system's); returns this. */
+    public FactorySpout receiveBuffer(int bytes) {
+        this.receiveBuffer = bytes;
+        return this;
+    }
+
     @Override
     public void open(Map<String, Object> conf, TopologyContext context, SpoutOutputCollector collector) {
         this.collector = collector;
         this.task = context.getThisTaskIndex();
         this.tasks = context.getComponentTasks(context.getThisComponentId()).size();
+        if (marks) {
+            String instance = context.getThisComponentId() + "#" + context.getThisTaskId();
+            in = Probes.openBuffered(instance + " in");
+            out = Probes.openBuffered(instance + " out");
+        }
         try {
-            this.factory = SHARED.acquire(() -> ObjectFactory.builder(new AdEventValues()).host(host).port(port)
-                    .queueCapacity(queueCapacity).threadName("storm-object-factory").start());
+            this.factory = SHARED.acquire(() -> {
+                ObjectFactory.Builder<Values> b = ObjectFactory.builder(new AdEventValues()).host(host).port(port)
+                        .queueCapacity(queueCapacity).threadName("storm-object-factory");
+                if (receiveBuffer > 0) b.receiveBuffer(receiveBuffer);
+                return b.start();
+            });
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
         SHARED.consumerStarted(); // open: nextTuple may be called from now on
+        component = context.getThisComponentId();
+        Probes.started(component);
     }
 
     @Override
@@ -75,16 +108,24 @@ public class FactorySpout extends BaseRichSpout {
             next = 0;
             if (bucket == null) return; // nothing queued: Storm's wait strategy backs off
         }
-        collector.emit(bucket.get(next++));
+        long id = bucket.id(next);
+        Probes.log(in, id);
+        Values v = bucket.get(next++);
+        Probes.log(out, id);
+        collector.emit(v);
     }
 
     @Override
     public void close() {
+        Probes.close(in);
+        Probes.close(out);
+        in = out = null;
         if (factory != null) {
             SHARED.consumerStopped();
             SHARED.release(factory);
             factory = null;
         }
+        Probes.stopped(component);
     }
 
     @Override

@@ -40,7 +40,14 @@ public abstract class ProfiledBolt extends BaseRichBolt {
     protected transient OutputCollector collector;
     protected transient String component;
     protected transient int task;
+    private boolean marked = true;
     private transient Channel in, out;
+
+    /** Opens no channels: the same bolt without its marks; returns this. */
+    public ProfiledBolt unmarked() {
+        marked = false;
+        return this;
+    }
 
     @Override
     public final void prepare(Map<String, Object> conf, TopologyContext context, OutputCollector collector) {
@@ -48,8 +55,10 @@ public abstract class ProfiledBolt extends BaseRichBolt {
         this.component = context.getThisComponentId();
         this.task = context.getThisTaskId();
         String instance = component + "#" + task;
-        in = Probes.openBuffered(instance + " in");
-        out = Probes.openBuffered(instance + " out");
+        if (marked) {
+            in = Probes.openBuffered(instance + " in");
+            out = Probes.openBuffered(instance + " out");
+        }
         try {
             open(instance);
         } catch (RuntimeException e) {

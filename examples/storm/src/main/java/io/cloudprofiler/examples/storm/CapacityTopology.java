@@ -1,0 +1,166 @@
+package io.cloudprofiler.examples.storm;
+
+import java.util.HashMap;
+import java.util.Map;
+import java.util.concurrent.atomic.LongAdder;
+import org.apache.storm.Config;
+import org.apache.storm.StormSubmitter;
+import org.apache.storm.generated.StormTopology;
+import org.apache.storm.topology.OutputFieldsDeclarer;
+import org.apache.storm.topology.TopologyBuilder;
+import org.apache.storm.tuple.Fields;
+import org.apache.storm.tuple.Tuple;
+import org.apache.storm.tuple.Values;
+
+/**
+ * A topology with one bolt made slow on purpose, fed by {@code cloudprofiler
+ * gen send} through the object factory, every task marked by the marking
+ * convention ({@code <component>#<task> in|out}): the capacity analysis
+ * should name the slow bolt as the bottleneck and predict the highest rate
+ * the topology sustains, which {@code gen maxrate} measures from outside.
+ *
+ * <pre>
+ * spout x2 (FactorySpout) -(fieldsGrouping "ad_type")-> count x2 -(shuffle)-> score x1 -(shuffle)-> sink x1
+ * </pre>
+ *
+ * The score bolt spins on {@link System#nanoTime()} until scoreNanos have
+ * passed since its {@code in} (a known service time in wall time, like a
+ * model that takes that long per event), then hands on a small tuple (id,
+ * ad type, sequence number, score).
+ *
+ * <p>Little is in flight between the factory and the score bolt: executor
+ * queues of {@link #QUEUE} tuples instead of Storm's 32768, a small factory
+ * queue and socket receive buffer. What is in flight is what a run of {@code
+ * gen send} can fill above the topology's capacity before the sender feels
+ * backpressure; with Storm's default queues, two seconds of the score bolt's
+ * work.
+ */
+public final class CapacityTopology {
+    public static final int SPOUTS = 2, COUNTERS = 2;
+    /** Executor receive queues, tuples (a power of 2). */
+    public static final int QUEUE = 256;
+    /** Factory queue, buckets per stream; socket receive buffer, bytes. */
+    public static final int FACTORY_QUEUE = 8, RECEIVE_BUFFER = 64 << 10;
+    public static final String SCORE = "score";
+
+    private CapacityTopology() {}
+
+    /** Per ad type: how many so far; emits (id, ad_type, seen). */
+    public static class CountBolt extends ProfiledBolt {
+        private static final long serialVersionUID = 1L;
+        private transient Map<String, Long> seen;
+
+        @Override
+        protected void open(String instance) {
+            seen = new HashMap<>();
+        }
+
+        @Override
+        protected Values process(Tuple t, long id) {
+            String type = t.getStringByField("ad_type");
+            return new Values(id, type, seen.merge(type, 1L, Long::sum));
+        }
+
+        @Override
+        public void declareOutputFields(OutputFieldsDeclarer d) {
+            d.declare(new Fields("id", "ad_type", "seen"));
+        }
+    }
+
+    /** The slow bolt: spins scoreNanos per tuple; emits (id, ad_type, seq, score). */
+    public static class ScoreBolt extends ProfiledBolt {
+        private static final long serialVersionUID = 1L;
+        private final long scoreNanos;
+        private transient long seq;
+
+        public ScoreBolt(long scoreNanos) {
+            this.scoreNanos = scoreNanos;
+        }
+
+        @Override
+        protected Values process(Tuple t, long id) {
+            long score = spin(scoreNanos);
+            return new Values(id, t.getString(1), ++seq, score);
+        }
+
+        @Override
+        public void declareOutputFields(OutputFieldsDeclarer d) {
+            d.declare(new Fields("id", "ad_type", "seq", "score"));
+        }
+    }
+
+    /** Counts every tuple in {@link #SEEN} (per JVM: the LocalCluster test waits on it). */
+    public static class SinkBolt extends ProfiledBolt {
+        private static final long serialVersionUID = 1L;
+        public static final LongAdder SEEN = new LongAdder();
+
+        @Override
+        protected Values process(Tuple t, long id) {
+            SEEN.increment();
+            return null;
+        }
+
+        @Override
+        public void declareOutputFields(OutputFieldsDeclarer d) {}
+    }
+
+    /**
+     * Spins until nanos have passed (wall time, {@link System#nanoTime()});
+     * returns the loop's count, so that the loop has a result.
+     */
+    static long spin(long nanos) {
+        long end = System.nanoTime() + nanos, n = 0;
+        while (System.nanoTime() - end < 0) n++;
+        return n;
+    }
+
+    /**
+     * The factory listens on host:port (0: ephemeral); marks: whether the
+     * tasks log their marks (false: the same topology without channels).
+     */
+    public static StormTopology build(String host, int port, long scoreNanos, boolean marks) {
+        FactorySpout spout = new FactorySpout(host, port, FACTORY_QUEUE).receiveBuffer(RECEIVE_BUFFER);
+        ProfiledBolt count = new CountBolt(), score = new ScoreBolt(scoreNanos), sink = new SinkBolt();
+        if (marks) {
+            spout.marked();
+        } else {
+            count.unmarked();
+            score.unmarked();
+            sink.unmarked();
+        }
+        TopologyBuilder b = new TopologyBuilder();
+        b.setSpout("spout", spout, SPOUTS);
+        b.setBolt("count", count, COUNTERS).fieldsGrouping("spout", new Fields("ad_type"));
+        b.setBolt(SCORE, score, 1).shuffleGrouping("count");
+        b.setBolt("sink", sink, 1).shuffleGrouping(SCORE);
+        return b.createTopology();
+    }
+
+    /** One worker, no ackers (the spout's emits are unreliable), small executor queues. */
+    public static Config config() {
+        Config conf = new Config();
+        conf.setNumWorkers(1);
+        conf.setNumAckers(0);
+        conf.put(Config.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE, QUEUE);
+        return conf;
+    }
+
+    /**
+     * Submits it to a cluster: {@code storm jar JAR
+     * io.cloudprofiler.examples.storm.CapacityTopology NAME [PORT [SCORE_US]]}
+     * (default port 7400, on every interface of the worker's machine; score
+     * 50 µs a tuple).
+     */
+    public static void main(String[] args) throws Exception {
+        if (args.length < 1 || args.length > 3) {
+            System.err.println("usage: storm jar JAR " + CapacityTopology.class.getName() + " NAME [PORT [SCORE_US]]");
+            System.exit(2);
+        }
+        int port = args.length > 1 ? Integer.parseInt(args[1]) : 7400;
+        long scoreNanos = args.length > 2 ? Math.round(Double.parseDouble(args[2]) * 1e3) : 50_000;
+        Config conf = config();
+        String logDir = System.getenv("CP_LOG_DIR");
+        if (logDir != null) conf.put(Config.TOPOLOGY_ENVIRONMENT, Map.of("CP_LOG_DIR", logDir));
+        StormSubmitter.submitTopology(args[0], conf, build("0.0.0.0", port, scoreNanos, true));
+    }
+}
