@@ -129,6 +129,58 @@ static result_t bench(const char *name, int32_t fmt, int32_t h, int32_t arg, int
   return res;
 }
 
+// SERVICERATE next to the counters' floor, FASTPERIODICCOUNTER, in the same
+// rounds: each round times a burst of LogTS on a FASTPERIODICCOUNTER
+// channel, then one on a SERVICERATE channel (its sampler running, every
+// 1 ms at first), then a burst of CP_MarkBlocked on it (the mark is set
+// once a period, then only loaded), each next to the same burst on the
+// counter; the medians of the per-round ratios are reported.
+static double logts_burst(int64_t ch, int64_t burst, int32_t *bad) {
+  uint64_t t0 = rdtscp();
+  for (int64_t i = 0; i < burst; i++) *bad |= LogTS(ch, i);
+  return (rdtscp() - t0) / tsc_per_ns / burst;
+}
+
+static double mark_burst(int64_t ch, int64_t burst, int32_t *bad) {
+  uint64_t t0 = rdtscp();
+  for (int64_t i = 0; i < burst; i++) *bad |= CP_MarkBlocked(ch, CP_BLOCKED_OUTPUT);
+  return (rdtscp() - t0) / tsc_per_ns / burst;
+}
+
+static void bench_service_rate(void) {
+  int64_t fpc = OpenChannel("bench fpc", CP_BINARY_TSC, CP_FASTPERIODICCOUNTER);
+  int64_t sr = OpenChannel("bench sr count", CP_BINARY_TSC, CP_SERVICERATE);
+  if (fpc < 0 || sr < 0) { fprintf(stderr, "SERVICERATE bench: open failed\n"); exit(1); }
+  double f[BURSTS], l[BURSTS], m[BURSTS], rl[BURSTS], rm[BURSTS];
+  int32_t bad = 0;
+  for (int b = -2; b < BURSTS; b++) {  // two rounds of warm-up
+    double f1 = logts_burst(fpc, BURST, &bad);
+    double l1 = logts_burst(sr, BURST, &bad);
+    double f2 = logts_burst(fpc, BURST, &bad);
+    double m1 = mark_burst(sr, BURST, &bad);
+    if (b < 0) continue;
+    f[b] = (f1 + f2) / 2;
+    l[b] = l1;
+    m[b] = m1;
+    rl[b] = l1 / f1;
+    rm[b] = m1 / f2;
+    usleep(20000);
+  }
+  cp_service_rate_t st;
+  int32_t rc = CP_ServiceRate(sr, &st);
+  if (bad || rc || CloseChannel(fpc) || CloseChannel(sr)) {
+    fprintf(stderr, "SERVICERATE bench: %s\n", CP_ErrorString(bad ? bad : rc));
+    exit(1);
+  }
+  printf("\nSERVICERATE next to FASTPERIODICCOUNTER (the counters' floor), bursts of %d, medians of %d rounds:\n",
+         BURST, BURSTS);
+  printf("%-34s %9s %9s\n", "call", "ns/call", "x FPC");
+  printf("%-34s %9.2f %9s\n", "LogTS FASTPERIODICCOUNTER", median(f, BURSTS), "1");
+  printf("%-34s %9.2f %9.2f\n", "LogTS SERVICERATE", median(l, BURSTS), median(rl, BURSTS));
+  printf("%-34s %9.2f %9.2f\n", "CP_MarkBlocked SERVICERATE", median(m, BURSTS), median(rm, BURSTS));
+  printf("(the estimator sampled %lld periods meanwhile, T now %.0f ms)\n", (long long)st.periods, st.period_s * 1e3);
+}
+
 int main(int argc, char **argv) {
   const char *only = argc > 1 ? argv[1] : NULL;
   double n0 = now_ns();
@@ -154,6 +206,7 @@ int main(int argc, char **argv) {
     {"NULLH", CP_BINARY_TSC, CP_NULLH, -1, 0, -1, 0, 0, 3},
     {"NET_CONF resolved to NULLH", CP_BINARY_TSC, CP_NET_CONF, -1, 0, -1, 0, 0, 3},
     {"FASTPERIODICCOUNTER", CP_BINARY_TSC, CP_FASTPERIODICCOUNTER, -1, 0, -1, 0, 0, 3},
+    {"SERVICERATE", CP_BINARY_TSC, CP_SERVICERATE, -1, 0, -1, 0, 0, 3},
     {"PERIODICCOUNTER", CP_BINARY_TSC, CP_PERIODICCOUNTER, -1, 0, -1, 0, 0, 0},
     {"XOY skipped (x=0,y=1000)", CP_BINARY_TSC, CP_XOY, CP_ARG0, 0, CP_ARG1, 1000, 0, 5},
     {"XOY 1/1024 kept", CP_BINARY_TSC, CP_XOY, -1, 0, -1, 0, 0, 0},
@@ -198,5 +251,6 @@ int main(int argc, char **argv) {
            target, miss ? "  MISSED" : "");
     fflush(stdout);
   }
+  if (!only || strstr("SERVICERATE", only)) bench_service_rate();
   return 0;
 }

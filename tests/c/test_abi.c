@@ -352,6 +352,93 @@ static int64_t json_int(const char *js, const char *key) {
   return p ? strtoll(p + strlen(k), NULL, 10) : -1;
 }
 
+// ---- SERVICERATE: CP_MarkBlocked and CP_ServiceRate through the header
+
+// The sum of the count column of a counter file (`dump --csv`:
+// period_end_tsc,count,...), or -1 when dump fails.
+static int64_t counter_total(const char *path) {
+  char cmd[8192];
+  snprintf(cmd, sizeof cmd, "'%s' dump --csv '%s' 2>/dev/null", dump_cmd, path);
+  FILE *p = popen(cmd, "r");
+  if (!p) return -1;
+  char line[256];
+  int64_t sum = 0;
+  if (!fgets(line, sizeof line, p)) line[0] = 0;  // header line
+  while (fgets(line, sizeof line, p)) {
+    char *comma = strchr(line, ',');
+    if (comma) sum += strtoll(comma + 1, NULL, 10);
+  }
+  return pclose(p) == 0 ? sum : -1;
+}
+
+static int test_service_rate(void) {
+  char *dir = getenv("CP_LOG_DIR");
+  cp_service_rate_t sr;
+  int64_t forged[] = {0, -1, 1, 12345, 1 << 20, (1 << 20) | 16385, (int64_t)1 << 40 | 1, INT64_MAX};
+  for (size_t i = 0; i < sizeof forged / sizeof forged[0]; i++) {
+    CHECK(CP_MarkBlocked(forged[i], CP_BLOCKED_INPUT) == CP_ERR_BAD_HANDLE, "CP_MarkBlocked(%lld)", (long long)forged[i]);
+    CHECK(CP_ServiceRate(forged[i], &sr) == CP_ERR_BAD_HANDLE, "CP_ServiceRate(%lld)", (long long)forged[i]);
+  }
+  int64_t ch = OpenChannel("c sr#0 count", CP_BINARY, CP_SERVICERATE);
+  CHECK(ch > 0, "open: %s", CP_ErrorString((int32_t)ch));
+  CHECK(CP_MarkBlocked(ch + (1 << 20), CP_BLOCKED_INPUT) == CP_ERR_BAD_HANDLE, "other generation");
+  CHECK(CP_MarkBlocked(ch, CP_BLOCKED_INPUT) == 0, "input");
+  CHECK(CP_MarkBlocked(ch, CP_BLOCKED_OUTPUT) == 0, "output");
+  CHECK(CP_MarkBlocked(ch, CP_BLOCKED_INPUT | CP_BLOCKED_OUTPUT) == 0, "both");
+  int32_t bad_which[] = {0, 4, 7, -1, INT32_MIN};
+  for (size_t i = 0; i < sizeof bad_which / sizeof bad_which[0]; i++)
+    CHECK(CP_MarkBlocked(ch, bad_which[i]) == CP_ERR_BAD_ARG_VALUE, "which %d", bad_which[i]);
+  CHECK(CP_ServiceRate(ch, NULL) == CP_ERR_BAD_ARG_VALUE, "out NULL");
+  memset(&sr, 0x55, sizeof sr);
+  CHECK(CP_ServiceRate(ch, &sr) == 0, "service rate");
+  CHECK(sr.period_s == 0.001 && sr.convergences == 0 && sr.converged == 0 && sr.reserved == 0,
+        "at open: T %g, %lld convergences, converged %d, reserved %d", sr.period_s, (long long)sr.convergences,
+        sr.converged, sr.reserved);
+  CHECK(ParameterizeChannel(ch, CP_ARG_SR_MIN_PERIOD_NS, 999999) == CP_ERR_BAD_ARG_VALUE, "min period < 1 ms");
+  CHECK(ParameterizeChannel(ch, CP_ARG_SR_MAX_PERIOD_NS, 2000000000) == CP_ERR_BAD_ARG_VALUE, "max period > 1 s");
+  CHECK(ParameterizeChannel(ch, CP_ARG_SR_MIN_PERIOD_NS, 20000000) == CP_ERR_BAD_ARG_VALUE, "min above max");
+  CHECK(ParameterizeChannel(ch, CP_ARG_SR_WINDOW, 7) == CP_ERR_BAD_ARG_VALUE, "window 7");
+  CHECK(ParameterizeChannel(ch, CP_ARG_SR_WINDOW, 8) == 0, "window 8");
+  CHECK(ParameterizeChannel(ch, CP_ARG0, 10000000) == 0, "counter period 10 ms");
+  CHECK(ParameterizeChannel(ch, CP_ARG1, 1) == CP_ERR_BAD_ARG_NUM, "ARG1");
+  CHECK(ParameterizeChannel(ch, CP_ARG_DROP_WHEN_FULL, 1) == CP_ERR_BAD_ARG_NUM, "no ring");
+  // Items, one at a time and in batches, for 100 ms and until 10 periods
+  // were sampled (at most 10 s: a busy machine may starve the sampler).
+  int64_t ids[1000] = {0}, n = 0;
+  int32_t err = 99;
+  struct timespec t0, t1;
+  int64_t ms;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  do {
+    CHECK(LogTS(ch, n) == 0, "LogTS");
+    CHECK(LogTSMany(ch, ids, 1000, &err) == 1000 && err == 0, "LogTSMany: err %d", err);
+    n += 1001;
+    usleep(100);
+    CHECK(CP_ServiceRate(ch, &sr) == 0, "service rate");
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+  } while (ms < 100 || (sr.periods < 10 && ms < 10000));
+  CHECK(sr.periods >= 10 && sr.samples >= 1 && sr.samples <= sr.periods && sr.period_s >= 0.001 && sr.period_s <= 0.016,
+        "after %lld ms: %lld periods, %lld samples, T %g", (long long)ms, (long long)sr.periods, (long long)sr.samples,
+        sr.period_s);
+  CHECK(CloseChannel(ch) == 0, "close");
+  CHECK(CP_MarkBlocked(ch, CP_BLOCKED_INPUT) == CP_ERR_CLOSED, "closed");
+  CHECK(CP_MarkBlocked(ch, 0) == CP_ERR_CLOSED, "closed: the handle first");
+  CHECK(CP_ServiceRate(ch, &sr) == CP_ERR_CLOSED, "closed");
+  CHECK(LogTS(ch, 1) == CP_ERR_CLOSED, "closed");
+  char path[4096];
+  CHECK(find_file(dir, "-c_sr_0_count.cplog", path, sizeof path), "no file");
+  int64_t total = counter_total(path);
+  CHECK(total == n, "counter records: %lld of %lld items", (long long)total, (long long)n);
+
+  int64_t fpc = OpenChannel("c sr fpc", CP_BINARY_TSC, CP_FASTPERIODICCOUNTER);
+  CHECK(fpc > 0, "open fpc");
+  CHECK(CP_MarkBlocked(fpc, CP_BLOCKED_INPUT) == CP_ERR_BAD_HANDLER, "not SERVICERATE");
+  CHECK(CP_ServiceRate(fpc, &sr) == CP_ERR_BAD_HANDLER, "not SERVICERATE");
+  CHECK(CloseChannel(fpc) == 0, "close fpc");
+  return 1;
+}
+
 static int test_last_error(void) {
   char msg[256];
   CHECK(OpenChannel(NULL, CP_BINARY_TSC, CP_NULLH) == CP_ERR_BAD_NAME, "NULL name");
@@ -1137,6 +1224,7 @@ int main(int argc, char **argv) {
     {"many threads", test_many_threads},
     {"truncated file", test_truncated_file},
     {"LogTSMany: counts, codes, bad handle, closed, counters, drop mode", test_log_many},
+    {"SERVICERATE: CP_MarkBlocked and CP_ServiceRate codes, arguments, counter records", test_service_rate},
     {"CP_LastError: the last failure's message, truncated to cap", test_last_error},
     {"CP_Log*: a file read through the library's decoder; cut short; foreign; bad handles", test_reader},
     {"SIGTERM, default disposition: flushed, dies of SIGTERM", test_sigterm_default},
