@@ -49,6 +49,11 @@ print(%r + _json.dumps({
     "work_dir": str(WORK_DIR),
     "log_dir": os.environ["CP_LOG_DIR"],
     "png": str(PNG),
+    "capacity": {r.operator: {"tuples_in": int(r.tuples_in), "service_rate": float(r.service_rate),
+                              "busy_share": float(r.busy_share), "bottleneck": bool(r.bottleneck)}
+                 for r in operators.itertuples()},
+    "worker_rate": {"rate": float(worker_rate.rate), "periods": int(worker_rate.periods),
+                    "converged": bool(worker_rate.converged)},
 }))
 """ % PROBE
 
@@ -97,6 +102,10 @@ def test_notebook_runs_headless(tmp_path, monkeypatch):
     # CLOUDPROFILER_LIB or build/, the binding looks next to itself.
     lib = _library_path()
     kernel_env = {"CLOUDPROFILER_LIB": lib} if lib else {}
+    tool = os.environ.get("CP_TOOL") or str(REPO / "build" / "cloudprofiler")
+    if not pathlib.Path(tool).exists():
+        pytest.skip(f"the notebook's capacity section runs the tool: {tool} missing (make build)")
+    kernel_env["CLOUDPROFILER_TOOL"] = tool
     spec = importlib.util.find_spec("cloudprofiler")
     if spec is not None and spec.origin:
         # The same package this test process would import, installed or not.
@@ -165,7 +174,23 @@ def test_notebook_runs_headless(tmp_path, monkeypatch):
     assert work_dir.parent == tmp_dir and work_dir.is_dir(), got["work_dir"]
     log_dir = pathlib.Path(got["log_dir"])
     assert log_dir.parent == work_dir
-    assert len(list(log_dir.glob("*.cplog"))) == len(CHANNELS), sorted(os.listdir(log_dir))
+    # the six marks and the worker's SERVICERATE counter
+    assert len(list(log_dir.glob("*.cplog"))) == len(CHANNELS) + 1, sorted(os.listdir(log_dir))
+
+    # Capacity: each thread is an operator with a service rate over every
+    # tuple, one of them the bottleneck; the worker's counter was sampled.
+    cap = got["capacity"]
+    assert sorted(cap) == ["sink", "source", "worker"], cap
+    for op, r in cap.items():
+        assert r["tuples_in"] == n and r["service_rate"] > 0 and 0 < r["busy_share"] <= 1, (op, r)
+    assert sum(r["bottleneck"] for r in cap.values()) == 1, cap
+    slowest = min(cap, key=lambda op: cap[op]["service_rate"])
+    assert cap[slowest]["bottleneck"], cap
+    assert got["worker_rate"]["periods"] > 0, got["worker_rate"]
+    cap_cells = [c for c in code_cells if "capacity" in c.metadata.get("tags", [])]
+    assert len(cap_cells) == 1, "the capacity cell is tagged 'capacity'"
+    assert any(o.output_type == "execute_result" and "service_rate" in o["data"]["text/plain"]
+               for o in cap_cells[0].outputs), "the capacity cell shows the operators' table"
 
     png = pathlib.Path(got["png"])
     assert png.parent == work_dir and png.suffix == ".png"
@@ -197,5 +222,6 @@ def test_committed_notebook_is_clean():
     source = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
     # The notebook uses the binding, with the log directory set before the first channel.
     assert source.index('os.environ["CP_LOG_DIR"]') < source.index("cp.open_channel(")
-    for call in ("cp.read_log(", "cp.read_log_df(", ".log(", "ZSTD_TSC", "BUFFER_IDENTITY", "savefig("):
+    for call in ("cp.read_log(", "cp.read_log_df(", ".log(", "ZSTD_TSC", "BUFFER_IDENTITY", "savefig(",
+                 "SERVICERATE", "mark_blocked(", "service_rate()", "read_analysis("):
         assert call in source, call
