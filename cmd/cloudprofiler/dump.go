@@ -184,7 +184,15 @@ func printSummary(w *bufio.Writer, path string, lf *logfile.File, first, last ui
 		if ev.Handler != "" {
 			fmt.Fprintf(w, " to %s (rule %q, version %d)", ev.Handler, ev.Rule, ev.Version)
 		}
-		fmt.Fprintf(w, " args=%v total=%d pos=%d", ev.Args, ev.Total, ev.Pos)
+		if ev.Event == "service_rate" {
+			// A converged Beard & Chamberlain estimate (SERVICERATE).
+			fmt.Fprintf(w, " %.6g items/s (period %s, %d estimates averaged)", ev.Rate, time.Duration(ev.PeriodNs), ev.Samples)
+			if ev.Sync != nil {
+				fmt.Fprintf(w, " at tsc %d", ev.Sync.TSC)
+			}
+		} else {
+			fmt.Fprintf(w, " args=%v total=%d pos=%d", ev.Args, ev.Total, ev.Pos)
+		}
 		if ev.Unwritten > 0 {
 			fmt.Fprintf(w, " UNWRITTEN %d (the disk was failing)", ev.Unwritten)
 		}

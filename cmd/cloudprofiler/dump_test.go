@@ -47,3 +47,16 @@ func TestDumpASCIIFile(t *testing.T) {
 	require.Contains(t, errb.String(), "1 damaged lines skipped")
 	require.Contains(t, errb.String(), "no trailer: the channel was not closed")
 }
+
+// A SERVICERATE file's converged estimates are events: dump says the rate.
+func TestDumpServiceRateEvent(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "x.cplog.txt")
+	content := "#CLOUDPROFILER-LOG v1\n" +
+		`#header {"version":1,"byte_order":"little","format":"ASCII_TSC","format_id":1,"handler":"SERVICERATE","handler_id":14,"record_size":16}` + "\n" +
+		`#event {"event":"service_rate","sync":{"tsc":123456,"tsc_width":10,"mono_raw_ns":1,"realtime_ns":2},"rate":19876.5,"period_ns":4000000,"samples":19}` + "\n" +
+		`#trailer {"reason":"close","positions":0}` + "\n"
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
+	var out, errb bytes.Buffer
+	require.NoError(t, dump(&out, &errb, []string{p}))
+	require.Contains(t, out.String(), "event:      service_rate 19876.5 items/s (period 4ms, 19 estimates averaged) at tsc 123456")
+}
