@@ -84,27 +84,41 @@ func quantilesRaw(xs []float64) [5]float64 {
 	return q
 }
 
+// highLoads are the configurations of the accuracy tests.
+var highLoads = []load{{false, 0.8}, {false, 0.9}, {false, 0}, {true, 0.8}, {true, 0.9}, {true, 0}}
+
+// simulate runs simRuns seeded runs of a configuration for d of simulated
+// time each, the monitor late in a share late of the periods (sim.late);
+// check, if not nil, sees each run's final state.
+func simulate(l load, d time.Duration, late float64, check func(State)) runStats {
+	var r runStats
+	for seed := uint64(1); seed <= simRuns; seed++ {
+		s := newSim(seed, l.arrivals(simService), dist{mean: simService, exp: l.exp}, simQueue)
+		s.late = late
+		e := New(DefaultParams())
+		ests := monitor(s, e, d, nil)
+		st := e.State()
+		r.add(ests, st, 1e9/simService)
+		if check != nil {
+			check(st)
+		}
+	}
+	return r
+}
+
 // At high load and saturated, deterministic and exponential service: in at
 // least 80 % of 30 seeded runs the median converged estimate is within 20 %
 // of the service rate; T widens in saturated runs, up to MaxPeriod.
 func TestAccuracyHighLoad(t *testing.T) {
-	const d = 6 * time.Second // simulated, per run
-	want := 1e9 / simService
-	for _, l := range []load{{false, 0.8}, {false, 0.9}, {false, 0}, {true, 0.8}, {true, 0.9}, {true, 0}} {
+	for _, l := range highLoads {
 		t.Run(l.String(), func(t *testing.T) {
 			t.Parallel()
-			var r runStats
-			for seed := uint64(1); seed <= simRuns; seed++ {
-				s := newSim(seed, l.arrivals(simService), dist{mean: simService, exp: l.exp}, simQueue)
-				e := New(DefaultParams())
-				ests := monitor(s, e, d, nil)
-				st := e.State()
-				r.add(ests, st, want)
+			r := simulate(l, 6*time.Second, 0, func(st State) {
 				assert.LessOrEqual(t, st.Period, DefaultParams().MaxPeriod)
 				if l.rho == 0 {
 					assert.Equal(t, DefaultParams().MaxPeriod, st.Period, "saturated: T widened to its cap")
 				}
-			}
+			})
 			r.log(t, l.String(), simRuns)
 			assert.GreaterOrEqual(t, r.within, simRuns*8/10, "runs within 20%%")
 		})
@@ -203,4 +217,27 @@ func closer(a, b float64) float64 {
 		return b
 	}
 	return a
+}
+
+// With a starved sampler (30 % of the periods realized 2T to 8T instead of
+// ~1.1T; the library's sampler beside busy real-time threads) the late
+// periods are used (items over their realized length): at high load and
+// saturated, still at least 80 % of 30 seeded runs within 20 %, but for
+// deterministic service at ρ = 0.8, where a late period is rarely one whole
+// busy stretch (Eq. 1b: ρ^(μ·realized)) and fewer than half the runs reach an
+// estimate in 6 s; there every estimate is still within 20 %. Late periods
+// never widen T (they are not regular), so saturated runs keep a short T and
+// exponential service its 95th-percentile bias (see the package doc).
+func TestAccuracyLateSampler(t *testing.T) {
+	for _, l := range highLoads {
+		t.Run(l.String(), func(t *testing.T) {
+			t.Parallel()
+			r := simulate(l, 6*time.Second, 0.3, nil)
+			r.log(t, l.String(), simRuns)
+			assert.Equal(t, r.converged, r.within, "every run with an estimate within 20%%")
+			if l.exp || l.rho != 0.8 {
+				assert.GreaterOrEqual(t, r.within, simRuns*8/10, "runs within 20%%")
+			}
+		})
+	}
 }

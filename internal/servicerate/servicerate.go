@@ -102,10 +102,18 @@ const (
 	// fraction away from q̄, on the same side, restart the statistics
 	// without an estimate (a change of phase, see the package doc).
 	shiftFraction = 0.1
-	// lateFactor and earlyFactor bound the realized period against the
-	// requested T: longer than 2T (the sampler was late) or shorter than
-	// T/2 (it woke early) and the period is discarded.
+	// lateFactor, stallFactor and earlyFactor bound the realized period
+	// against the requested T. Longer than 2T: the sampler was late; the
+	// period is still an observation of the rate (items / its realized
+	// length) when no blocked mark was set in it, but it is no regular
+	// period: it breaks the widening streak. Longer than 16T: the sampler
+	// did not run for most of the period, which more likely tells that the
+	// whole process or machine stood still (stopped, a paused VM, the
+	// real-time throttle) than that the operator worked on while only the
+	// sampler waited; the period is discarded. Shorter than T/2 (it woke
+	// early): discarded, the few items of a short period make a noisy rate.
 	lateFactor  = 2.0
+	stallFactor = 16.0
 	earlyFactor = 0.5
 )
 
@@ -210,10 +218,11 @@ func New(p Params) *Estimator {
 //
 // It never panics and does not allocate. A period that is marked blocked,
 // that follows a period that may have ended waiting (see the package doc),
-// whose length is not within [T/2, 2T] of the T requested for it (NaN,
+// whose length is not within [T/2, 16T] of the T requested for it (NaN,
 // ±Inf, 0 and negative lengths included), or whose rate exceeds 1e12
 // items/s is counted in Periods and otherwise discarded, and breaks the
-// widening streak.
+// widening streak. A period longer than 2T (the sampler was late) is used
+// but breaks the widening streak too: it is not a regular period.
 func (e *Estimator) Sample(items uint64, seconds float64, blocked bool) (next time.Duration, converged bool, rate float64) {
 	e.periods++
 	wasWaiting := e.waiting
@@ -223,7 +232,7 @@ func (e *Estimator) Sample(items uint64, seconds float64, blocked bool) (next ti
 		e.waiting = false
 	}
 	t := e.period.Seconds()
-	valid := seconds >= earlyFactor*t && seconds <= lateFactor*t // false for NaN
+	valid := seconds >= earlyFactor*t && seconds <= stallFactor*t // false for NaN
 	if valid {
 		rate = float64(items) / seconds
 		valid = rate <= maxRate
@@ -233,7 +242,10 @@ func (e *Estimator) Sample(items uint64, seconds float64, blocked bool) (next ti
 		return e.period, false, 0
 	}
 	e.samples++
-	if e.period < e.p.MaxPeriod && e.st.push(seconds) {
+	if seconds > lateFactor*t {
+		// Late: a valid observation, not a regular period.
+		e.st.reset()
+	} else if e.period < e.p.MaxPeriod && e.st.push(seconds) {
 		e.period = min(2*e.period, e.p.MaxPeriod)
 		e.st.reset()
 	}

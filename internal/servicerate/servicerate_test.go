@@ -167,7 +167,9 @@ func TestFilter(t *testing.T) {
 		{in{30, 0.001, false}, false}, // the wait ended in it: partly blocked
 		{in{50, 0.001, false}, true},
 		{in{0, 0.001, false}, true},    // nothing taken, not waiting: a long service, an observation
-		{in{50, 0.0021, false}, false}, // late (> 2T)
+		{in{50, 0.0021, false}, true},  // late (> 2T): still an observation
+		{in{50, 0.016, false}, true},   // 16T exactly
+		{in{50, 0.0161, false}, false}, // stalled (> 16T)
 		{in{50, 0.0004, false}, false}, // early (< T/2)
 		{in{50, 0.002, false}, true},   // 2T exactly
 		{in{50, 0.0005, false}, true},  // T/2 exactly
@@ -191,7 +193,7 @@ func TestFilter(t *testing.T) {
 
 // Widening: T doubles after WidenAfter consecutive clean periods whose
 // lengths are within ε of their mean, up to MaxPeriod; a blocked, late or
-// unstable period restarts the streak.
+// unstable period restarts the streak (a late one is used all the same).
 func TestWidening(t *testing.T) {
 	p := DefaultParams()
 	p.MaxPeriod = 10 * time.Millisecond
@@ -221,9 +223,15 @@ func TestWidening(t *testing.T) {
 	assert.Equal(t, time.Millisecond, sample(e, 1, 0.0011, true))   // blocked: streak restarts
 	assert.Equal(t, time.Millisecond, sample(e, 1, 0.0011, false))  // after a mark: discarded, restarts
 	assert.Equal(t, time.Millisecond, sample(e, 15, 0.0011, false)) // 15 of 16
-	assert.Equal(t, time.Millisecond, sample(e, 1, 0.0025, false))  // late: restarts
+	before := e.State().Samples
+	assert.Equal(t, time.Millisecond, sample(e, 1, 0.0025, false)) // late: used, but restarts
+	assert.Equal(t, before+1, e.State().Samples)
 	assert.Equal(t, time.Millisecond, sample(e, 15, 0.0011, false))
 	assert.Equal(t, 2*time.Millisecond, sample(e, 1, 0.0011, false))
+	assert.Equal(t, 2*time.Millisecond, sample(e, 15, 0.0022, false))
+	assert.Equal(t, 2*time.Millisecond, sample(e, 1, 0.0041, false)) // late at T = 2 ms: restarts
+	assert.Equal(t, 2*time.Millisecond, sample(e, 15, 0.0022, false))
+	assert.Equal(t, 4*time.Millisecond, sample(e, 1, 0.0022, false))
 
 	// Unstable lengths (±20 % around the mean, ε = 10 %) never widen; once
 	// the last outlier leaves the last 16, the sliding test widens.
@@ -308,7 +316,7 @@ func TestBadInput(t *testing.T) {
 }
 
 // Sample does not allocate, whatever path it takes: discarded periods,
-// filling S, q, convergence, reset, widening.
+// late periods, filling S, q, convergence, reset, widening.
 func TestSampleDoesNotAllocate(t *testing.T) {
 	p := DefaultParams()
 	p.Window = 8
@@ -321,6 +329,9 @@ func TestSampleDoesNotAllocate(t *testing.T) {
 			e.Sample(40, 0.0011, true)
 		case i%77 == 0:
 			e.Sample(40, math.NaN(), false)
+		case i%31 == 0: // late: used, restarts the widening streak
+			T := e.State().Period
+			e.Sample(uint64(150*T/time.Millisecond), T.Seconds()*3, false)
 		default:
 			T := e.State().Period
 			e.Sample(uint64(50*T/time.Millisecond)+uint64(i%3), T.Seconds()*1.1, false)

@@ -48,6 +48,10 @@ type sim struct {
 	// waited in at all, as if it marked on every poll of an empty queue)
 	// instead of an event; for comparison only.
 	levelMarks bool
+	// late is the share of periods in which the monitor is late: such a
+	// period is realized T·U(2, 8) instead of T·U(1.05, 1.15) (a sampler
+	// starved of CPU, as the library's is beside busy real-time threads).
+	late float64
 
 	items   uint64 // taken since the last sample
 	blocked bool   // marked since the last sample
@@ -116,7 +120,11 @@ func (s *sim) run(until int64) {
 // period runs one sampling period of requested length T and returns what the
 // monitor sees.
 func (s *sim) period(T time.Duration) (items uint64, seconds float64, blocked bool) {
-	realized := int64(float64(T) * (1.05 + 0.1*s.rng.Float64()))
+	f := 1.05 + 0.1*s.rng.Float64()
+	if s.late > 0 && s.rng.Float64() < s.late {
+		f = 2 + 6*s.rng.Float64()
+	}
+	realized := int64(float64(T) * f)
 	s.items, s.blocked = 0, s.levelMarks && s.idle
 	s.run(s.now + realized)
 	return s.items, float64(realized) / 1e9, s.blocked
