@@ -242,8 +242,15 @@ func capacityHTML(b *strings.Builder, r *Result) {
 		fmt.Fprintf(b, "<th>parallelism for %s/s</th>", f(cfg.TargetRate))
 	}
 	b.WriteString("<th>note</th></tr>")
+	// Instances are listed when an operator has several.
+	several := map[string]bool{}
 	for _, x := range c.Rows {
-		if x.Window != -1 {
+		if x.Level == "operator" && x.Window == -1 && x.Instances > 1 {
+			several[x.Operator+"\x00"+x.Method] = true
+		}
+	}
+	for _, x := range c.Rows {
+		if x.Window != -1 || (x.Level == "instance" && !several[x.Operator+"\x00"+x.Method]) {
 			continue
 		}
 		name := esc(x.Operator)
