@@ -28,12 +28,12 @@ import org.apache.flink.util.Collector;
  * {@code gen maxrate} measures from outside.
  *
  * <pre>
- * 0-source  (FactorySource, P subtasks)             in, out, sent
- *   -> 1-campaign (map, P: the ad's campaign)       in, out
+ * 0-source        FactorySource, P subtasks                              in, out, sent
+ *   -> 1-campaign map, P: the ad's campaign, as a small {@link Ad}        in, out
  *   -> keyBy(campaign)
- *   -> 2-score (keyed, scoreParallelism: busy-spins scoreNanos per event, numbers it per campaign,
- *               emits a small {@link Scored})        in, out, sent
- *   -> 3-sink (scoreParallelism: counts)            in, out
+ *   -> 2-score    keyed, scoreParallelism: spins scoreNanos per tuple,
+ *                 numbers it per campaign, hands on a small {@link Scored} in, out, sent
+ *   -> 3-sink     scoreParallelism: counts                               in, out
  * </pre>
  *
  * The score operator spins on {@link System#nanoTime()} until scoreNanos
@@ -41,10 +41,12 @@ import org.apache.flink.util.Collector;
  * whatever the CPU's speed, like a model that takes that long per event. A
  * thread preempted during the spin still ends it at its deadline (or later),
  * so its service time stays the spin, plus any preemption that outlasts it.
- * It hands on a small record (id, campaign, sequence number, score), as a
- * scoring model would, not the whole event: serializing it is Flink's work in
- * {@code collect}, between the {@code out} and {@code sent} marks, outside
- * the operator's own service time, and a small record keeps that part small.
+ * It takes a small record (id, campaign: the campaign operator keeps only
+ * what the score needs) and hands on a small one (id, campaign, sequence
+ * number, score), as a scoring model would: deserializing its input and
+ * serializing its output is Flink's work in the score task outside the
+ * operator's own service time (before {@code in}; between {@code out} and
+ * {@code sent}), and small records keep that part small.
  *
  * <p>Operator chaining is off: every operator is a task of its own (the
  * score task is the score operator alone, so Flink's busy time of that task
@@ -121,7 +123,8 @@ public final class CapacityJob {
         env.addSource(source, "0-source")
                 .returns(AdEvent.class)
                 .map(new Campaign(opt.campaigns, opt.marks)).name("1-campaign")
-                .keyBy(e -> e.campaign, Types.INT)
+                .returns(Ad.class)
+                .keyBy(a -> a.campaign, Types.INT)
                 .process(new Score(opt.scoreNanos, opt.marks)).name(SCORE).setParallelism(opt.scoreParallelism)
                 .returns(Scored.class)
                 .addSink(new Sink(opt.marks)).name("3-sink").setParallelism(opt.scoreParallelism);
@@ -130,8 +133,16 @@ public final class CapacityJob {
     /** The slow operator's name (its task's too: chaining is off). */
     public static final String SCORE = "2-score";
 
+    /** What the campaign operator hands on: the tuple id and the ad's campaign (a POJO: no Kryo). */
+    public static class Ad {
+        public long id;
+        public int campaign;
+
+        public Ad() {}
+    }
+
     /** The ad's campaign: a hash of its id (the benchmark looks it up in Redis). */
-    public static final class Campaign extends RichMapFunction<AdEvent, AdEvent> {
+    public static final class Campaign extends RichMapFunction<AdEvent, Ad> {
         private static final long serialVersionUID = 1L;
         private final int campaigns;
         private final boolean marked;
@@ -149,11 +160,13 @@ public final class CapacityJob {
         }
 
         @Override
-        public AdEvent map(AdEvent e) {
+        public Ad map(AdEvent e) {
             marks.in(e.id);
-            e.campaign = Math.floorMod(e.adId == null ? 0 : e.adId.hashCode(), campaigns);
-            marks.out(e.id);
-            return e;
+            Ad a = new Ad();
+            a.id = e.id;
+            a.campaign = Math.floorMod(e.adId == null ? 0 : e.adId.hashCode(), campaigns);
+            marks.out(a.id);
+            return a;
         }
 
         @Override
@@ -174,7 +187,7 @@ public final class CapacityJob {
     }
 
     /** The slow operator: spins scoreNanos per event, then numbers the campaign's events in keyed state. */
-    public static final class Score extends KeyedProcessFunction<Integer, AdEvent, Scored> {
+    public static final class Score extends KeyedProcessFunction<Integer, Ad, Scored> {
         private static final long serialVersionUID = 1L;
         private final long scoreNanos;
         private final boolean marked;
@@ -194,11 +207,11 @@ public final class CapacityJob {
         }
 
         @Override
-        public void processElement(AdEvent e, Context ctx, Collector<Scored> out) throws Exception {
-            marks.in(e.id);
+        public void processElement(Ad a, Context ctx, Collector<Scored> out) throws Exception {
+            marks.in(a.id);
             Scored s = new Scored();
-            s.id = e.id;
-            s.campaign = e.campaign;
+            s.id = a.id;
+            s.campaign = a.campaign;
             s.score = spin(scoreNanos);
             Long n = seen.value();
             s.seq = n == null ? 1 : n + 1;

@@ -1,0 +1,427 @@
+package io.cloudprofiler.examples.flink;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+import io.cloudprofiler.datagen.ObjectFactory;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import java.util.stream.Stream;
+import org.apache.flink.core.execution.JobClient;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInstance;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * {@link CapacityJob} (its score operator spins {@link #SCORE_NANOS} per
+ * event) from outside and from inside, on a MiniCluster:
+ *
+ * <ol>
+ * <li>the job without marks, fed by {@code gen maxrate} through the object
+ *     factory: the highest rate it sustains;
+ * <li>the job with marks, fed by one {@code gen send} run at {@link
+ *     #LOAD} of that rate, then {@code analyze}: the capacity analysis names
+ *     the score operator as the bottleneck and predicts the highest source
+ *     rate within {@link #TOLERANCE} of maxrate's answer;
+ * <li>meanwhile, Flink's own metrics of the score task ({@link FlinkMetrics}:
+ *     records in, busy time) over part of that run, side by side with our
+ *     service rate over the very same records.
+ * </ol>
+ *
+ * Rates and durations depend on the machine: what is asserted is the
+ * agreement of two measurements taken one after the other on it.
+ */
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+class CapacityJobTest {
+    static final long SCORE_NANOS = 50_000;
+    /** What one score instance could do if nothing but the spin took time. */
+    static final double NOMINAL = 1e9 / SCORE_NANOS;
+    static final int P = 2, THREADS = 2;
+    /** The logged run's rate, a share of maxrate's answer. */
+    static final double LOAD = 0.8;
+    static final long LOGGED_SECONDS = 6, SETTLE_MILLIS = 2000;
+    /** Predicted highest source rate vs gen maxrate's answer (the issue's bound). */
+    static final double TOLERANCE = 0.15;
+    static final String SCORE = CapacityJob.SCORE;
+    static final String[] OPERATORS = {"0-source", "1-campaign", SCORE, "3-sink"};
+
+    String tool;
+    Path runDir, logDir, outDir;
+    double maxRate, firstFail;
+    String maxrateCommand, maxrateOut;
+    long maxrateMillis, loggedMillis, analyzeMillis;
+    FlinkMetrics.Sample flink1, flink2;
+    /** operator instance ("0-source#1") -> role -> tuple id -> TSC, in logged order. */
+    final Map<String, Map<String, Map<Long, Long>>> marks = new TreeMap<>();
+    /** the score instance's in records, ids in logged order */
+    long[] scoreOrder;
+    double hz;
+
+    @BeforeAll
+    @Timeout(240)
+    void measure() throws Exception {
+        tool = System.getProperty("cloudprofiler.tool");
+        assertNotNull(tool, "the pom passes -Dcloudprofiler.tool");
+        assertTrue(Files.isExecutable(Path.of(tool)), tool + " is not executable: run `make build` first");
+        String dir = System.getenv("CP_LOG_DIR");
+        assertNotNull(dir, "the pom sets CP_LOG_DIR for the test JVM");
+        Path cpLogDir = Path.of(dir);
+        runDir = Path.of(System.getProperty("cloudprofiler.example.capacity", "target/capacity"));
+        ProfiledJobTest.deleteTree(runDir.toAbsolutePath());
+        logDir = runDir.resolve("cp-logs");
+        outDir = runDir.resolve("analysis");
+        Files.createDirectories(logDir);
+
+        runMaxrate();
+        runLogged(cpLogDir);
+        long t0 = System.nanoTime();
+        String out = tool("analyze", "--logs", logDir.toString(), "--out", outDir.toString(), "--no-durations");
+        analyzeMillis = (System.nanoTime() - t0) / 1_000_000;
+        System.out.printf("[capacity] analyze: %d ms; %s%n", analyzeMillis,
+                out.lines().filter(l -> l.startsWith("report:")).findFirst().orElse(""));
+        readMarks();
+    }
+
+    /** Step 1: the job without marks, and gen maxrate against its factory. */
+    void runMaxrate() throws Exception {
+        CapacityJob.Options opt = options();
+        opt.runs = 0;
+        opt.marks = false;
+        StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(CapacityJob.configuration());
+        CapacityJob.build(env, opt);
+        long t0 = System.nanoTime();
+        JobClient job = env.executeAsync("capacity-maxrate");
+        ObjectFactory<AdEvent> f = null;
+        try {
+            f = FactorySource.awaitFactory(P, 60, TimeUnit.SECONDS);
+            assertNotNull(f, "the source subtasks did not start");
+            String to = "127.0.0.1:" + f.port();
+            // Warm-up (JIT, the first buffers): maxrate's first step must get its REPORT in time.
+            run(List.of(tool, "gen", "send", "--to", to, "--synthetic", "--threads", "" + THREADS, "--rate",
+                    "" + Math.round(NOMINAL / 4), "--duration", "3s"), 0, 3);
+            // --report-timeout: a step passes only if the job has taken the run's last tuple
+            // within 200 ms of the sender's last write. Without it a rate above the job's
+            // passes a short run: the sender's socket buffer (up to 4 MiB each, 16k events)
+            // takes what the job cannot, and the run seems sent in time.
+            // --pause: a failed step leaves that much for the job to drain. --start: the first
+            // step must pass (maxrate gives up when the receiver never answered), even on a busy
+            // machine. --max: one score instance cannot do more than 1 / its spin.
+            List<String> cmd = List.of(tool, "gen", "maxrate", "--to", to, "--synthetic", "--threads", "" + THREADS,
+                    "--start", "" + Math.round(NOMINAL * 0.4), "--max", "" + Math.round(NOMINAL),
+                    "--duration", "4s", "--resolution", "3%", "--report-timeout", "200ms", "--pause", "2s");
+            maxrateCommand = String.join(" ", cmd).replace(tool, "cloudprofiler");
+            long t1 = System.nanoTime();
+            maxrateOut = run(cmd, 0);
+            maxrateMillis = (System.nanoTime() - t1) / 1_000_000;
+            System.out.println("[capacity] " + maxrateCommand + "\n" + maxrateOut);
+            Matcher m = Pattern.compile("maximum sustainable throughput: (\\d+) tuples/s \\((\\d+) failed").matcher(maxrateOut);
+            assertTrue(m.find(), "maxrate found no answer with a failure above it:\n" + maxrateOut);
+            maxRate = Double.parseDouble(m.group(1));
+            firstFail = Double.parseDouble(m.group(2));
+        } finally {
+            job.cancel().get(60, TimeUnit.SECONDS);
+            awaitEnd(job, f);
+        }
+        System.out.printf("[capacity] maxrate job: %.1f s in all, maxrate %.1f s%n", (System.nanoTime() - t0) / 1e9,
+                maxrateMillis / 1e3);
+    }
+
+    /** Step 2: the job with marks, one gen send run below maxrate's answer; Flink's metrics sampled meanwhile. */
+    void runLogged(Path cpLogDir) throws Exception {
+        Set<Path> before = cplogs(cpLogDir);
+        CapacityJob.Options opt = options();
+        opt.runs = 1;
+        opt.marks = true;
+        StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(CapacityJob.configuration());
+        CapacityJob.build(env, opt);
+        CapacityJob.Sink.EVENTS.reset();
+        long t0 = System.nanoTime();
+        JobClient job = env.executeAsync("capacity-logged");
+        long rate = Math.round(maxRate * LOAD), n = rate * LOGGED_SECONDS;
+        ObjectFactory<AdEvent> f = null;
+        try {
+            f = FactorySource.awaitFactory(P, 60, TimeUnit.SECONDS);
+            assertNotNull(f, "the source subtasks did not start");
+            // The last job's MiniCluster is still shutting down, and its garbage is still in
+            // the heap: without a pause and a collection here, the first second of the run
+            // had pauses of tens of ms inside the score operator's spins.
+            Thread.sleep(SETTLE_MILLIS);
+            System.gc();
+            Thread.sleep(500);
+            Path err = Files.createTempFile(PrivateTmpDir.DIR, "gen-send", ".err");
+            Process p = new ProcessBuilder(tool, "gen", "send", "--to", "127.0.0.1:" + f.port(), "--synthetic", "--threads",
+                    "" + THREADS, "--rate", "" + rate, "--duration", LOGGED_SECONDS + "s").redirectError(err.toFile()).start();
+            long sent = System.nanoTime();
+            // Flink's metrics of the score task over the middle of the run (the first and last
+            // second left out): where they are sampled matters little, what is compared is
+            // the same records' busy time and service time.
+            Thread.sleep(1500);
+            flink1 = FlinkMetrics.sample("capacity-logged", SCORE, 0);
+            Thread.sleep(Math.max(0, TimeUnit.SECONDS.toMillis(LOGGED_SECONDS - 1) - (System.nanoTime() - sent) / 1_000_000));
+            flink2 = FlinkMetrics.sample("capacity-logged", SCORE, 0);
+            String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+            assertTrue(p.waitFor(120, TimeUnit.SECONDS), "gen send did not end");
+            String stderr = Files.readString(err);
+            Files.delete(err);
+            System.out.print("[capacity] logged run: gen send --rate " + rate + " --duration " + LOGGED_SECONDS + "s\n" + out);
+            // 0, or 3 when the machine kept gen send from its rate: the analysis needs the tuples, not the rate.
+            assertTrue(p.exitValue() == 0 || p.exitValue() == 3, "gen send:\n" + out + stderr);
+            assertTrue(out.contains("receiver: received " + n + ", lost 0"), out);
+            job.getJobExecutionResult().get(120, TimeUnit.SECONDS);
+        } finally {
+            if (!job.getJobExecutionResult().isDone()) job.cancel().get(60, TimeUnit.SECONDS);
+            awaitEnd(job, f);
+        }
+        loggedMillis = (System.nanoTime() - t0) / 1_000_000;
+        assertEquals(n, CapacityJob.Sink.EVENTS.sum(), "events at the sink");
+        assertNotNull(flink1, "no Flink metrics for task " + SCORE + " (FlinkMetrics not registered?)");
+        assertNotNull(flink2, "no Flink metrics for task " + SCORE + " at the second sample");
+        // This job's channel files (closed by now) go to a directory of their own: analyze reads
+        // only them, and the other tests' files in CP_LOG_DIR stay as they were.
+        for (Path file : cplogs(cpLogDir)) {
+            if (!before.contains(file)) Files.move(file, logDir.resolve(file.getFileName()));
+        }
+        System.out.printf("[capacity] logged job: %.1f s in all%n", loggedMillis / 1e3);
+    }
+
+    @Test
+    void theScoreOperatorIsTheBottleneckAndItsServiceRatePredictsMaxrate() {
+        Map<String, Double> rates = new TreeMap<>();
+        for (String op : OPERATORS) rates.put(op, serviceRate(op));
+        double score = rates.get(SCORE);
+        System.out.printf("[capacity] service rates from the marks (tuples / own service time, instances together): %s%n",
+                rates);
+        System.out.printf("[capacity] predicted highest source rate %.0f tuples/s (score's service rate; every tuple"
+                + " reaches it) vs gen maxrate %.0f (%.0f failed): %+.1f%%%n", score, maxRate, firstFail,
+                100 * (score / maxRate - 1));
+        for (String op : OPERATORS) {
+            if (!op.equals(SCORE)) assertTrue(rates.get(op) > 5 * score, op + " is not much faster than " + SCORE + ": " + rates);
+        }
+        assertTrue(score <= NOMINAL * 1.01, "score's service rate above 1 / its spin: " + score);
+        assertTrue(Math.abs(score / maxRate - 1) <= TOLERANCE,
+                "predicted " + score + " vs maxrate " + maxRate + "\n" + maxrateCommand + "\n" + maxrateOut);
+    }
+
+    @Test
+    void capacityCsvNamesTheBottleneckAndPredictsMaxrate() throws IOException {
+        Path csv = outDir.resolve("capacity.csv");
+        Assumptions.assumeTrue(Files.exists(csv), "analyze wrote no capacity.csv: its capacity analysis is not in "
+                + tool + " yet (the marks' own check above still ran)");
+        List<Map<String, String>> rows = readCsv(csv);
+        Map<String, String> bottleneck = null;
+        StringBuilder windows = new StringBuilder();
+        for (Map<String, String> r : rows) {
+            if (r.get("level").equals("operator") && r.get("operator").equals(SCORE) && !r.get("window").equals("-1")) {
+                windows.append(String.format(" %.0f", Double.parseDouble(r.get("service_rate").isEmpty() ? "NaN" : r.get("service_rate"))));
+            }
+            if (r.get("level").equals("operator") && r.get("window").equals("-1")) {
+                System.out.printf("[capacity] capacity.csv %-10s service_rate %10s [%s, %s] busy_share %s blocked_share %s"
+                        + " max_source_rate %s bottleneck %s%n", r.get("operator"), r.get("service_rate"),
+                        r.get("service_rate_low"), r.get("service_rate_high"), r.get("busy_share"),
+                        r.get("blocked_share"), r.get("max_source_rate"), r.get("bottleneck"));
+                if (r.get("bottleneck").equals("true")) {
+                    assertTrue(bottleneck == null, "two bottlenecks: " + bottleneck + " and " + r);
+                    bottleneck = r;
+                }
+            }
+        }
+        System.out.println("[capacity] capacity.csv " + SCORE + " service_rate per window:" + windows);
+        assertNotNull(bottleneck, "no operator row of the whole run is the bottleneck in " + csv);
+        assertEquals(SCORE, bottleneck.get("operator"));
+        double predicted = Double.parseDouble(bottleneck.get("max_source_rate"));
+        System.out.printf("[capacity] capacity.csv: bottleneck %s, max_source_rate %.0f tuples/s vs gen maxrate %.0f:"
+                + " %+.1f%%%n", bottleneck.get("operator"), predicted, maxRate, 100 * (predicted / maxRate - 1));
+        assertTrue(Math.abs(predicted / maxRate - 1) <= TOLERANCE, "capacity.csv predicts " + predicted
+                + " tuples/s, maxrate found " + maxRate + "\n" + maxrateCommand + "\n" + maxrateOut);
+        // The analysis's service rate is the marks' own (every score tuple paired): the same number.
+        double ours = serviceRate(SCORE), theirs = Double.parseDouble(bottleneck.get("service_rate"));
+        assertTrue(Math.abs(theirs / ours - 1) < 1e-3, "capacity.csv's service rate " + theirs + " vs " + ours);
+    }
+
+    /**
+     * Flink's records in per busy second of the score task against our
+     * tuples per second of own service time, over the same records: the
+     * records Flink counted into the task between its two samples are the
+     * score instance's in records numbered likewise (one subtask, in order).
+     * Flink's busy time holds our service time and more (taking the record
+     * from the input and deserializing it, collect, the mailbox loop), so
+     * ours is the higher; the rest is within 20%: the score operator's
+     * 50 µs spin against a few µs of Flink's own work per record. The
+     * lower bound allows for Flink's idle time, measured in whole
+     * milliseconds per wait.
+     */
+    @Test
+    void flinksBusyTimeAgreesWithOurServiceTime() {
+        long n1 = flink1.recordsIn(), n2 = flink2.recordsIn();
+        assertTrue(n2 - n1 > 1000, "too few records between the samples: " + flink1 + " / " + flink2);
+        assertTrue(n2 <= scoreOrder.length, n2 + " records in, " + scoreOrder.length + " in the marks");
+        Map<Long, Long> in = marks.get(SCORE + "#0").get("in"), out = marks.get(SCORE + "#0").get("out"),
+                sent = marks.get(SCORE + "#0").get("sent");
+        long own = 0, handOff = 0;
+        for (int k = (int) n1; k < n2; k++) {
+            long id = scoreOrder[k];
+            own += out.get(id) - in.get(id);
+            handOff += sent.get(id) - out.get(id);
+        }
+        long records = n2 - n1;
+        double ours = records / (own / hz), theirs = flink2.recordsPerBusySecondSince(flink1);
+        double busyUs = (flink2.busyMs() - flink1.busyMs()) * 1e3 / records;
+        System.out.printf("[capacity] %s over records %d..%d (%.2f s):%n", SCORE, n1, n2, (flink2.nanoTime() - flink1.nanoTime()) / 1e9);
+        System.out.printf("[capacity]   Flink: numRecordsIn %d per s, busyTimeMsPerSecond %.0f -> %.0f records per busy s"
+                + " (%.2f us busy a record); its own gauges at the end (60 s views updated every 5 s, not yet"
+                + " meaningful for a task this young): busyTimeMsPerSecond %.0f, numRecordsInPerSecond %.0f%n",
+                Math.round(flink2.recordsPerSecondSince(flink1)), flink2.busyMsPerSecondSince(flink1), theirs, busyUs,
+                flink2.busyTimeMsPerSecond(), flink2.recordsInPerSecond());
+        System.out.printf("[capacity]   ours:  %.0f tuples per s of own service time (in -> out %.2f us a tuple;"
+                + " out -> sent, collect, %.2f us); ours / Flink's = %.3f%n", ours, own / hz * 1e6 / records,
+                handOff / hz * 1e6 / records, ours / theirs);
+        assertTrue(ours / theirs >= 0.95 && ours / theirs <= 1.20, "ours " + ours + " vs Flink's " + theirs);
+    }
+
+    // ---- the marks, from the raw records
+
+    /** Tuples / own service time of an operator's instances together, from its in and out records. */
+    double serviceRate(String operator) {
+        long tuples = 0, cycles = 0;
+        for (Map.Entry<String, Map<String, Map<Long, Long>>> e : marks.entrySet()) {
+            if (!e.getKey().startsWith(operator + "#")) continue;
+            Map<Long, Long> in = e.getValue().get("in"), out = e.getValue().get("out");
+            for (Map.Entry<Long, Long> t : in.entrySet()) {
+                Long o = out.get(t.getKey());
+                if (o == null) continue;
+                tuples++;
+                cycles += o - t.getValue();
+            }
+        }
+        assertTrue(tuples > 0, "no paired tuples of " + operator + ": " + marks.keySet());
+        return tuples / (cycles / hz);
+    }
+
+    void readMarks() throws Exception {
+        Pattern name = Pattern.compile("(?m)^channel:\\s+\\d+ \"(.*)#(\\d+) (in|out|sent)\"");
+        try (Stream<Path> s = Files.list(logDir)) {
+            for (Path f : s.filter(p -> p.toString().endsWith(".cplog")).sorted().toList()) {
+                String dump = tool("dump", f.toString());
+                Matcher m = name.matcher(dump);
+                assertTrue(m.find(), "not a mark: " + f + "\n" + dump);
+                assertTrue(dump.matches("(?s).*\\nclosed:\\s+\\S.* dropped 0, holes 0\\n.*"), f + ":\n" + dump);
+                Matcher hm = Pattern.compile("(?m)^tsc:\\s+([0-9.]+) GHz").matcher(dump);
+                assertTrue(hm.find(), dump);
+                hz = Double.parseDouble(hm.group(1)) * 1e9;
+                Map<Long, Long> records = new HashMap<>();
+                List<Long> order = new ArrayList<>();
+                for (String line : ProfiledJobTest.csvLines(tool("dump", "--csv", f.toString()), "tuple_id,tsc")) {
+                    int c = line.indexOf(',');
+                    long id = Long.parseLong(line, 0, c, 10);
+                    assertTrue(records.put(id, Long.parseUnsignedLong(line, c + 1, line.length(), 10)) == null,
+                            f + ": tuple " + id + " twice");
+                    order.add(id);
+                }
+                String instance = m.group(1) + "#" + m.group(2);
+                Map<String, Map<Long, Long>> roles = marks.computeIfAbsent(instance, k -> new HashMap<>());
+                assertTrue(roles.put(m.group(3), records) == null, "two files for " + instance + " " + m.group(3));
+                if (instance.equals(SCORE + "#0") && m.group(3).equals("in")) {
+                    scoreOrder = order.stream().mapToLong(Long::longValue).toArray();
+                }
+            }
+        }
+        Set<String> want = new HashSet<>();
+        for (int i = 0; i < P; i++) {
+            want.add("0-source#" + i);
+            want.add("1-campaign#" + i);
+        }
+        want.add(SCORE + "#0");
+        want.add("3-sink#0");
+        assertEquals(want, marks.keySet(), "operator instances marked");
+        assertNotNull(scoreOrder, "no " + SCORE + "#0 in channel");
+    }
+
+    // ---- helpers
+
+    static CapacityJob.Options options() {
+        CapacityJob.Options o = new CapacityJob.Options();
+        o.port = 0;
+        o.parallelism = P;
+        o.scoreParallelism = 1;
+        o.scoreNanos = SCORE_NANOS;
+        return o;
+    }
+
+    /** Waits for the job's end (a cancelled job's result is an exception) and for its factory to be closed. */
+    static void awaitEnd(JobClient job, ObjectFactory<AdEvent> f) throws Exception {
+        try {
+            job.getJobExecutionResult().get(60, TimeUnit.SECONDS);
+        } catch (java.util.concurrent.ExecutionException e) {
+            // cancelled
+        }
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        while (f != null && !f.isClosed() && System.nanoTime() < deadline) {
+            Thread.sleep(20); // the last source subtask's close() closes the factory
+        }
+        assertTrue(f == null || f.isClosed(), "the job ended and its factory is still open");
+    }
+
+    static Set<Path> cplogs(Path dir) throws IOException {
+        if (!Files.isDirectory(dir)) return Set.of();
+        try (Stream<Path> s = Files.list(dir)) {
+            return new HashSet<>(s.filter(p -> p.toString().endsWith(".cplog")).toList());
+        }
+    }
+
+    static List<Map<String, String>> readCsv(Path csv) throws IOException {
+        List<String> lines = Files.readAllLines(csv);
+        String[] head = lines.get(0).split(",", -1);
+        List<Map<String, String>> rows = new ArrayList<>();
+        for (String line : lines.subList(1, lines.size())) {
+            String[] f = line.split(",", -1); // no field here is quoted: names are [0-9a-z-], instances node/pid/N
+            assertEquals(head.length, f.length, line);
+            Map<String, String> r = new HashMap<>();
+            for (int i = 0; i < head.length; i++) r.put(head[i], f[i]);
+            rows.add(r);
+        }
+        return rows;
+    }
+
+    String tool(String... args) throws IOException, InterruptedException {
+        List<String> cmd = new ArrayList<>(List.of(tool));
+        cmd.addAll(List.of(args));
+        return run(cmd, 0);
+    }
+
+    /** Runs cmd; its stdout, failing the test with its stderr unless it exits with one of ok. */
+    static String run(List<String> cmd, int... ok) throws IOException, InterruptedException {
+        Path err = Files.createTempFile(PrivateTmpDir.DIR, "tool", ".err");
+        try {
+            Process p = new ProcessBuilder(cmd).redirectError(err.toFile()).start();
+            String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+            if (!p.waitFor(180, TimeUnit.SECONDS)) {
+                p.destroyForcibly();
+                fail(String.join(" ", cmd) + ": timed out");
+            }
+            for (int code : ok) {
+                if (p.exitValue() == code) return out;
+            }
+            fail(String.join(" ", cmd) + " exited " + p.exitValue() + ":\n" + out + Files.readString(err));
+            return out;
+        } finally {
+            Files.deleteIfExists(err);
+        }
+    }
+}
