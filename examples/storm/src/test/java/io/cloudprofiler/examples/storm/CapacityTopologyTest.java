@@ -1,0 +1,329 @@
+package io.cloudprofiler.examples.storm;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+import io.cloudprofiler.datagen.ObjectFactory;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.concurrent.TimeUnit;
+import java.util.function.LongSupplier;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import java.util.stream.Stream;
+import org.apache.storm.Config;
+import org.apache.storm.LocalCluster;
+import org.apache.storm.generated.KillOptions;
+import org.apache.storm.tuple.Values;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInstance;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * {@link CapacityTopology} (its score bolt spins {@link #SCORE_NANOS} per
+ * tuple) from outside and from inside, on one LocalCluster: the topology
+ * without marks fed by {@code gen maxrate} through the object factory (the
+ * highest rate it sustains); then with marks, fed by one {@code gen send}
+ * run at {@link #LOAD} of that rate, and {@code analyze}: the capacity
+ * analysis names the score bolt as the bottleneck and predicts the highest
+ * source rate within {@link #TOLERANCE} of maxrate's answer.
+ *
+ * <p>Rates and durations depend on the machine: what is asserted is the
+ * agreement of two measurements taken one after the other on it.
+ */
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+class CapacityTopologyTest {
+    static final long SCORE_NANOS = 50_000;
+    /** What the score bolt could do if nothing but the spin took time. */
+    static final double NOMINAL = 1e9 / SCORE_NANOS;
+    static final int THREADS = 2;
+    static final double LOAD = 0.8;
+    static final long LOGGED_SECONDS = 6, SETTLE_MILLIS = 2000;
+    static final double TOLERANCE = 0.15;
+    static final String SCORE = CapacityTopology.SCORE;
+    static final String[] COMPONENTS = {"spout", "count", SCORE, "sink"};
+
+    Path tool, logDir, outDir;
+    double maxRate, firstFail;
+    String maxrateCommand, maxrateOut;
+    /** task ("count#3") -> role -> tuple id -> TSC */
+    final Map<String, Map<String, Map<Long, Long>>> marks = new TreeMap<>();
+    double hz;
+
+    @BeforeAll
+    @Timeout(300)
+    @SuppressWarnings("try") // LocalCluster.close() throws Exception
+    void measure() throws Exception {
+        tool = Path.of(System.getProperty("cloudprofiler.tool", "../../build/cloudprofiler")).toAbsolutePath();
+        assertTrue(Files.isExecutable(tool), tool + ": no tool (make build, or -Dcloudprofiler.tool=...)");
+        String dir = System.getenv("CP_LOG_DIR");
+        assertNotNull(dir, "Surefire sets CP_LOG_DIR (pom.xml)");
+        Path cpLogDir = Path.of(dir);
+        // This run's directory (pom.xml: target/storm-runs/<time>/), beside cp-logs: its own,
+        // so that the other tests find CP_LOG_DIR as they expect it.
+        Path runDir = cpLogDir.resolveSibling("capacity");
+        logDir = runDir.resolve("cp-logs");
+        outDir = runDir.resolve("analysis");
+        Files.createDirectories(logDir);
+        Probes.reset();
+        long t0 = System.nanoTime();
+        LocalCluster.Builder builder = new LocalCluster.Builder()
+                .withDaemonConf(Config.SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS, 1);
+        try (LocalCluster cluster = builder.build()) {
+            long tUp = System.nanoTime();
+            runMaxrate(cluster);
+            long tMax = System.nanoTime();
+            Set<Path> before = cplogs(cpLogDir);
+            runLogged(cluster);
+            for (Path f : cplogs(cpLogDir)) {
+                if (!before.contains(f)) Files.move(f, logDir.resolve(f.getFileName()));
+            }
+            System.out.printf("[storm capacity] LocalCluster up %.1f s, maxrate topology %.1f s, logged topology %.1f s%n",
+                    (tUp - t0) / 1e9, (tMax - tUp) / 1e9, (System.nanoTime() - tMax) / 1e9);
+        }
+        assertEquals(List.of(), List.copyOf(Probes.ERRORS), "instrumentation errors");
+        assertEquals(0, Probes.LOG_FAILURES.get(), "logTS failures");
+        long t1 = System.nanoTime();
+        run(List.of(tool.toString(), "analyze", "--logs", logDir.toString(), "--out", outDir.toString(), "--no-durations"), 0);
+        System.out.printf("[storm capacity] analyze %.1f s: %s%n", (System.nanoTime() - t1) / 1e9, outDir);
+        readMarks();
+    }
+
+    /** The topology without marks, and gen maxrate against its factory. */
+    void runMaxrate(LocalCluster cluster) throws Exception {
+        ObjectFactory<Values> f = submit(cluster, "capacity-maxrate", false);
+        try {
+            String to = "127.0.0.1:" + f.port();
+            // Warm-up; then the search. --report-timeout: a step passes only if the topology took
+            // the run's last tuple within 200 ms of the sender's last write (else the sender's
+            // socket buffer, up to 4 MiB, takes what the topology cannot and a short run passes
+            // above its capacity); --pause: what a failed step left is drained first; --start:
+            // the first step must pass (maxrate gives up when the receiver never answered);
+            // --max: one score task cannot do more than 1 / its spin.
+            run(List.of(tool.toString(), "gen", "send", "--to", to, "--synthetic", "--threads", "" + THREADS, "--rate",
+                    "" + Math.round(NOMINAL / 4), "--duration", "3s"), 0, 3);
+            List<String> cmd = List.of(tool.toString(), "gen", "maxrate", "--to", to, "--synthetic", "--threads",
+                    "" + THREADS, "--start", "" + Math.round(NOMINAL * 0.4), "--max", "" + Math.round(NOMINAL),
+                    "--duration", "4s", "--resolution", "3%", "--report-timeout", "200ms", "--pause", "2s");
+            maxrateCommand = String.join(" ", cmd).replace(tool.toString(), "cloudprofiler");
+            long t0 = System.nanoTime();
+            maxrateOut = run(cmd, 0);
+            System.out.printf("[storm capacity] %s (%.1f s)%n%s", maxrateCommand, (System.nanoTime() - t0) / 1e9, maxrateOut);
+            Matcher m = Pattern.compile("maximum sustainable throughput: (\\d+) tuples/s \\((\\d+) failed").matcher(maxrateOut);
+            assertTrue(m.find(), "maxrate found no answer with a failure above it:\n" + maxrateOut);
+            maxRate = Double.parseDouble(m.group(1));
+            firstFail = Double.parseDouble(m.group(2));
+        } finally {
+            kill(cluster, "capacity-maxrate", f);
+        }
+    }
+
+    /** The topology with marks, one gen send run below maxrate's answer. */
+    void runLogged(LocalCluster cluster) throws Exception {
+        CapacityTopology.SinkBolt.SEEN.reset();
+        ObjectFactory<Values> f = submit(cluster, "capacity-logged", true);
+        long rate = Math.round(maxRate * LOAD), n = rate * LOGGED_SECONDS;
+        try {
+            settle();
+            String out = run(List.of(tool.toString(), "gen", "send", "--to", "127.0.0.1:" + f.port(), "--synthetic",
+                    "--threads", "" + THREADS, "--rate", "" + rate, "--duration", LOGGED_SECONDS + "s"), 0, 3);
+            System.out.print("[storm capacity] logged run: gen send --rate " + rate + " --duration " + LOGGED_SECONDS + "s\n" + out);
+            assertTrue(out.contains("receiver: received " + n + ", lost 0"), out);
+            waitFor("the sink to see " + n + " tuples", CapacityTopology.SinkBolt.SEEN::sum, n, 60_000);
+        } finally {
+            kill(cluster, "capacity-logged", f);
+        }
+    }
+
+    /**
+     * Before the logged run: the last topology's worker is still shutting
+     * down, and its garbage is still in the heap. Without this, the first
+     * second of the run had young-GC pauses of 13-70 ms inside the score
+     * bolt's spins (its service rate that second half the rest's).
+     */
+    static void settle() throws InterruptedException {
+        Thread.sleep(SETTLE_MILLIS);
+        System.gc();
+        Thread.sleep(500);
+    }
+
+    /** Submits the topology; its factory once both spout tasks are open. */
+    static ObjectFactory<Values> submit(LocalCluster cluster, String name, boolean marks) throws Exception {
+        cluster.submitTopology(name, CapacityTopology.config(), CapacityTopology.build("127.0.0.1", 0, SCORE_NANOS, marks));
+        ObjectFactory<Values> f = FactorySpout.awaitFactory(CapacityTopology.SPOUTS, 60, TimeUnit.SECONDS);
+        assertNotNull(f, name + ": the spouts did not open");
+        return f;
+    }
+
+    /** Kills the topology and waits until every task's close()/cleanup() has run (its channels closed). */
+    static void kill(LocalCluster cluster, String name, ObjectFactory<Values> f) throws Exception {
+        long started = Probes.total(Probes.STARTED);
+        KillOptions kill = new KillOptions();
+        kill.set_wait_secs(0);
+        cluster.killTopologyWithOpts(name, kill);
+        waitFor("close()/cleanup() of every task of " + name, () -> Probes.total(Probes.STOPPED), started, 60_000);
+        assertTrue(f.isClosed(), name + ": the last spout task to close closed the factory");
+    }
+
+    @Test
+    void theScoreBoltIsTheBottleneckAndItsServiceRatePredictsMaxrate() {
+        Map<String, Double> rates = new TreeMap<>();
+        for (String c : COMPONENTS) rates.put(c, serviceRate(c));
+        double score = rates.get(SCORE);
+        System.out.printf("[storm capacity] service rates from the marks (tuples / own service time, tasks together): %s%n", rates);
+        System.out.printf("[storm capacity] predicted highest source rate %.0f tuples/s (score's service rate; every tuple"
+                + " reaches it) vs gen maxrate %.0f (%.0f failed): %+.1f%%%n", score, maxRate, firstFail,
+                100 * (score / maxRate - 1));
+        for (String c : COMPONENTS) {
+            if (!c.equals(SCORE)) assertTrue(rates.get(c) > 5 * score, c + " is not much faster than " + SCORE + ": " + rates);
+        }
+        assertTrue(score <= NOMINAL * 1.01, "score's service rate above 1 / its spin: " + score);
+        assertTrue(Math.abs(score / maxRate - 1) <= TOLERANCE,
+                "predicted " + score + " vs maxrate " + maxRate + "\n" + maxrateCommand + "\n" + maxrateOut);
+    }
+
+    @Test
+    void capacityCsvNamesTheBottleneckAndPredictsMaxrate() throws IOException {
+        Path csv = outDir.resolve("capacity.csv");
+        Assumptions.assumeTrue(Files.exists(csv), "analyze wrote no capacity.csv: its capacity analysis is not in "
+                + tool + " yet (the marks' own check above still ran)");
+        List<String> lines = Files.readAllLines(csv);
+        List<String> head = List.of(lines.get(0).split(",", -1));
+        Map<String, String> bottleneck = null;
+        StringBuilder windows = new StringBuilder();
+        for (String line : lines.subList(1, lines.size())) {
+            String[] f = line.split(",", -1); // no field is quoted: names [a-z], instances node/pid/task
+            assertEquals(head.size(), f.length, line);
+            Map<String, String> r = new HashMap<>();
+            for (int i = 0; i < f.length; i++) r.put(head.get(i), f[i]);
+            if (!r.get("level").equals("operator")) continue;
+            if (!r.get("window").equals("-1")) {
+                if (r.get("operator").equals(SCORE)) {
+                    windows.append(String.format(" %.0f", Double.parseDouble(r.get("service_rate").isEmpty() ? "NaN" : r.get("service_rate"))));
+                }
+                continue;
+            }
+            System.out.printf("[storm capacity] capacity.csv %-6s service_rate %10s [%s, %s] busy_share %s"
+                    + " max_source_rate %s bottleneck %s%n", r.get("operator"), r.get("service_rate"),
+                    r.get("service_rate_low"), r.get("service_rate_high"), r.get("busy_share"), r.get("max_source_rate"),
+                    r.get("bottleneck"));
+            if (r.get("bottleneck").equals("true")) {
+                assertTrue(bottleneck == null, "two bottlenecks: " + bottleneck + " and " + r);
+                bottleneck = r;
+            }
+        }
+        System.out.println("[storm capacity] capacity.csv " + SCORE + " service_rate per window:" + windows);
+        assertNotNull(bottleneck, "no operator row of the whole run is the bottleneck in " + csv);
+        assertEquals(SCORE, bottleneck.get("operator"));
+        double predicted = Double.parseDouble(bottleneck.get("max_source_rate"));
+        System.out.printf("[storm capacity] capacity.csv: bottleneck %s, max_source_rate %.0f tuples/s vs gen maxrate %.0f:"
+                + " %+.1f%%%n", bottleneck.get("operator"), predicted, maxRate, 100 * (predicted / maxRate - 1));
+        assertTrue(Math.abs(predicted / maxRate - 1) <= TOLERANCE, "capacity.csv predicts " + predicted
+                + " tuples/s, maxrate found " + maxRate + "\n" + maxrateCommand + "\n" + maxrateOut);
+        double ours = serviceRate(SCORE), theirs = Double.parseDouble(bottleneck.get("service_rate"));
+        assertTrue(Math.abs(theirs / ours - 1) < 1e-3, "capacity.csv's service rate " + theirs + " vs " + ours);
+    }
+
+    // ---- the marks, from the raw records
+
+    /** Tuples / own service time of a component's tasks together. */
+    double serviceRate(String component) {
+        long tuples = 0, cycles = 0;
+        for (Map.Entry<String, Map<String, Map<Long, Long>>> e : marks.entrySet()) {
+            if (!e.getKey().startsWith(component + "#")) continue;
+            Map<Long, Long> out = e.getValue().get("out");
+            for (Map.Entry<Long, Long> t : e.getValue().get("in").entrySet()) {
+                Long o = out.get(t.getKey());
+                if (o == null) continue;
+                tuples++;
+                cycles += o - t.getValue();
+            }
+        }
+        assertTrue(tuples > 0, "no paired tuples of " + component + ": " + marks.keySet());
+        return tuples / (cycles / hz);
+    }
+
+    void readMarks() throws Exception {
+        Pattern name = Pattern.compile("(?m)^channel:\\s+\\d+ \"([a-z]+)#(\\d+) (in|out)\"");
+        try (Stream<Path> s = Files.list(logDir)) {
+            for (Path f : s.filter(p -> p.toString().endsWith(".cplog")).sorted().toList()) {
+                String dump = run(List.of(tool.toString(), "dump", f.toString()), 0);
+                Matcher m = name.matcher(dump);
+                assertTrue(m.find(), "not a mark: " + f + "\n" + dump);
+                assertTrue(dump.contains("dropped 0, holes 0"), f + ":\n" + dump);
+                Matcher hm = Pattern.compile("(?m)^tsc:\\s+([0-9.]+) GHz").matcher(dump);
+                assertTrue(hm.find(), dump);
+                hz = Double.parseDouble(hm.group(1)) * 1e9;
+                List<String> lines = run(List.of(tool.toString(), "dump", "--csv", f.toString()), 0).lines().toList();
+                assertEquals("tuple_id,tsc", lines.get(0), f.toString());
+                Map<Long, Long> records = new HashMap<>();
+                for (String line : lines.subList(1, lines.size())) {
+                    int c = line.indexOf(',');
+                    long id = Long.parseLong(line, 0, c, 10);
+                    assertTrue(records.put(id, Long.parseUnsignedLong(line, c + 1, line.length(), 10)) == null,
+                            f + ": tuple " + id + " twice");
+                }
+                String task = m.group(1) + "#" + m.group(2);
+                assertTrue(marks.computeIfAbsent(task, k -> new HashMap<>()).put(m.group(3), records) == null,
+                        "two files for " + task + " " + m.group(3));
+            }
+        }
+        Map<String, Integer> tasks = new TreeMap<>();
+        for (String t : marks.keySet()) tasks.merge(t.substring(0, t.indexOf('#')), 1, Integer::sum);
+        assertEquals(Map.of("spout", CapacityTopology.SPOUTS, "count", CapacityTopology.COUNTERS, SCORE, 1, "sink", 1),
+                tasks, "tasks marked: " + marks.keySet());
+    }
+
+    // ---- helpers
+
+    static Set<Path> cplogs(Path dir) throws IOException {
+        if (!Files.isDirectory(dir)) return Set.of();
+        try (Stream<Path> s = Files.list(dir)) {
+            return new HashSet<>(s.filter(p -> p.toString().endsWith(".cplog")).toList());
+        }
+    }
+
+    static void waitFor(String what, LongSupplier value, long target, long timeoutMs) throws InterruptedException {
+        long deadline = System.currentTimeMillis() + timeoutMs;
+        while (value.getAsLong() < target) {
+            if (System.currentTimeMillis() > deadline) {
+                fail("timed out waiting for " + what + ": " + value.getAsLong() + " of " + target + "; errors "
+                        + List.copyOf(Probes.ERRORS));
+            }
+            Thread.sleep(20);
+        }
+    }
+
+    /** Runs cmd; its stdout, failing the test with its stderr unless it exits with one of ok. */
+    static String run(List<String> cmd, int... ok) throws IOException, InterruptedException {
+        Path err = Files.createTempFile(PrivateTmpDir.DIR, "tool", ".err");
+        try {
+            Process p = new ProcessBuilder(cmd).redirectError(err.toFile()).start();
+            String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+            if (!p.waitFor(180, TimeUnit.SECONDS)) {
+                p.destroyForcibly();
+                fail(String.join(" ", cmd) + ": timed out");
+            }
+            for (int code : ok) {
+                if (p.exitValue() == code) return out;
+            }
+            fail(String.join(" ", cmd) + " exited " + p.exitValue() + ":\n" + out + Files.readString(err));
+            return out;
+        } finally {
+            Files.deleteIfExists(err);
+        }
+    }
+}
