@@ -1,7 +1,7 @@
 """The capacity analysis on a real run: a child Python builds a pipeline of
 threads joined by queues (a source, an operator "work" with two instances
-that drops every fourth tuple, a sink), each marking its operator's entry
-and exit by the naming rule; `cloudprofiler analyze` reads its logs and
+that drops every fourth tuple, a sink, whose items a CP_SERVICERATE channel
+counts too), each marking its operator's entry and exit by the naming rule; `cloudprofiler analyze` reads its logs and
 read_analysis(...).capacity gives the rows, from capacity.parquet or, without
 it, capacity.csv, with the same dtypes."""
 
@@ -29,6 +29,9 @@ PIPELINE = """
     src = ch("src out")
     work = [(ch("work#%%d in" %% k), ch("work#%%d out" %% k), ch("work#%%d sent" %% k)) for k in range(2)]
     sink_in, sink_out = ch("sink in"), ch("sink out")
+    # the sink's items counted by a CP_SERVICERATE channel too (1 ms periods)
+    sink_count = cp.open_channel("sink count", cp.LogFormat.BINARY_TSC, cp.Handler.SERVICERATE)
+    sink_count.parameterize(cp.Arg.ARG0, 1_000_000)
     q1, q2 = queue.Queue(64), queue.Queue(64)
 
     def worker(k):
@@ -53,6 +56,7 @@ PIPELINE = """
             if i is None:
                 return
             sink_in.log(i)
+            sink_count.log(i)
             sink_out.log(i)
 
     ws = [threading.Thread(target=worker, args=(k,)) for k in range(2)]
@@ -164,3 +168,24 @@ def test_no_capacity(marked_run):
     assert res.capacity is None
     assert "capacity" not in res.files
     assert "--no-capacity" in res.summary_text
+
+
+def test_beard_chamberlain_rows(marked_run):
+    """The sink's CP_SERVICERATE channel ("sink count"): its rows, method
+    beard-chamberlain, count the items it took; each converged estimate the
+    library wrote (if the short run converged at all) is a row."""
+    out, _ = marked_run("out-bc")
+    cap = cp.read_analysis(out).capacity
+    bc = cap[cap.method == "beard-chamberlain"]
+    assert set(bc.operator) == {"sink"}
+    whole = bc[(bc.level == "instance") & (bc.window == -1)].iloc[0]
+    assert 0 < whole.tuples_out <= N * 3 // 4
+    assert whole.instance.endswith("/")  # node/pid/ with no #INSTANCE
+    est = bc[(bc.level == "instance") & (bc.window >= 0)]
+    assert (est.service_rate > 0).all() and est.note.str.startswith("converged estimate").all()
+    if len(est):
+        assert whole.service_rate == est.service_rate.median()
+    else:
+        assert np.isnan(whole.service_rate) and "no converged estimate" in whole.note
+    op = bc[bc.level == "operator"].iloc[0]
+    assert op.instances == 1 and op.tuples_out == whole.tuples_out
