@@ -16,10 +16,11 @@
 // "source sent" when the push returned; "A#0 in" right after A took a tuple,
 // "A#0 out" right before it pushes it to B's queue, "A#0 sent" when that push
 // returned; the same for B; "sink#0 in" and "sink#0 out" when the sink took
-// it. And, unless --no-count, CP_SERVICERATE channels "A#0 count" and
-// "B#0 count" counting the items each took, with CP_MarkBlocked(ch,
-// CP_BLOCKED_INPUT) right before it waits on an empty input queue and
-// CP_BLOCKED_OUTPUT right before it waits on a full output queue.
+// it (--no-marks: none of these). And, unless --no-count, CP_SERVICERATE
+// channels "A#0 count" and "B#0 count" counting the items each took, with
+// CP_MarkBlocked(ch, CP_BLOCKED_INPUT) right before it waits on an empty
+// input queue and CP_BLOCKED_OUTPUT right before it waits on a full output
+// queue.
 //
 // At exit it prints one JSON line of ground truth on stdout (tsc_hz, per
 // operator the tuples, the realised mean cost in cycles, the true service
@@ -169,6 +170,7 @@ static struct {
   long long phase_after;  // 0: no phase change
   long queue;
   double rate;            // tuples/s; <= 0: as fast as A's queue takes them
+  double rate2;           // after --phase-after tuples (0: the same)
   int poisson;
   long long tuples;       // internal source: how many (0: --duration)
   double duration_s;
@@ -176,12 +178,14 @@ static struct {
   long streams;           // listen: exit after this many streams ended (0: on a signal)
   int rcvbuf;
   int count;              // open the count channels
+  int marks;              // open the in/out/sent mark channels
   int rt;                 // try SCHED_FIFO
   uint64_t seed;
   long long sr_args[6];   // CP_ARG_SR_* (-1: the default)
+  long long count_record_ns;  // the count channels' counter records every (CP_ARG0; 0: the default)
   int verbose;
   int64_t tick_ns;
-} opt = {.queue = 64, .tick_ns = 1000000, .poisson = 1, .count = 1, .rt = 1, .seed = 1,
+} opt = {.queue = 64, .tick_ns = 1000000, .poisson = 1, .count = 1, .marks = 1, .rt = 1, .seed = 1,
          .sr_args = {-1, -1, -1, -1, -1, -1}};
 
 static void usage(FILE *f) {
@@ -194,6 +198,8 @@ static void usage(FILE *f) {
           "  --b-dist det|exp    B's [det]\n"
           "  --phase-after N     B changes its cost after it took N tuples ...\n"
           "  --b-cost2 C         ... to this (same distribution)\n"
+          "  --rate2 R           internal source: its rate after it sent --phase-after tuples (B's load\n"
+          "                      stays the same when R / --rate is --b-cost / --b-cost2) [--rate]\n"
           "  --queue N           capacity of each queue, tuples [64]\n"
           "  --rate R|max        internal source: arrivals per second; max: as fast as A's queue takes them\n"
           "  --arrivals poisson|constant   [poisson]\n"
@@ -208,9 +214,13 @@ static void usage(FILE *f) {
           "  --rcvbuf BYTES      with --listen: SO_RCVBUF of the connections [kernel's]\n"
           "  --seed S            PRNG seed [1]\n"
           "  --no-count          no CP_SERVICERATE count channels (a library without them)\n"
+          "  --no-marks          no in/out/sent mark channels: A and B instrumented with the count\n"
+          "                      channels only (what the Beard & Chamberlain estimator is for)\n"
           "  --no-rt             do not ask for SCHED_FIFO for A and B\n"
           "  --sr-min-period NS, --sr-max-period NS, --sr-window N, --sr-widen-after K,\n"
           "  --sr-stable-ppm P, --sr-tolerance-ppm P   the count channels' estimator (CP_ARG_SR_*)\n"
+          "  --count-record-ns NS  the count channels' counter records every NS (CP_ARG0, >= 1e6) [1e9];\n"
+          "                      their times show when the library's sampler woke\n"
           "  --verbose           progress on stderr\n"
           "Logs go to $CP_LOG_DIR (the library's variables apply). Exit 0; 1 on a failure (a library\n"
           "call refused, a socket error); 2 on a usage error.\n");
@@ -282,6 +292,10 @@ static void parse_args(int argc, char **argv) {
       const char *rest;
       opt.rate = strcmp(v, "max") == 0 ? 0 : num(v, a, &rest);
       if (strcmp(v, "max") != 0 && (*rest || !(opt.rate > 0))) bad(a, v);
+    } else if (ARG("--rate2")) {
+      const char *rest;
+      opt.rate2 = num(v, a, &rest);
+      if (*rest || !(opt.rate2 > 0)) bad(a, v);
     } else if (ARG("--arrivals")) {
       if (strcmp(v, "poisson") == 0) opt.poisson = 1;
       else if (strcmp(v, "constant") == 0) opt.poisson = 0;
@@ -308,7 +322,9 @@ static void parse_args(int argc, char **argv) {
     else if (ARG("--sr-widen-after")) opt.sr_args[3] = integer(v, a);
     else if (ARG("--sr-stable-ppm")) opt.sr_args[4] = integer(v, a);
     else if (ARG("--sr-tolerance-ppm")) opt.sr_args[5] = integer(v, a);
+    else if (ARG("--count-record-ns")) opt.count_record_ns = integer(v, a);
     else if (strcmp(a, "--no-count") == 0) opt.count = 0;
+    else if (strcmp(a, "--no-marks") == 0) opt.marks = 0;
     else if (strcmp(a, "--no-rt") == 0) opt.rt = 0;
     else if (strcmp(a, "--verbose") == 0) opt.verbose = 1;
     else bad("option", a);
@@ -318,8 +334,11 @@ static void parse_args(int argc, char **argv) {
   opt.b = parse_cost(bc, "--b-cost", bd);
   if ((bc2 != NULL) != (opt.phase_after > 0)) bad("--phase-after/--b-cost2 (give both)", bc2);
   if (bc2) opt.b2 = parse_cost(bc2, "--b-cost2", bd);
+  if (opt.rate2 > 0 && (opt.phase_after == 0 || opt.listen || !(opt.rate > 0)))
+    bad("--rate2 (it needs --phase-after and an internal source with a --rate)", NULL);
   if (!opt.listen && opt.tuples == 0 && !(opt.duration_s > 0)) bad("source: --tuples, --duration or --listen", NULL);
   if (opt.listen && (opt.tuples || opt.duration_s > 0)) bad("--listen with --tuples/--duration", opt.listen);
+  if (!opt.marks && !opt.count) bad("--no-marks with --no-count (nothing to log)", NULL);
 }
 
 // ---- queues ----
@@ -452,6 +471,7 @@ struct op {
   uint64_t tuples, cycles, spun, first_in, last_out;
   uint64_t waits_in, waits_out;  // times it waited on an empty input, a full output
   uint64_t preempted, preempted_cycles;  // tuples whose spin saw a gap > 10 us, and the gaps' cycles
+  uint64_t longest_gap;                  // the longest such gap, cycles (a stall: the RT throttle, a paused VM)
   int rt_granted;
   int rt_errno;
 };
@@ -478,19 +498,27 @@ static int64_t open_ch(const char *name, int32_t handler) {
 
 static void open_op(struct op *o) {
   char name[64];
-  snprintf(name, sizeof name, "%s#0 in", o->name);
-  o->ch_in = open_ch(name, CP_BUFFER_IDENTITY);
-  snprintf(name, sizeof name, "%s#0 out", o->name);
-  o->ch_out = open_ch(name, CP_BUFFER_IDENTITY);
-  snprintf(name, sizeof name, "%s#0 sent", o->name);
-  o->ch_sent = open_ch(name, CP_BUFFER_IDENTITY);
+  if (opt.marks) {
+    snprintf(name, sizeof name, "%s#0 in", o->name);
+    o->ch_in = open_ch(name, CP_BUFFER_IDENTITY);
+    snprintf(name, sizeof name, "%s#0 out", o->name);
+    o->ch_out = open_ch(name, CP_BUFFER_IDENTITY);
+    snprintf(name, sizeof name, "%s#0 sent", o->name);
+    o->ch_sent = open_ch(name, CP_BUFFER_IDENTITY);
+  }
   if (opt.count) {
     snprintf(name, sizeof name, "%s#0 count", o->name);
     o->ch_count = open_ch(name, CP_SERVICERATE);
+    if (opt.count_record_ns > 0) chk(ParameterizeChannel(o->ch_count, CP_ARG0, opt.count_record_ns), "ParameterizeChannel (count records)");
     for (int i = 0; i < 6; i++)
       if (opt.sr_args[i] >= 0) chk(ParameterizeChannel(o->ch_count, CP_ARG_SR_MIN_PERIOD_NS + i, opt.sr_args[i]),
                                    "ParameterizeChannel (count)");
   }
+}
+
+// log_mark logs a mark's record; a channel not opened (--no-marks) is skipped.
+static void log_mark(int64_t ch, int64_t id, const char *what) {
+  if (ch > 0) chk(LogTS(ch, id), what);
 }
 
 static uint64_t draw(const struct cost *c, uint64_t *s) {
@@ -511,26 +539,29 @@ static void *op_main(void *arg) {
     int phase = o->phase_after > 0 && (long long)o->tuples >= o->phase_after;
     uint64_t c = draw(phase ? &o->cost2 : &o->cost, &rng);  // before "in": the draw is not the work
     if (!q_pop(o->in, &id, o->ch_count, &o->waits_in)) break;
-    chk(LogTS(o->ch_in, id), "LogTS in");
+    log_mark(o->ch_in, id, "LogTS in");
     uint64_t start = rdtsc();
     if (o->ch_count > 0) chk(LogTS(o->ch_count, id), "LogTS count");
     // The work: spin until c cycles have passed since the tuple was taken.
     uint64_t now = start, last = start, gaps = 0;
     while (now - start < c) {
       now = rdtsc();
-      if (now - last > gap_limit) gaps += now - last;
+      if (now - last > gap_limit) {
+        gaps += now - last;
+        if (now - last > o->longest_gap) o->longest_gap = now - last;
+      }
       last = now;
     }
     if (gaps) o->preempted++, o->preempted_cycles += gaps;
     uint64_t out = rdtsc();
-    chk(LogTS(o->ch_out, id), "LogTS out");
+    log_mark(o->ch_out, id, "LogTS out");
     struct phase *p = &o->ph[phase];
     if (p->tuples == 0) p->first_in = start;
     p->tuples++, p->cycles += c, p->spun += out - start, p->last_out = out;
     if (o->tuples == 0) o->first_in = start;
     o->tuples++, o->cycles += c, o->spun += out - start, o->last_out = out;
     q_push(o->out, id, o->ch_count, &o->waits_out);
-    chk(LogTS(o->ch_sent, id), "LogTS sent");
+    log_mark(o->ch_sent, id, "LogTS sent");
   }
   q_close(o->out);
   return NULL;
@@ -541,11 +572,12 @@ static int sink_rt, source_rt;  // rt_self's answers
 static void *sink_main(void *arg) {
   (void)arg;
   sink_rt = rt_self();
-  int64_t in = open_ch("sink#0 in", CP_BUFFER_IDENTITY), out = open_ch("sink#0 out", CP_BUFFER_IDENTITY);
+  int64_t in = 0, out = 0;
+  if (opt.marks) in = open_ch("sink#0 in", CP_BUFFER_IDENTITY), out = open_ch("sink#0 out", CP_BUFFER_IDENTITY);
   int64_t id;
   while (q_pop(&q_sink, &id, 0, NULL)) {
-    chk(LogTS(in, id), "LogTS sink in");
-    chk(LogTS(out, id), "LogTS sink out");
+    log_mark(in, id, "LogTS sink in");
+    log_mark(out, id, "LogTS sink out");
     sink_tuples++;
     __atomic_add_fetch(&sunk, 1, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&drain_waiters, __ATOMIC_SEQ_CST)) {
@@ -579,9 +611,9 @@ static uint64_t src_tuples;
 static pthread_mutex_t src_mu = PTHREAD_MUTEX_INITIALIZER;  // --listen: connections log one at a time
 
 static uint64_t source_push(int64_t id) {
-  chk(LogTS(src_out, id), "LogTS source out");
+  log_mark(src_out, id, "LogTS source out");
   uint64_t seq = q_push(&q_a, id, 0, NULL);
-  chk(LogTS(src_sent, id), "LogTS source sent");
+  log_mark(src_sent, id, "LogTS source sent");
   return seq;
 }
 
@@ -591,7 +623,8 @@ static void internal_source(void) {
   int64_t end = opt.duration_s > 0 ? start + (int64_t)(opt.duration_s * 1e9) : INT64_MAX;
   for (int64_t id = 0; (opt.tuples == 0 || id < opt.tuples) && !stop_req; id++) {
     if (opt.rate > 0) {
-      due += (int64_t)llround(opt.poisson ? rng_exp(&rng, 1e9 / opt.rate) : 1e9 / opt.rate);
+      double rate = opt.rate2 > 0 && id >= opt.phase_after ? opt.rate2 : opt.rate;
+      due += (int64_t)llround(opt.poisson ? rng_exp(&rng, 1e9 / rate) : 1e9 / rate);
       if (due >= end) break;
       int64_t now = clock_ns();
       if (due > now) sleep_until(due > now + opt.tick_ns ? due : now + opt.tick_ns);  // late: at once (a burst), never a spin
@@ -1019,9 +1052,10 @@ static void print_op(const struct op *o, double hz, int last) {
   printf("{\"name\":\"%s\",\"instance\":\"0\",\"dist\":\"%s\",\"nominal_cycles\":%.3f,", o->name,
          o->cost.dist == EXP ? "exp" : "det", nominal);
   print_phase(&all, hz);
-  printf(",\"waits_input\":%llu,\"waits_output\":%llu,\"preempted_tuples\":%llu,\"preempted_s\":%.6f,\"sched_fifo\":%s",
+  printf(",\"waits_input\":%llu,\"waits_output\":%llu,\"preempted_tuples\":%llu,\"preempted_s\":%.6f,"
+         "\"longest_gap_s\":%.6f,\"sched_fifo\":%s",
          (unsigned long long)o->waits_in, (unsigned long long)o->waits_out, (unsigned long long)o->preempted,
-         (double)o->preempted_cycles / hz, o->rt_granted ? "true" : "false");
+         (double)o->preempted_cycles / hz, (double)o->longest_gap / hz, o->rt_granted ? "true" : "false");
   if (o->phase_after > 0) {
     printf(",\"phase_after\":%lld,\"phases\":[{", o->phase_after);
     print_phase(&o->ph[0], hz);
@@ -1104,8 +1138,10 @@ int main(int argc, char **argv) {
   op_a.in = &q_a, op_a.out = &q_b, op_a.cost = opt.a, op_a.seed = opt.seed * 1000003 + 1;
   op_b.in = &q_b, op_b.out = &q_sink, op_b.cost = opt.b, op_b.seed = opt.seed * 1000003 + 2;
   op_b.cost2 = opt.b2, op_b.phase_after = opt.phase_after;
-  src_out = open_ch("source out", CP_BUFFER_IDENTITY);
-  src_sent = open_ch("source sent", CP_BUFFER_IDENTITY);
+  if (opt.marks) {
+    src_out = open_ch("source out", CP_BUFFER_IDENTITY);
+    src_sent = open_ch("source sent", CP_BUFFER_IDENTITY);
+  }
   open_op(&op_a);
   open_op(&op_b);
 
@@ -1135,11 +1171,12 @@ int main(int argc, char **argv) {
   double hz = hz_between(run0, run1);
   if ((double)(run1.ns - run0.ns) < 2e8) hz = hz_between(s0, run1);  // a short run: the longest baseline
 
-  printf("{\"tsc_hz\":%.3f,\"elapsed_s\":%.6f,\"source\":{\"mode\":\"%s\",\"arrivals\":\"%s\",\"rate\":%.3f,"
+  printf("{\"tsc_hz\":%.3f,\"elapsed_s\":%.6f,\"source\":{\"mode\":\"%s\",\"arrivals\":\"%s\",\"rate\":%.3f,\"rate2\":%.3f,"
          "\"tuples\":%llu},\"queue\":%ld,\"seed\":%llu,\"count_channels\":%s,\"sched_fifo_asked\":%s,"
          "\"sched_fifo\":%s,\"sched_fifo_error\":\"%s\",\"sched_fifo_source_sink\":%s,\"operators\":[",
          hz, (double)(run1.ns - run0.ns) / 1e9, opt.listen ? "listen" : "internal",
          opt.listen ? "tcp" : (opt.rate <= 0 ? "max" : opt.poisson ? "poisson" : "constant"), opt.rate,
+         opt.rate2 > 0 ? opt.rate2 : opt.rate,
          (unsigned long long)src_tuples, opt.queue, (unsigned long long)opt.seed, opt.count ? "true" : "false",
          opt.rt ? "true" : "false", op_a.rt_granted && op_b.rt_granted ? "true" : "false",
          op_a.rt_errno > 0 ? strerror(op_a.rt_errno) : op_b.rt_errno > 0 ? strerror(op_b.rt_errno) : "",
