@@ -25,7 +25,11 @@ commands:
                          durations between channels across nodes in one
                          reference TSC, each with a strict error bound
                          (--rounds: needed when the logs come from several nodes);
-                         damaged or incomplete logs are reported, exit 3 with --strict
+                         damaged or incomplete logs are reported, exit 3 with --strict;
+          [--window 1s] [--target-rate R] [--min-tuples 30] [--no-capacity]
+                         channels named "OP[#INST] in|out|sent|count" give each
+                         operator's service rate, the bottleneck and the highest
+                         sustainable source rate (capacity.csv, README "Capacity")
   (dump exits 3 when a file is damaged or misses records it accepted)
   gen send --to ADDR --rate R --duration D [--threads T] (--tuples FILE | --synthetic)
                          send tuples over TCP at a controlled rate (datagen/FRAMING.md);
