@@ -53,11 +53,14 @@ import org.apache.flink.util.Collector;
  * is comparable with the operator's service time), and every hop is a real
  * hand-off through Flink's network stack. {@link #configuration} keeps little
  * in flight between the source and the score operator (4 KiB network
- * buffers, few per channel), and {@link Options#queueCapacity} and {@link
- * Options#receiveBuffer} little in the factory: the data in flight, which a
- * run of {@code gen send} can fill before the sender feels backpressure, is
- * what lets a rate above the job's capacity pass a short run; with Flink's
- * defaults (32 KiB buffers, 10 per channel) it is thousands of events.
+ * buffers, few per channel), and {@link Options#receiveBuffer} little in
+ * the kernel: the data in flight, which a run of {@code gen send} can fill
+ * before the sender feels backpressure, is what lets a rate above the job's
+ * capacity pass a short run; with Flink's defaults (32 KiB buffers, 10 per
+ * channel) it is thousands of events. The factory's queues hold {@link
+ * Options#queueCapacity} buckets (32 ms of a sender thread's tuples): a
+ * source that parks up to 1 ms when its queue is empty, longer on a busy
+ * machine, must not find them full meanwhile.
  */
 public final class CapacityJob {
 
@@ -75,7 +78,7 @@ public final class CapacityJob {
         /** The score operator's busy spin per event, ns. */
         public long scoreNanos = 50_000;
         /** Buckets per stream queue of the factory. */
-        public int queueCapacity = 8;
+        public int queueCapacity = 32;
         /** The factory's socket receive buffer, bytes (0: the system's). */
         public int receiveBuffer = 64 << 10;
         /** Campaigns (the key space of the keyBy). */
