@@ -29,18 +29,21 @@ import org.apache.storm.tuple.Values;
  * ad type, sequence number, score).
  *
  * <p>Little is in flight between the factory and the score bolt: executor
- * queues of {@link #QUEUE} tuples instead of Storm's 32768, a small factory
- * queue and socket receive buffer. What is in flight is what a run of {@code
- * gen send} can fill above the topology's capacity before the sender feels
+ * queues of {@link #QUEUE} tuples instead of Storm's 32768, and a small
+ * socket receive buffer. What is in flight is what a run of {@code gen send}
+ * can fill above the topology's capacity before the sender feels
  * backpressure; with Storm's default queues, two seconds of the score bolt's
- * work.
+ * work. The factory's queues hold {@link #FACTORY_QUEUE} buckets (32 ms of a
+ * sender thread's tuples): a spout with nothing to emit sleeps 1 ms, longer
+ * on a busy machine, and must not find them full meanwhile (with 8, the
+ * spouts held the sender back while the score bolt had capacity to spare).
  */
 public final class CapacityTopology {
     public static final int SPOUTS = 2, COUNTERS = 2;
     /** Executor receive queues, tuples (a power of 2). */
     public static final int QUEUE = 256;
     /** Factory queue, buckets per stream; socket receive buffer, bytes. */
-    public static final int FACTORY_QUEUE = 8, RECEIVE_BUFFER = 64 << 10;
+    public static final int FACTORY_QUEUE = 32, RECEIVE_BUFFER = 64 << 10;
     public static final String SCORE = "score";
 
     private CapacityTopology() {}
