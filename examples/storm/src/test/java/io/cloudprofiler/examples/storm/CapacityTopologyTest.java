@@ -34,10 +34,11 @@ import org.junit.jupiter.api.Timeout;
 
 /**
  * {@link CapacityTopology} (its score bolt spins {@link #SCORE_NANOS} per
- * tuple) from outside and from inside, on one LocalCluster: the topology
- * without marks fed by {@code gen maxrate} through the object factory (the
- * highest rate it sustains); then with marks, fed by one {@code gen send}
- * run at {@link #LOAD} of that rate, and {@code analyze}: the capacity
+ * tuple) from outside and from inside, on a LocalCluster: the topology, its
+ * marks paused ({@link Probes#pause}), fed by {@code gen maxrate} through the
+ * object factory (the highest rate it sustains); then, its marks logging,
+ * one {@code gen send} run at {@link #LOAD} of that rate, and {@code
+ * analyze}: the capacity
  * analysis names the score bolt as the bottleneck and predicts the highest
  * source rate within {@link #TOLERANCE} of maxrate's answer.
  *
@@ -51,7 +52,8 @@ class CapacityTopologyTest {
     static final double NOMINAL = 1e9 / SCORE_NANOS;
     static final int THREADS = 2;
     static final double LOAD = 0.8;
-    static final long LOGGED_SECONDS = 6, SETTLE_MILLIS = 1500;
+    static final long LOGGED_SECONDS = 6;
+    static final String TOPOLOGY = "cloudprofiler-capacity-test";
     static final double TOLERANCE = 0.15;
     static final String SCORE = CapacityTopology.SCORE;
     static final String[] COMPONENTS = {"spout", "count", SCORE, "sink"};
@@ -89,16 +91,27 @@ class CapacityTopologyTest {
         long t0 = System.nanoTime();
         LocalCluster.Builder builder = new LocalCluster.Builder()
                 .withDaemonConf(Config.SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS, 1);
+        // One topology, its marks paused during gen maxrate (the channels stay open and
+        // empty), then one logged run: no second topology starting beside the first one's end.
         try (LocalCluster cluster = builder.build()) {
             long tUp = System.nanoTime();
-            runMaxrate(cluster);
-            long tMax = System.nanoTime();
             Set<Path> before = cplogs(cpLogDir);
-            runLogged(cluster);
-            for (Path f : cplogs(cpLogDir)) {
-                if (!before.contains(f)) Files.move(f, logDir.resolve(f.getFileName()));
+            Probes.pause(true);
+            ObjectFactory<Values> f = submit(cluster, TOPOLOGY, true);
+            long tMax = 0;
+            try {
+                String to = "127.0.0.1:" + f.port();
+                runMaxrate(to);
+                tMax = System.nanoTime();
+                runLogged(to);
+            } finally {
+                Probes.pause(false);
+                kill(cluster, TOPOLOGY, f);
             }
-            System.out.printf("[storm capacity] LocalCluster up %.1f s, maxrate topology %.1f s, logged topology %.1f s%n",
+            for (Path file : cplogs(cpLogDir)) {
+                if (!before.contains(file)) Files.move(file, logDir.resolve(file.getFileName()));
+            }
+            System.out.printf("[storm capacity] LocalCluster up %.1f s, topology up, warm-up and maxrate %.1f s, logged run %.1f s%n",
                     (tUp - t0) / 1e9, (tMax - tUp) / 1e9, (System.nanoTime() - tMax) / 1e9);
         }
         assertEquals(List.of(), List.copyOf(Probes.ERRORS), "instrumentation errors");
@@ -109,64 +122,63 @@ class CapacityTopologyTest {
         readMarks();
     }
 
-    /** The topology without marks, and gen maxrate against its factory. */
-    void runMaxrate(LocalCluster cluster) throws Exception {
-        ObjectFactory<Values> f = submit(cluster, "capacity-maxrate", false);
-        try {
-            String to = "127.0.0.1:" + f.port();
-            // Warm-up; then the search. --report-timeout: a step passes only if the topology took
-            // the run's last tuple within 200 ms of the sender's last write (else the sender's
-            // socket buffer, up to 4 MiB, takes what the topology cannot and a short run passes
-            // above its capacity); --pause: what a failed step left (up to 32k tuples, 3 s of work
-            // on a busy machine) is drained first, else it fails the next step too; --max: one
-            // score task cannot do more than 1 / its spin.
-            run(List.of(tool.toString(), "gen", "send", "--to", to, "--synthetic", "--threads", "" + THREADS, "--rate",
-                    "" + Math.round(NOMINAL / 4), "--duration", "3s"), 0, 3);
-            long t0 = System.nanoTime();
-            Sched s0 = Sched.of(SCORE_THREAD);
-            maxrateOut = maxrate(to);
-            Sched s1 = Sched.of(SCORE_THREAD);
-            if (s0 != null && s1 != null) schedMaxrate = s1.shareSince(s0);
-            System.out.printf("[storm capacity] %s (%.1f s)%n%s", maxrateCommand, (System.nanoTime() - t0) / 1e9, maxrateOut);
-            Matcher m = Pattern.compile("maximum sustainable throughput: (\\d+) tuples/s \\((\\d+) failed").matcher(maxrateOut);
-            assertTrue(m.find(), "maxrate found no answer with a failure above it:\n" + maxrateOut);
-            maxRate = Double.parseDouble(m.group(1));
-            firstFail = Double.parseDouble(m.group(2));
-        } finally {
-            kill(cluster, "capacity-maxrate", f);
-        }
+    /** Step 1 (marks paused): a warm-up, then gen maxrate against the topology's factory. */
+    void runMaxrate(String to) throws Exception {
+        // Warm-up; then the search. --report-timeout: a step passes only if the topology took
+        // the run's last tuple within 200 ms of the sender's last write (else the sender's
+        // socket buffer, up to 4 MiB, takes what the topology cannot and a short run passes
+        // above its capacity); --pause: what a failed step left (up to 32k tuples, 3 s of work
+        // on a busy machine) is drained first, else it fails the next step too; --max: one
+        // score task cannot do more than 1 / its spin.
+        run(List.of(tool.toString(), "gen", "send", "--to", to, "--synthetic", "--threads", "" + THREADS, "--rate",
+                "" + Math.round(NOMINAL / 4), "--duration", "3s"), 0, 3);
+        long t0 = System.nanoTime();
+        Sched s0 = Sched.of(SCORE_THREAD);
+        maxrateOut = maxrate(to);
+        Sched s1 = Sched.of(SCORE_THREAD);
+        if (s0 != null && s1 != null) schedMaxrate = s1.shareSince(s0);
+        System.out.printf("[storm capacity] %s (%.1f s)%n%s", maxrateCommand, (System.nanoTime() - t0) / 1e9, maxrateOut);
+        Matcher m = Pattern.compile("maximum sustainable throughput: (\\d+) tuples/s \\((\\d+) failed").matcher(maxrateOut);
+        assertTrue(m.find(), "maxrate found no answer with a failure above it:\n" + maxrateOut);
+        maxRate = Double.parseDouble(m.group(1));
+        firstFail = Double.parseDouble(m.group(2));
     }
 
-    /** The topology with marks, one gen send run below maxrate's answer. */
-    void runLogged(LocalCluster cluster) throws Exception {
-        CapacityTopology.SinkBolt.SEEN.reset();
-        ObjectFactory<Values> f = submit(cluster, "capacity-logged", true);
+    /** Step 2 (marks logging once the topology is idle): one gen send run below maxrate's answer. */
+    void runLogged(String to) throws Exception {
         long rate = Math.round(maxRate * LOAD), n = rate * LOGGED_SECONDS;
-        try {
-            settle();
-            Sched s0 = Sched.of(SCORE_THREAD);
-            String out = run(List.of(tool.toString(), "gen", "send", "--to", "127.0.0.1:" + f.port(), "--synthetic",
-                    "--threads", "" + THREADS, "--rate", "" + rate, "--duration", LOGGED_SECONDS + "s"), 0, 3);
-            Sched s1 = Sched.of(SCORE_THREAD);
-            if (s0 != null && s1 != null) schedLogged = s1.shareSince(s0);
-            System.out.print("[storm capacity] logged run: gen send --rate " + rate + " --duration " + LOGGED_SECONDS + "s\n" + out);
-            assertTrue(out.contains("receiver: received " + n + ", lost 0"), out);
-            waitFor("the sink to see " + n + " tuples", CapacityTopology.SinkBolt.SEEN::sum, n, 60_000);
-        } finally {
-            kill(cluster, "capacity-logged", f);
-        }
-    }
-
-    /**
-     * Before the logged run: the last topology's worker is still shutting
-     * down, and its garbage is still in the heap. Without this, the first
-     * second of the run had young-GC pauses of 13-70 ms inside the score
-     * bolt's spins (its service rate that second half the rest's).
-     */
-    static void settle() throws InterruptedException {
-        Thread.sleep(SETTLE_MILLIS);
+        // What maxrate's last step left drains (unlogged: its tuple ids are the run's too); the
+        // garbage of the search is collected (else young-GC pauses of tens of ms fall inside
+        // the score bolt's spins).
+        long seen = awaitQuiet();
+        Probes.pause(false);
         System.gc();
         Thread.sleep(500);
+        Sched s0 = Sched.of(SCORE_THREAD);
+        String out = run(List.of(tool.toString(), "gen", "send", "--to", to, "--synthetic", "--threads", "" + THREADS,
+                "--rate", "" + rate, "--duration", LOGGED_SECONDS + "s"), 0, 3);
+        Sched s1 = Sched.of(SCORE_THREAD);
+        if (s0 != null && s1 != null) schedLogged = s1.shareSince(s0);
+        System.out.print("[storm capacity] logged run: gen send --rate " + rate + " --duration " + LOGGED_SECONDS + "s\n" + out);
+        assertTrue(out.contains("receiver: received " + n + ", lost 0"), out);
+        waitFor("the sink to see the run's " + n + " tuples", CapacityTopology.SinkBolt.SEEN::sum, seen + n, 60_000);
+    }
+
+    /** Waits until the sink's count has not moved for 500 ms (at most 60 s); the count. */
+    static long awaitQuiet() throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60), last = -1, since = System.nanoTime();
+        while (System.nanoTime() < deadline) {
+            long n = CapacityTopology.SinkBolt.SEEN.sum();
+            if (n != last) {
+                last = n;
+                since = System.nanoTime();
+            } else if (System.nanoTime() - since > 500_000_000L) {
+                return n;
+            }
+            Thread.sleep(20);
+        }
+        fail("the topology did not drain in 60 s: " + last + " tuples at the sink");
+        return last;
     }
 
     /** Submits the topology; its factory once both spout tasks are open. */
@@ -374,15 +386,15 @@ class CapacityTopologyTest {
     }
 
     /**
-     * gen maxrate against the factory at to, from --start 40% of the spin's
+     * gen maxrate against the factory at to, from --start 30% of the spin's
      * ceiling. maxrate gives up when its first step gets no REPORT in time (as
      * with a receiver that never answers), which a cold JVM on a busy machine
      * can cause; then, after a pause for what that step left to drain, it
-     * runs again from 40%, then from 20%. (A failed first step also caps the
+     * runs again from 30%, then from 15%. (A failed first step also caps the
      * answer: maxrate only halves down from it.)
      */
     String maxrate(String to) throws IOException, InterruptedException {
-        double[] starts = {0.4, 0.4, 0.2};
+        double[] starts = {0.3, 0.3, 0.15};
         for (int i = 0; ; i++) {
             List<String> cmd = List.of(tool.toString(), "gen", "maxrate", "--to", to, "--synthetic", "--threads", "" + THREADS,
                     "--start", "" + Math.round(NOMINAL * starts[i]), "--max", "" + Math.round(NOMINAL),
