@@ -183,6 +183,7 @@ static struct {
   uint64_t seed;
   long long sr_args[6];   // CP_ARG_SR_* (-1: the default)
   long long count_record_ns;  // the count channels' counter records every (CP_ARG0; 0: the default)
+  long long stop_after;   // internal source: stop once B's count channel converged this often (0: no)
   int verbose;
   int64_t tick_ns;
 } opt = {.queue = 64, .tick_ns = 1000000, .poisson = 1, .count = 1, .marks = 1, .rt = 1, .seed = 1,
@@ -219,6 +220,9 @@ static void usage(FILE *f) {
           "  --no-rt             do not ask for SCHED_FIFO for A and B\n"
           "  --sr-min-period NS, --sr-max-period NS, --sr-window N, --sr-widen-after K,\n"
           "  --sr-stable-ppm P, --sr-tolerance-ppm P   the count channels' estimator (CP_ARG_SR_*)\n"
+          "  --stop-after-estimates N  internal source: stop sending once B's count channel has converged\n"
+          "                      N times (with --phase-after: since main saw B change its cost; main looks\n"
+          "                      every 10 ms), if --tuples/--duration did not end it\n"
           "  --count-record-ns NS  the count channels' counter records every NS (CP_ARG0, >= 1e6) [1e9];\n"
           "                      their times show when the library's sampler woke\n"
           "  --verbose           progress on stderr\n"
@@ -323,6 +327,7 @@ static void parse_args(int argc, char **argv) {
     else if (ARG("--sr-stable-ppm")) opt.sr_args[4] = integer(v, a);
     else if (ARG("--sr-tolerance-ppm")) opt.sr_args[5] = integer(v, a);
     else if (ARG("--count-record-ns")) opt.count_record_ns = integer(v, a);
+    else if (ARG("--stop-after-estimates")) opt.stop_after = integer(v, a);
     else if (strcmp(a, "--no-count") == 0) opt.count = 0;
     else if (strcmp(a, "--no-marks") == 0) opt.marks = 0;
     else if (strcmp(a, "--no-rt") == 0) opt.rt = 0;
@@ -339,6 +344,7 @@ static void parse_args(int argc, char **argv) {
   if (!opt.listen && opt.tuples == 0 && !(opt.duration_s > 0)) bad("source: --tuples, --duration or --listen", NULL);
   if (opt.listen && (opt.tuples || opt.duration_s > 0)) bad("--listen with --tuples/--duration", opt.listen);
   if (!opt.marks && !opt.count) bad("--no-marks with --no-count (nothing to log)", NULL);
+  if (opt.stop_after > 0 && (opt.listen || !opt.count)) bad("--stop-after-estimates (it needs the internal source and count channels)", NULL);
 }
 
 // ---- queues ----
@@ -443,6 +449,7 @@ static void q_close(struct queue *q) {
 static double tsc_hz0;  // calibrated at start: converts costs in ns to cycles
 static struct queue q_a, q_b, q_sink;
 static volatile sig_atomic_t stop_req;
+static int stop_source;  // atomic: --stop-after-estimates reached
 
 struct phase {
   uint64_t tuples;
@@ -621,7 +628,8 @@ static void internal_source(void) {
   uint64_t rng = opt.seed ^ 0x5EED5EED5EEDULL;
   int64_t start = clock_ns(), due = start;
   int64_t end = opt.duration_s > 0 ? start + (int64_t)(opt.duration_s * 1e9) : INT64_MAX;
-  for (int64_t id = 0; (opt.tuples == 0 || id < opt.tuples) && !stop_req; id++) {
+  for (int64_t id = 0; (opt.tuples == 0 || id < opt.tuples) && !stop_req && !__atomic_load_n(&stop_source, __ATOMIC_ACQUIRE);
+       id++) {
     if (opt.rate > 0) {
       double rate = opt.rate2 > 0 && id >= opt.phase_after ? opt.rate2 : opt.rate;
       due += (int64_t)llround(opt.poisson ? rng_exp(&rng, 1e9 / rate) : 1e9 / rate);
@@ -1089,11 +1097,21 @@ static int n_sr_trace;
 
 static void poll_estimates(int64_t t0) {
   static int64_t seen[2];
+  static int64_t b_at_switch = -1;  // B's convergences when main saw it change its cost
   struct op *ops[2] = {&op_a, &op_b};
   for (int i = 0; i < 2; i++) {
     if (ops[i]->ch_count <= 0) continue;
     cp_service_rate_t sr;
     chk(CP_ServiceRate(ops[i]->ch_count, &sr), "CP_ServiceRate");
+    if (ops[i] == &op_b && opt.stop_after > 0) {
+      int64_t base = 0;
+      if (opt.phase_after > 0) {
+        if (b_at_switch < 0 && (long long)__atomic_load_n(&op_b.tuples, __ATOMIC_RELAXED) >= opt.phase_after)
+          b_at_switch = sr.convergences;
+        base = b_at_switch;
+      }
+      if (base >= 0 && sr.convergences - base >= opt.stop_after) __atomic_store_n(&stop_source, 1, __ATOMIC_RELEASE);
+    }
     if (sr.convergences > seen[i] && n_sr_trace < 4096) {
       seen[i] = sr.convergences;
       sr_trace[n_sr_trace++] = (struct sr_point){(double)(clock_ns() - t0) / 1e9, sr.rate,
@@ -1172,11 +1190,12 @@ int main(int argc, char **argv) {
   if ((double)(run1.ns - run0.ns) < 2e8) hz = hz_between(s0, run1);  // a short run: the longest baseline
 
   printf("{\"tsc_hz\":%.3f,\"elapsed_s\":%.6f,\"source\":{\"mode\":\"%s\",\"arrivals\":\"%s\",\"rate\":%.3f,\"rate2\":%.3f,"
+         "\"stopped_after_estimates\":%s,"
          "\"tuples\":%llu},\"queue\":%ld,\"seed\":%llu,\"count_channels\":%s,\"sched_fifo_asked\":%s,"
          "\"sched_fifo\":%s,\"sched_fifo_error\":\"%s\",\"sched_fifo_source_sink\":%s,\"operators\":[",
          hz, (double)(run1.ns - run0.ns) / 1e9, opt.listen ? "listen" : "internal",
          opt.listen ? "tcp" : (opt.rate <= 0 ? "max" : opt.poisson ? "poisson" : "constant"), opt.rate,
-         opt.rate2 > 0 ? opt.rate2 : opt.rate,
+         opt.rate2 > 0 ? opt.rate2 : opt.rate, __atomic_load_n(&stop_source, __ATOMIC_ACQUIRE) ? "true" : "false",
          (unsigned long long)src_tuples, opt.queue, (unsigned long long)opt.seed, opt.count ? "true" : "false",
          opt.rt ? "true" : "false", op_a.rt_granted && op_b.rt_granted ? "true" : "false",
          op_a.rt_errno > 0 ? strerror(op_a.rt_errno) : op_b.rt_errno > 0 ? strerror(op_b.rt_errno) : "",
