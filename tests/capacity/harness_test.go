@@ -36,9 +36,6 @@ var (
 	// against mean_cycles), 2-3% of a 20 us tuple: A's 40 us keep that
 	// near 1%.
 	direct = costs{"40us", "100us", 1e4}
-	// The Beard & Chamberlain runs: 20 items in the estimator's first
-	// sampling period of 1 ms.
-	fast = costs{"20us", "50us", 2e4}
 )
 
 const (
@@ -185,6 +182,7 @@ type opTruth struct {
 	WaitsOutput     int64        `json:"waits_output"`
 	PreemptedTuples int64        `json:"preempted_tuples"`
 	PreemptedS      float64      `json:"preempted_s"`
+	LongestGapS     float64      `json:"longest_gap_s"`
 	SchedFIFO       bool         `json:"sched_fifo"`
 	PhaseAfter      int64        `json:"phase_after"`
 	Phases          []phaseTruth `json:"phases"`
