@@ -500,7 +500,8 @@ class CapacityJobTest {
 
     /**
      * gen maxrate against the factory at to, from --start 30% of the spin's
-     * ceiling. maxrate gives up when its first step gets no REPORT in time (as
+     * ceiling, up to --max 1.5 times it (a search capped at the ceiling finds
+     * no failing rate when the job does reach it). maxrate gives up when its first step gets no REPORT in time (as
      * with a receiver that never answers), which a cold JVM on a busy machine
      * can cause; then, after a pause for what that step left to drain, it
      * runs again from 30%, then from 15%. (A failed first step also caps the
@@ -510,7 +511,7 @@ class CapacityJobTest {
         double[] starts = {0.3, 0.3, 0.15};
         for (int i = 0; ; i++) {
             List<String> cmd = List.of(tool, "gen", "maxrate", "--to", to, "--synthetic", "--threads", "" + THREADS,
-                    "--start", "" + Math.round(NOMINAL * starts[i]), "--max", "" + Math.round(NOMINAL),
+                    "--start", "" + Math.round(NOMINAL * starts[i]), "--max", "" + Math.round(1.5 * NOMINAL),
                     "--duration", "4s", "--resolution", "3%", "--report-timeout", "200ms", "--pause", "3s");
             maxrateCommand = String.join(" ", cmd).replace(tool, "cloudprofiler");
             Result r = exec(cmd);
