@@ -29,6 +29,39 @@
 // else goes to stderr. Every library call's return code is checked: a
 // refused record fails the run (exit 1). Usage errors exit 2.
 //
+// --burst N (internal source): the first N tuples leave back to back (as
+// fast as A's queue takes them), then the source goes on at --rate until
+// --tuples/--duration. The truth then has "burst" (the burst's ids) and, per
+// operator, what the queueing charged to it should be: for the burst's
+// tuples, the time each waited in the operator's input queue (from the push
+// into it to the pop, both read with rdtsc under the queue's lock) while the
+// operator worked on an earlier tuple (its rdtsc from "in" to "out"), summed
+// in cycles (burst_queue_cycles); beside it the whole waits
+// (burst_wait_cycles: the difference is time the operator was between
+// tuples or blocked on its output) and the number of tuples ahead of each in
+// the queue when it entered times the operator's realised mean work
+// (burst_ahead_cycles, the textbook figure). Operators take tuples in order,
+// so a burst tuple waits only behind earlier ones: the first N tuples each
+// operator took are the burst's.
+//
+// --fork: the topology becomes
+//
+//   source -> [queue] -> A -> [queue] -+
+//         \                            +-> join -> [queue] -> sink
+//          -> [queue] -> B -> [queue] -+
+//
+// the source gives its tuple k to A as id 2k and to B as id 2k+1 ("source
+// out"/"source sent" for both ids); A and B work as above (--a-cost,
+// --b-cost) and push into the join's one queue, so the join takes inputs in
+// the order they arrived from either branch, logging "join#0 in" for each.
+// Once both halves of k have arrived it spins --join-cost (default none),
+// logs a CP_LogLineage record for each input on "join#0 lineage" (handler
+// CP_LINEAGE, in arrival order: the last logged is the one the output waited
+// for), then "join#0 out" with the output id 2^40 + k, pushes it to the sink
+// and logs "join#0 sent"; the sink logs "sink#0 in"/"sink#0 out". The truth
+// has "fork": per tuple which branch arrived last at the join, counted
+// (b_last, a_last). A library without CP_LogLineage or CP_LINEAGE: exit 2.
+//
 // Run `tandem --help` for the options. Two source modes:
 //   internal: Poisson or constant arrivals at --rate for --tuples N or
 //     --duration D; the source sleeps until the next arrival is due (or
@@ -75,6 +108,11 @@
 // count channels says so.
 #pragma weak CP_MarkBlocked
 #pragma weak CP_ServiceRate
+
+// --fork's lineage: declared here as well (weak), so that tandem builds and
+// runs without --fork against a library (and header) without it.
+int32_t CP_LogLineage(int64_t ch, int64_t out_id, int64_t in_id) __attribute__((weak));
+enum { TANDEM_LINEAGE = 15 };  // CP_LINEAGE in capi/cloudprofiler.h
 
 // ---- errors ----
 
@@ -184,6 +222,9 @@ static struct {
   long long sr_args[6];   // CP_ARG_SR_* (-1: the default)
   long long count_record_ns;  // the count channels' counter records every (CP_ARG0; 0: the default)
   long long stop_after;   // internal source: stop once B's count channel converged this often (0: no)
+  long long burst;        // internal source: the first this many tuples back to back
+  int fork;               // source -> {A, B} -> join -> sink
+  struct cost join;       // the join's work per output (value 0: none)
   int verbose;
   int64_t tick_ns;
 } opt = {.queue = 64, .tick_ns = 1000000, .poisson = 1, .count = 1, .marks = 1, .rt = 1, .seed = 1,
@@ -225,6 +266,14 @@ static void usage(FILE *f) {
           "                      every 10 ms), if --tuples/--duration did not end it\n"
           "  --count-record-ns NS  the count channels' counter records every NS (CP_ARG0, >= 1e6) [1e9];\n"
           "                      their times show when the library's sampler woke\n"
+          "  --burst N           internal source: the first N tuples back to back (as fast as A's queue\n"
+          "                      takes them), then at --rate; the truth gives the burst's ids and per\n"
+          "                      operator the waits of its tuples in the operator's input queue while\n"
+          "                      it worked (burst_queue_cycles) [0]\n"
+          "  --fork              topology source -> {A, B} -> join -> sink: tuple k goes to A as id 2k and\n"
+          "                      to B as id 2k+1, the join emits 2^40 + k once both arrived and logs\n"
+          "                      their lineage (CP_LogLineage on \"join#0 lineage\"); internal source only\n"
+          "  --join-cost C       with --fork: the join's work per output [none]\n"
           "  --verbose           progress on stderr\n"
           "Logs go to $CP_LOG_DIR (the library's variables apply). Exit 0; 1 on a failure (a library\n"
           "call refused, a socket error); 2 on a usage error.\n");
@@ -275,7 +324,7 @@ static enum dist parse_dist(const char *s, const char *what) {
 
 static void parse_args(int argc, char **argv) {
   enum dist ad = DET, bd = DET;
-  const char *ac = "10us", *bc = "20us", *bc2 = NULL;
+  const char *ac = "10us", *bc = "20us", *bc2 = NULL, *jc = NULL;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -331,6 +380,9 @@ static void parse_args(int argc, char **argv) {
     else if (strcmp(a, "--no-count") == 0) opt.count = 0;
     else if (strcmp(a, "--no-marks") == 0) opt.marks = 0;
     else if (strcmp(a, "--no-rt") == 0) opt.rt = 0;
+    else if (ARG("--burst")) opt.burst = integer(v, a);
+    else if (ARG("--join-cost")) jc = v;
+    else if (strcmp(a, "--fork") == 0) opt.fork = 1;
     else if (strcmp(a, "--verbose") == 0) opt.verbose = 1;
     else bad("option", a);
 #undef ARG
@@ -345,6 +397,11 @@ static void parse_args(int argc, char **argv) {
   if (opt.listen && (opt.tuples || opt.duration_s > 0)) bad("--listen with --tuples/--duration", opt.listen);
   if (!opt.marks && !opt.count) bad("--no-marks with --no-count (nothing to log)", NULL);
   if (opt.stop_after > 0 && (opt.listen || !opt.count)) bad("--stop-after-estimates (it needs the internal source and count channels)", NULL);
+  if (opt.burst > 0 && opt.listen) bad("--burst (it needs the internal source)", opt.listen);
+  if (opt.fork && opt.listen) bad("--fork (it needs the internal source)", opt.listen);
+  if (opt.fork && !opt.marks) bad("--fork with --no-marks (the join's marks are what it is for)", NULL);
+  if (jc && !opt.fork) bad("--join-cost without --fork", jc);
+  if (jc && strcmp(jc, "0") != 0) opt.join = parse_cost(jc, "--join-cost", DET);
 }
 
 // ---- queues ----
@@ -364,7 +421,12 @@ struct queue {
   size_t cap, head, count;
   int closed, lazy;
   int cons_waiting, prod_waiting;
-  uint64_t pushed;
+  int producers;  // q_close closes it when the last of them closed it
+  uint64_t pushed, popped;
+  // --burst: the first rec_n tuples' push and pop (rdtsc under the lock)
+  // and how many were in the queue ahead of each when it entered.
+  size_t rec_n;
+  uint64_t *push_tsc, *pop_tsc, *ahead;
 };
 
 static void q_init(struct queue *q, size_t cap, int lazy) {
@@ -378,6 +440,16 @@ static void q_init(struct queue *q, size_t cap, int lazy) {
   if (!q->buf) die("out of memory");
   q->cap = cap;
   q->lazy = lazy;
+  q->producers = 1;
+}
+
+// q_record keeps the first n tuples' push and pop times (--burst).
+static void q_record(struct queue *q, size_t n) {
+  q->push_tsc = calloc(n, sizeof *q->push_tsc);
+  q->pop_tsc = calloc(n, sizeof *q->pop_tsc);
+  q->ahead = calloc(n, sizeof *q->ahead);
+  if (!q->push_tsc || !q->pop_tsc || !q->ahead) die("out of memory");
+  q->rec_n = n;
 }
 
 static void mark(int64_t count_ch, int32_t which) {
@@ -396,6 +468,7 @@ static uint64_t q_push(struct queue *q, int64_t id, int64_t count_ch, uint64_t *
     q->prod_waiting--;
   }
   q->buf[(q->head + q->count) % q->cap] = id;
+  if (q->pushed < q->rec_n) q->push_tsc[q->pushed] = rdtsc(), q->ahead[q->pushed] = q->count;
   q->count++;
   uint64_t seq = ++q->pushed;
   if (q->cons_waiting && (!q->lazy || q->count >= (q->cap + 1) / 2)) pthread_cond_signal(&q->not_empty);
@@ -430,6 +503,8 @@ static int q_pop(struct queue *q, int64_t *id, int64_t count_ch, uint64_t *waits
     return 0;
   }
   *id = q->buf[q->head];
+  if (q->popped < q->rec_n) q->pop_tsc[q->popped] = rdtsc();
+  q->popped++;
   q->head = (q->head + 1) % q->cap;
   q->count--;
   if (q->prod_waiting && q->count <= q->cap / 2) pthread_cond_broadcast(&q->not_full);
@@ -439,6 +514,10 @@ static int q_pop(struct queue *q, int64_t *id, int64_t count_ch, uint64_t *waits
 
 static void q_close(struct queue *q) {
   pthread_mutex_lock(&q->mu);
+  if (--q->producers > 0) {  // --fork: the join's queue has two (A and B)
+    pthread_mutex_unlock(&q->mu);
+    return;
+  }
   q->closed = 1;
   pthread_cond_broadcast(&q->not_empty);
   pthread_mutex_unlock(&q->mu);
@@ -447,7 +526,7 @@ static void q_close(struct queue *q) {
 // ---- the pipeline ----
 
 static double tsc_hz0;  // calibrated at start: converts costs in ns to cycles
-static struct queue q_a, q_b, q_sink;
+static struct queue q_a, q_b, q_sink, q_join;  // q_join: --fork's
 static volatile sig_atomic_t stop_req;
 static int stop_source;  // atomic: --stop-after-estimates reached
 
@@ -481,6 +560,9 @@ struct op {
   uint64_t longest_gap;                  // the longest such gap, cycles (a stall: the RT throttle, a paused VM)
   int rt_granted;
   int rt_errno;
+  // --burst: the first rec_n tuples' work, rdtsc at "in" and at "out".
+  size_t rec_n;
+  uint64_t *busy_start, *busy_end;
 };
 
 static struct op op_a = {.name = "A"}, op_b = {.name = "B"};
@@ -566,6 +648,7 @@ static void *op_main(void *arg) {
     if (p->tuples == 0) p->first_in = start;
     p->tuples++, p->cycles += c, p->spun += out - start, p->last_out = out;
     if (o->tuples == 0) o->first_in = start;
+    if (o->tuples < o->rec_n) o->busy_start[o->tuples] = start, o->busy_end[o->tuples] = out;
     o->tuples++, o->cycles += c, o->spun += out - start, o->last_out = out;
     q_push(o->out, id, o->ch_count, &o->waits_out);
     log_mark(o->ch_sent, id, "LogTS sent");
@@ -596,6 +679,59 @@ static void *sink_main(void *arg) {
   return NULL;
 }
 
+// ---- --fork: the join ----
+
+static int64_t join_in, join_out, join_sent, join_lineage;
+static int join_rt;
+static uint64_t join_outputs, join_a_last, join_b_last, join_cycles;
+static uint64_t join_max_pending;
+
+// join_main takes A's and B's outputs from their one queue in the order they
+// arrived; once both halves of k (2k from A, 2k+1 from B) are in, it emits
+// 2^40 + k with a lineage record per input, in arrival order.
+static void *join_main(void *arg) {
+  (void)arg;
+  join_rt = rt_self();
+  size_t ring = 1;
+  while (ring < 4 * (size_t)opt.queue + 16) ring <<= 1;  // more pending than the queues hold cannot be
+  struct slot {
+    int64_t k1;     // k + 1 while one half of k is in; 0: free
+    int64_t first;  // that half's id
+  } *pend = calloc(ring, sizeof *pend);
+  if (!pend) die("out of memory");
+  uint64_t seed = 0, cost = opt.join.value > 0 ? draw(&opt.join, &seed) : 0, pending = 0;
+  int64_t id;
+  while (q_pop(&q_join, &id, 0, NULL)) {
+    log_mark(join_in, id, "LogTS join in");
+    int64_t k = id >> 1;
+    struct slot *sl = &pend[(size_t)k & (ring - 1)];
+    if (sl->k1 == 0) {
+      sl->k1 = k + 1, sl->first = id;
+      if (++pending > join_max_pending) join_max_pending = pending;
+      continue;
+    }
+    if (sl->k1 != k + 1 || sl->first == id)
+      die("join: input %lld does not pair (its slot holds %lld)", (long long)id, (long long)sl->first);
+    for (uint64_t t0 = rdtsc(); rdtsc() - t0 < cost;) {
+    }
+    join_cycles += cost;
+    int64_t out = ((int64_t)1 << 40) + k;
+    chk(CP_LogLineage(join_lineage, out, sl->first), "CP_LogLineage (first input)");
+    chk(CP_LogLineage(join_lineage, out, id), "CP_LogLineage (last input)");
+    if (id & 1) join_b_last++;
+    else join_a_last++;
+    sl->k1 = 0, pending--;
+    log_mark(join_out, out, "LogTS join out");
+    q_push(&q_sink, out, 0, NULL);
+    log_mark(join_sent, out, "LogTS join sent");
+    join_outputs++;
+  }
+  if (pending) die("join: %llu inputs never paired", (unsigned long long)pending);
+  q_close(&q_sink);
+  free(pend);
+  return NULL;
+}
+
 // wait_sunk waits until the sink has taken seq tuples (or a stop is asked).
 static void wait_sunk(uint64_t seq) {
   pthread_mutex_lock(&drain_mu);
@@ -617,11 +753,18 @@ static int64_t src_out, src_sent;
 static uint64_t src_tuples;
 static pthread_mutex_t src_mu = PTHREAD_MUTEX_INITIALIZER;  // --listen: connections log one at a time
 
-static uint64_t source_push(int64_t id) {
+static uint64_t push_marked(struct queue *q, int64_t id) {
   log_mark(src_out, id, "LogTS source out");
-  uint64_t seq = q_push(&q_a, id, 0, NULL);
+  uint64_t seq = q_push(q, id, 0, NULL);
   log_mark(src_sent, id, "LogTS source sent");
   return seq;
+}
+
+// source_push hands tuple id on (--fork: as 2 id to A, then 2 id + 1 to B).
+static uint64_t source_push(int64_t id) {
+  if (!opt.fork) return push_marked(&q_a, id);
+  push_marked(&q_a, 2 * id);
+  return push_marked(&q_b, 2 * id + 1);
 }
 
 static void internal_source(void) {
@@ -630,7 +773,10 @@ static void internal_source(void) {
   int64_t end = opt.duration_s > 0 ? start + (int64_t)(opt.duration_s * 1e9) : INT64_MAX;
   for (int64_t id = 0; (opt.tuples == 0 || id < opt.tuples) && !stop_req && !__atomic_load_n(&stop_source, __ATOMIC_ACQUIRE);
        id++) {
-    if (opt.rate > 0) {
+    if (id < opt.burst) {  // the burst: back to back
+      if (clock_ns() >= end) break;
+    } else if (opt.rate > 0) {
+      if (id == opt.burst && id > 0) due = clock_ns();  // the rate from the burst's end
       double rate = opt.rate2 > 0 && id >= opt.phase_after ? opt.rate2 : opt.rate;
       due += (int64_t)llround(opt.poisson ? rng_exp(&rng, 1e9 / rate) : 1e9 / rate);
       if (due >= end) break;
@@ -1054,6 +1200,47 @@ static void print_phase(const struct phase *p, double hz) {
          (unsigned long long)p->first_in, (unsigned long long)p->last_out);
 }
 
+// burst_truth: for the first rec_n tuples the operator took (the burst's),
+// the cycles each waited in its input queue (push to pop) while the operator
+// worked on an earlier one (its "in" to "out"), summed; the whole waits; and
+// the tuples ahead of each when it entered times the realised mean work.
+struct burst_sums {
+  uint64_t tuples, queue_cycles, wait_cycles;
+  double ahead_cycles;
+};
+
+// busy_before: the operator's busy cycles before t, from its first n work
+// intervals (in order, apart) and their running sums cum.
+static uint64_t busy_before(const struct op *o, const uint64_t *cum, size_t n, uint64_t t) {
+  size_t lo = 0, hi = n;  // the first interval that ends after t
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (o->busy_end[mid] <= t) lo = mid + 1;
+    else hi = mid;
+  }
+  return cum[lo] + (lo < n && o->busy_start[lo] < t ? t - o->busy_start[lo] : 0);
+}
+
+static struct burst_sums burst_truth(const struct op *o) {
+  struct burst_sums r = {0};
+  size_t n = o->rec_n < o->tuples ? o->rec_n : (size_t)o->tuples;
+  if (o->in->popped < n) n = (size_t)o->in->popped;
+  uint64_t *cum = calloc(n + 1, sizeof *cum);  // cum[j]: the busy cycles of the first j tuples
+  if (!cum) die("out of memory");
+  for (size_t j = 0; j < n; j++) cum[j + 1] = cum[j] + (o->busy_end[j] - o->busy_start[j]);
+  double mean = o->tuples ? (double)o->cycles / (double)o->tuples : 0;
+  for (size_t i = 0; i < n; i++) {
+    uint64_t push = o->in->push_tsc[i], pop = o->in->pop_tsc[i];
+    if (pop < push) continue;  // cannot be (one lock orders them)
+    r.tuples++;
+    r.wait_cycles += pop - push;
+    r.queue_cycles += busy_before(o, cum, n, pop) - busy_before(o, cum, n, push);
+    r.ahead_cycles += (double)o->in->ahead[i] * mean;
+  }
+  free(cum);
+  return r;
+}
+
 static void print_op(const struct op *o, double hz, int last) {
   struct phase all = {o->tuples, o->cycles, o->spun, o->first_in, o->last_out};
   double nominal = o->cost.cycles ? o->cost.value : o->cost.value * tsc_hz0 / 1e9;
@@ -1070,6 +1257,12 @@ static void print_op(const struct op *o, double hz, int last) {
     printf("},{");
     print_phase(&o->ph[1], hz);
     printf("}]");
+  }
+  if (o->rec_n > 0) {
+    struct burst_sums b = burst_truth(o);
+    printf(",\"burst_tuples\":%llu,\"burst_queue_cycles\":%llu,\"burst_wait_cycles\":%llu,\"burst_ahead_cycles\":%.0f",
+           (unsigned long long)b.tuples, (unsigned long long)b.queue_cycles, (unsigned long long)b.wait_cycles,
+           b.ahead_cycles);
   }
   if (o->ch_count > 0) {
     cp_service_rate_t sr;
@@ -1129,6 +1322,7 @@ static void *source_main(void *arg) {
   if (opt.listen) listen_source();
   else internal_source();
   q_close(&q_a);
+  if (opt.fork) q_close(&q_b);
   __atomic_store_n(&source_done, 1, __ATOMIC_RELEASE);
   return NULL;
 }
@@ -1150,23 +1344,55 @@ int main(int argc, char **argv) {
   nanosleep(&cal, NULL);
   tsc_hz0 = hz_between(s0, sync_now());
 
+  if (opt.fork && !CP_LogLineage) {
+    fprintf(stderr, "tandem: --fork: this libcloudprofiler.so has no CP_LogLineage (CP_LINEAGE channels)\n");
+    exit(2);
+  }
   q_init(&q_a, (size_t)opt.queue, 0);
   q_init(&q_b, (size_t)opt.queue, 0);
   q_init(&q_sink, (size_t)opt.queue, 1);
   op_a.in = &q_a, op_a.out = &q_b, op_a.cost = opt.a, op_a.seed = opt.seed * 1000003 + 1;
   op_b.in = &q_b, op_b.out = &q_sink, op_b.cost = opt.b, op_b.seed = opt.seed * 1000003 + 2;
   op_b.cost2 = opt.b2, op_b.phase_after = opt.phase_after;
+  if (opt.fork) {  // A and B side by side, both into the join's queue
+    q_init(&q_join, (size_t)opt.queue, 0);
+    q_join.producers = 2;
+    op_a.out = op_b.out = &q_join;
+  }
+  if (opt.burst > 0) {
+    struct op *ops[2] = {&op_a, &op_b};
+    for (int i = 0; i < 2; i++) {
+      struct op *o = ops[i];
+      q_record(o->in, (size_t)opt.burst);
+      o->rec_n = (size_t)opt.burst;
+      o->busy_start = calloc(o->rec_n, sizeof *o->busy_start);
+      o->busy_end = calloc(o->rec_n, sizeof *o->busy_end);
+      if (!o->busy_start || !o->busy_end) die("out of memory");
+    }
+  }
   if (opt.marks) {
     src_out = open_ch("source out", CP_BUFFER_IDENTITY);
     src_sent = open_ch("source sent", CP_BUFFER_IDENTITY);
   }
   open_op(&op_a);
   open_op(&op_b);
+  if (opt.fork) {
+    join_in = open_ch("join#0 in", CP_BUFFER_IDENTITY);
+    join_out = open_ch("join#0 out", CP_BUFFER_IDENTITY);
+    join_sent = open_ch("join#0 sent", CP_BUFFER_IDENTITY);
+    join_lineage = OpenChannel("join#0 lineage", CP_ZSTD_TSC, TANDEM_LINEAGE);
+    if (join_lineage == CP_ERR_BAD_HANDLER || join_lineage == CP_ERR_NOT_SUPPORTED) {
+      fprintf(stderr, "tandem: --fork: OpenChannel \"join#0 lineage\": %s: this libcloudprofiler.so has no CP_LINEAGE handler\n",
+              CP_ErrorString((int32_t)join_lineage));
+      exit(2);
+    }
+    chk(join_lineage, "OpenChannel \"join#0 lineage\"");
+  }
 
-  pthread_t ta, tb, ts, tsrc;
+  pthread_t ta, tb, ts, tsrc, tj;
   int rc;
-  if ((rc = pthread_create(&ts, NULL, sink_main, NULL)) || (rc = pthread_create(&tb, NULL, op_main, &op_b)) ||
-      (rc = pthread_create(&ta, NULL, op_main, &op_a)))
+  if ((rc = pthread_create(&ts, NULL, sink_main, NULL)) || (opt.fork && (rc = pthread_create(&tj, NULL, join_main, NULL))) ||
+      (rc = pthread_create(&tb, NULL, op_main, &op_b)) || (rc = pthread_create(&ta, NULL, op_main, &op_a)))
     die("pthread_create: %s", strerror(rc));
   int64_t t0 = clock_ns();
   struct sync_pt run0 = sync_now();
@@ -1183,6 +1409,7 @@ int main(int argc, char **argv) {
   pthread_join(tsrc, NULL);
   pthread_join(ta, NULL);
   pthread_join(tb, NULL);
+  if (opt.fork) pthread_join(tj, NULL);
   pthread_join(ts, NULL);
   poll_estimates(t0);
   struct sync_pt run1 = sync_now();
@@ -1202,7 +1429,18 @@ int main(int argc, char **argv) {
          source_rt == 0 && sink_rt == 0 ? "true" : "false");
   print_op(&op_a, hz, 0);
   print_op(&op_b, hz, 1);
-  printf("],\"sink\":{\"tuples\":%llu},\"estimates\":[", (unsigned long long)sink_tuples);
+  printf("],\"sink\":{\"tuples\":%llu}", (unsigned long long)sink_tuples);
+  if (opt.burst > 0) {
+    long long n = opt.burst < (long long)src_tuples ? opt.burst : (long long)src_tuples;
+    printf(",\"burst\":{\"tuples\":%lld,\"first_id\":0,\"last_id\":%lld}", n, opt.fork ? 2 * n - 1 : n - 1);
+  }
+  if (opt.fork)
+    printf(",\"fork\":{\"outputs\":%llu,\"a_last\":%llu,\"b_last\":%llu,\"join_cycles\":%llu,\"max_pending\":%llu,"
+           "\"output_id_base\":%lld,\"sched_fifo_join\":%s}",
+           (unsigned long long)join_outputs, (unsigned long long)join_a_last, (unsigned long long)join_b_last,
+           (unsigned long long)join_cycles, (unsigned long long)join_max_pending, (long long)1 << 40,
+           join_rt == 0 ? "true" : "false");
+  printf(",\"estimates\":[");
   for (int i = 0; i < n_sr_trace; i++)
     printf("%s{\"op\":\"%s\",\"t_s\":%.6f,\"rate\":%.6f,\"b_tuples\":%llu,\"convergences\":%lld}", i ? "," : "",
            sr_trace[i].op, sr_trace[i].t_s, sr_trace[i].rate, (unsigned long long)sr_trace[i].b_tuples,
