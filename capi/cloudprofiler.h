@@ -19,7 +19,16 @@
  *         the tuple downstream (emit, collect, enqueue, send);
  *   sent  (optional) the hand-off returned: out to sent is time blocked by
  *         a full downstream (backpressure), not service;
- *   count a CP_SERVICERATE channel: an operator instrumented with counters.
+ *   count a CP_SERVICERATE channel: an operator instrumented with counters;
+ *   lineage a CP_LINEAGE channel: which input each of the instance's
+ *         outputs was made from (CP_LogLineage), for operators whose
+ *         output ids differ from their input ids (windows, joins,
+ *         aggregates). For one output, log every input it came from in the
+ *         order they arrived; the analysis follows the last one logged (the
+ *         input the output waited for): that input's records are joined to
+ *         the output's, so one tuple's way runs ... -> OPERATOR in (the
+ *         input) -> OPERATOR out (the output) -> ...; the other inputs end
+ *         at OPERATOR in. An output id must differ from every input id.
  * OPERATOR is the rest of the name up to its last '#', INSTANCE what
  * follows it (a subtask index, a thread name; may be absent). The instance
  * is (the header's node, pid, OPERATOR, INSTANCE): one channel per instance
@@ -203,6 +212,20 @@ enum cp_log_format {
  *                        each converged estimate is a "service_rate" event in
  *                        the file. Counter records every arg0 ns [1e9, >= 1e6]
  *                        as PERIODICCOUNTER writes them. Not through NET_CONF.
+ * CP_LINEAGE             an operator's lineage ("OPERATOR[#INSTANCE] lineage",
+ *                        see "Marking operators"): CP_LogLineage(ch, out_id,
+ *                        in_id) says output out_id was made from input in_id.
+ *                        Each call is one record of an ordinary tuple file
+ *                        (header handler "LINEAGE") whose id is out_id and
+ *                        whose TSC column holds in_id, as uint64 (in_id 0,
+ *                        which a TSC of 0, "never written", cannot carry, is
+ *                        stored as 2^63: in_id INT64_MIN is refused), written
+ *                        through BUFFER_IDENTITY's ring (any format; the
+ *                        non-_TSC formats add CLOCK_MONOTONIC_RAW at the
+ *                        call): flushed by close, CloseAllChannels, exit()
+ *                        and SIGTERM like it, CP_ARG_DROP_WHEN_FULL applies.
+ *                        LogTS and LogTSMany on it return CP_ERR_BAD_HANDLER.
+ *                        Not through NET_CONF.
  */
 enum cp_handler_type {
   CP_IDENTITY = 0,
@@ -219,7 +242,8 @@ enum cp_handler_type {
   CP_FOX_START = 11,
   CP_FOX_END = 12,
   CP_GPIORTT = 13,
-  CP_SERVICERATE = 14
+  CP_SERVICERATE = 14,
+  CP_LINEAGE = 15
 };
 
 /* Argument numbers for ParameterizeChannel. 0 and 1 are the handler's own
@@ -268,7 +292,9 @@ enum cp_error {
   CP_ERR_CLOSED = -2,             /* the channel was closed */
   CP_ERR_BAD_NAME = -3,           /* NULL, empty, or longer than 4096 bytes */
   CP_ERR_BAD_FORMAT = -4,         /* unknown log format */
-  CP_ERR_BAD_HANDLER = -5,        /* unknown handler type */
+  CP_ERR_BAD_HANDLER = -5,        /* unknown handler type, or a call the channel's
+                                     handler does not take (CP_MarkBlocked, CP_LogLineage,
+                                     LogTS on CP_LINEAGE) */
   CP_ERR_NOT_SUPPORTED = -6,      /* handler known but not implemented (none today) */
   CP_ERR_UNSUPPORTED_PLATFORM = -7,
   CP_ERR_FORMAT_HANDLER = -8,     /* compressed format with a handler that cannot compress */
@@ -348,6 +374,17 @@ int64_t LogTSMany(int64_t ch, const int64_t *ids, int64_t n, int32_t *err);
  * not 1..3) or CP_ERR_BAD_HANDLER (not a CP_SERVICERATE channel). */
 int32_t CP_MarkBlocked(int64_t ch, int32_t which);
 
+/* CP_LINEAGE channels: output out_id was made from input in_id (see
+ * CP_LINEAGE and the naming rule's role "lineage"): one record, id out_id,
+ * TSC column in_id (0 stored as 2^63). Call it once per input of an output,
+ * in the order the inputs arrived; the last one is the one the analysis
+ * follows. Thread-safe like LogTS, never enters Go, never allocates; waits
+ * (sleeping) only when the ring is full. Returns 0, CP_ERR_BAD_HANDLE,
+ * CP_ERR_CLOSED, CP_ERR_DROPPED, CP_ERR_IO (as LogTS),
+ * CP_ERR_BAD_ARG_VALUE (in_id INT64_MIN) or CP_ERR_BAD_HANDLER (not a
+ * CP_LINEAGE channel). */
+int32_t CP_LogLineage(int64_t ch, int64_t out_id, int64_t in_id);
+
 /* CP_SERVICERATE channels: the estimator's state now, into *out. Enters Go
  * (about 0.1 us): not for every event. Returns 0, CP_ERR_BAD_HANDLE,
  * CP_ERR_CLOSED, CP_ERR_BAD_ARG_VALUE (out NULL) or CP_ERR_BAD_HANDLER. */
@@ -375,8 +412,9 @@ const char *CP_ErrorString(int32_t code);
  * Copies it into buf, NUL-terminated, truncated to cap - 1 bytes (nothing
  * is written if buf is NULL or cap <= 0), and returns its full length; 0 and
  * "" if this thread has had no such failure. A success does not clear it
- * (like errno: read it right after the negative return). LogTS and
- * LogTSMany never set it (they never enter Go; their codes say it all).
+ * (like errno: read it right after the negative return). LogTS,
+ * LogTSMany and CP_LogLineage never set it (they never enter Go; their
+ * codes say it all).
  * Thread-safe: each thread has its own message (freed when it exits). */
 int32_t CP_LastError(char *buf, int32_t cap);
 

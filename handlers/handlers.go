@@ -28,12 +28,13 @@ const (
 	FoxEnd
 	GPIORTT
 	ServiceRate
+	Lineage
 	numTypes
 )
 
 var names = [...]string{"IDENTITY", "BUFFER_IDENTITY", "BUFFER_IDENTITY_COMP", "MEDIAN", "DOWNSAMPLE",
 	"XOY", "FIRSTLAST", "PERIODICCOUNTER", "FASTPERIODICCOUNTER", "NULLH", "NET_CONF", "FOX_START",
-	"FOX_END", "GPIORTT", "SERVICERATE"}
+	"FOX_END", "GPIORTT", "SERVICERATE", "LINEAGE"}
 
 func (t Type) Valid() bool { return t >= 0 && t < numTypes }
 
@@ -137,7 +138,7 @@ func (t Type) Defaults() []int64 {
 // (and so may be compressed, and may drop when configured to).
 func (t Type) Ring() bool {
 	switch t {
-	case BufferIdentity, BufferIdentityComp, Median, Downsample, XoY, FoxStart, FoxEnd:
+	case BufferIdentity, BufferIdentityComp, Median, Downsample, XoY, FoxStart, FoxEnd, Lineage:
 		return true
 	}
 	return false

@@ -83,7 +83,7 @@ void cp_read_sync(cp_sync_t *out) {
 int cp_kind_class(int32_t kind) {
   switch (kind) {
   case CP_BUFFER_IDENTITY: case CP_BUFFER_IDENTITY_COMP: case CP_MEDIAN:
-  case CP_DOWNSAMPLE: case CP_XOY: case CP_FOX_START: case CP_FOX_END:
+  case CP_DOWNSAMPLE: case CP_XOY: case CP_FOX_START: case CP_FOX_END: case CP_LINEAGE:
     return CP_CLASS_RING;
   case CP_PERIODICCOUNTER: case CP_FASTPERIODICCOUNTER: case CP_KIND_NC_COUNTER: case CP_SERVICERATE:
     return CP_CLASS_COUNTER;
@@ -272,6 +272,8 @@ __attribute__((noinline)) static int32_t log_other(cp_slot_t *s, uint64_t gen, i
     return log_firstlast(s, id, rdtscp_inline());
   case CP_IDENTITY:
     return log_identity(s, gen, id, rdtscp_inline());
+  case CP_LINEAGE:  // CP_LogLineage only
+    return CP_ERR_BAD_HANDLER;
   }
   return CP_ERR_INTERNAL;
 }
@@ -676,13 +678,23 @@ _Static_assert(offsetof(cp_slot_t, sr_flags) / 64 == offsetof(cp_slot_t, fpc_cou
 
 // Validates the handle as LogTS does; then a load, and an atomic OR only
 // when a bit is not set yet (once a period at most, per bit).
+// The open channel ch names if its handler is kind (its generation in *gen),
+// else NULL and the code in *rc: BAD_HANDLE, CLOSED or BAD_HANDLER.
+static inline __attribute__((always_inline)) cp_slot_t *slot_of_kind(int64_t ch, int32_t kind, uint64_t *gen,
+                                                                     int32_t *rc) {
+  cp_slot_t *s = handle_slot(ch, gen);
+  if (__builtin_expect(s == NULL, 0)) { *rc = CP_ERR_BAD_HANDLE; return NULL; }
+  uint64_t w = atomic_load_explicit(&s->word, memory_order_acquire);
+  if (__builtin_expect((w >> 47) != (*gen << 1), 0)) { *rc = cp_word_error(w, *gen); return NULL; }
+  if (__builtin_expect(s->kind != kind, 0)) { *rc = CP_ERR_BAD_HANDLER; return NULL; }
+  return s;
+}
+
 int32_t CP_MarkBlocked(int64_t ch, int32_t which) {
   uint64_t gen;
-  cp_slot_t *s = handle_slot(ch, &gen);
-  if (__builtin_expect(s == NULL, 0)) return CP_ERR_BAD_HANDLE;
-  uint64_t w = atomic_load_explicit(&s->word, memory_order_acquire);
-  if (__builtin_expect((w >> 47) != (gen << 1), 0)) return cp_word_error(w, gen);
-  if (__builtin_expect(s->kind != CP_SERVICERATE, 0)) return CP_ERR_BAD_HANDLER;
+  int32_t rc;
+  cp_slot_t *s = slot_of_kind(ch, CP_SERVICERATE, &gen, &rc);
+  if (__builtin_expect(s == NULL, 0)) return rc;
   uint32_t bits = (uint32_t)which;
   if (__builtin_expect(bits - 1 >= (CP_BLOCKED_INPUT | CP_BLOCKED_OUTPUT), 0)) return CP_ERR_BAD_ARG_VALUE;
   if ((atomic_load_explicit(&s->sr_flags, memory_order_relaxed) & bits) != bits)
@@ -699,6 +711,23 @@ void cp_sr_sample(cp_slot_t *s, uint64_t out[3]) {
   if (f) f = atomic_exchange_explicit(&s->sr_flags, 0, memory_order_relaxed);
   out[1] = f;
 }
+
+// ---- LINEAGE: (out_id, in_id) pairs through the ring, as BUFFER_IDENTITY's
+// shared path stores a record (its selector stays CP_FAST_NONE: LogTS and
+// LogTSMany reach log_other, which refuses them). The TSC column carries
+// in_id; 0 there means "never written", so in_id 0 is stored as 2^63 and
+// INT64_MIN, which would then be ambiguous, is refused.
+int32_t CP_LogLineage(int64_t ch, int64_t out_id, int64_t in_id) {
+  uint64_t gen;
+  int32_t rc;
+  cp_slot_t *s = slot_of_kind(ch, CP_LINEAGE, &gen, &rc);
+  if (__builtin_expect(s == NULL, 0)) return rc;
+  if (__builtin_expect(in_id == INT64_MIN, 0)) return CP_ERR_BAD_ARG_VALUE;
+  uint64_t t = in_id == 0 ? 1ull << 63 : (uint64_t)in_id;
+  return put_ring(s, gen, out_id, t, s->with_mono ? mono_raw_inline() : 0);
+}
+
+extern __typeof__(CP_LogLineage) cp_loglineage __attribute__((visibility("hidden"), alias("CP_LogLineage")));
 
 // ---- MEDIAN: a window of events under a short lock; the median (by TSC) of
 // each full window goes into the ring.

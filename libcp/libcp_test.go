@@ -320,7 +320,7 @@ func TestBadInput(t *testing.T) {
 	require.Equal(t, int32(-4), codeOf(err))
 	_, err = openChannel("x", -1, handlers.Null)
 	require.Equal(t, int32(-4), codeOf(err))
-	_, err = openChannel("x", logfile.BinaryTSC, 15)
+	_, err = openChannel("x", logfile.BinaryTSC, 16)
 	require.Equal(t, int32(-5), codeOf(err))
 	_, err = openChannel("x", logfile.BinaryTSC, -2)
 	require.Equal(t, int32(-5), codeOf(err))

@@ -62,6 +62,10 @@ func srOperator(h int64, cycles, total uint64, mark int32) int64 {
 	return int64(C.cp_test_operator(C.int64_t(h), C.uint64_t(cycles), C.uint64_t(total), C.int32_t(mark)))
 }
 
+func logLineageC(h, out, in int64) int32 {
+	return int32(C.CP_LogLineage(C.int64_t(h), C.int64_t(out), C.int64_t(in)))
+}
+
 func markBlockedC(h int64, which int32) int32 {
 	return int32(C.CP_MarkBlocked(C.int64_t(h), C.int32_t(which)))
 }

@@ -317,6 +317,29 @@ type Record struct {
 	MonoNs  uint64
 }
 
+// A LINEAGE file's records are (out_id, in_id) pairs: TupleID is the output,
+// the TSC column the input (capi/cloudprofiler.h, CP_LINEAGE). A TSC of 0
+// marks a position never written, so input 0 is stored as 2^63 (and
+// math.MinInt64, which would then read as 0, is refused by the writer).
+const LineageHandler = "LINEAGE"
+
+// LineageTSC is what the TSC column holds for input id in (in must not be
+// math.MinInt64).
+func LineageTSC(in int64) uint64 {
+	if in == 0 {
+		return 1 << 63
+	}
+	return uint64(in)
+}
+
+// LineageInput is the input id a LINEAGE record's TSC column holds.
+func LineageInput(tsc uint64) int64 {
+	if tsc == 1<<63 {
+		return 0
+	}
+	return int64(tsc)
+}
+
 // CounterRecord is one period of a counter channel.
 type CounterRecord struct {
 	TSC     uint64 // period end
