@@ -36,6 +36,8 @@ func TestParseName(t *testing.T) {
 		{"#3 in", Mark{}, false},
 		{"map IN", Mark{}, false},
 		{"map input", Mark{}, false},
+		{"win#2 lineage", Mark{"win", "2", RoleLineage}, true},
+		{"win LINEAGE", Mark{}, false},
 		{"", Mark{}, false},
 	} {
 		m, ok := ParseName(c.name)
@@ -85,6 +87,37 @@ func TestPlanIgnoresWhatCannotTakePart(t *testing.T) {
 	p, err = NewPlan([]Channel{{Node: "n", Name: "x", Tuples: true}})
 	require.NoError(t, err)
 	require.False(t, p.Marked())
+}
+
+// A CP_LINEAGE channel named "OPERATOR lineage" is recorded with its
+// instance, never as a tuple mark; the role on another channel, or another
+// role on a LINEAGE channel, is ignored and said so.
+func TestPlanLineage(t *testing.T) {
+	p, err := NewPlan([]Channel{
+		{Node: "n", PID: 1, Name: "win in", Path: "c0", Tuples: true},
+		{Node: "n", PID: 1, Name: "win out", Path: "c1", Tuples: true},
+		{Node: "n", PID: 1, Name: "win lineage", Path: "c2", Lineage: true},
+		{Node: "n", PID: 1, Name: "agg lineage", Path: "c3", Tuples: true}, // a tuple channel named like it
+		{Node: "n", PID: 1, Name: "agg out", Path: "c4", Lineage: true},    // a LINEAGE channel with another role
+		{Node: "n", PID: 1, Name: "pairs", Path: "c5", Lineage: true},      // not following the rule
+	})
+	require.NoError(t, err)
+	require.Len(t, p.Instances, 1)
+	in := p.Instances[0]
+	require.Equal(t, [numRoles]int{-1, 0, 1, -1, -1, 2}, in.Chans)
+	require.True(t, in.Has(RoleLineage))
+	ii, r := p.Role(2)
+	require.Equal(t, -1, ii, "not a tuple mark")
+	require.Equal(t, RoleNone, r)
+	ii, r = p.Role(1)
+	require.Equal(t, 0, ii)
+	require.Equal(t, RoleOut, r)
+	require.Len(t, p.Ignored, 3)
+	require.Contains(t, p.Ignored[0], "c3): role lineage needs a CP_LINEAGE channel")
+	require.Contains(t, p.Ignored[1], "c4): a CP_LINEAGE channel takes role lineage, not out")
+	require.Contains(t, p.Ignored[2], `c5): a CP_LINEAGE channel whose name does not follow the naming rule "OPERATOR[#INSTANCE] lineage"`)
+	require.Equal(t, "lineage", RoleLineage.String())
+	require.Equal(t, Role(4), RoleCount, "numeric values kept")
 }
 
 // plan1: source "src" (out) and operator "op" (in, out, sent), one process.

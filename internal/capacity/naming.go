@@ -5,7 +5,8 @@
 //
 // A channel marks an operator instance when its name follows the naming
 // rule (ParseName): "OPERATOR ROLE" or "OPERATOR#INSTANCE ROLE", ROLE one
-// of in, out, sent, count. The instance is (node, pid, OPERATOR, INSTANCE).
+// of in, out, sent, count, lineage. The instance is (node, pid, OPERATOR,
+// INSTANCE).
 // A tuple's own service time at an instance is its out minus its in (one
 // process, one counter: exact); out to sent is time blocked handing it
 // downstream. The analysis (package analyze) joins every tuple's records
@@ -14,6 +15,9 @@
 // turns them into the result table (capacity.parquet, capacity.csv).
 // Operators instrumented with counters only (CP_SERVICERATE, role count)
 // give the Beard & Chamberlain estimates their files hold (ReadCount).
+// A lineage channel (CP_LINEAGE, role lineage) says which input each of
+// the instance's outputs was made from; the analysis follows it when it
+// joins records (package analyze), it is never a mark of a tuple.
 package capacity
 
 import (
@@ -29,9 +33,11 @@ const (
 	RoleOut               // its own work on the tuple is done; about to hand it downstream
 	RoleSent              // the hand-off returned (out to sent: blocked by backpressure)
 	RoleCount             // a CP_SERVICERATE counter channel (items taken, converged estimates)
+	RoleLineage           // a CP_LINEAGE channel: which input each output was made from
+	numRoles
 )
 
-var roleNames = [...]string{"", "in", "out", "sent", "count"}
+var roleNames = [...]string{"", "in", "out", "sent", "count", "lineage"}
 
 func (r Role) String() string {
 	if int(r) < len(roleNames) {
@@ -48,7 +54,7 @@ type Mark struct {
 }
 
 // ParseName reads the naming rule: ROLE is the name's last space-separated
-// word, one of in, out, sent, count (lower case); OPERATOR is the rest,
+// word, one of in, out, sent, count, lineage (lower case); OPERATOR is the rest,
 // trimmed, up to its last '#', and INSTANCE what follows that '#', trimmed.
 // A name whose role is another word, or whose operator is empty, marks
 // nothing (ok false).
@@ -67,6 +73,8 @@ func ParseName(name string) (m Mark, ok bool) {
 		m.Role = RoleSent
 	case "count":
 		m.Role = RoleCount
+	case "lineage":
+		m.Role = RoleLineage
 	default:
 		return Mark{}, false
 	}

@@ -15,9 +15,10 @@ type Channel struct {
 	Path string
 	// Tuples: a tuple channel, its records joined by tuple id (in, out and
 	// sent marks must be one). ServiceRate: a CP_SERVICERATE counter channel
-	// (count marks must be one). A mark on a channel of another kind is
-	// ignored, and said so (Plan.Ignored).
-	Tuples, ServiceRate bool
+	// (count marks must be one). Lineage: a CP_LINEAGE channel (lineage
+	// marks must be one; it is not a tuple channel). A mark on a channel of
+	// another kind is ignored, and said so (Plan.Ignored).
+	Tuples, ServiceRate, Lineage bool
 	// Internal: a file that belongs to another channel (a FOX_START
 	// channel's return log, which shares its name): never a mark.
 	Internal bool
@@ -32,7 +33,7 @@ type Instance struct {
 	Op       int    // index into Plan.Operators
 	// Chans holds the channel index of each role (Chans[RoleIn] ...), -1
 	// where the instance has no such channel.
-	Chans [5]int
+	Chans [numRoles]int
 }
 
 // Label is how rows name the instance: node/pid/INSTANCE.
@@ -62,7 +63,8 @@ type Plan struct {
 	Operators []Operator
 	// Ignored says which channels' names follow the rule but cannot take
 	// part (a counter channel named "x in", a PERIODICCOUNTER named
-	// "x count"), and which CP_SERVICERATE channels do not follow it.
+	// "x count", a tuple channel named "x lineage"), and which
+	// CP_SERVICERATE and CP_LINEAGE channels do not follow it.
 	Ignored []string
 	ch      []chanInfo
 	marked  int // tuple channels that mark
@@ -82,6 +84,14 @@ func (p *Plan) Role(ch int) (inst int, r Role) {
 	c := p.ch[ch]
 	return int(c.inst), c.role
 }
+
+// noChans is an instance's Chans before its channels are found.
+var noChans = func() (c [numRoles]int) {
+	for i := range c {
+		c[i] = -1
+	}
+	return c
+}()
 
 type instKey struct {
 	node     string
@@ -105,10 +115,16 @@ func NewPlan(chans []Channel) (*Plan, error) {
 		case c.Internal:
 		case !ok && c.ServiceRate:
 			p.Ignored = append(p.Ignored, fmt.Sprintf("%s/%s (%s): a CP_SERVICERATE channel whose name does not follow the naming rule \"OPERATOR[#INSTANCE] count\": its estimates are left out", c.Node, c.Name, c.Path))
+		case !ok && c.Lineage:
+			p.Ignored = append(p.Ignored, fmt.Sprintf("%s/%s (%s): a CP_LINEAGE channel whose name does not follow the naming rule \"OPERATOR[#INSTANCE] lineage\": not an operator's (its lineage is still followed)", c.Node, c.Name, c.Path))
 		case !ok:
 		case m.Role == RoleCount && !c.ServiceRate:
 			p.Ignored = append(p.Ignored, fmt.Sprintf("%s/%s (%s): role count needs a CP_SERVICERATE channel: left out", c.Node, c.Name, c.Path))
-		case m.Role != RoleCount && !c.Tuples:
+		case m.Role == RoleLineage && !c.Lineage:
+			p.Ignored = append(p.Ignored, fmt.Sprintf("%s/%s (%s): role lineage needs a CP_LINEAGE channel (CP_LogLineage's pairs): left out", c.Node, c.Name, c.Path))
+		case m.Role != RoleLineage && c.Lineage:
+			p.Ignored = append(p.Ignored, fmt.Sprintf("%s/%s (%s): a CP_LINEAGE channel takes role lineage, not %s: left out as a mark (its lineage is still followed)", c.Node, c.Name, c.Path, m.Role))
+		case m.Role != RoleCount && m.Role != RoleLineage && !c.Tuples:
 			p.Ignored = append(p.Ignored, fmt.Sprintf("%s/%s (%s): role %s needs a tuple channel (records of tuple ids): left out", c.Node, c.Name, c.Path, m.Role))
 		default:
 			marks = append(marks, found{i, m})
@@ -144,7 +160,7 @@ func NewPlan(chans []Channel) (*Plan, error) {
 			ii = len(p.Instances)
 			insts[k] = ii
 			p.Instances = append(p.Instances, Instance{Node: c.Node, PID: c.PID, Operator: f.mark.Operator,
-				Name: f.mark.Instance, Op: oi, Chans: [5]int{-1, -1, -1, -1, -1}})
+				Name: f.mark.Instance, Op: oi, Chans: noChans})
 			p.Operators[oi].Instances = append(p.Operators[oi].Instances, ii)
 		}
 		in := &p.Instances[ii]
@@ -157,7 +173,7 @@ func NewPlan(chans []Channel) (*Plan, error) {
 				f.mark.Operator, f.mark.Role, f.mark.Operator, f.mark.Role)
 		}
 		in.Chans[f.mark.Role] = f.ch
-		if f.mark.Role != RoleCount {
+		if f.mark.Role != RoleCount && f.mark.Role != RoleLineage {
 			p.ch[f.ch] = chanInfo{inst: int32(ii), op: int32(in.Op), role: f.mark.Role}
 			p.marked++
 		}

@@ -272,7 +272,7 @@ func (m *maker) operatorOrder() []int {
 		key[oi] = math.MaxInt
 		for _, ii := range op.Instances {
 			for r, ch := range m.p.Instances[ii].Chans {
-				if ch >= 0 && Role(r) != RoleCount && m.cfg.Rank != nil && ch < len(m.cfg.Rank) {
+				if ch >= 0 && Role(r) != RoleCount && Role(r) != RoleLineage && m.cfg.Rank != nil && ch < len(m.cfg.Rank) {
 					key[oi] = min(key[oi], m.cfg.Rank[ch])
 				}
 			}
