@@ -123,6 +123,10 @@ type Result struct {
 	// says why).
 	Capacity     *capacity.Result
 	CapacityNote string
+	// Lineage (lineage.go): LINEAGE channels read, their (output, input)
+	// records, and the distinct output ids followed to their last input.
+	LineageChannels              int
+	LineagePairs, LineageOutputs uint64
 }
 
 type analysis struct {

@@ -69,7 +69,8 @@ func (a *analysis) planCapacity() error {
 	chans := make([]capacity.Channel, len(a.chans))
 	for i, c := range a.chans {
 		chans[i] = capacity.Channel{Node: c.Node, PID: c.PID, Name: c.Name, Path: c.Path,
-			Tuples: c.Role == RoleTuples, ServiceRate: c.Role == RoleCounter && c.Handler == "SERVICERATE", Internal: c.Role == RoleReturn}
+			Tuples: c.Role == RoleTuples, ServiceRate: c.Role == RoleCounter && c.Handler == "SERVICERATE", Internal: c.Role == RoleReturn,
+			Lineage: c.Role == RoleLineage}
 	}
 	plan, err := capacity.NewPlan(chans)
 	if err != nil {

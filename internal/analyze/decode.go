@@ -16,8 +16,17 @@ import (
 // damage skipped and counted on the channel) and hands each record to the
 // partitioning (partition.go).
 
-// decodeAll decodes every tuple channel into ps with the given workers.
+// decodeAll decodes every tuple channel into ps with the given workers,
+// after the lineage channels (lineage.go): each record of an output id
+// goes in with the id of the input it is joined to.
 func (a *analysis) decodeAll(ps *partitions, workers int) error {
+	var alias lineageMap
+	if ps != nil { // DecodeFloor: the records as they are
+		var err error
+		if alias, err = a.readLineage(); err != nil {
+			return err
+		}
+	}
 	var todo []int
 	size := map[int]int64{}
 	for i, c := range a.chans {
@@ -47,7 +56,7 @@ func (a *analysis) decodeAll(ps *partitions, workers int) error {
 				if k >= len(todo) {
 					break
 				}
-				n, err := a.decodeFile(todo[k], pw)
+				n, err := a.decodeFile(todo[k], pw, alias)
 				records.Add(n)
 				if err != nil {
 					errs[wk] = err
@@ -74,8 +83,9 @@ func (a *analysis) decodeAll(ps *partitions, workers int) error {
 	return nil
 }
 
-// decodeFile decodes channel ch's file into pw; it returns the records read.
-func (a *analysis) decodeFile(ch int, pw *partWriter) (uint64, error) {
+// decodeFile decodes channel ch's file into pw, an output id's records
+// under the id alias maps it to; it returns the records read.
+func (a *analysis) decodeFile(ch int, pw *partWriter, alias lineageMap) (uint64, error) {
 	c := a.chans[ch]
 	lf, err := logfile.Open(c.Path)
 	if err != nil {
@@ -94,10 +104,23 @@ func (a *analysis) decodeFile(ch int, pw *partWriter) (uint64, error) {
 	// (capacity.go): each channel's smallest and largest TSC.
 	track := a.cap.tscMin != nil
 	lo, hi := uint64(math.MaxUint64), uint64(0)
+	remap := len(alias) > 0 // once per file: no lineage, no lookup
 	err = lf.RecordBatches(func(rs []logfile.Record) error {
-		for _, r := range rs {
-			if err := pw.add(r.TupleID, r.TSC); err != nil {
-				return err
+		if remap {
+			for _, r := range rs {
+				id := r.TupleID
+				if in, ok := alias[id]; ok {
+					id = in
+				}
+				if err := pw.add(id, r.TSC); err != nil {
+					return err
+				}
+			}
+		} else {
+			for _, r := range rs {
+				if err := pw.add(r.TupleID, r.TSC); err != nil {
+					return err
+				}
 			}
 		}
 		if track {

@@ -20,6 +20,7 @@ const (
 	RoleFirst               // FIRSTLAST: first and last tuple, for the run duration
 	RoleCounter             // periodic counters: throughput over time
 	RoleReturn              // FOX_START return log: ReTACK arrival times
+	RoleLineage             // LINEAGE: (output id, input id) pairs, read before the join (lineage.go)
 )
 
 // Channel is one channel log file and where its counter comes from.
@@ -120,6 +121,8 @@ func findChannels(paths []string) ([]*Channel, error) {
 			c.Role = RoleFirst
 		case isReturnLog(&h):
 			c.Role = RoleReturn
+		case h.Handler == logfile.LineageHandler:
+			c.Role = RoleLineage
 		}
 		chans = append(chans, c)
 	}

@@ -115,6 +115,10 @@ func (r *Result) WriteText(w io.Writer) error {
 		fmt.Fprintf(w, "left out: %d tuple ids with more than %d records each (%d records): ids reused?\n",
 			r.SkippedTuples, maxTupleEvents, r.SkippedRecords)
 	}
+	if r.LineageChannels > 0 {
+		fmt.Fprintf(w, "lineage: %d channels, %d records: %d output ids joined to the last input logged for each\n",
+			r.LineageChannels, r.LineagePairs, r.LineageOutputs)
+	}
 	fmt.Fprintln(w, "bounds are strict in reference cycles; seconds divide by the reference node's registered TSC frequency")
 	fmt.Fprintln(w, "durations in microseconds; ± is the strict bound (median, max); paper and baseline: their bounds' medians")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
