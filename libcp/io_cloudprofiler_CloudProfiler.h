@@ -53,6 +53,8 @@ extern "C" {
 #define io_cloudprofiler_CloudProfiler_H_GPIORTT 13L
 #undef io_cloudprofiler_CloudProfiler_H_SERVICERATE
 #define io_cloudprofiler_CloudProfiler_H_SERVICERATE 14L
+#undef io_cloudprofiler_CloudProfiler_H_LINEAGE
+#define io_cloudprofiler_CloudProfiler_H_LINEAGE 15L
 #undef io_cloudprofiler_CloudProfiler_ARG0
 #define io_cloudprofiler_CloudProfiler_ARG0 0L
 #undef io_cloudprofiler_CloudProfiler_ARG1
@@ -110,7 +112,7 @@ extern "C" {
 #undef io_cloudprofiler_CloudProfiler_ERR_CONFIG
 #define io_cloudprofiler_CloudProfiler_ERR_CONFIG -16L
 #undef io_cloudprofiler_CloudProfiler_JNI_ABI
-#define io_cloudprofiler_CloudProfiler_JNI_ABI 2L
+#define io_cloudprofiler_CloudProfiler_JNI_ABI 3L
 #undef io_cloudprofiler_CloudProfiler_ERR_BUF
 #define io_cloudprofiler_CloudProfiler_ERR_BUF 4096L
 /*
@@ -176,6 +178,14 @@ JNIEXPORT jint JNICALL Java_io_cloudprofiler_CloudProfiler_errorString0
  */
 JNIEXPORT jint JNICALL Java_io_cloudprofiler_CloudProfiler_markBlocked0
   (JNIEnv *, jclass, jlong, jint);
+
+/*
+ * Class:     io_cloudprofiler_CloudProfiler
+ * Method:    logLineage0
+ * Signature: (JJJ)I
+ */
+JNIEXPORT jint JNICALL Java_io_cloudprofiler_CloudProfiler_logLineage0
+  (JNIEnv *, jclass, jlong, jlong, jlong);
 
 /*
  * Class:     io_cloudprofiler_CloudProfiler

@@ -22,12 +22,13 @@
 #include "io_cloudprofiler_CloudProfiler.h"
 #include "io_cloudprofiler_Baselines.h"
 
-#define CP_JNI_ABI 2  /* 2: markBlocked0, serviceRate0 */
+#define CP_JNI_ABI 3  /* 2: markBlocked0, serviceRate0; 3: logLineage0 */
 
 extern int32_t cp_logts(int64_t ch, int64_t tuple_id) __attribute__((visibility("hidden")));
 extern int64_t cp_logtsmany(int64_t ch, const int64_t *ids, int64_t n, int32_t *err)
     __attribute__((visibility("hidden")));
 extern int32_t cp_markblocked(int64_t ch, int32_t which) __attribute__((visibility("hidden")));
+extern int32_t cp_loglineage(int64_t ch, int64_t out_id, int64_t in_id) __attribute__((visibility("hidden")));
 
 #define SAME(java, c) _Static_assert(io_cloudprofiler_CloudProfiler_##java == (c), #java " differs from " #c)
 SAME(F_ASCII, CP_ASCII);
@@ -53,6 +54,7 @@ SAME(H_FOX_START, CP_FOX_START);
 SAME(H_FOX_END, CP_FOX_END);
 SAME(H_GPIORTT, CP_GPIORTT);
 SAME(H_SERVICERATE, CP_SERVICERATE);
+SAME(H_LINEAGE, CP_LINEAGE);
 SAME(ARG0, CP_ARG0);
 SAME(ARG1, CP_ARG1);
 SAME(ARG_DROP_WHEN_FULL, CP_ARG_DROP_WHEN_FULL);
@@ -141,6 +143,14 @@ JNIEXPORT jint JNICALL Java_io_cloudprofiler_CloudProfiler_markBlocked0(JNIEnv *
   (void)env;
   (void)cls;
   return cp_markblocked(ch, which);
+}
+
+// LINEAGE: a plain call of CP_LogLineage (C, never enters Go), as logTS0.
+JNIEXPORT jint JNICALL Java_io_cloudprofiler_CloudProfiler_logLineage0(JNIEnv *env, jclass cls, jlong ch, jlong out_id,
+                                                                      jlong in_id) {
+  (void)env;
+  (void)cls;
+  return cp_loglineage(ch, out_id, in_id);
 }
 
 // CP_ServiceRate into d (rate, running, period_s) and l (samples, periods,

@@ -47,6 +47,9 @@ func runAnalyze(stdout, stderr io.Writer, args []string) error {
 	fs.Var(&target, "target-rate", "capacity: a source rate, tuples per second (250000, 250k, 1.5M), for the parallelism each operator needs (DS2's rule)")
 	fs.IntVar(&cfg.MinTuples, "min-tuples", analyze.DefaultMinTuples, "capacity: fewest paired tuples (in and out) for a service rate; fewer: \"not enough data\"")
 	fs.BoolVar(&cfg.NoCapacity, "no-capacity", false, "skip the capacity analysis (service rates, bottleneck) even when channels mark operators")
+	// The critical-path analysis: the same marks.
+	fs.DurationVar(&cfg.Slice, "slice", analyze.DefaultSlice, "critical path: length of the time slices (reference clock) from the run's first tuple record, e.g. 1s, 100ms")
+	fs.BoolVar(&cfg.NoCriticalPath, "no-critical-path", false, "skip the critical-path analysis and the latency breakdown even when channels mark operators")
 	// Go's flag package stops at the first non-flag: take the paths that
 	// follow --logs as more log paths, then go on parsing.
 	for len(args) > 0 {
@@ -79,6 +82,9 @@ func runAnalyze(stdout, stderr io.Writer, args []string) error {
 	}
 	if *mem < 16 {
 		return fmt.Errorf("analyze: --mem-mb must be at least 16")
+	}
+	if cfg.Slice <= 0 {
+		return fmt.Errorf("analyze: --slice must be a positive duration (1s, 100ms), not %s", cfg.Slice)
 	}
 	if cfg.Window <= 0 {
 		return fmt.Errorf("analyze: --window must be a positive duration (1s, 250ms), not %s", cfg.Window)

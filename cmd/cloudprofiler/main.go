@@ -30,6 +30,11 @@ commands:
                          channels named "OP[#INST] in|out|sent|count" give each
                          operator's service rate, the bottleneck and the highest
                          sustainable source rate (capacity.csv, README "Capacity")
+          [--slice 1s] [--no-critical-path]
+                         the same marks give each slice's critical path and the
+                         tail's latency taken apart into compute, queueing and
+                         transfer (criticalpath.csv, breakdown.csv, README
+                         "Where the latency goes")
   (dump exits 3 when a file is damaged or misses records it accepted)
   gen send --to ADDR --rate R --duration D [--threads T] (--tuples FILE | --synthetic)
                          send tuples over TCP at a controlled rate (datagen/FRAMING.md);

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"cloudprofiler/internal/capacity"
+	"cloudprofiler/internal/critpath"
 	"cloudprofiler/minrtt"
 )
 
@@ -22,8 +23,9 @@ type worker struct {
 	rank  []int // channel -> place in the hop order; nil: vote only
 	votes orderVotes
 	pairs map[PairKey]*PairStats
-	rows  *rowBatcher   // nil: no durations written
-	cap   *capacity.Acc // nil: no capacity analysis (capacity.go)
+	rows  *rowBatcher         // nil: no durations written
+	cap   *capacity.Acc       // nil: no capacity analysis (capacity.go)
+	cpc   *critpath.Collector // nil: no critical-path analysis (critpath.go)
 
 	tuples, durations             uint64
 	skippedTuples, skippedRecords uint64
@@ -41,12 +43,18 @@ type worker struct {
 	idx        [16]uint8 // and their order
 	hops, rets []event
 	capEvs     []capacity.Event
+	cpEvs      []critpath.Event
+	hopErr     []float64 // per hop of the tuple, its bound (critpath.go)
+	lastErr    float64   // the bound of the last duration computed
 }
 
 func (a *analysis) newWorker(rank []int, rows *rowBatcher) *worker {
 	w := &worker{a: a, rank: rank, votes: orderVotes{}, pairs: map[PairKey]*PairStats{}, rows: rows, t0: math.Inf(1)}
 	if rank != nil {
 		w.cap = a.newCapacityAcc()
+		if a.cpCur != nil {
+			w.cpc = a.cpCur.NewCollector()
+		}
 	}
 	return w
 }
@@ -101,6 +109,7 @@ func (w *worker) tuple(evs []event) error {
 	if w.cap != nil {
 		w.capacityTuple(hops)
 	}
+	errs := append(w.hopErr[:0], 0)
 	for i := 1; i < len(hops); i++ {
 		x, y := &hops[i-1], &hops[i]
 		kind := KindTransfer
@@ -110,9 +119,23 @@ func (w *worker) tuple(evs []event) error {
 		if err := w.duration(kind, x, y, nil, -1); err != nil {
 			return err
 		}
+		errs = append(errs, w.lastErr)
 	}
+	w.hopErr = errs
 	if len(hops) >= 3 {
 		if err := w.duration(KindEndToEnd, &hops[0], &hops[len(hops)-1], nil, -1); err != nil {
+			return err
+		}
+	}
+	if w.cpc != nil && len(hops) > 0 {
+		e2eErr := 0.0
+		switch {
+		case len(hops) >= 3:
+			e2eErr = w.lastErr
+		case len(hops) == 2:
+			e2eErr = errs[1]
+		}
+		if err := w.critPathTuple(hops, errs, e2eErr); err != nil {
 			return err
 		}
 	}
@@ -175,6 +198,7 @@ func (w *worker) duration(kind string, x, y *event, ours *minrtt.Duration, keyTo
 		}
 	}
 	p.Err.Add(d.Err)
+	w.lastErr = d.Err
 	p.Paper.Add(d.Paper)
 	p.Baseline.Add(d.Baseline)
 	if d.Scenario >= 0 && d.Scenario < 4 {

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"cloudprofiler/internal/capacity"
+	"cloudprofiler/internal/critpath"
 	"cloudprofiler/minrtt"
 )
 
@@ -56,6 +57,12 @@ type Config struct {
 	MinTuples  int
 	TargetRate float64
 	NoCapacity bool
+	// The critical-path analysis (critpath.go, package critpath): each
+	// slice's critical path, slices of Slice (default 1 s) from the run's
+	// first tuple record, and the tail's latency taken apart.
+	// NoCriticalPath skips it.
+	Slice          time.Duration
+	NoCriticalPath bool
 
 	testWrongSample bool // the sample's channel order is reversed (a test of the second attempt)
 }
@@ -123,6 +130,10 @@ type Result struct {
 	// says why).
 	Capacity     *capacity.Result
 	CapacityNote string
+	// CritPath is the critical-path analysis (nil without one: CritPathNote
+	// says why).
+	CritPath     *critpath.Result
+	CritPathNote string
 	// Lineage (lineage.go): LINEAGE channels read, their (output, input)
 	// records, and the distinct output ids followed to their last input.
 	LineageChannels              int
@@ -146,7 +157,9 @@ type analysis struct {
 	progress progress
 	// counter channel -> its periods (throughput.csv), for the report
 	throughput map[int][]ThroughputPoint
-	cap        capState // the capacity analysis (capacity.go)
+	cap        capState           // the capacity analysis (capacity.go)
+	cp         cpState            // the critical-path analysis (critpath.go)
+	cpCur      *critpath.Analysis // the current join's (pipeline.go)
 }
 
 // outputs are the files an analysis may write into Out. A run removes
@@ -154,7 +167,7 @@ type analysis struct {
 // is in Out is one whole run's results or nothing.
 var outputs = []string{"durations.parquet", "durations.csv", "summary.parquet", "summary.csv", "summary.txt",
 	"model.json", "report.html", "runs.parquet", "runs.csv", "throughput.parquet", "throughput.csv",
-	"capacity.parquet", "capacity.csv"}
+	"capacity.parquet", "capacity.csv", "criticalpath.csv", "breakdown.csv"}
 
 // Run performs the analysis and writes its files into cfg.Out.
 func Run(cfg Config) (*Result, error) {
@@ -204,6 +217,9 @@ func prepare(cfg Config) (*analysis, error) {
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = runtime.GOMAXPROCS(0)
+	}
+	if err := checkCritPathConfig(&cfg); err != nil {
+		return nil, err
 	}
 	if err := checkCapacityConfig(&cfg); err != nil {
 		return nil, err
@@ -275,6 +291,9 @@ func (a *analysis) run() (*Result, error) {
 		return nil, err
 	}
 	if err := a.writeCapacity(); err != nil {
+		return nil, err
+	}
+	if err := a.writeCritPath(); err != nil {
 		return nil, err
 	}
 	for _, p := range a.pairs {

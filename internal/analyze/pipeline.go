@@ -166,6 +166,17 @@ func (a *analysis) joinAll(ps *partitions, parts, workers int, rank []int) (*wor
 		}
 	}
 	a.kept = nil // counts of this attempt only
+	if a.cpCur != nil {
+		a.cpCur.Abort() // an attempt before: its spill goes
+		a.cpCur = nil
+	}
+	if rank != nil {
+		an, err := a.newCritPath(rank)
+		if err != nil {
+			return nil, err
+		}
+		a.cpCur = an
+	}
 	ws := make([]*worker, workers)
 	errs := make([]error, workers)
 	ended := make([]atomic.Bool, ps.n)
@@ -233,6 +244,7 @@ func (a *analysis) finishJoin(w *worker, rank []int) {
 	a.res.SkippedTuples, a.res.SkippedRecords = w.skippedTuples, w.skippedRecords
 	a.t0 = math.Min(a.t0, w.t0)
 	a.cap.acc = w.cap
+	a.cp.an, a.cpCur = a.cpCur, nil
 	byRank := make([]int, len(a.chans))
 	for i, r := range rank {
 		byRank[r] = i

@@ -55,6 +55,18 @@ public final class Channel implements AutoCloseable {
     }
 
     /**
+     * LINEAGE channels: output outId was made from input inId; for one
+     * output, log every input in the order they arrived (the analysis
+     * follows the last). Never allocates, never throws.
+     *
+     * @return 0 or a negative CloudProfiler.ERR_* code (ERR_BAD_HANDLER on
+     *     another handler)
+     */
+    public int logLineage(long outId, long inId) {
+        return CloudProfiler.logLineage(handle, outId, inId);
+    }
+
+    /**
      * SERVICERATE channels: the service rate estimate now; throws
      * {@link CloudProfilerException} (its code: ERR_CLOSED, ERR_BAD_HANDLER)
      * otherwise.

@@ -28,7 +28,8 @@ public final class CloudProfiler {
     static final int H_IDENTITY = 0, H_BUFFER_IDENTITY = 1, H_BUFFER_IDENTITY_COMP = 2,
             H_MEDIAN = 3, H_DOWNSAMPLE = 4, H_XOY = 5, H_FIRSTLAST = 6,
             H_PERIODICCOUNTER = 7, H_FASTPERIODICCOUNTER = 8, H_NULLH = 9,
-            H_NET_CONF = 10, H_FOX_START = 11, H_FOX_END = 12, H_GPIORTT = 13, H_SERVICERATE = 14;
+            H_NET_CONF = 10, H_FOX_START = 11, H_FOX_END = 12, H_GPIORTT = 13, H_SERVICERATE = 14,
+            H_LINEAGE = 15;
 
     /** The handler's first argument (see each handler in the C header). */
     public static final int ARG0 = 0;
@@ -73,7 +74,7 @@ public final class CloudProfiler {
     public static final int ERR_CONFIG = -16;
 
     /** The JNI glue's interface version; libcp/jni.c returns the same from abi0(). */
-    static final int JNI_ABI = 2;
+    static final int JNI_ABI = 3;
 
     private static final int ERR_BUF = 4096;
     /** An err array the glue never writes into (length 0): the natives are never passed null. */
@@ -257,6 +258,22 @@ public final class CloudProfiler {
     }
 
     /**
+     * LINEAGE channels: output outId was made from input inId (the C
+     * CP_LogLineage, called straight from the JNI glue as logTS is: one
+     * record, id outId, TSC column inId). For one output, log every input
+     * it came from in the order they arrived: the analysis joins the output
+     * to the last one. Never allocates, never throws.
+     *
+     * @return 0, or ERR_BAD_HANDLE, ERR_CLOSED, ERR_DROPPED, ERR_IO (as
+     *     logTS), ERR_BAD_ARG_VALUE (inId Long.MIN_VALUE), ERR_BAD_HANDLER
+     *     (not a LINEAGE channel)
+     */
+    public static int logLineage(long ch, long outId, long inId) {
+        if (!LOADED) return ERR_BAD_HANDLE;
+        return logLineage0(ch, outId, inId);
+    }
+
+    /**
      * SERVICERATE channels: the estimator's state now (the C CP_ServiceRate,
      * which enters Go: about a microsecond, not for every event).
      *
@@ -325,6 +342,7 @@ public final class CloudProfiler {
     private static native int closeAll0(byte[] err);
     private static native int errorString0(int code, byte[] buf);
     private static native int markBlocked0(long ch, int which);
+    private static native int logLineage0(long ch, long outId, long inId);
     /** d: rate, running, period_s; l: samples, periods, convergences, converged (lengths 3 and 4). */
     private static native int serviceRate0(long ch, double[] d, long[] l);
     private static native int abi0();

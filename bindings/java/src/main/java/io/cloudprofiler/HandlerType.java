@@ -39,7 +39,13 @@ public enum HandlerType {
      * estimates its non-blocking service rate from the counts (Beard and
      * Chamberlain): {@link Channel#markBlocked}, {@link Channel#serviceRate}.
      */
-    SERVICERATE(CloudProfiler.H_SERVICERATE);
+    SERVICERATE(CloudProfiler.H_SERVICERATE),
+    /**
+     * An operator's lineage (name "OPERATOR[#INSTANCE] lineage"): which
+     * input each output was made from, {@link Channel#logLineage}; logTS on
+     * it returns ERR_BAD_HANDLER.
+     */
+    LINEAGE(CloudProfiler.H_LINEAGE);
 
     private final int value;
 

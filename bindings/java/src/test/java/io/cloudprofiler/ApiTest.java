@@ -71,6 +71,12 @@ class ApiTest {
                 assertTrue(e.getMessage().contains("CP_RET_START"), e.getMessage());
                 return;
             }
+            case LINEAGE:  // pairs through logLineage; logTS is refused
+                try (Channel ch = Channel.open(name, LogFormat.BINARY, h)) {
+                    for (int i = 0; i < 100; i++) assertEquals(0, ch.logLineage(1000 + i, i));
+                    assertEquals(CloudProfiler.ERR_BAD_HANDLER, ch.logTS(1));
+                }
+                return;
             default:
                 try (Channel ch = Channel.open(name, LogFormat.BINARY, h)) {
                     for (int i = 0; i < 100; i++) assertEquals(0, ch.logTS(i));

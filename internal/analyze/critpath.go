@@ -1,0 +1,209 @@
+package analyze
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"cloudprofiler/internal/capacity"
+	"cloudprofiler/internal/critpath"
+)
+
+// The critical-path analysis (package critpath) rides on the pipeline like
+// the capacity analysis: it reads the same operator marks (the capacity
+// plan, made here when the capacity analysis is skipped), each worker
+// feeds every tuple it joins to a collector of its own (aggregate.go), and
+// after the join one pass over the visits, in time order, finds each
+// slice's critical path and splits each hand-off into queueing and
+// transfer. A join that runs again (pipeline.go) starts a new analysis.
+
+// DefaultSlice is the critical path's slice.
+const DefaultSlice = time.Second
+
+// cpState is the critical-path analysis's part of an analysis.
+type cpState struct {
+	plan *capacity.Plan
+	an   *critpath.Analysis // the final join's
+}
+
+func checkCritPathConfig(cfg *Config) error {
+	if cfg.Slice == 0 {
+		cfg.Slice = DefaultSlice
+	}
+	if cfg.Slice < 0 {
+		return fmt.Errorf("analyze: --slice must be positive, not %s", cfg.Slice)
+	}
+	return nil
+}
+
+// critPathPlan is the plan of operator instances, or nil (no analysis:
+// CritPathNote says why).
+func (a *analysis) critPathPlan() (*capacity.Plan, error) {
+	if a.cfg.NoCriticalPath {
+		a.res.CritPathNote = "critical path: not analysed (--no-critical-path)"
+		return nil, nil
+	}
+	if a.cp.plan != nil {
+		return a.cp.plan, nil
+	}
+	plan := a.cap.plan
+	if plan == nil {
+		chans := make([]capacity.Channel, len(a.chans))
+		for i, c := range a.chans {
+			chans[i] = capacity.Channel{Node: c.Node, PID: c.PID, Name: c.Name, Path: c.Path,
+				Tuples: c.Role == RoleTuples, ServiceRate: c.Role == RoleCounter && c.Handler == "SERVICERATE",
+				Internal: c.Role == RoleReturn, Lineage: c.Role == RoleLineage}
+		}
+		var err error
+		if plan, err = capacity.NewPlan(chans); err != nil {
+			// The capacity analysis was skipped (--no-capacity), which is
+			// what its error about the same marks tells the user to do.
+			a.res.CritPathNote = "critical path: not analysed: " + err.Error()
+			return nil, nil
+		}
+	}
+	if !plan.TupleMarks() {
+		a.res.CritPathNote = "critical path: no channel marks an operator's in and out (README, \"Capacity\": channels named \"OPERATOR in\", \"OPERATOR out\")"
+		return nil, nil
+	}
+	a.cp.plan = plan
+	return plan, nil
+}
+
+// newCritPath starts the analysis of one join with the channel order rank.
+func (a *analysis) newCritPath(rank []int) (*critpath.Analysis, error) {
+	plan, err := a.critPathPlan()
+	if plan == nil || err != nil {
+		return nil, err
+	}
+	chans := make([]critpath.Channel, len(a.chans))
+	for i, c := range a.chans {
+		inst, role := plan.Role(i)
+		chans[i] = critpath.Channel{Inst: inst, Role: role, Proc: a.procOf[i], Name: c.Name}
+	}
+	insts := make([]critpath.Instance, len(plan.Instances))
+	for i := range plan.Instances {
+		in := &plan.Instances[i]
+		r := -1
+		for _, role := range []capacity.Role{capacity.RoleIn, capacity.RoleOut, capacity.RoleSent} {
+			if ch := in.Chans[role]; ch >= 0 {
+				r = max(r, rank[ch])
+			}
+		}
+		insts[i] = critpath.Instance{Operator: in.Operator, HasIn: in.Has(capacity.RoleIn),
+			Lineage: in.Has(capacity.RoleLineage), Rank: r}
+	}
+	dir := a.cfg.SpillDir
+	if dir == "" {
+		dir = a.cfg.Out
+	}
+	return critpath.New(critpath.Config{Chans: chans, Insts: insts, Hz: a.model.RefHz(),
+		Slice: a.cfg.Slice.Seconds() * a.model.RefHz(), Mem: a.cfg.MemBytes / 8, Workers: a.cfg.Workers, Dir: dir})
+}
+
+// critPathTuple feeds one tuple's hops, in rank order, with each hop's
+// bound (errs[i]: hops[i-1] to hops[i]) and the end-to-end bound.
+func (w *worker) critPathTuple(hops []event, errs []float64, e2eErr float64) error {
+	ev := w.cpEvs[:0]
+	for k := range hops {
+		ev = append(ev, critpath.Event{Ch: hops[k].ch, Est: hops[k].est, Err: errs[k]})
+	}
+	w.cpEvs = ev
+	return w.cpc.Tuple(ev, e2eErr)
+}
+
+// writeCritPath finishes the analysis and writes criticalpath.csv and
+// breakdown.csv.
+func (a *analysis) writeCritPath() error {
+	an := a.cp.an
+	if an == nil {
+		return nil
+	}
+	a.cp.an = nil
+	res, err := an.Finish(a.t0)
+	if err != nil {
+		return fmt.Errorf("analyze: %w", err)
+	}
+	a.res.CritPath = res
+	path := filepath.Join(a.cfg.Out, "criticalpath.csv")
+	a.res.Files = append(a.res.Files, path)
+	if err := writeFile(path, func(w io.Writer) error { return writeCritPathCSV(w, res.Path) }); err != nil {
+		return err
+	}
+	path = filepath.Join(a.cfg.Out, "breakdown.csv")
+	a.res.Files = append(a.res.Files, path)
+	return writeFile(path, func(w io.Writer) error { return writeBreakdownCSV(w, res.Breakdown) })
+}
+
+const critPathCSVHeader = "level,slice,start_s,end_s,kind,name,share,participation,consistent,note\n"
+
+func writeCritPathCSV(w io.Writer, rows []critpath.PathRow) error {
+	if _, err := io.WriteString(w, critPathCSVHeader); err != nil {
+		return err
+	}
+	var b []byte
+	num := func(v float64) {
+		b = append(b, ',')
+		if !math.IsNaN(v) {
+			b = strconv.AppendFloat(b, v, 'g', -1, 64)
+		}
+	}
+	for i := range rows {
+		r := &rows[i]
+		b = append(b[:0], r.Level...)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, r.Slice, 10)
+		num(r.StartS)
+		num(r.EndS)
+		b = appendCSV(b, r.Kind)
+		b = appendCSV(b, r.Name)
+		num(r.Share)
+		num(r.Participation)
+		b = append(b, ',')
+		b = strconv.AppendBool(b, r.Consistent)
+		b = appendCSV(b, r.Note)
+		b = append(b, '\n')
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+const breakdownCSVHeader = "group,tuples,e2e_mean_us,e2e_bound_us,part,where,mean_us,share,bound_us,total_cycles\n"
+
+func writeBreakdownCSV(w io.Writer, rows []critpath.BreakdownRow) error {
+	if _, err := io.WriteString(w, breakdownCSVHeader); err != nil {
+		return err
+	}
+	var b []byte
+	num := func(v float64) {
+		b = append(b, ',')
+		if !math.IsNaN(v) {
+			b = strconv.AppendFloat(b, v, 'g', -1, 64)
+		}
+	}
+	for i := range rows {
+		r := &rows[i]
+		b = append(b[:0], r.Group...)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, r.Tuples, 10)
+		num(r.E2EMeanUS)
+		num(r.E2EBoundUS)
+		b = appendCSV(b, r.Part)
+		b = appendCSV(b, r.Where)
+		num(r.MeanUS)
+		num(r.Share)
+		num(r.BoundUS)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, r.TotalCycles, 10)
+		b = append(b, '\n')
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}

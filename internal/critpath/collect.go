@@ -1,0 +1,430 @@
+package critpath
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"sync"
+	"unsafe"
+
+	"cloudprofiler/internal/capacity"
+)
+
+// Channel is one channel of the analysis as pass 1 reads it; its place in
+// Config.Chans is the index events carry.
+type Channel struct {
+	Inst int           // the operator instance it marks (-1: none)
+	Role capacity.Role // in, out or sent (with Inst >= 0)
+	Proc int           // its process (node and pid), numbered
+	Name string        // what names an unmarked record in a link ("FROM -> TO")
+}
+
+// Instance is one operator instance (a worker).
+type Instance struct {
+	Operator string
+	HasIn    bool // it marks its ins (else it is a source: its records are hand-offs only)
+	Lineage  bool // it logs lineage: a tuple whose last record is its in was absorbed into another
+	Rank     int  // its in's place in the hop order: the highest is furthest downstream
+}
+
+// Config is what the analysis needs of the run.
+type Config struct {
+	Chans []Channel
+	Insts []Instance
+	Hz    float64 // reference cycles a second
+	T0    float64 // the run's first tuple record, reference cycles (Finish)
+	Slice float64 // a slice, reference cycles
+	// Mem is what the visits may take in memory, all collectors together;
+	// past it they go to sorted runs in Dir.
+	Mem     int64
+	Workers int
+	Dir     string
+}
+
+// Event is one record of a tuple, in hop order: its channel, its estimate
+// in the reference counter, and the strict bound of the hop from the
+// previous record to it (0 for the first).
+type Event struct {
+	Ch  uint32
+	Est float64
+	Err float64
+}
+
+// Visit is a tuple's visit to an operator instance that marks its in, as
+// pass 2 needs it. 48 bytes, written to runs as they are in memory.
+type Visit struct {
+	In, H    int64 // the in; the hand-off (the tuple's record before the in)
+	Out, Dep int64 // the out (In without one) and the departure: sent, else out, else in
+	Err      float32
+	Bucket   int32  // the tuple's end-to-end bucket; -1: not a journey
+	Inst     uint16 // the instance
+	Up       uint16 // the hand-off's instance + 1 when it is one that marks its ins; 0: another record; noHandOff: none
+	Next     uint16 // the instance the tuple visits next + 1 (0: none)
+	Link     uint16 // the transfer part of the hand-off to the in
+}
+
+const visitSize = int(unsafe.Sizeof(Visit{}))
+
+// noHandOff: the tuple's first record is this in.
+const noHandOff = 0xFFFF
+
+// Analysis is one run's critical-path and breakdown analysis.
+type Analysis struct {
+	cfg      Config
+	reg      registry
+	compute  []uint16 // per operator
+	queue    []uint16
+	input    uint16
+	unattrib uint16
+	opOf     []int // instance -> operator
+	ops      []string
+
+	mu     sync.Mutex
+	cols   []*Collector
+	runCap int
+}
+
+// New prepares the analysis.
+func New(cfg Config) (*Analysis, error) {
+	if len(cfg.Insts) >= noHandOff-1 {
+		return nil, fmt.Errorf("critical path: %d operator instances, at most %d", len(cfg.Insts), noHandOff-2)
+	}
+	if !(cfg.Slice > 0) {
+		return nil, errors.New("critical path: the slice must be positive")
+	}
+	a := &Analysis{cfg: cfg}
+	ops := map[string]int{}
+	for _, in := range cfg.Insts {
+		o, ok := ops[in.Operator]
+		if !ok {
+			o = len(a.ops)
+			ops[in.Operator] = o
+			a.ops = append(a.ops, in.Operator)
+		}
+		a.opOf = append(a.opOf, o)
+	}
+	for _, op := range a.ops {
+		a.compute = append(a.compute, a.reg.id(Part{KindCompute, op}))
+		a.queue = append(a.queue, a.reg.id(Part{KindQueue, op}))
+	}
+	a.input = a.reg.id(Part{KindInput, ""})
+	a.unattrib = a.reg.id(Part{KindUnattributed, ""})
+	w := max(cfg.Workers, 1)
+	a.runCap = max(int(cfg.Mem/int64(w)/int64(visitSize)), 1024)
+	return a, nil
+}
+
+// bucket is the sums of the journeys whose end-to-end latency falls in one
+// bucket: pass 1 adds every part it can; pass 2 the split hops.
+type bucket struct {
+	n      uint64
+	e2e    int64
+	e2eErr float64
+	sum    []int64   // per part
+	err    []float64 // per part: the sum of its bounds
+}
+
+func (b *bucket) add(part uint16, v int64, err float64) {
+	if int(part) >= len(b.sum) {
+		b.sum = append(b.sum, make([]int64, int(part)+1-len(b.sum))...)
+		b.err = append(b.err, make([]float64, int(part)+1-len(b.err))...)
+	}
+	b.sum[part] += v
+	b.err[part] += err
+}
+
+// bucketWidth: journeys are grouped by end-to-end latency in buckets 0.1%
+// wide; the tail and the median are whole buckets.
+var bucketLog = math.Log(1.001)
+
+func bucketOf(v int64) int32 {
+	if v <= 0 {
+		return 0
+	}
+	return 1 + int32(math.Log(float64(v))/bucketLog)
+}
+
+// Collector is one analyze worker's pass 1.
+type Collector struct {
+	a       *Analysis
+	buckets map[int32]*bucket
+	links   map[[2]uint32]uint16
+	pts     []int64
+	parts   []partAdd
+	buf     []Visit
+	runs    []run
+	f       *os.File
+	off     int64
+
+	tuples, journeys, absorbed, negative uint64
+	lastDep                              int64
+	hasDep                               bool
+}
+
+type partAdd struct {
+	part uint16
+	v    int64
+	err  float64
+}
+
+// run is a sorted run of visits: in memory (mem) or in the collector's file.
+type run struct {
+	mem []Visit
+	off int64
+	n   int
+	f   *os.File
+}
+
+// NewCollector makes a worker's collector.
+func (a *Analysis) NewCollector() *Collector {
+	c := &Collector{a: a, buckets: map[int32]*bucket{}, links: map[[2]uint32]uint16{}}
+	a.mu.Lock()
+	a.cols = append(a.cols, c)
+	a.mu.Unlock()
+	return c
+}
+
+func (c *Collector) label(ch uint32) string {
+	ci := &c.a.cfg.Chans[ch]
+	if ci.Inst >= 0 {
+		return c.a.cfg.Insts[ci.Inst].Operator
+	}
+	return ci.Name
+}
+
+// link is the transfer part from channel x's record to channel y's.
+func (c *Collector) link(x, y uint32) uint16 {
+	k := [2]uint32{x, y}
+	if id, ok := c.links[k]; ok {
+		return id
+	}
+	id := c.a.reg.id(Part{KindTransfer, c.label(x) + " -> " + c.label(y)})
+	c.links[k] = id
+	return id
+}
+
+// Tuple takes one tuple's records in hop order and the strict bound of its
+// end-to-end latency.
+func (c *Collector) Tuple(evs []Event, e2eErr float64) error {
+	a := c.a
+	chans := a.cfg.Chans
+	n := len(evs)
+	marked := false
+	for i := range evs {
+		if evs[i].Est != evs[i].Est {
+			return nil // a record of an unreachable node: no times
+		}
+		if chans[evs[i].Ch].Inst >= 0 {
+			marked = true
+		}
+	}
+	if !marked {
+		return nil
+	}
+	c.tuples++
+	p := c.pts[:0]
+	for i := range evs {
+		p = append(p, int64(math.Round(evs[i].Est)))
+	}
+	c.pts = p
+	last := &chans[evs[n-1].Ch]
+	journey := !(last.Inst >= 0 && last.Role == capacity.RoleIn && a.cfg.Insts[last.Inst].Lineage && n > 1)
+	var bk int32 = -1
+	if journey {
+		c.journeys++
+		bk = bucketOf(p[n-1] - p[0])
+	} else {
+		c.absorbed++
+	}
+	parts := c.parts[:0]
+	for i := 1; i < n; i++ {
+		if p[i] < p[i-1] {
+			c.negative++
+		}
+	}
+	i := 0
+	for i < n {
+		ci := &chans[evs[i].Ch]
+		if ci.Inst < 0 || ci.Role != capacity.RoleIn {
+			// Not a visit: the hop to the next record, unless that is a
+			// visit's in (its visit takes it).
+			if i+1 < n {
+				cn := &chans[evs[i+1].Ch]
+				if !(cn.Inst >= 0 && cn.Role == capacity.RoleIn) {
+					parts = c.plainHop(parts, evs, p, i)
+				}
+			}
+			i++
+			continue
+		}
+		// A visit: its in, then records up to its last out or sent with no
+		// other instance's mark between.
+		inst := ci.Inst
+		op := a.opOf[inst]
+		v := Visit{In: p[i], Out: p[i], Dep: p[i], Bucket: bk, Inst: uint16(inst), Up: noHandOff}
+		if i > 0 {
+			prev := &chans[evs[i-1].Ch]
+			v.H = p[i-1]
+			v.Err = float32(evs[i].Err)
+			v.Up = 0
+			if prev.Inst >= 0 && prev.Inst != inst && a.cfg.Insts[prev.Inst].HasIn {
+				v.Up = uint16(prev.Inst + 1)
+			}
+			v.Link = c.link(evs[i-1].Ch, evs[i].Ch)
+		}
+		end, out, sent := i, -1, -1
+		for k := i + 1; k < n; k++ {
+			ck := &chans[evs[k].Ch]
+			if ck.Inst >= 0 && ck.Inst != inst {
+				break
+			}
+			if ck.Inst == inst {
+				if ck.Role == capacity.RoleIn {
+					break // its next visit (the same tuple twice)
+				}
+				end = k
+				if ck.Role == capacity.RoleOut && out < 0 {
+					out = k
+				}
+				if ck.Role == capacity.RoleSent {
+					sent = k
+				}
+			}
+		}
+		switch {
+		case out >= 0:
+			v.Out = p[out]
+		case sent >= 0:
+			v.Out = p[sent]
+		}
+		v.Dep = p[end]
+		if end+1 < n {
+			cn := &chans[evs[end+1].Ch]
+			if cn.Inst >= 0 && cn.Role == capacity.RoleIn {
+				v.Next = uint16(cn.Inst + 1)
+			}
+		}
+		// The visit's hops: its own work, except out..sent: blocked by the
+		// next operator (its queue), when the tuple goes to one.
+		for k := i + 1; k <= end; k++ {
+			seg := p[k] - p[k-1]
+			if out >= 0 && k > out && chans[evs[k].Ch].Role == capacity.RoleSent {
+				if v.Next != 0 {
+					parts = append(parts, partAdd{a.queue[a.opOf[v.Next-1]], seg, 0})
+				} else {
+					parts = append(parts, partAdd{a.reg.id(Part{KindOther, ""}), seg, 0})
+				}
+				continue
+			}
+			parts = append(parts, partAdd{a.compute[op], seg, 0})
+		}
+		if v.Dep > c.lastDep || !c.hasDep {
+			c.lastDep, c.hasDep = v.Dep, true
+		}
+		if err := c.add(v); err != nil {
+			return err
+		}
+		// The hop after the visit, unless it is the next visit's in.
+		if end+1 < n && v.Next == 0 {
+			parts = c.plainHop(parts, evs, p, end)
+		}
+		i = end + 1
+	}
+	c.parts = parts
+	if journey {
+		b := c.buckets[bk]
+		if b == nil {
+			b = &bucket{}
+			c.buckets[bk] = b
+		}
+		b.n++
+		b.e2e += p[n-1] - p[0]
+		b.e2eErr += e2eErr
+		for _, pa := range parts {
+			b.add(pa.part, pa.v, pa.err)
+		}
+	}
+	return nil
+}
+
+// plainHop is the hop from record i to i+1 when i+1 starts no visit: a
+// transfer between processes, else other.
+func (c *Collector) plainHop(parts []partAdd, evs []Event, p []int64, i int) []partAdd {
+	a := c.a
+	chans := a.cfg.Chans
+	seg := p[i+1] - p[i]
+	x, y := &chans[evs[i].Ch], &chans[evs[i+1].Ch]
+	if x.Inst >= 0 && x.Inst == y.Inst && x.Role == capacity.RoleOut && y.Role == capacity.RoleSent {
+		// A source blocked handing the tuple on: the queue of the operator
+		// it goes to next.
+		if i+2 < len(evs) {
+			if z := &chans[evs[i+2].Ch]; z.Inst >= 0 && z.Role == capacity.RoleIn {
+				return append(parts, partAdd{a.queue[a.opOf[z.Inst]], seg, 0})
+			}
+		}
+	}
+	if x.Proc != y.Proc {
+		return append(parts, partAdd{c.link(evs[i].Ch, evs[i+1].Ch), seg, evs[i+1].Err})
+	}
+	return append(parts, partAdd{a.reg.id(Part{KindOther, ""}), seg, 0})
+}
+
+// add keeps a visit, sorting and spilling a full buffer as a run.
+func (c *Collector) add(v Visit) error {
+	if c.buf == nil {
+		c.buf = make([]Visit, 0, min(c.a.runCap, 1<<16))
+	}
+	if len(c.buf) == c.a.runCap {
+		if err := c.spill(); err != nil {
+			return err
+		}
+	}
+	c.buf = append(c.buf, v)
+	return nil
+}
+
+func sortVisits(vs []Visit) {
+	slices.SortFunc(vs, func(x, y Visit) int {
+		if x.In != y.In {
+			if x.In < y.In {
+				return -1
+			}
+			return 1
+		}
+		return int(x.Inst) - int(y.Inst)
+	})
+}
+
+// spill writes the buffer as a sorted run to the collector's file.
+func (c *Collector) spill() error {
+	if len(c.buf) == 0 {
+		return nil
+	}
+	sortVisits(c.buf)
+	if c.f == nil {
+		f, err := os.CreateTemp(c.a.cfg.Dir, "cp-critpath-*")
+		if err != nil {
+			return fmt.Errorf("critical path: spill: %w", err)
+		}
+		os.Remove(f.Name()) // gone when closed, whatever happens
+		c.f = f
+	}
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&c.buf[0])), len(c.buf)*visitSize)
+	if _, err := c.f.WriteAt(b, c.off); err != nil {
+		return fmt.Errorf("critical path: spill %s: %w", c.f.Name(), err)
+	}
+	c.runs = append(c.runs, run{off: c.off, n: len(c.buf), f: c.f})
+	c.off += int64(len(b))
+	c.buf = c.buf[:0]
+	return nil
+}
+
+// close removes the collector's spill.
+func (c *Collector) close() {
+	if c.f != nil {
+		c.f.Close()
+		c.f = nil
+	}
+}

@@ -1,0 +1,129 @@
+package critpath
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"cloudprofiler/internal/capacity"
+)
+
+// sim runs tuples through src -> A -> B -> sink with FIFO queues (unbounded)
+// and deterministic costs, every gap cycles apart, transfers of tr cycles,
+// and feeds them to a fresh analysis. It returns the result and the true
+// total queueing at B.
+func sim(t *testing.T, n int, gap, costA, costB, tr int64, mem int64) (*Result, int64) {
+	chans := []Channel{
+		{Inst: -1, Proc: 0, Name: "src"},
+		{Inst: 0, Role: capacity.RoleIn, Proc: 1, Name: "A in"},
+		{Inst: 0, Role: capacity.RoleOut, Proc: 1, Name: "A out"},
+		{Inst: 1, Role: capacity.RoleIn, Proc: 1, Name: "B in"},
+		{Inst: 1, Role: capacity.RoleOut, Proc: 1, Name: "B out"},
+		{Inst: -1, Proc: 2, Name: "sink"},
+	}
+	insts := []Instance{{Operator: "A", HasIn: true, Rank: 1}, {Operator: "B", HasIn: true, Rank: 3}}
+	a, err := New(Config{Chans: chans, Insts: insts, Hz: 1e9, Slice: 10000, Mem: mem, Workers: 2, Dir: t.TempDir()})
+	require.NoError(t, err)
+	cols := []*Collector{a.NewCollector(), a.NewCollector()}
+	var freeA, freeB, qB int64
+	for i := 0; i < n; i++ {
+		s := 1000 + int64(i)*gap
+		ain := max(s+tr, freeA)
+		aout := ain + costA
+		freeA = aout
+		bin := max(aout+tr, freeB)
+		// Queueing counts from the hand-off: while the tuple is in flight
+		// to a busy instance, it would wait anyway.
+		if freeB > aout {
+			qB += min(freeB, bin) - aout
+		}
+		bout := bin + costB
+		freeB = bout
+		sink := bout + tr
+		evs := []Event{{0, float64(s), 0}, {1, float64(ain), 0}, {2, float64(aout), 0}, {3, float64(bin), 0}, {4, float64(bout), 0}, {5, float64(sink), 5}}
+		require.NoError(t, cols[i%2].Tuple(evs, 5))
+	}
+	res, err := a.Finish(1000)
+	require.NoError(t, err)
+	return res, qB
+}
+
+func share(rows []PathRow, kind, name string) float64 {
+	for _, r := range rows {
+		if r.Level == "run" && r.Kind == kind && r.Name == name {
+			return r.Share
+		}
+	}
+	return 0
+}
+
+func part(rows []BreakdownRow, group, p, where string) *BreakdownRow {
+	for i := range rows {
+		r := &rows[i]
+		if r.Group == group && r.Part == p && r.Where == where {
+			return r
+		}
+	}
+	return nil
+}
+
+func checkInvariants(t *testing.T, res *Result) {
+	sums := map[int64][2]float64{}
+	for _, r := range res.Path {
+		s := sums[r.Slice]
+		s[0] += r.Share
+		s[1] += r.Participation
+		sums[r.Slice] = s
+	}
+	for sl, s := range sums {
+		require.InDelta(t, 1, s[0], 1e-9, "slice %d share", sl)
+		require.InDelta(t, 1, s[1], 1e-9, "slice %d participation", sl)
+	}
+	require.True(t, res.AddUp)
+	for _, g := range []string{"p99", "median", "all"} {
+		var sum int64
+		var e2e int64
+		for _, r := range res.Breakdown {
+			if r.Group != g {
+				continue
+			}
+			if r.Part == "end-to-end" {
+				e2e = r.TotalCycles
+			} else {
+				sum += r.TotalCycles
+			}
+		}
+		require.Equal(t, e2e, sum, g)
+	}
+}
+
+func TestHeavyLoadPathOnTheBottleneck(t *testing.T) {
+	for _, mem := range []int64{1 << 30, 4096 * int64(visitSize)} { // in memory, and spilled runs
+		res, qB := sim(t, 20000, 20, 10, 30, 3, mem)
+		checkInvariants(t, res)
+		require.Zero(t, res.Inconsistent, "%+v", res.Path[:min(len(res.Path), 5)])
+		require.Greater(t, share(res.Path, "operator", "B"), 0.9)
+		q := part(res.Breakdown, "all", "queue", "B")
+		require.NotNil(t, q)
+		require.Equal(t, qB, q.TotalCycles)
+		if mem < 1<<20 {
+			require.Positive(t, res.SpilledBytes)
+		}
+	}
+}
+
+func TestLightLoadPathWaitsForInput(t *testing.T) {
+	res, qB := sim(t, 2000, 1000, 10, 30, 3, 1<<30)
+	checkInvariants(t, res)
+	require.Zero(t, qB)
+	require.Zero(t, res.Inconsistent)
+	require.Greater(t, share(res.Path, "input", ""), 0.8)
+	// Every tuple: A 10, B 30, three transfers of 3 (src->A, A->B, B->sink).
+	c := part(res.Breakdown, "all", "compute", "B")
+	require.InDelta(t, 30e-3, c.MeanUS, 1e-9)
+	e := part(res.Breakdown, "all", "end-to-end", "")
+	require.InDelta(t, 49e-3, e.MeanUS, 1e-9)
+	require.InDelta(t, 5e-3, part(res.Breakdown, "all", "transfer", "B -> sink").BoundUS, 1e-9)
+	_ = math.Abs
+}

@@ -1,0 +1,349 @@
+package critpath
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// PathRow is one row of criticalpath.csv: a category's share of a slice's
+// critical path (or of the whole run's) and its critical participation.
+type PathRow struct {
+	Level         string  `parquet:"level"` // slice or run
+	Slice         int64   `parquet:"slice"` // -1 for the run
+	StartS        float64 `parquet:"start_s"`
+	EndS          float64 `parquet:"end_s"`
+	Kind          string  `parquet:"kind"` // operator, link, input, unattributed
+	Name          string  `parquet:"name"`
+	Share         float64 `parquet:"share"`
+	Participation float64 `parquet:"participation"`
+	Consistent    bool    `parquet:"consistent"`
+	Note          string  `parquet:"note"`
+}
+
+// BreakdownRow is one row of breakdown.csv: a part of the end-to-end
+// latency of a group of journeys.
+type BreakdownRow struct {
+	Group       string  `parquet:"group"` // p99, median, all
+	Tuples      int64   `parquet:"tuples"`
+	E2EMeanUS   float64 `parquet:"e2e_mean_us"`
+	E2EBoundUS  float64 `parquet:"e2e_bound_us"`
+	Part        string  `parquet:"part"` // compute, queue, transfer, other, end-to-end
+	Where       string  `parquet:"where"`
+	MeanUS      float64 `parquet:"mean_us"`
+	Share       float64 `parquet:"share"`
+	BoundUS     float64 `parquet:"bound_us"`
+	TotalCycles int64   `parquet:"total_cycles"`
+}
+
+// Result is the analysis's outcome.
+type Result struct {
+	Path      []PathRow
+	Breakdown []BreakdownRow
+	// What was read.
+	Tuples, Journeys, Absorbed, Visits uint64
+	Negative                           uint64 // hops whose later record has the smaller estimate
+	Slices, Inconsistent               int
+	SpilledBytes                       int64
+	AddUp                              bool // every group's parts add up to its end-to-end latency exactly
+	Note                               string
+}
+
+// Abort drops the analysis (a join that runs again): its spill goes.
+func (a *Analysis) Abort() {
+	for _, c := range a.cols {
+		c.close()
+	}
+}
+
+// Finish merges the collectors' runs, walks them (pass 2) and makes the
+// rows, with t0 (reference cycles, the run's first tuple record) the start
+// of the first slice. Collectors must not be used after.
+func (a *Analysis) Finish(t0 float64) (*Result, error) {
+	a.cfg.T0 = t0
+	defer func() {
+		for _, c := range a.cols {
+			c.close()
+		}
+	}()
+	res := &Result{}
+	var runs []run
+	var tend int64
+	hasEnd := false
+	for _, c := range a.cols {
+		res.Tuples += c.tuples
+		res.Journeys += c.journeys
+		res.Absorbed += c.absorbed
+		res.Negative += c.negative
+		if c.hasDep && (!hasEnd || c.lastDep > tend) {
+			tend, hasEnd = c.lastDep, true
+		}
+	}
+	// The buffers left: in memory as runs when nothing spilled, else spilled.
+	spilled := false
+	for _, c := range a.cols {
+		spilled = spilled || len(c.runs) > 0
+	}
+	for _, c := range a.cols {
+		if spilled {
+			if err := c.spill(); err != nil {
+				return nil, err
+			}
+		} else if len(c.buf) > 0 {
+			sortVisits(c.buf)
+			c.runs = append(c.runs, run{mem: c.buf, n: len(c.buf)})
+		}
+		runs = append(runs, c.runs...)
+		res.SpilledBytes += c.off
+	}
+	for _, r := range runs {
+		res.Visits += uint64(r.n)
+	}
+	parts := a.reg.snapshot()
+	w := &walker{a: a, k: len(parts), t0: int64(math.Round(a.cfg.T0)), bk: map[int32]*bucket{}}
+	w.width = max(int64(math.Round(a.cfg.Slice)), 1)
+	if hasEnd && tend > w.t0 {
+		w.tend = tend
+		w.n = int((tend - w.t0 + w.width - 1) / w.width)
+		w.slices = make([]sliceAcc, w.n)
+		w.insts = make([]istate, len(a.cfg.Insts))
+		for j := range w.insts {
+			s := &w.insts[j]
+			s.st = w.newState(w.t0)
+			s.d = w.t0
+		}
+		w.tmp.vec = make([]float64, w.k)
+		w.nextB = 1
+		if err := merge(runs, func(v *Visit) {
+			w.advance(v.In)
+			w.arrive(v)
+		}); err != nil {
+			return nil, err
+		}
+		w.advance(w.tend)
+		w.advance(math.MaxInt64)
+		// Gaps still open at the end never ended: waiting, no candidates.
+		for j := range w.insts {
+			for _, k := range w.insts[j].pend {
+				w.slices[k-1].pending--
+				w.maybeDone(k - 1)
+			}
+		}
+		res.Path = w.pathRows(parts, res)
+	} else {
+		res.Note = "critical path: no operator's activity spans any time (no marked in with an out after it)"
+	}
+	// The breakdown.
+	all := map[int32]*bucket{}
+	addB := func(k int32, b *bucket) {
+		t := all[k]
+		if t == nil {
+			t = &bucket{}
+			all[k] = t
+		}
+		t.n += b.n
+		t.e2e += b.e2e
+		t.e2eErr += b.e2eErr
+		for i := range b.sum {
+			t.add(uint16(i), b.sum[i], b.err[i])
+		}
+	}
+	for _, c := range a.cols {
+		for k, b := range c.buckets {
+			addB(k, b)
+		}
+	}
+	for k, b := range w.bk {
+		// Pass 2's split hops: parts only (the journeys were counted in pass 1).
+		t := all[k]
+		if t == nil {
+			t = &bucket{}
+			all[k] = t
+		}
+		for i := range b.sum {
+			t.add(uint16(i), b.sum[i], b.err[i])
+		}
+	}
+	res.Breakdown, res.AddUp = breakdownRows(all, parts, a.cfg.Hz)
+	return res, nil
+}
+
+func (w *walker) pathRows(parts []Part, res *Result) []PathRow {
+	hz := w.a.cfg.Hz
+	var rows []PathRow
+	runShare := make([]float64, w.k)
+	runPart := make([]float64, w.k)
+	var runLen float64
+	runConsistent := true
+	res.Slices = w.n
+	for i := range w.slices {
+		sl := &w.slices[i]
+		ts, te := w.boundary(i), w.boundary(i+1)
+		L := float64(te - ts)
+		var notes []string
+		share := make([]float64, w.k)
+		part := make([]float64, w.k)
+		if len(sl.cands) == 0 {
+			notes = append(notes, "no activity alive at the slice's end (Sager's property 3.10): the path is unattributed")
+			share[w.a.unattrib] = L
+			part[w.a.unattrib] = L
+		} else {
+			best := 0
+			for c := range sl.cands {
+				if sl.ranks[c] > sl.ranks[best] {
+					best = c
+				}
+			}
+			copy(share, sl.cands[best])
+			for _, c := range sl.cands {
+				for k := range c {
+					part[k] += c[k] / float64(len(sl.cands))
+				}
+			}
+			sum := 0.0
+			for _, v := range share {
+				sum += v
+			}
+			if math.Abs(sum-L) > 1e-6*L+1 {
+				notes = append(notes, fmt.Sprintf("the path is %.0f cycles long, the slice %.0f", sum, L))
+			}
+		}
+		if sl.overlaps > 0 {
+			notes = append(notes, fmt.Sprintf("%d in(s) before the instance's previous departure (a worker's activities overlap: property of Def. 3.2)", sl.overlaps))
+		}
+		if sl.misses > 0 {
+			notes = append(notes, fmt.Sprintf("%d wait(s) whose hand-off could not be followed (property 3.9): unattributed", sl.misses))
+		}
+		consistent := len(notes) == 0
+		if !consistent {
+			res.Inconsistent++
+			runConsistent = false
+		}
+		note := strings.Join(notes, "; ")
+		for k := range share {
+			if share[k] == 0 && part[k] == 0 {
+				continue
+			}
+			kind, name := catName(parts[k])
+			rows = append(rows, PathRow{Level: "slice", Slice: int64(i), StartS: float64(ts-w.t0) / hz, EndS: float64(te-w.t0) / hz,
+				Kind: kind, Name: name, Share: share[k] / L, Participation: part[k] / L, Consistent: consistent, Note: note})
+			runShare[k] += share[k]
+			runPart[k] += part[k]
+		}
+		runLen += L
+	}
+	note := ""
+	if !runConsistent {
+		note = fmt.Sprintf("%d of %d slices inconsistent", res.Inconsistent, w.n)
+	}
+	for k := range runShare {
+		if runShare[k] == 0 && runPart[k] == 0 {
+			continue
+		}
+		kind, name := catName(parts[k])
+		rows = append(rows, PathRow{Level: "run", Slice: -1, StartS: 0, EndS: runLen / hz, Kind: kind, Name: name,
+			Share: runShare[k] / runLen, Participation: runPart[k] / runLen, Consistent: runConsistent, Note: note})
+	}
+	return rows
+}
+
+func catName(p Part) (kind, name string) {
+	switch p.Kind {
+	case KindCompute:
+		return "operator", p.Where
+	case KindTransfer:
+		return "link", p.Where
+	case KindInput:
+		return "input", ""
+	default:
+		return "unattributed", ""
+	}
+}
+
+// breakdownRows makes the groups' rows: p99 (the buckets from the one that
+// holds p99), median (the buckets from p49's to p51's), all.
+func breakdownRows(all map[int32]*bucket, parts []Part, hz float64) ([]BreakdownRow, bool) {
+	keys := make([]int32, 0, len(all))
+	var n uint64
+	for k, b := range all {
+		if b.n > 0 {
+			keys = append(keys, k)
+			n += b.n
+		}
+	}
+	if n == 0 {
+		return nil, true
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	at := func(q float64) int32 {
+		rank := uint64(math.Ceil(q * float64(n)))
+		var c uint64
+		for _, k := range keys {
+			c += all[k].n
+			if c >= max(rank, 1) {
+				return k
+			}
+		}
+		return keys[len(keys)-1]
+	}
+	p99, p49, p51 := at(0.99), at(0.49), at(0.51)
+	addUp := true
+	var rows []BreakdownRow
+	for _, g := range []struct {
+		name   string
+		lo, hi int32
+	}{{"p99", p99, math.MaxInt32}, {"median", p49, p51}, {"all", math.MinInt32, math.MaxInt32}} {
+		t := &bucket{}
+		for _, k := range keys {
+			if k < g.lo || k > g.hi {
+				continue
+			}
+			b := all[k]
+			t.n += b.n
+			t.e2e += b.e2e
+			t.e2eErr += b.e2eErr
+			for i := range b.sum {
+				t.add(uint16(i), b.sum[i], b.err[i])
+			}
+		}
+		if t.n == 0 {
+			continue
+		}
+		us := func(v float64) float64 { return v / float64(t.n) / hz * 1e6 }
+		base := BreakdownRow{Group: g.name, Tuples: int64(t.n), E2EMeanUS: us(float64(t.e2e)), E2EBoundUS: us(t.e2eErr)}
+		r := base
+		r.Part, r.MeanUS, r.Share, r.BoundUS, r.TotalCycles = "end-to-end", base.E2EMeanUS, 1, base.E2EBoundUS, t.e2e
+		rows = append(rows, r)
+		var sum int64
+		idx := make([]int, 0, len(t.sum))
+		for i := range t.sum {
+			if t.sum[i] != 0 || t.err[i] != 0 {
+				idx = append(idx, i)
+			}
+		}
+		slices.SortStableFunc(idx, func(x, y int) int {
+			if parts[x].Kind != parts[y].Kind {
+				return int(parts[x].Kind) - int(parts[y].Kind)
+			}
+			return strings.Compare(parts[x].Where, parts[y].Where)
+		})
+		for _, i := range idx {
+			sum += t.sum[i]
+			r := base
+			r.Part, r.Where = parts[i].Kind.String(), parts[i].Where
+			r.TotalCycles = t.sum[i]
+			r.MeanUS = us(float64(t.sum[i]))
+			r.BoundUS = us(t.err[i])
+			if t.e2e != 0 {
+				r.Share = float64(t.sum[i]) / float64(t.e2e)
+			}
+			rows = append(rows, r)
+		}
+		if sum != t.e2e {
+			addUp = false
+		}
+	}
+	return rows, addUp
+}

@@ -1,0 +1,429 @@
+package critpath
+
+import (
+	"container/heap"
+	"math"
+)
+
+// state is a path's vector (reference cycles per category) up to time t,
+// and its vector at the latest slice boundary it passed (bbIdx).
+type state struct {
+	vec   []float64
+	t     int64
+	bb    []float64
+	bbIdx int
+}
+
+func (s *state) copyFrom(o *state) {
+	s.vec = append(s.vec[:0], o.vec...)
+	s.bb = append(s.bb[:0], o.bb...)
+	s.t, s.bbIdx = o.t, o.bbIdx
+}
+
+// Instance modes in pass 2.
+const (
+	modeGap     = iota // departed at d; the next in says whether it waited
+	modeBusy           // in..out: its own work, on the path
+	modeBlocked        // out..sent: waiting for room downstream
+)
+
+type snap struct {
+	t  int64
+	st state
+}
+
+const ringSize = 32
+
+type istate struct {
+	st   state
+	cat  int
+	mode int
+	d    int64
+	open bool
+	inT  int64 // the open visit's in
+	out  int64
+	dep  int64
+	next uint16
+	pend []int // boundaries that fell in the current gap
+	ring [ringSize]snap
+	rn   int // snapshots taken
+}
+
+// lookup is the path state at hand-off time h: the departure snapshot at
+// h (ok), else false.
+func (s *istate) lookup(h int64) (*state, bool) {
+	for i := 0; i < min(s.rn, ringSize); i++ {
+		sn := &s.ring[(s.rn-1-i)%ringSize]
+		if sn.t == h {
+			return &sn.st, true
+		}
+		if sn.t < h {
+			break
+		}
+	}
+	return nil, false
+}
+
+// sliceAcc is a slice's candidates: the paths alive at its end.
+type sliceAcc struct {
+	cands    [][]float64
+	ranks    []int
+	insts    []int
+	pending  int
+	passed   bool // its end boundary was processed
+	done     bool
+	overlaps uint64
+	misses   uint64
+}
+
+type event struct {
+	t    int64
+	inst int
+	kind int // 0: out (blocked begins), 1: departure
+}
+
+type eventHeap []event
+
+func (h eventHeap) Len() int { return len(h) }
+func (h eventHeap) Less(i, j int) bool {
+	if h[i].t != h[j].t {
+		return h[i].t < h[j].t
+	}
+	return h[i].kind < h[j].kind
+}
+func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *eventHeap) Push(x any)   { *h = append(*h, x.(event)) }
+func (h *eventHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// walker is pass 2.
+type walker struct {
+	a       *Analysis
+	k       int // categories
+	t0      int64
+	width   int64
+	n       int // slices
+	tend    int64
+	nextB   int // next boundary to process (1..n)
+	insts   []istate
+	slices  []sliceAcc
+	ev      eventHeap
+	bk      map[int32]*bucket
+	tmp     state
+	tmp2    state
+	scratch []float64
+	zero    []float64
+}
+
+func (w *walker) boundary(k int) int64 {
+	if k >= w.n {
+		return w.tend
+	}
+	return w.t0 + int64(k)*w.width
+}
+
+// latest is the index of the latest boundary at or before t.
+func (w *walker) latest(t int64) int {
+	if t >= w.tend {
+		return w.n
+	}
+	if t <= w.t0 {
+		return 0
+	}
+	return min(int((t-w.t0)/w.width), w.n-1)
+}
+
+func (w *walker) newState(t int64) state {
+	return state{vec: make([]float64, w.k), bb: make([]float64, w.k), t: t}
+}
+
+// accrue moves s along category cat up to time to, keeping its vector at
+// the latest boundary passed.
+func (w *walker) accrue(s *state, cat int, to int64) {
+	if to <= s.t {
+		return
+	}
+	if k := w.latest(to); k > s.bbIdx && w.boundary(k) > s.t {
+		copy(s.bb, s.vec)
+		if cat >= 0 {
+			s.bb[cat] += float64(w.boundary(k) - s.t)
+		}
+		s.bbIdx = k
+	}
+	if cat >= 0 {
+		s.vec[cat] += float64(to - s.t)
+	}
+	s.t = to
+}
+
+// advance processes what happens before time t: slice boundaries first,
+// then departures, in time order (a boundary before an event at its time).
+func (w *walker) advance(t int64) {
+	for {
+		hasB, hasE := w.nextB <= w.n, len(w.ev) > 0
+		var bt, et int64
+		if hasB {
+			bt = w.boundary(w.nextB)
+		}
+		if hasE {
+			et = w.ev[0].t
+		}
+		switch {
+		case hasB && (!hasE || bt <= et) && bt <= t:
+			w.passBoundary(w.nextB)
+			w.nextB++
+		case hasE && (!hasB || et < bt) && et <= t:
+			e := heap.Pop(&w.ev).(event)
+			w.complete(e)
+		default:
+			return
+		}
+	}
+}
+
+func (w *walker) passBoundary(k int) {
+	sl := &w.slices[k-1]
+	b := w.boundary(k)
+	for j := range w.insts {
+		s := &w.insts[j]
+		switch s.mode {
+		case modeBusy:
+			prev := append(w.tmp.vec[:0], s.st.bb...)
+			ok := s.st.bbIdx == k-1
+			w.accrue(&s.st, s.cat, b)
+			if s.st.bbIdx != k { // at b exactly
+				copy(s.st.bb, s.st.vec)
+				s.st.bbIdx = k
+			}
+			w.tmp.vec = prev
+			if !ok {
+				sl.misses++
+				continue
+			}
+			sl.add(w, j, s.st.vec, prev)
+		case modeGap:
+			s.pend = append(s.pend, k)
+			sl.pending++
+		}
+	}
+	sl.passed = true
+	w.maybeDone(k - 1)
+}
+
+func (sl *sliceAcc) add(w *walker, inst int, vec, start []float64) {
+	c := make([]float64, len(vec))
+	for i := range c {
+		c[i] = vec[i] - start[i]
+	}
+	sl.cands = append(sl.cands, c)
+	sl.insts = append(sl.insts, inst)
+	sl.ranks = append(sl.ranks, w.a.cfg.Insts[inst].Rank)
+}
+
+func (w *walker) maybeDone(i int) {
+	sl := &w.slices[i]
+	if sl.passed && sl.pending == 0 && !sl.done {
+		sl.done = true
+	}
+}
+
+// complete handles an instance's out (blocked begins) or departure.
+func (w *walker) complete(e event) {
+	s := &w.insts[e.inst]
+	if !s.open {
+		return
+	}
+	if e.kind == 0 {
+		if s.mode == modeBusy && e.t == s.out {
+			w.accrue(&s.st, s.cat, s.out)
+			s.mode = modeBlocked
+		}
+		return
+	}
+	if e.t != s.dep {
+		return // stale (forced earlier)
+	}
+	w.depart(e.inst, s.dep)
+}
+
+// depart ends the open visit at time t.
+func (w *walker) depart(j int, t int64) {
+	s := &w.insts[j]
+	if s.mode == modeBusy {
+		w.accrue(&s.st, s.cat, t)
+	} else if s.mode == modeBlocked {
+		// Out to sent: waiting for room downstream only when the instance
+		// it hands to took a tuple meanwhile (its in, or its departure
+		// just before taking one, falls in out..sent): the path goes on in
+		// that instance's work. Else the hand-off did not wait: its own work.
+		followed := false
+		if s.next != 0 {
+			o := &w.insts[s.next-1]
+			switch {
+			case o.mode == modeBusy && o.inT >= s.out && o.inT <= t:
+				s.st.copyFrom(&o.st)
+				w.accrue(&s.st, o.cat, t)
+				followed = true
+			case o.mode == modeGap && o.d >= s.out && o.d <= t:
+				// It departed and is taking the next tuple (queued: its
+				// input was full): its own work, before its in's record.
+				s.st.copyFrom(&o.st)
+				w.accrue(&s.st, int(w.a.compute[w.a.opOf[s.next-1]]), t)
+				followed = true
+			}
+		}
+		if !followed {
+			w.accrue(&s.st, int(w.a.compute[w.a.opOf[j]]), t)
+		}
+	}
+	s.open = false
+	s.mode = modeGap
+	s.d = t
+	sn := &s.ring[s.rn%ringSize]
+	sn.t = t
+	if sn.st.vec == nil {
+		sn.st = w.newState(t)
+	}
+	sn.st.copyFrom(&s.st)
+	s.rn++
+}
+
+func (w *walker) sliceOf(t int64) int {
+	k := w.latest(t)
+	return min(max(k, 0), w.n-1)
+}
+
+// gapPath is how a gap (d, in) resolved: the path from base along segments.
+type gapPath struct {
+	base  *state // at base.t
+	segs  [2]seg
+	ns    int
+	alive int64 // the path is alive (a candidate) at boundaries after this time
+}
+
+type seg struct {
+	cat      int
+	from, to int64
+}
+
+// vecAt is the path's vector at t >= base.t (into dst).
+func (g *gapPath) vecAt(dst []float64, t int64) []float64 {
+	dst = append(dst[:0], g.base.vec...)
+	for i := 0; i < g.ns; i++ {
+		sg := g.segs[i]
+		if t > sg.from {
+			dst[sg.cat] += float64(min(t, sg.to) - sg.from)
+		}
+	}
+	return dst
+}
+
+// arrive handles a visit's in (every earlier event processed).
+func (w *walker) arrive(v *Visit) {
+	a := w.a
+	j := int(v.Inst)
+	s := &w.insts[j]
+	op := a.opOf[j]
+	if s.open {
+		w.slices[w.sliceOf(v.In)].overlaps++
+		w.depart(j, max(v.In, s.st.t))
+	}
+	// The breakdown: the hand-off to the in is queueing while the instance
+	// was busy with earlier tuples (until its previous departure), and a
+	// transfer after. The bound sits on the part that starts at the
+	// hand-off, the other node's record.
+	if v.Up != noHandOff && v.Bucket >= 0 {
+		var q int64
+		if s.d > v.H {
+			q = min(s.d, v.In) - v.H
+		}
+		tr := v.In - v.H - q
+		b := w.bk[v.Bucket]
+		if b == nil {
+			b = &bucket{}
+			w.bk[v.Bucket] = b
+		}
+		qe, te := 0.0, float64(v.Err)
+		if q > 0 {
+			qe, te = te, 0
+		}
+		b.add(a.queue[op], q, qe)
+		b.add(v.Link, tr, te)
+	}
+	// The gap (d, in): how the path reached this in.
+	d := s.d
+	g := gapPath{base: &s.st, alive: math.MinInt64}
+	switch {
+	case v.Up == noHandOff:
+		g.segs[0] = seg{int(a.input), d, v.In}
+		g.ns = 1
+	case v.H <= d:
+		g.segs[0] = seg{int(a.compute[op]), d, v.In}
+		g.ns = 1
+	case v.Up == 0:
+		g.segs[0] = seg{int(a.input), d, v.H}
+		g.segs[1] = seg{int(v.Link), v.H, v.In}
+		g.ns = 2
+	default:
+		u := &w.insts[v.Up-1]
+		if st, ok := u.lookup(v.H); ok {
+			g.base = st
+			g.segs[0] = seg{int(v.Link), v.H, v.In}
+			g.ns = 1
+			g.alive = v.H
+		} else {
+			w.slices[w.sliceOf(v.In)].misses++
+			w.tmp2 = w.newState(w.t0)
+			g.base = &w.tmp2
+			g.segs[0] = seg{int(a.unattrib), w.t0, v.In}
+			g.ns = 1
+		}
+	}
+	// Boundaries that fell in the gap: their candidates.
+	for _, k := range s.pend {
+		sl := &w.slices[k-1]
+		sl.pending--
+		b := w.boundary(k)
+		if b > g.alive {
+			end := g.vecAt(nil, b)
+			var start []float64
+			pb := w.boundary(k - 1)
+			switch {
+			case pb >= g.base.t:
+				start = g.vecAt(nil, pb)
+			case g.base.bbIdx == k-1:
+				start = g.base.bb
+			}
+			if start != nil {
+				sl.add(w, j, end, start)
+			} else {
+				sl.misses++
+			}
+		}
+		w.maybeDone(k - 1)
+	}
+	s.pend = s.pend[:0]
+	// The instance's state at the in.
+	kb := w.latest(v.In)
+	if w.boundary(kb) >= g.base.t && kb > g.base.bbIdx {
+		w.scratch = g.vecAt(w.scratch, w.boundary(kb))
+		copy(s.st.bb, w.scratch)
+		s.st.bbIdx = kb
+	} else if g.base != &s.st {
+		copy(s.st.bb, g.base.bb)
+		s.st.bbIdx = g.base.bbIdx
+	}
+	w.scratch = g.vecAt(w.scratch, v.In)
+	copy(s.st.vec, w.scratch)
+	s.st.t = v.In
+	s.mode, s.cat, s.open, s.inT = modeBusy, int(a.compute[op]), true, v.In
+	s.out, s.dep, s.next = max(v.Out, v.In), max(v.Dep, v.Out, v.In), v.Next
+	if s.dep > s.out {
+		heap.Push(&w.ev, event{s.out, j, 0})
+	}
+	heap.Push(&w.ev, event{s.dep, j, 1})
+}
