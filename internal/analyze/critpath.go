@@ -141,69 +141,53 @@ func (a *analysis) writeCritPath() error {
 const critPathCSVHeader = "level,slice,start_s,end_s,kind,name,share,participation,consistent,note\n"
 
 func writeCritPathCSV(w io.Writer, rows []critpath.PathRow) error {
-	if _, err := io.WriteString(w, critPathCSVHeader); err != nil {
-		return err
-	}
-	var b []byte
-	num := func(v float64) {
-		b = append(b, ',')
-		if !math.IsNaN(v) {
-			b = strconv.AppendFloat(b, v, 'g', -1, 64)
-		}
-	}
-	for i := range rows {
-		r := &rows[i]
-		b = append(b[:0], r.Level...)
-		b = append(b, ',')
-		b = strconv.AppendInt(b, r.Slice, 10)
-		num(r.StartS)
-		num(r.EndS)
-		b = appendCSV(b, r.Kind)
-		b = appendCSV(b, r.Name)
-		num(r.Share)
-		num(r.Participation)
-		b = append(b, ',')
-		b = strconv.AppendBool(b, r.Consistent)
-		b = appendCSV(b, r.Note)
-		b = append(b, '\n')
-		if _, err := w.Write(b); err != nil {
-			return err
-		}
-	}
-	return nil
+	return writeCSV(w, critPathCSVHeader, rows, func(b []byte, r *critpath.PathRow) []byte {
+		b = append(b, r.Level...)
+		b = appendInt(b, r.Slice)
+		b = appendNum(appendNum(b, r.StartS), r.EndS)
+		b = appendCSV(appendCSV(b, r.Kind), r.Name)
+		b = appendNum(appendNum(b, r.Share), r.Participation)
+		b = strconv.AppendBool(append(b, ','), r.Consistent)
+		return appendCSV(b, r.Note)
+	})
 }
 
 const breakdownCSVHeader = "group,tuples,e2e_mean_us,e2e_bound_us,part,where,mean_us,share,bound_us,total_cycles\n"
 
 func writeBreakdownCSV(w io.Writer, rows []critpath.BreakdownRow) error {
-	if _, err := io.WriteString(w, breakdownCSVHeader); err != nil {
+	return writeCSV(w, breakdownCSVHeader, rows, func(b []byte, r *critpath.BreakdownRow) []byte {
+		b = append(b, r.Group...)
+		b = appendInt(b, r.Tuples)
+		b = appendNum(appendNum(b, r.E2EMeanUS), r.E2EBoundUS)
+		b = appendCSV(appendCSV(b, r.Part), r.Where)
+		b = appendNum(appendNum(appendNum(b, r.MeanUS), r.Share), r.BoundUS)
+		return appendInt(b, r.TotalCycles)
+	})
+}
+
+// writeCSV writes the header, then a line a row (row appends its fields).
+func writeCSV[R any](w io.Writer, header string, rows []R, row func([]byte, *R) []byte) error {
+	if _, err := io.WriteString(w, header); err != nil {
 		return err
 	}
 	var b []byte
-	num := func(v float64) {
-		b = append(b, ',')
-		if !math.IsNaN(v) {
-			b = strconv.AppendFloat(b, v, 'g', -1, 64)
-		}
-	}
 	for i := range rows {
-		r := &rows[i]
-		b = append(b[:0], r.Group...)
-		b = append(b, ',')
-		b = strconv.AppendInt(b, r.Tuples, 10)
-		num(r.E2EMeanUS)
-		num(r.E2EBoundUS)
-		b = appendCSV(b, r.Part)
-		b = appendCSV(b, r.Where)
-		num(r.MeanUS)
-		num(r.Share)
-		num(r.BoundUS)
-		b = append(b, ',')
-		b = strconv.AppendInt(b, r.TotalCycles, 10)
-		b = append(b, '\n')
+		b = append(row(b[:0], &rows[i]), '\n')
 		if _, err := w.Write(b); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// appendNum appends a comma and v exactly (the shortest form that reads
+// back the same); NaN is an empty field.
+func appendNum(b []byte, v float64) []byte {
+	b = append(b, ',')
+	if math.IsNaN(v) {
+		return b
+	}
+	return strconv.AppendFloat(b, v, 'g', -1, 64)
+}
+
+func appendInt(b []byte, v int64) []byte { return strconv.AppendInt(append(b, ','), v, 10) }
