@@ -127,3 +127,50 @@ func TestLightLoadPathWaitsForInput(t *testing.T) {
 	require.InDelta(t, 5e-3, part(res.Breakdown, "all", "transfer", "B -> sink").BoundUS, 1e-9)
 	_ = math.Abs
 }
+
+// A bounded queue of q tuples between A and B: A's push waits (out..sent)
+// until B took the tuple q places ahead.
+func TestBackpressureQueueChargedToTheBusyOperator(t *testing.T) {
+	chans := []Channel{
+		{Inst: -1, Proc: 0, Name: "src"},
+		{Inst: 0, Role: capacity.RoleIn, Proc: 1, Name: "A in"},
+		{Inst: 0, Role: capacity.RoleOut, Proc: 1, Name: "A out"},
+		{Inst: 0, Role: capacity.RoleSent, Proc: 1, Name: "A sent"},
+		{Inst: 1, Role: capacity.RoleIn, Proc: 1, Name: "B in"},
+		{Inst: 1, Role: capacity.RoleOut, Proc: 1, Name: "B out"},
+	}
+	insts := []Instance{{Operator: "A", HasIn: true, Rank: 1}, {Operator: "B", HasIn: true, Rank: 3}}
+	a, err := New(Config{Chans: chans, Insts: insts, Hz: 1e9, Slice: 20000, Mem: 1 << 30, Workers: 1, Dir: t.TempDir()})
+	require.NoError(t, err)
+	c := a.NewCollector()
+	const n, gap, costA, costB, q = 5000, 20, 10, 30, 4
+	bin := make([]int64, n)
+	var freeA, freeB, blockedTruth int64
+	for i := 0; i < n; i++ {
+		s := 1000 + int64(i)*gap
+		ain := max(s+1, freeA)
+		aout := ain + costA
+		sent := aout
+		if i >= q && bin[i-q]+1 > sent {
+			sent = bin[i-q] + 1 // B took the tuple q ahead: room
+		}
+		blockedTruth += sent - aout
+		freeA = sent
+		bin[i] = max(sent+1, freeB)
+		bout := bin[i] + costB
+		freeB = bout
+		evs := []Event{{0, float64(s), 0}, {1, float64(ain), 0}, {2, float64(aout), 0}, {3, float64(sent), 0}, {4, float64(bin[i]), 0}, {5, float64(bout), 0}}
+		require.NoError(t, c.Tuple(evs, 0))
+	}
+	res, err := a.Finish(1000)
+	require.NoError(t, err)
+	checkInvariants(t, res)
+	require.Zero(t, res.Inconsistent)
+	require.Greater(t, share(res.Path, "operator", "B"), 0.9)
+	qa, qb := part(res.Breakdown, "all", "queue", "A"), part(res.Breakdown, "all", "queue", "B")
+	require.NotNil(t, qb)
+	// Waiting at A's input while A waited for B is B's. A is busy 10 of
+	// every 30 cycles (B's pace), blocked 20: B gets about twice A's share.
+	require.InDelta(t, 2, float64(qb.TotalCycles)/float64(qa.TotalCycles), 0.2, "queue A %d, B %d", qa.TotalCycles, qb.TotalCycles)
+	require.Positive(t, blockedTruth)
+}

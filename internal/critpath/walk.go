@@ -3,6 +3,7 @@ package critpath
 import (
 	"container/heap"
 	"math"
+	"sort"
 )
 
 // state is a path's vector (reference cycles per category) up to time t,
@@ -47,6 +48,45 @@ type istate struct {
 	pend []int // boundaries that fell in the current gap
 	ring [ringSize]snap
 	rn   int // snapshots taken
+	blk  []blocked // the last blockedSize waits for room downstream
+	bn   int       // waits recorded
+	bcum int64
+}
+
+// blocked is a wait for room downstream: out..sent, the instance waited
+// for (its next + 1), and the cycles of all waits up to this one.
+type blocked struct {
+	out, sent, cum int64
+	next           uint16
+}
+
+const blockedSize = 4096
+
+func (s *istate) addBlocked(out, sent int64, next uint16) {
+	if s.blk == nil {
+		s.blk = make([]blocked, blockedSize)
+	}
+	s.bcum += sent - out
+	s.blk[s.bn%blockedSize] = blocked{out, sent, s.bcum, next}
+	s.bn++
+}
+
+// blockedIn is how long the instance waited for room downstream within
+// [h, e] (what it remembers), and for which instance (next + 1) last.
+func (s *istate) blockedIn(h, e int64) (int64, uint16) {
+	lo0 := max(0, s.bn-blockedSize)
+	at := func(i int) *blocked { return &s.blk[i%blockedSize] }
+	// The first wait ending after h, the last starting before e.
+	lo := lo0 + sort.Search(s.bn-lo0, func(i int) bool { return at(lo0+i).sent > h })
+	hi := lo0 + sort.Search(s.bn-lo0, func(i int) bool { return at(lo0+i).out >= e }) - 1
+	if lo > hi {
+		return 0, 0
+	}
+	first, last := at(lo), at(hi)
+	sum := last.cum - first.cum + (first.sent - first.out)
+	sum -= max(0, h-first.out)
+	sum -= max(0, last.sent-e)
+	return max(sum, 0), last.next
 }
 
 // lookup is the path state at hand-off time h: the departure snapshot at
@@ -268,12 +308,14 @@ func (w *walker) depart(j int, t int64) {
 				s.st.copyFrom(&o.st)
 				w.accrue(&s.st, o.cat, t)
 				followed = true
+				s.addBlocked(s.out, t, s.next)
 			case o.mode == modeGap && o.d >= s.out && o.d <= t:
 				// It departed and is taking the next tuple (queued: its
 				// input was full): its own work, before its in's record.
 				s.st.copyFrom(&o.st)
 				w.accrue(&s.st, int(w.a.compute[w.a.opOf[s.next-1]]), t)
 				followed = true
+				s.addBlocked(s.out, t, s.next)
 			}
 		}
 		if !followed {
@@ -347,11 +389,24 @@ func (w *walker) arrive(v *Visit) {
 			b = &bucket{}
 			w.bk[v.Bucket] = b
 		}
-		qe, te := 0.0, float64(v.Err)
-		if q > 0 {
-			qe, te = te, 0
+		// While it waited for room downstream, the tuple queued behind
+		// the instance it waited for: that one's queue.
+		var bq int64
+		var bnext uint16
+		if q > 0 && s.bn > 0 {
+			bq, bnext = s.blockedIn(v.H, v.H+q)
 		}
-		b.add(a.queue[op], q, qe)
+		qe, be, te := 0.0, 0.0, float64(v.Err)
+		switch {
+		case q-bq > 0:
+			qe, te = te, 0
+		case bq > 0:
+			be, te = te, 0
+		}
+		b.add(a.queue[op], q-bq, qe)
+		if bq > 0 {
+			b.add(a.queue[a.opOf[bnext-1]], bq, be)
+		}
 		b.add(v.Link, tr, te)
 	}
 	// The gap (d, in): how the path reached this in.
