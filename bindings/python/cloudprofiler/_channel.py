@@ -96,6 +96,7 @@ class Channel:
     log(tuple_id)        one event (LogTS): ~0.5 us through ctypes
     log_many(ids)        a batch (LogTSMany): tens of ns per id, zero-copy
     parameterize(a, v)   ParameterizeChannel
+    log_lineage(o, i)    CP_LogLineage (LINEAGE): output o was made from input i
     mark_blocked(which)  CP_MarkBlocked (SERVICERATE)
     service_rate()       CP_ServiceRate (SERVICERATE): a ServiceRate
     close()              CloseChannel (idempotent)
@@ -211,6 +212,26 @@ class Channel:
         rc = self._lib.ParameterizeChannel(self.handle, int(a), v)
         if rc != 0:
             self._failed("ParameterizeChannel(%s, %d)" % (_nm(a) if isinstance(a, Arg) else a, v), rc)
+
+    def log_lineage(self, out_id, in_id):
+        """LINEAGE channels: output out_id was made from input in_id
+        (CP_LogLineage: one record, id out_id, its TSC column in_id; 0 is
+        stored as 2**63). For one output, log every input it came from in
+        the order they arrived: the analysis joins the output to the last.
+        Returns True when accepted, False when dropped (Arg.DROP_WHEN_FULL=1);
+        raises CloudprofilerError otherwise (BAD_HANDLER on another handler,
+        BAD_ARG_VALUE for in_id -2**63; ChannelClosedError after close)."""
+        for what, v in (("out_id", out_id), ("in_id", in_id)):
+            if isinstance(v, bool) or not hasattr(v, "__index__"):
+                raise TypeError("%s must be an int, not %s" % (what, type(v).__name__))
+            if not -(1 << 63) <= v.__index__() <= _INT64_MAX:
+                raise ValueError("%s %d is out of range (int64)" % (what, v.__index__()))
+        rc = _lib.func("CP_LogLineage")(self.handle, out_id.__index__(), in_id.__index__())
+        if rc == 0:
+            return True
+        if rc == ErrorCode.DROPPED:
+            return False
+        self._failed("CP_LogLineage(%d, %d)" % (out_id, in_id), rc, detailed=False)  # never sets CP_LastError
 
     def mark_blocked(self, which):
         """SERVICERATE channels: the operator's input was empty (Blocked.INPUT)

@@ -30,6 +30,7 @@ PROTOTYPES = {
     "ParameterizeChannel": (_i32, [_i64, _i32, _i64]),
     "LogTS": (_i32, [_i64, _i64]),
     "LogTSMany": (_i64, [_i64, _p, _i64, ctypes.POINTER(_i32)]),
+    "CP_LogLineage": (_i32, [_i64, _i64, _i64]),
     "CP_MarkBlocked": (_i32, [_i64, _i32]),
     "CP_ServiceRate": (_i32, [_i64, ctypes.POINTER(ServiceRateStruct)]),
     "CloseChannel": (_i32, [_i64]),
@@ -79,6 +80,7 @@ class Handler(enum.IntEnum):
     FOX_END = 12
     GPIORTT = 13
     SERVICERATE = 14
+    LINEAGE = 15
 
 
 class Arg(enum.IntEnum):

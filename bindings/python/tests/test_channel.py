@@ -85,6 +85,14 @@ def test_every_handler_opens(handler, logdir, uname, monkeypatch):
         return
     ch = cp.open_channel(uname, "BINARY_TSC", handler.name)
     assert ch.handler == handler and ch.handle > 0
+    if handler == H.LINEAGE:  # pairs through log_lineage; log is refused
+        assert ch.log_lineage(1000, 1)
+        with pytest.raises(cp.CloudprofilerError) as e:
+            ch.log(1)
+        assert e.value.code == cp.ErrorCode.BAD_HANDLER
+        ch.close()
+        assert os.path.exists(find_log(logdir, uname))
+        return
     assert ch.log(1) in (True, False)
     assert ch.log_many(np.arange(10, dtype=np.int64)) == 10
     ch.close()
