@@ -62,6 +62,11 @@
 // has "fork": per tuple which branch arrived last at the join, counted
 // (b_last, a_last). A library without CP_LogLineage or CP_LINEAGE: exit 2.
 //
+// --eager-sink: the sink's queue wakes the sink at every tuple, as the other
+// queues wake their consumers (by default it is lazy, see struct queue): a
+// tuple then reaches the sink within a wake-up, not within 1 ms, at the
+// price of a futex wake-up in B's (or the join's) "out" to "sent".
+//
 // Run `tandem --help` for the options. Two source modes:
 //   internal: Poisson or constant arrivals at --rate for --tuples N or
 //     --duration D; the source sleeps until the next arrival is due (or
@@ -224,6 +229,7 @@ static struct {
   long long stop_after;   // internal source: stop once B's count channel converged this often (0: no)
   long long burst;        // internal source: the first this many tuples back to back
   int fork;               // source -> {A, B} -> join -> sink
+  int eager_sink;         // the sink woken at every push (not lazily)
   struct cost join;       // the join's work per output (value 0: none)
   int verbose;
   int64_t tick_ns;
@@ -274,6 +280,9 @@ static void usage(FILE *f) {
           "                      to B as id 2k+1, the join emits 2^40 + k once both arrived and logs\n"
           "                      their lineage (CP_LogLineage on \"join#0 lineage\"); internal source only\n"
           "  --join-cost C       with --fork: the join's work per output [none]\n"
+          "  --eager-sink        the sink is woken at every tuple (B, or the join, pays a futex wake-up\n"
+          "                      after its \"out\"), not at half a queue or within 1 ms: latencies\n"
+          "                      to the sink without that 1 ms\n"
           "  --verbose           progress on stderr\n"
           "Logs go to $CP_LOG_DIR (the library's variables apply). Exit 0; 1 on a failure (a library\n"
           "call refused, a socket error); 2 on a usage error.\n");
@@ -383,6 +392,7 @@ static void parse_args(int argc, char **argv) {
     else if (ARG("--burst")) opt.burst = integer(v, a);
     else if (ARG("--join-cost")) jc = v;
     else if (strcmp(a, "--fork") == 0) opt.fork = 1;
+    else if (strcmp(a, "--eager-sink") == 0) opt.eager_sink = 1;
     else if (strcmp(a, "--verbose") == 0) opt.verbose = 1;
     else bad("option", a);
 #undef ARG
@@ -413,7 +423,8 @@ static void parse_args(int argc, char **argv) {
 // queue), a waiting consumer at the next push; but a lazy queue's consumer
 // (the sink's) is woken only at half full and otherwise looks every 1 ms, so
 // that B does not pay a futex wake-up per tuple outside its marks (that
-// would make B's throughput lower than its service rate by a few percent).
+// would make B's throughput lower than its service rate by a few percent;
+// --eager-sink: not lazy).
 struct queue {
   pthread_mutex_t mu;
   pthread_cond_t not_empty, not_full;
@@ -1350,7 +1361,7 @@ int main(int argc, char **argv) {
   }
   q_init(&q_a, (size_t)opt.queue, 0);
   q_init(&q_b, (size_t)opt.queue, 0);
-  q_init(&q_sink, (size_t)opt.queue, 1);
+  q_init(&q_sink, (size_t)opt.queue, !opt.eager_sink);
   op_a.in = &q_a, op_a.out = &q_b, op_a.cost = opt.a, op_a.seed = opt.seed * 1000003 + 1;
   op_b.in = &q_b, op_b.out = &q_sink, op_b.cost = opt.b, op_b.seed = opt.seed * 1000003 + 2;
   op_b.cost2 = opt.b2, op_b.phase_after = opt.phase_after;
