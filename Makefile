@@ -53,7 +53,7 @@ demo: build
 	@$(TOOL) dump --csv $(BUILD)/demo-logs/*demo_sink.cplog | head -4
 	bash examples/multinode/demo.sh $(BUILD)
 
-test: test-go test-fuzz test-analyze-data test-c test-java test-multinode test-capacity test-python
+test: test-go test-fuzz test-analyze-data test-c test-java test-multinode test-capacity test-critpath test-python
 
 test-go:
 	$(GO) vet ./...
@@ -125,6 +125,14 @@ test-multinode: $(LIB) $(TOOL)
 .PHONY: test-capacity
 test-capacity: $(LIB) $(TOOL) $(BUILD)/tandem
 	$(call with-tmp,CP_TOOL=$(abspath $(TOOL)) CP_TANDEM=$(abspath $(BUILD)/tandem) $(GO) test -count=1 -v -timeout 5m ./tests/capacity/)
+
+# The critical-path analysis against a known truth (tests/critpath): tandem
+# under heavy and light load, as a fork-join, with a burst, and halving an
+# operator's work; criticalpath.csv and breakdown.csv against its truth and
+# the latencies in its logs; bad input never panics.
+.PHONY: test-critpath
+test-critpath: $(LIB) $(TOOL) $(BUILD)/tandem
+	$(call with-tmp,CP_TOOL=$(abspath $(TOOL)) CP_TANDEM=$(abspath $(BUILD)/tandem) $(GO) test -count=1 -v -timeout 5m ./tests/critpath/)
 
 # The Python wheel (bindings/python): build/wheel/cloudprofiler-*-py3-none-
 # linux_<machine>.whl, with the library just built inside (setup.py copies

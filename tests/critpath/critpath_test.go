@@ -1,0 +1,379 @@
+package critpath
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// The source sleeps at least 100 us (--tick: its arrivals leave in bunches
+// at most that far apart, not 1 ms). Below B's capacity the sink is woken at
+// each tuple (--eager-sink: else a tuple may wait up to 1 ms for the sink's
+// next look, a latency of the test's making that would lie on the critical
+// path); where B's queue stays full (heavy load, the burst) the sink stays
+// lazy, so that B does not pay a futex wake-up after each tuple.
+func args(extra ...string) []string {
+	return append([]string{"--eager-sink", "--tick", "100us"}, extra...)
+}
+
+func lazySink(extra ...string) []string { return append([]string{"--tick", "100us"}, extra...) }
+
+// setup: the tools, and a directory for the logs and one for analyze's output.
+func setup(t *testing.T) (tl tools, logs, out string) {
+	t.Helper()
+	tl = needTools(t)
+	dir := t.TempDir()
+	return tl, filepath.Join(dir, "logs"), filepath.Join(dir, "out")
+}
+
+// analyzed runs analyze with slices of the length given and reads
+// criticalpath.csv, checking its invariants (every slice consistent) and
+// breakdown.csv's.
+func analyzed(t *testing.T, tl tools, logs, out, slice string) (slices []slicePath, run slicePath) {
+	t.Helper()
+	analysis(t, tl, logs, out, slice)
+	slices, run = criticalPath(t, out)
+	checkCriticalPath(t, slices, run, false)
+	breakdown(t, out)
+	return slices, run
+}
+
+// TestHeavyLoad: the source offers 1.5 times B's capacity (B 50 us, A 10
+// us, queues of 64): B's queue stays full and the source and A wait on it.
+// B holds at least 90% of the critical path over the run and in at least 80%
+// of the 100 ms slices. B is saturated under SCHED_FIFO: the run stays below
+// the kernel's real-time limit of 950 ms a second.
+func TestHeavyLoad(t *testing.T) {
+	tl, logs, out := setup(t)
+	tr := pipeline(t, tl, logs, lazySink("--a-cost", "10us", "--b-cost", "50us", "--queue", "64", "--rate", "30000",
+		"--duration", "0.6s", "--seed", "11")...)
+	b := tr.op("B")
+	t.Logf("B took %d tuples in %.3f s: %.0f/s (capacity %.0f/s); waited %d times on its input", b.Tuples, tr.ElapsedS,
+		float64(b.Tuples)/tr.ElapsedS, tr.TscHz/b.MeanCycles, b.WaitsInput)
+	slices, run := analyzed(t, tl, logs, out, "100ms")
+	if got := run.share("operator", "B"); got < 0.9 {
+		t.Errorf("over the run B holds %.3f of the critical path, want >= 0.9: %s", got, run)
+	}
+	mostSlices(t, slices, 0.8, "give B at least 0.9 of the critical path", func(s slicePath) bool { return s.share("operator", "B") >= 0.9 })
+}
+
+// mostSlices fails the test unless at least the fraction want of the slices
+// pass ok, and lists those that do not.
+func mostSlices(t *testing.T, slices []slicePath, want float64, what string, ok func(slicePath) bool) {
+	t.Helper()
+	var off []string
+	for _, s := range slices {
+		if !ok(s) {
+			off = append(off, s.String())
+		}
+	}
+	if float64(len(slices)-len(off)) < want*float64(len(slices)) {
+		t.Errorf("%d of %d slices do not %s (at least %.0f%% must):\n%s", len(off), len(slices), what, 100*want, strings.Join(off, "\n"))
+	}
+}
+
+// TestLightLoad: the source offers 5% of B's capacity (B 50 us: 1,000
+// tuples/s): the critical path is mostly waiting for input (kind input >=
+// 0.8 over the run and in the median slice).
+func TestLightLoad(t *testing.T) {
+	tl, logs, out := setup(t)
+	pipeline(t, tl, logs, args("--a-cost", "10us", "--b-cost", "50us", "--rate", "1000", "--duration", "1s", "--seed", "12")...)
+	slices, run := analyzed(t, tl, logs, out, "100ms")
+	if got := run.share("input", ""); got < 0.8 {
+		t.Errorf("over the run input holds %.3f of the critical path, want >= 0.8: %s", got, run)
+	}
+	var shares []float64
+	for _, s := range slices {
+		shares = append(shares, s.share("input", ""))
+	}
+	if m := median(shares); m < 0.8 {
+		t.Errorf("input's share in the median slice %.3f, want >= 0.8", m)
+	}
+}
+
+// TestForkJoin: source -> {A 1 us, B 3 us} -> join -> sink at 20,000
+// tuples/s (B's load 6%): the join waits for B's half of most tuples (the
+// truth counts it), and the critical path runs through B (B's operator
+// share above A's, or the link B -> join on it) in at least 95% of the 50 ms
+// slices.
+func TestForkJoin(t *testing.T) {
+	tl, logs, out := setup(t)
+	if !tl.lineage {
+		t.Fatalf("tandem --fork does not run against this library (CP_LogLineage, CP_LINEAGE): %s", tl.lineageWhy)
+	}
+	tr := pipeline(t, tl, logs, args("--fork", "--a-cost", "1us", "--b-cost", "3us", "--rate", "20000", "--duration", "1s", "--seed", "13")...)
+	if tr.Fork == nil || tr.Fork.Outputs != tr.Source.Tuples {
+		t.Fatalf("the join's truth %+v for %d tuples", tr.Fork, tr.Source.Tuples)
+	}
+	t.Logf("join: %d outputs, B's half came last for %d (%.1f%%), A's for %d", tr.Fork.Outputs, tr.Fork.BLast,
+		100*float64(tr.Fork.BLast)/float64(tr.Fork.Outputs), tr.Fork.ALast)
+	if tr.Fork.BLast*10 < tr.Fork.Outputs*9 {
+		t.Errorf("B's half came last for only %d of %d tuples: the pipeline did not make B the slower branch", tr.Fork.BLast, tr.Fork.Outputs)
+	}
+	slices, run := analyzed(t, tl, logs, out, "50ms")
+	t.Logf("over the run: %s", run)
+	mostSlices(t, slices, 0.95, "have their path through B (B's share above A's, or the link B -> join on it)", func(s slicePath) bool {
+		return s.share("operator", "B") > s.share("operator", "A") || s.share("link", "B -> join") > 0
+	})
+}
+
+// TestBurst: 400 tuples leave back to back into queues that hold them all
+// (A 5 us, B 20 us): they wait in A's and mostly in B's queue. The queueing
+// breakdown.csv charges to B over all tuples (group all, part queue, where
+// B) equals what tandem measured (burst_queue_cycles: the waits in B's queue
+// while B worked, from rdtsc at push, pop, in and out) within 5%; every
+// group's parts add up to its end-to-end total exactly.
+func TestBurst(t *testing.T) {
+	tl, logs, out := setup(t)
+	const n = 400
+	tr := pipeline(t, tl, logs, lazySink("--burst", fmt.Sprint(n), "--tuples", fmt.Sprint(n), "--queue", "1024",
+		"--a-cost", "5us", "--b-cost", "20us", "--rate", "1000", "--seed", "14")...)
+	if tr.Burst == nil || tr.Burst.Tuples != n || tr.Burst.LastID != n-1 {
+		t.Fatalf("tandem's burst truth %+v, want %d tuples, ids 0..%d", tr.Burst, n, n-1)
+	}
+	for _, name := range []string{"A", "B"} {
+		o := tr.op(name)
+		t.Logf("%s: burst tuples %d, queueing while it worked %.3f ms (whole waits %.3f ms, ahead x mean work %.3f ms); longest stall %.0f us",
+			name, o.BurstTuples, 1e3*float64(o.BurstQueueCycles)/tr.TscHz, 1e3*float64(o.BurstWaitCycles)/tr.TscHz,
+			1e3*o.BurstAheadCycles/tr.TscHz, 1e6*o.LongestGapS)
+		if o.BurstTuples != n || o.WaitsOutput != 0 {
+			t.Fatalf("%s: %d burst tuples (want %d), waited %d times on a full output (want none: the queues hold the burst)", name, o.BurstTuples, n, o.WaitsOutput)
+		}
+	}
+	b := tr.op("B")
+	// B worked nearly all the time its burst tuples waited: the truth's two
+	// figures agree (else the run was disturbed and says little).
+	if float64(b.BurstQueueCycles) < 0.95*float64(b.BurstWaitCycles) {
+		t.Fatalf("B's burst tuples waited %d cycles, B worked through only %d of them: B was kept from working (preempted)", b.BurstWaitCycles, b.BurstQueueCycles)
+	}
+	analysis(t, tl, logs, out, "100ms")
+	groups := breakdown(t, out)
+	var got int64
+	found := false
+	for _, p := range groups["all"] {
+		if p.part == "queue" && p.where == "B" {
+			got, found = p.cycles, true
+		}
+	}
+	if !found {
+		t.Fatalf("breakdown.csv group all has no part queue where B: %v", groups["all"])
+	}
+	rel := float64(got)/float64(b.BurstQueueCycles) - 1
+	t.Logf("queueing charged to B: %d cycles; tandem measured %d: %+.2f%%", got, b.BurstQueueCycles, 100*rel)
+	if rel < -0.05 || rel > 0.05 {
+		t.Errorf("breakdown.csv charges %d cycles of queueing to B, tandem measured %d (%+.2f%%, allowed 5%%)", got, b.BurstQueueCycles, 100*rel)
+	}
+	slices, run := criticalPath(t, out)
+	checkCriticalPath(t, slices, run, false)
+}
+
+// TestBadInput: logs the analysis cannot take whole — a channel's file
+// missing (B's out marks), a file cut short (B's in marks halved, a header
+// cut), a directory of MinRTT rounds that is empty, a run without tuples, an
+// empty directory — give a clear message (or results with what is
+// missing said), never a panic. A panic exits with status 2 and a trace.
+func TestBadInput(t *testing.T) {
+	tl := needTools(t)
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good")
+	pipeline(t, tl, good, args("--a-cost", "5us", "--b-cost", "10us", "--rate", "20000", "--tuples", "2000", "--seed", "15")...)
+	file := func(logs, stem string) string {
+		m, _ := filepath.Glob(filepath.Join(logs, "*-"+stem+".cplog"))
+		if len(m) != 1 {
+			t.Fatalf("%d files *-%s.cplog in %s", len(m), stem, logs)
+		}
+		return m[0]
+	}
+	variant := func(name string, change func(logs string)) string {
+		logs := filepath.Join(dir, name)
+		if err := os.CopyFS(logs, os.DirFS(good)); err != nil {
+			t.Fatal(err)
+		}
+		change(logs)
+		return logs
+	}
+	cut := func(path string, keep func(size int64) int64) {
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(path, keep(st.Size())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	noTuples := filepath.Join(dir, "no-tuples")
+	pipeline(t, tl, noTuples, args("--rate", "1", "--duration", "1ms")...)
+	emptyRounds := filepath.Join(dir, "rounds")
+	if err := os.Mkdir(emptyRounds, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name  string
+		logs  string
+		extra []string
+	}{
+		{"missing-channel", variant("missing", func(l string) { os.Remove(file(l, "B_0_out")) }), nil},
+		{"truncated", variant("truncated", func(l string) { cut(file(l, "B_0_in"), func(n int64) int64 { return n / 2 }) }), nil},
+		{"truncated-header", variant("header", func(l string) { cut(file(l, "A_0_out"), func(int64) int64 { return 7 }) }), nil},
+		{"no-rounds", good, []string{"--rounds", emptyRounds}},
+		{"no-tuples", noTuples, nil},
+		{"empty-dir", filepath.Join(dir, "rounds"), nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out := filepath.Join(dir, "out-"+c.name)
+			argv := []string{tl.cli, "analyze", "--quiet", "--no-durations", "--logs", c.logs, "--out", out}
+			if tl.slice {
+				argv = append(argv, "--slice", "100ms")
+			}
+			r := exec1(120e9, nil, append(argv, c.extra...)...)
+			msg := strings.TrimSpace(r.stdout + "\n" + r.stderr)
+			t.Logf("exit %d:\n%s", r.code, lastLines(msg, 8))
+			if panicked(msg) || r.code == 2 || r.code < 0 {
+				t.Fatalf("analyze panicked or was killed (exit %d, %v):\n%s", r.code, r.err, msg)
+			}
+			if r.code != 0 && len(msg) < 10 {
+				t.Errorf("analyze failed (exit %d) without saying why: %q", r.code, msg)
+			}
+			if r.code == 0 {
+				if _, err := os.Stat(filepath.Join(out, "criticalpath.csv")); err != nil {
+					t.Logf("no criticalpath.csv: %v", err)
+				} else if rows := readCSV(t, out, "criticalpath.csv", cpColumns); len(rows) == 0 {
+					t.Logf("criticalpath.csv has no rows")
+				} else {
+					slices, run := criticalPath(t, out)
+					checkCriticalPath(t, slices, run, true)
+				}
+			}
+		})
+	}
+}
+
+func lastLines(s string, n int) string {
+	l := strings.Split(s, "\n")
+	if len(l) > n {
+		l = append([]string{"..."}, l[len(l)-n:]...)
+	}
+	return strings.Join(l, "\n")
+}
+
+// ---- the counterfactual ----
+
+// cfRun is one configuration of the counterfactual and its windows' p99.
+type cfRun struct {
+	a, b string
+	tail []float64 // p99 per window, us: the least over the repeats
+}
+
+// TestCounterfactual: the baseline A 20 us, B 60 us, Poisson arrivals at
+// 0.7 of B's capacity. Halving the operator with the largest share of the
+// critical path (B by construction; the analysis must say so) lowers the
+// tail of the end-to-end latency by far; halving one whose share is near 0
+// moves it by less than 2%. The operator near 0 is A of a second baseline
+// (A 2 us, B 60 us): in the first, A's 20 us are a tenth of a journey, and
+// halving them moved the tail by a few percent either way (its own queue
+// shrinks, but B then sees burstier arrivals), too little to tell from the
+// machine's noise and too much to call no change.
+//
+// The tail, robust on a 2-vCPU machine with the other vCPU busy: every
+// configuration runs with the same seed, so the same arrivals at the same
+// times; each run (2 s) is cut into 10 windows of equal tuple counts, and a
+// window's p99 (source out -> sink#0 out, read from the logs with `dump`) is
+// the least over three runs of the configuration (interleaved with the
+// others': a stall of the machine only ever lengthens journeys, and rarely
+// hits the same window thrice). Each window is compared with the same
+// window of the baseline, and the median of the ratios is the change.
+func TestCounterfactual(t *testing.T) {
+	tl := needTools(t)
+	dir := t.TempDir()
+	const windows, repeats = 10, 3
+	rate := fmt.Sprint(0.7 / 60e-6) // 0.7 of B's capacity
+	runs := map[string]*cfRun{
+		"base":     {a: "20us", b: "60us"},
+		"B/2":      {a: "20us", b: "30us"},
+		"base2":    {a: "2us", b: "60us"},
+		"base2A/2": {a: "1us", b: "60us"},
+	}
+	order := []string{"base", "B/2", "base2", "base2A/2"}
+	outs := map[string]string{}
+	for rep := 0; rep < repeats; rep++ {
+		for i, name := range order {
+			r := runs[name]
+			logs := filepath.Join(dir, fmt.Sprintf("logs-%d-%d", rep, i))
+			tr := pipeline(t, tl, logs, args("--a-cost", r.a, "--b-cost", r.b, "--rate", rate, "--duration", "2s", "--seed", "16")...)
+			tail := tailByWindow(journeys(t, tl, logs, tr.TscHz), windows)
+			t.Logf("%-9s A %-5s B %-5s: %d tuples; p99 per window (us): %s", name, r.a, r.b, tr.Source.Tuples, fmtUS(tail))
+			if r.tail == nil {
+				r.tail = tail
+			}
+			for w := range tail {
+				r.tail[w] = min(r.tail[w], tail[w])
+			}
+			if rep == 0 && (name == "base" || name == "base2") {
+				outs[name] = filepath.Join(dir, "out-"+name)
+				analysis(t, tl, logs, outs[name], "100ms")
+			}
+			if err := os.RemoveAll(logs); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	change := func(variant, base string) float64 {
+		v, b := runs[variant].tail, runs[base].tail
+		ratios := make([]float64, len(v))
+		for i := range v {
+			ratios[i] = v[i] / b[i]
+		}
+		sort.Float64s(ratios)
+		m := median(ratios) - 1
+		t.Logf("%s against %s: per-window p99 ratios %s; median change %+.2f%%", variant, base, fmtRatios(ratios), 100*m)
+		return m
+	}
+	t.Run("latency", func(t *testing.T) {
+		if m := change("B/2", "base"); m > -0.25 {
+			t.Errorf("halving B (the bottleneck) changed the windows' p99 by %+.1f%%, want a drop of at least 25%%", 100*m)
+		}
+		if m := change("base2A/2", "base2"); m < -0.02 || m > 0.02 {
+			t.Errorf("halving A at 2 us changed the windows' p99 by %+.2f%%, want within 2%%", 100*m)
+		}
+	})
+	t.Run("critical-path", func(t *testing.T) {
+		for _, base := range []string{"base", "base2"} {
+			slices, run := criticalPath(t, outs[base])
+			checkCriticalPath(t, slices, run, false)
+			breakdown(t, outs[base])
+			top, topShare := "", -1.0
+			for _, r := range run.rows {
+				if r["kind"] == "operator" && r.num("share") > topShare {
+					top, topShare = r["name"], r.num("share")
+				}
+			}
+			t.Logf("%s's critical path over the run: %s", base, run)
+			if top != "B" {
+				t.Errorf("%s: the operator with the largest share is %q (%.3f), want B: halving B is what lowers the tail", base, top, topShare)
+			}
+			if a := run.share("operator", "A"); base == "base2" && !(a < 0.05) {
+				t.Errorf("base2: A (2 us of a journey of hundreds) holds %.3f of the critical path, want near 0 (< 0.05)", a)
+			}
+		}
+	})
+}
+
+func fmtUS(xs []float64) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = fmt.Sprintf("%.0f", x)
+	}
+	return strings.Join(s, " ")
+}
+
+func fmtRatios(xs []float64) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = fmt.Sprintf("%.3f", x)
+	}
+	return strings.Join(s, " ")
+}
