@@ -32,7 +32,8 @@ import (
 // Memory: the map holds one entry per output id, at most lineageEntryBytes
 // each; it must fit in an eighth of Config.MemBytes (what the pipeline
 // leaves beside its partitions, decoders and spill index), else the
-// analysis fails saying the --mem-mb that would do.
+// analysis fails saying the --mem-mb that would do. It lives through the
+// decoding only (decodeAll's): the join's stages never hold it.
 
 // lineageEntryBytes bounds what one output id takes in the alias map (a Go
 // map of int64 to int64, measured at 26 to 42 bytes an entry live).
