@@ -375,16 +375,7 @@ func TestCapacityPartialLogs(t *testing.T) {
 // No channel follows the naming rule: no capacity files, and the summary
 // says what to mark; an earlier run's capacity files are removed.
 func TestCapacityNoMarks(t *testing.T) {
-	dir := t.TempDir()
-	var in, out []string
-	for i := 0; i < 100; i++ {
-		in = append(in, fmt.Sprintf("%d,%d", i, 1000+100*i))
-		out = append(out, fmt.Sprintf("%d,%d", i, 1050+100*i))
-	}
-	logs := filepath.Join(dir, "logs")
-	require.NoError(t, os.MkdirAll(logs, 0o755))
-	writeASCII(t, logs, logfile.Header{Node: "n", PID: 1, Channel: 1, Name: "map entry", Handler: "IDENTITY", TSCHz: 1e9}, in)
-	writeASCII(t, logs, logfile.Header{Node: "n", PID: 1, Channel: 2, Name: "map exit", Handler: "IDENTITY", TSCHz: 1e9}, out)
+	dir, logs := writeUnmarked(t)
 	outDir := filepath.Join(dir, "out")
 	require.NoError(t, os.MkdirAll(outDir, 0o755))
 	for _, f := range []string{"capacity.csv", "capacity.parquet"} {
@@ -402,6 +393,24 @@ func TestCapacityNoMarks(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(txt), "no channel marks an operator")
 	require.Contains(t, string(txt), `"OPERATOR in"`)
+}
+
+// writeUnmarked writes the logs of 100 tuples through "map entry" and "map
+// exit" on one node (names that mark no operator) into DIR/logs, DIR a new
+// temporary directory.
+func writeUnmarked(t *testing.T) (dir, logs string) {
+	t.Helper()
+	dir = t.TempDir()
+	var in, out []string
+	for i := 0; i < 100; i++ {
+		in = append(in, fmt.Sprintf("%d,%d", i, 1000+100*i))
+		out = append(out, fmt.Sprintf("%d,%d", i, 1050+100*i))
+	}
+	logs = filepath.Join(dir, "logs")
+	require.NoError(t, os.MkdirAll(logs, 0o755))
+	writeASCII(t, logs, logfile.Header{Node: "n", PID: 1, Channel: 1, Name: "map entry", Handler: "IDENTITY", TSCHz: 1e9}, in)
+	writeASCII(t, logs, logfile.Header{Node: "n", PID: 1, Channel: 2, Name: "map exit", Handler: "IDENTITY", TSCHz: 1e9}, out)
+	return dir, logs
 }
 
 func TestCapacityConfigRefused(t *testing.T) {

@@ -7,6 +7,8 @@ import (
 	"math"
 	"sort"
 	"strings"
+
+	"cloudprofiler/internal/critpath"
 )
 
 // writeHTML writes one self-contained page: the summary table, a box plot
@@ -88,6 +90,7 @@ svg text{font:11px system-ui,sans-serif}.note{color:#555}</style></head><body>`)
 	}
 	a.throughputSVG(&b)
 	capacityHTML(&b, r)
+	critPathHTML(&b, r)
 	if bad := r.Incomplete(); len(bad) > 0 {
 		fmt.Fprintf(&b, `<h2 id="integrity">Log integrity: %d of %d files damaged or incomplete</h2><p class="note">The results above use every valid record in them; these records are missing or were damaged.</p><table><tr><th>channel</th><th>file</th><th>problems</th></tr>`, len(bad), len(r.Channels))
 		for _, c := range bad {
@@ -281,4 +284,212 @@ func capacityHTML(b *strings.Builder, r *Result) {
 	for _, s := range c.Ignored {
 		fmt.Fprintf(b, `<p class="note">Not used: %s</p>`, esc(s))
 	}
+}
+
+// critPathHTML writes the section "Where the latency goes": the run's
+// critical path (each category's share and critical participation), a
+// stacked bar per slice (adjacent slices pooled into one bar when there are
+// many), and the p99 and median journeys' latency taken apart. Aggregates
+// only: criticalpath.csv and breakdown.csv have the rest.
+func critPathHTML(b *strings.Builder, r *Result) {
+	esc := html.EscapeString
+	c := r.CritPath
+	if c == nil {
+		if r.CritPathNote != "" {
+			fmt.Fprintf(b, `<h2 id="critical-path">Where the latency goes</h2><p class="note">%s</p>`, esc(r.CritPathNote))
+		}
+		return
+	}
+	b.WriteString(`<h2 id="critical-path">Where the latency goes</h2>`)
+	pct := func(v float64) string {
+		switch {
+		case math.IsNaN(v):
+			return "–"
+		case v > 0 && v < 0.0005:
+			return "&lt;0.1%"
+		}
+		return fmt.Sprintf("%.1f%%", v*100)
+	}
+	fmt.Fprintf(b, `<p class="note">Critical path (Sager): in each slice of %.4g s from the run's first tuple record, the chain of activities that made the slice as long as it is, back from its end; a category's share is its part of that chain. Critical participation (SnailTrail) spreads the slice over every path that could have been critical. Operators: their own work and the time spent taking queued tuples; links: transfers; input: waiting for input. Every slice is in criticalpath.csv, every group of journeys in breakdown.csv.</p>`,
+		c.SliceSeconds())
+	if c.Note != "" {
+		fmt.Fprintf(b, `<p class="note">%s</p>`, esc(c.Note))
+	}
+	runRows := c.RunRows()
+	if len(runRows) > 0 {
+		if c.Inconsistent > 0 {
+			fmt.Fprintf(b, `<p>%d slices, <b>%d inconsistent</b> (the first: %s).</p>`, c.Slices, c.Inconsistent, esc(c.FirstInconsistency()))
+		} else {
+			fmt.Fprintf(b, `<p>%d slices, all consistent.</p>`, c.Slices)
+		}
+		// A color per category, in the run's order; past the palette, "the rest".
+		palette := []string{"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"}
+		type cat struct{ kind, name string }
+		color := map[cat]int{}
+		var legend []string
+		for _, x := range runRows {
+			k := cat{x.Kind, x.Name}
+			switch {
+			case x.Kind == "input":
+				color[k] = len(legend)
+				legend = append(legend, "#d9d9d9")
+			case x.Kind == "unattributed":
+				color[k] = len(legend)
+				legend = append(legend, "#7f7f7f")
+			case len(legend) < len(palette):
+				color[k] = len(legend)
+				legend = append(legend, palette[len(legend)])
+			}
+		}
+		rest := len(legend)
+		legend = append(legend, "#bbbbbb")
+		idx := func(x critpath.PathRow) int {
+			if i, ok := color[cat{x.Kind, x.Name}]; ok {
+				return i
+			}
+			return rest
+		}
+		b.WriteString(`<table><tr><th></th><th>kind</th><th>name</th><th>share of the path</th><th>critical participation</th></tr>`)
+		for _, x := range runRows {
+			fmt.Fprintf(b, `<tr><td style="background:%s"></td><td class="l">%s</td><td class="l">%s</td><td>%s</td><td>%s</td></tr>`,
+				legend[idx(x)], esc(x.Kind), esc(x.Name), pct(x.Share), pct(x.Participation))
+		}
+		b.WriteString("</table>")
+		critPathSVG(b, c, legend, idx)
+	}
+	critPathBreakdownHTML(b, c, pct)
+}
+
+// critPathSVG draws a stacked bar per slice (the run's colors; at most
+// maxBars bars: adjacent slices pooled, weighted by their lengths), with a
+// red mark under a bar that holds an inconsistent slice.
+func critPathSVG(b *strings.Builder, c *critpath.Result, colors []string, idx func(critpath.PathRow) int) {
+	const maxBars, left, width, height = 120, 50, 700, 160
+	n := c.Slices
+	if n <= 0 {
+		return
+	}
+	nb := min(n, maxBars)
+	shares := make([][]float64, nb)
+	lens := make([]float64, nb)
+	bad := make([]bool, nb)
+	seen := make([]bool, n)
+	end := 0.0
+	for i := range shares {
+		shares[i] = make([]float64, len(colors))
+	}
+	for _, x := range c.Path {
+		if x.Level != "slice" || x.Slice < 0 || x.Slice >= int64(n) {
+			continue
+		}
+		k := int(x.Slice * int64(nb) / int64(n))
+		l := x.EndS - x.StartS
+		if !seen[x.Slice] {
+			seen[x.Slice] = true
+			lens[k] += l
+		}
+		shares[k][idx(x)] += x.Share * l
+		bad[k] = bad[k] || !x.Consistent
+		end = math.Max(end, x.EndS)
+	}
+	bw := float64(width) / float64(nb)
+	fmt.Fprintf(b, `<svg width="%d" height="%d" xmlns="http://www.w3.org/2000/svg"><text x="%d" y="12">share of each slice's critical path</text>`, left+width+20, height+44, left)
+	fmt.Fprintf(b, `<line x1="%d" y1="20" x2="%d" y2="%d" stroke="#333"/><text x="4" y="26">100%%</text><text x="4" y="%d">0</text>`, left-2, left-2, height+20, height+20)
+	for k := range shares {
+		if lens[k] <= 0 {
+			continue
+		}
+		x := float64(left) + bw*float64(k)
+		y := float64(height + 20)
+		for j, v := range shares[k] {
+			h := v / lens[k] * height
+			if h < 0.05 { // invisible (or a negative share: none is drawn)
+				continue
+			}
+			y -= h
+			fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"/>`, x, y, math.Max(bw-1, 0.5), h, colors[j])
+		}
+		if bad[k] {
+			fmt.Fprintf(b, `<rect x="%.1f" y="%d" width="%.1f" height="4" fill="#d62728"/>`, x, height+23, math.Max(bw-1, 0.5))
+		}
+	}
+	per := "a bar per slice"
+	if nb < n {
+		per = fmt.Sprintf("a bar per %.3g slices", float64(n)/float64(nb))
+	}
+	fmt.Fprintf(b, `<text x="%d" y="%d">0 s</text><text x="%d" y="%d" text-anchor="end">%.3g s (%s; red: inconsistent)</text></svg>`,
+		left, height+40, left+width, height+40, end, per)
+}
+
+// critPathBreakdownHTML writes the p99 and median journeys' latency taken
+// apart, side by side, the parts in the order of their p99 mean.
+func critPathBreakdownHTML(b *strings.Builder, c *critpath.Result, pct func(float64) string) {
+	esc := html.EscapeString
+	type key struct{ part, where string }
+	type cell struct{ mean, share, bound float64 }
+	var keys []key
+	vals := map[key][]*cell{}
+	var e2e []*critpath.BreakdownRow
+	for g, name := range critpath.TextGroups {
+		row, parts := c.GroupRows(name)
+		e2e = append(e2e, row)
+		for _, x := range parts {
+			k := key{x.Part, x.Where}
+			if vals[k] == nil {
+				keys = append(keys, k)
+				vals[k] = make([]*cell, len(critpath.TextGroups))
+			}
+			vals[k][g] = &cell{x.MeanUS, x.Share, x.BoundUS}
+		}
+	}
+	have := false
+	for _, x := range e2e {
+		have = have || x != nil
+	}
+	if !have {
+		b.WriteString(`<p class="note">Latency breakdown: no journeys.</p>`)
+		return
+	}
+	val := func(mean, bound float64) string {
+		s := num(mean)
+		if bound > 0 {
+			s += " ± " + num(bound)
+		}
+		return s
+	}
+	b.WriteString(`<h3>Latency taken apart: p99 vs median journeys (mean µs)</h3><p class="note">Each journey's end-to-end latency, from its first record to its last, taken apart into its operators' own work (compute), waiting behind earlier tuples or blocked handing on (queue), transfers and the rest (other), exactly in reference cycles; p99: the journeys at or above the 99th percentile, median: the 49th to the 51st. ± the mean strict bound where it is not 0.</p><table><tr><th>part</th><th>where</th>`)
+	for g, name := range critpath.TextGroups {
+		n := int64(0)
+		if e2e[g] != nil {
+			n = e2e[g].Tuples
+		}
+		fmt.Fprintf(b, `<th>%s (%d journeys)</th><th>share</th>`, esc(name), n)
+	}
+	b.WriteString(`</tr><tr><td class="l"><b>end-to-end</b></td><td></td>`)
+	for _, x := range e2e {
+		if x == nil {
+			b.WriteString("<td>–</td><td></td>")
+			continue
+		}
+		fmt.Fprintf(b, `<td><b>%s</b></td><td>100%%</td>`, val(x.E2EMeanUS, x.E2EBoundUS))
+	}
+	b.WriteString("</tr>")
+	for _, k := range keys {
+		fmt.Fprintf(b, `<tr><td class="l">%s</td><td class="l">%s</td>`, esc(k.part), esc(k.where))
+		for _, v := range vals[k] {
+			if v == nil {
+				b.WriteString("<td>–</td><td></td>")
+				continue
+			}
+			fmt.Fprintf(b, `<td>%s</td><td>%s</td>`, val(v.mean, v.bound), pct(v.share))
+		}
+		b.WriteString("</tr>")
+	}
+	b.WriteString("</table>")
+	if c.AddUp {
+		b.WriteString(`<p class="note">The parts add up exactly to the end-to-end latency in every group (integer reference cycles).</p>`)
+	} else {
+		b.WriteString(`<p class="note"><b>The parts do not add up</b> to the end-to-end latency in some group (breakdown.csv, total_cycles).</p>`)
+	}
+	fmt.Fprintf(b, `<p class="note">%d tuples, %d journeys, %d absorbed by lineage, %d visits.</p>`, c.Tuples, c.Journeys, c.Absorbed, c.Visits)
 }

@@ -145,9 +145,17 @@ func (r *Result) WriteText(w io.Writer) error {
 	r.writeIntegrity(w)
 	switch {
 	case r.Capacity != nil:
-		return r.Capacity.WriteText(w)
+		if err := r.Capacity.WriteText(w); err != nil {
+			return err
+		}
 	case r.CapacityNote != "":
 		fmt.Fprintln(w, r.CapacityNote)
+	}
+	switch {
+	case r.CritPath != nil:
+		return r.CritPath.WriteText(w)
+	case r.CritPathNote != "":
+		fmt.Fprintln(w, r.CritPathNote)
 	}
 	return nil
 }
