@@ -165,12 +165,14 @@ def read_log_df(path):
 
 class Analysis(dict):
     """Results of `cloudprofiler analyze --out DIR`: DataFrames durations,
-    summary, runs, throughput, capacity and the model dict, as keys (only
-    those whose file exists) and attributes (None when absent); .dir, .report (path of
+    summary, runs, throughput, capacity, critical_path, breakdown and the
+    model dict, as keys (only those whose file exists) and attributes (None
+    when absent); .dir, .report (path of
     report.html or None), .summary_text (summary.txt or None), and .files:
     name -> the path each key was read from (DIR/durations.parquet, or
-    DIR/durations.csv when there was no Parquet file; model.json; also
-    summary_text and report when present)."""
+    DIR/durations.csv when there was no Parquet file; critical_path from
+    DIR/criticalpath.csv; model.json; also summary_text and report when
+    present)."""
 
     def __getattr__(self, k):
         if k in _TABLES or k == "model":
@@ -210,7 +212,17 @@ _TABLES = {
                                         "selectivity")},
                      instances="int64", skew=_F, reach=_F, capacity=_F, max_source_rate=_F, bottleneck="bool",
                      parallelism_needed="int64", note=_S),
+    # internal/critpath's PathRow (criticalpath.csv): per slice (-1: the
+    # run) and category, its share of the critical path and its critical
+    # participation; BreakdownRow (breakdown.csv): per group of journeys
+    # (p99, median, all) each part of the end-to-end latency.
+    "critical_path": {"level": _S, "slice": "int64", "start_s": _F, "end_s": _F, "kind": _S, "name": _S, "share": _F,
+                      "participation": _F, "consistent": "bool", "note": _S},
+    "breakdown": {"group": _S, "tuples": "int64", "e2e_mean_us": _F, "e2e_bound_us": _F, "part": _S, "where": _S,
+                  "mean_us": _F, "share": _F, "bound_us": _F, "total_cycles": "int64"},
 }
+# A table's file is DIR/<name>.parquet or .csv, but for these.
+_FILES = {"critical_path": "criticalpath"}
 _SCENARIOS = ["scenario_%d" % i for i in range(4)]
 
 
@@ -265,7 +277,8 @@ def _summary_scenarios(pd, df):
 
 def read_analysis(out_dir):
     """Loads what `cloudprofiler analyze --out out_dir` wrote, as an Analysis:
-    durations, summary, runs, throughput and capacity as DataFrames (those
+    durations, summary, runs, throughput, capacity, critical_path
+    (criticalpath.csv) and breakdown (breakdown.csv) as DataFrames (those
     present) and model.json as a dict. Each table is read from its Parquet file
     (X.parquet, with pandas through pyarrow) when there is one, else from
     its CSV (X.csv: an older analysis, or durations.csv written alone);
@@ -273,7 +286,11 @@ def read_analysis(out_dir):
     files' whichever was read: ids and counts int64, TSCs uint64, seconds
     and cycles float64, scenario int32, names strings (capacity: rates and
     shares float64, NaN where not measured, bottleneck bool, note "" when
-    there is none; README, "Capacity"). summary has both
+    there is none; README, "Capacity"; critical_path: slice int64 (-1: the
+    whole run), share and participation float64, consistent bool, name and
+    note "" when there is none; breakdown: tuples and total_cycles int64,
+    the means and bounds in microseconds float64, where "" for end-to-end;
+    README, "Where the latency goes"). summary has both
     scenario_0..scenario_3 (int64) and scenario_counts ("a/b/c/d", as in
     summary.csv).
 
@@ -287,7 +304,7 @@ def read_analysis(out_dir):
     res = Analysis()
     files = {}
     for name, dtypes in _TABLES.items():
-        pq, csvp = (os.path.join(out_dir, name + ext) for ext in (".parquet", ".csv"))
+        pq, csvp = (os.path.join(out_dir, _FILES.get(name, name) + ext) for ext in (".parquet", ".csv"))
         if os.path.exists(pq):
             try:
                 _pyarrow(pq)
@@ -308,7 +325,8 @@ def read_analysis(out_dir):
         files["model"] = p
     if not res:
         raise FileNotFoundError("read_analysis: %r holds none of %s, model.json (not an `analyze --out` "
-                                "directory?)" % (out_dir, ", ".join("%s.parquet, %s.csv" % (n, n) for n in _TABLES)))
+                                "directory?)" % (out_dir, ", ".join("%s.parquet, %s.csv" % (f, f) for f in
+                                                         (_FILES.get(n, n) for n in _TABLES))))
     res.dir = out_dir
     rep = os.path.join(out_dir, "report.html")
     res.report = rep if os.path.exists(rep) else None
