@@ -28,12 +28,12 @@ import (
 type Role uint8
 
 const (
-	RoleNone  Role = iota // not a mark
-	RoleIn                // the instance took the tuple from its input and starts working on it
-	RoleOut               // its own work on the tuple is done; about to hand it downstream
-	RoleSent              // the hand-off returned (out to sent: blocked by backpressure)
-	RoleCount             // a CP_SERVICERATE counter channel (items taken, converged estimates)
-	RoleLineage           // a CP_LINEAGE channel: which input each output was made from
+	RoleNone    Role = iota // not a mark
+	RoleIn                  // the instance took the tuple from its input and starts working on it
+	RoleOut                 // its own work on the tuple is done; about to hand it downstream
+	RoleSent                // the hand-off returned (out to sent: blocked by backpressure)
+	RoleCount               // a CP_SERVICERATE counter channel (items taken, converged estimates)
+	RoleLineage             // a CP_LINEAGE channel: which input each output was made from
 	numRoles
 )
 

@@ -78,6 +78,7 @@ type Analysis struct {
 	queue    []uint16
 	input    uint16
 	unattrib uint16
+	other    uint16
 	opOf     []int // instance -> operator
 	ops      []string
 
@@ -111,6 +112,7 @@ func New(cfg Config) (*Analysis, error) {
 	}
 	a.input = a.reg.id(Part{KindInput, ""})
 	a.unattrib = a.reg.id(Part{KindUnattributed, ""})
+	a.other = a.reg.id(Part{KindOther, ""})
 	w := max(cfg.Workers, 1)
 	a.runCap = max(int(cfg.Mem/int64(w)/int64(visitSize)), 1024)
 	return a, nil
@@ -135,25 +137,49 @@ func (b *bucket) add(part uint16, v int64, err float64) {
 	b.err[part] += err
 }
 
-// bucketWidth: journeys are grouped by end-to-end latency in buckets 0.1%
-// wide; the tail and the median are whole buckets.
-var bucketLog = math.Log(1.001)
+// Journeys are grouped by end-to-end latency in buckets at most 0.1% wide
+// (a float's exponent and the top 10 bits of its mantissa); the tail and
+// the median are whole buckets. Bucket 0 holds latencies of 0 or less.
+const bucketBits = 10
+
+// numBuckets covers every positive int64.
+const numBuckets = 64<<bucketBits + 1
 
 func bucketOf(v int64) int32 {
 	if v <= 0 {
 		return 0
 	}
-	return 1 + int32(math.Log(float64(v))/bucketLog)
+	b := math.Float64bits(float64(v))
+	return 1 + int32((b>>(52-bucketBits))&(1<<(11+bucketBits)-1)) - 1023<<bucketBits
+}
+
+// buckets are a collector's (or pass 2's) sums per bucket.
+type buckets []*bucket
+
+func (bs *buckets) at(k int32) *bucket {
+	if *bs == nil {
+		*bs = make(buckets, numBuckets)
+	}
+	b := (*bs)[k]
+	if b == nil {
+		b = &bucket{}
+		(*bs)[k] = b
+	}
+	return b
 }
 
 // Collector is one analyze worker's pass 1.
 type Collector struct {
 	a       *Analysis
-	buckets map[int32]*bucket
-	links   map[[2]uint32]uint16
+	buckets buckets
+	links   []int32 // from*channels+to: the link's part + 1 (0: not yet)
+	linkMap map[[2]uint32]uint16
 	pts     []int64
 	parts   []partAdd
 	buf     []Visit
+	enc     []byte // a run, encoded (encode.go)
+	keys    []sortKey
+	tmp     []sortKey
 	runs    []run
 	f       *os.File
 	off     int64
@@ -171,15 +197,16 @@ type partAdd struct {
 
 // run is a sorted run of visits: in memory (mem) or in the collector's file.
 type run struct {
-	mem []Visit
-	off int64
-	n   int
-	f   *os.File
+	mem  []Visit
+	off  int64
+	n    int
+	size int64 // bytes in the file
+	f    *os.File
 }
 
 // NewCollector makes a worker's collector.
 func (a *Analysis) NewCollector() *Collector {
-	c := &Collector{a: a, buckets: map[int32]*bucket{}, links: map[[2]uint32]uint16{}}
+	c := &Collector{a: a}
 	a.mu.Lock()
 	a.cols = append(a.cols, c)
 	a.mu.Unlock()
@@ -196,12 +223,27 @@ func (c *Collector) label(ch uint32) string {
 
 // link is the transfer part from channel x's record to channel y's.
 func (c *Collector) link(x, y uint32) uint16 {
-	k := [2]uint32{x, y}
-	if id, ok := c.links[k]; ok {
+	n := len(c.a.cfg.Chans)
+	if n > 1024 { // a table would be large: the map
+		k := [2]uint32{x, y}
+		if id, ok := c.linkMap[k]; ok {
+			return id
+		}
+		if c.linkMap == nil {
+			c.linkMap = map[[2]uint32]uint16{}
+		}
+		id := c.a.reg.id(Part{KindTransfer, c.label(x) + " -> " + c.label(y)})
+		c.linkMap[k] = id
 		return id
 	}
+	if c.links == nil {
+		c.links = make([]int32, n*n)
+	}
+	if id := c.links[int(x)*n+int(y)]; id > 0 {
+		return uint16(id - 1)
+	}
 	id := c.a.reg.id(Part{KindTransfer, c.label(x) + " -> " + c.label(y)})
-	c.links[k] = id
+	c.links[int(x)*n+int(y)] = int32(id) + 1
 	return id
 }
 
@@ -226,7 +268,7 @@ func (c *Collector) Tuple(evs []Event, e2eErr float64) error {
 	c.tuples++
 	p := c.pts[:0]
 	for i := range evs {
-		p = append(p, int64(math.Round(evs[i].Est)))
+		p = append(p, int64(math.Floor(evs[i].Est+0.5)))
 	}
 	c.pts = p
 	last := &chans[evs[n-1].Ch]
@@ -314,7 +356,7 @@ func (c *Collector) Tuple(evs []Event, e2eErr float64) error {
 				if v.Next != 0 {
 					parts = append(parts, partAdd{a.queue[a.opOf[v.Next-1]], seg, 0})
 				} else {
-					parts = append(parts, partAdd{a.reg.id(Part{KindOther, ""}), seg, 0})
+					parts = append(parts, partAdd{a.other, seg, 0})
 				}
 				continue
 			}
@@ -334,11 +376,7 @@ func (c *Collector) Tuple(evs []Event, e2eErr float64) error {
 	}
 	c.parts = parts
 	if journey {
-		b := c.buckets[bk]
-		if b == nil {
-			b = &bucket{}
-			c.buckets[bk] = b
-		}
+		b := c.buckets.at(bk)
 		b.n++
 		b.e2e += p[n-1] - p[0]
 		b.e2eErr += e2eErr
@@ -368,13 +406,13 @@ func (c *Collector) plainHop(parts []partAdd, evs []Event, p []int64, i int) []p
 	if x.Proc != y.Proc {
 		return append(parts, partAdd{c.link(evs[i].Ch, evs[i+1].Ch), seg, evs[i+1].Err})
 	}
-	return append(parts, partAdd{a.reg.id(Part{KindOther, ""}), seg, 0})
+	return append(parts, partAdd{a.other, seg, 0})
 }
 
 // add keeps a visit, sorting and spilling a full buffer as a run.
 func (c *Collector) add(v Visit) error {
 	if c.buf == nil {
-		c.buf = make([]Visit, 0, min(c.a.runCap, 1<<16))
+		c.buf = make([]Visit, 0, c.a.runCap)
 	}
 	if len(c.buf) == c.a.runCap {
 		if err := c.spill(); err != nil {
@@ -402,7 +440,7 @@ func (c *Collector) spill() error {
 	if len(c.buf) == 0 {
 		return nil
 	}
-	sortVisits(c.buf)
+	c.keys, c.tmp = sortedKeys(c.buf, c.keys, c.tmp)
 	if c.f == nil {
 		f, err := os.CreateTemp(c.a.cfg.Dir, "cp-critpath-*")
 		if err != nil {
@@ -411,12 +449,19 @@ func (c *Collector) spill() error {
 		os.Remove(f.Name()) // gone when closed, whatever happens
 		c.f = f
 	}
-	b := unsafe.Slice((*byte)(unsafe.Pointer(&c.buf[0])), len(c.buf)*visitSize)
-	if _, err := c.f.WriteAt(b, c.off); err != nil {
+	enc := c.enc[:0]
+	var prev Visit
+	for _, k := range c.keys {
+		v := &c.buf[k.i]
+		enc = appendVisit(enc, v, &prev)
+		prev = *v
+	}
+	c.enc = enc
+	if _, err := c.f.WriteAt(enc, c.off); err != nil {
 		return fmt.Errorf("critical path: spill %s: %w", c.f.Name(), err)
 	}
-	c.runs = append(c.runs, run{off: c.off, n: len(c.buf), f: c.f})
-	c.off += int64(len(b))
+	c.runs = append(c.runs, run{off: c.off, n: len(c.buf), size: int64(len(enc)), f: c.f})
+	c.off += int64(len(enc))
 	c.buf = c.buf[:0]
 	return nil
 }

@@ -174,3 +174,35 @@ func TestBackpressureQueueChargedToTheBusyOperator(t *testing.T) {
 	require.InDelta(t, 2, float64(qb.TotalCycles)/float64(qa.TotalCycles), 0.2, "queue A %d, B %d", qa.TotalCycles, qb.TotalCycles)
 	require.Positive(t, blockedTruth)
 }
+
+// The sender's sent logged after the receiver's in (the wake-up ran the
+// receiver first): the path still covers every slice, and nothing is
+// reported inconsistent.
+func TestHandOffLoggedAfterTheIn(t *testing.T) {
+	chans := []Channel{
+		{Inst: -1, Proc: 0, Name: "src"},
+		{Inst: 0, Role: capacity.RoleIn, Proc: 1, Name: "A in"},
+		{Inst: 0, Role: capacity.RoleOut, Proc: 1, Name: "A out"},
+		{Inst: 0, Role: capacity.RoleSent, Proc: 1, Name: "A sent"},
+		{Inst: 1, Role: capacity.RoleIn, Proc: 1, Name: "B in"},
+		{Inst: 1, Role: capacity.RoleOut, Proc: 1, Name: "B out"},
+	}
+	insts := []Instance{{Operator: "A", HasIn: true, Rank: 1}, {Operator: "B", HasIn: true, Rank: 3}}
+	a, err := New(Config{Chans: chans, Insts: insts, Hz: 1e9, Slice: 3000, Mem: 1 << 30, Workers: 2, Dir: t.TempDir()})
+	require.NoError(t, err)
+	c := a.NewCollector()
+	for i := 0; i < 2000; i++ {
+		s := 1000 + int64(i)*100
+		ain, aout := s+2, s+12
+		bin := aout + 3
+		sent := bin + 7 // after B's in
+		bout := bin + 20
+		evs := []Event{{0, float64(s), 0}, {1, float64(ain), 0}, {2, float64(aout), 0}, {3, float64(sent), 0}, {4, float64(bin), 0}, {5, float64(bout), 0}}
+		require.NoError(t, c.Tuple(evs, 0))
+	}
+	res, err := a.Finish(1000)
+	require.NoError(t, err)
+	checkInvariants(t, res)
+	require.Zero(t, res.Inconsistent, "%+v", res.Path[:min(len(res.Path), 6)])
+	require.Greater(t, share(res.Path, "input", ""), 0.5)
+}

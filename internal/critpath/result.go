@@ -102,7 +102,7 @@ func (a *Analysis) Finish(t0 float64) (*Result, error) {
 		res.Visits += uint64(r.n)
 	}
 	parts := a.reg.snapshot()
-	w := &walker{a: a, k: len(parts), t0: int64(math.Round(a.cfg.T0)), bk: map[int32]*bucket{}}
+	w := &walker{a: a, k: len(parts), t0: int64(math.Round(a.cfg.T0))}
 	w.width = max(int64(math.Round(a.cfg.Slice)), 1)
 	if hasEnd && tend > w.t0 {
 		w.tend = tend
@@ -116,9 +116,11 @@ func (a *Analysis) Finish(t0 float64) (*Result, error) {
 		}
 		w.tmp.vec = make([]float64, w.k)
 		w.nextB = 1
-		if err := merge(runs, func(v *Visit) {
-			w.advance(v.In)
-			w.arrive(v)
+		if err := mergeInto(runs, max(a.cfg.Workers, 1), func(vs []Visit) {
+			for i := range vs {
+				w.advance(vs[i].In)
+				w.arrive(&vs[i])
+			}
 		}); err != nil {
 			return nil, err
 		}
@@ -152,15 +154,20 @@ func (a *Analysis) Finish(t0 float64) (*Result, error) {
 	}
 	for _, c := range a.cols {
 		for k, b := range c.buckets {
-			addB(k, b)
+			if b != nil {
+				addB(int32(k), b)
+			}
 		}
 	}
 	for k, b := range w.bk {
+		if b == nil {
+			continue
+		}
 		// Pass 2's split hops: parts only (the journeys were counted in pass 1).
-		t := all[k]
+		t := all[int32(k)]
 		if t == nil {
 			t = &bucket{}
-			all[k] = t
+			all[int32(k)] = t
 		}
 		for i := range b.sum {
 			t.add(uint16(i), b.sum[i], b.err[i])
@@ -185,21 +192,36 @@ func (w *walker) pathRows(parts []Part, res *Result) []PathRow {
 		var notes []string
 		share := make([]float64, w.k)
 		part := make([]float64, w.k)
-		if len(sl.cands) == 0 {
-			notes = append(notes, "no activity alive at the slice's end (Sager's property 3.10): the path is unattributed")
+		// One path per instance: the one alive at the end, else (it was
+		// waiting) the one through its last departure. Every path has the
+		// slice's length; the one reported ends furthest downstream: the
+		// path to the slice's last output.
+		byInst := map[int]int{}
+		for c, inst := range sl.insts {
+			if o, ok := byInst[inst]; !ok || sl.idle[o] && !sl.idle[c] {
+				byInst[inst] = c
+			}
+		}
+		pick := make([]int, 0, len(byInst)) // in instance order: the sums do not depend on the map's
+		for _, c := range byInst {
+			pick = append(pick, c)
+		}
+		slices.SortFunc(pick, func(x, y int) int { return sl.insts[x] - sl.insts[y] })
+		if len(pick) == 0 {
+			notes = append(notes, "no activity in the slice (Sager's property 3.10): the path is unattributed")
 			share[w.a.unattrib] = L
 			part[w.a.unattrib] = L
 		} else {
-			best := 0
-			for c := range sl.cands {
-				if sl.ranks[c] > sl.ranks[best] {
+			best := -1
+			for _, c := range pick {
+				if best < 0 || sl.ranks[c] > sl.ranks[best] || sl.ranks[c] == sl.ranks[best] && sl.insts[c] < sl.insts[best] {
 					best = c
 				}
 			}
 			copy(share, sl.cands[best])
-			for _, c := range sl.cands {
-				for k := range c {
-					part[k] += c[k] / float64(len(sl.cands))
+			for _, c := range pick {
+				for k, v := range sl.cands[c] {
+					part[k] += v / float64(len(pick))
 				}
 			}
 			sum := 0.0

@@ -1,7 +1,6 @@
 package critpath
 
 import (
-	"container/heap"
 	"math"
 	"sort"
 )
@@ -33,7 +32,10 @@ type snap struct {
 	st state
 }
 
-const ringSize = 32
+// ringSize is how many departures an instance remembers for the
+// receivers that waited for them (a receiver woken late, like a sink that
+// polls its queue every millisecond, looks far back).
+const ringSize = 1024
 
 type istate struct {
 	st   state
@@ -45,9 +47,9 @@ type istate struct {
 	out  int64
 	dep  int64
 	next uint16
-	pend []int // boundaries that fell in the current gap
-	ring [ringSize]snap
-	rn   int // snapshots taken
+	pend []int     // boundaries that fell in the current gap
+	ring []snap    // its last departures' states, grown up to ringSize
+	rn   int       // snapshots taken
 	blk  []blocked // the last blockedSize waits for room downstream
 	bn   int       // waits recorded
 	bcum int64
@@ -92,14 +94,11 @@ func (s *istate) blockedIn(h, e int64) (int64, uint16) {
 // lookup is the path state at hand-off time h: the departure snapshot at
 // h (ok), else false.
 func (s *istate) lookup(h int64) (*state, bool) {
-	for i := 0; i < min(s.rn, ringSize); i++ {
-		sn := &s.ring[(s.rn-1-i)%ringSize]
-		if sn.t == h {
-			return &sn.st, true
-		}
-		if sn.t < h {
-			break
-		}
+	lo := max(0, s.rn-len(s.ring))
+	at := func(i int) *snap { return &s.ring[i%len(s.ring)] }
+	i := lo + sort.Search(s.rn-lo, func(i int) bool { return at(lo+i).t >= h })
+	if i < s.rn && at(i).t == h {
+		return &at(i).st, true
 	}
 	return nil, false
 }
@@ -109,6 +108,7 @@ type sliceAcc struct {
 	cands    [][]float64
 	ranks    []int
 	insts    []int
+	idle     map[int]bool // candidates of instances waiting at the end: their last departure, then input
 	pending  int
 	passed   bool // its end boundary was processed
 	done     bool
@@ -122,22 +122,53 @@ type event struct {
 	kind int // 0: out (blocked begins), 1: departure
 }
 
+// eventHeap is a binary heap of events by time (then kind), written out:
+// container/heap boxes every event it is given.
 type eventHeap []event
 
-func (h eventHeap) Len() int { return len(h) }
-func (h eventHeap) Less(i, j int) bool {
+func (h eventHeap) less(i, j int) bool {
 	if h[i].t != h[j].t {
 		return h[i].t < h[j].t
 	}
 	return h[i].kind < h[j].kind
 }
-func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *eventHeap) Push(x any)   { *h = append(*h, x.(event)) }
-func (h *eventHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+
+func (h *eventHeap) push(e event) {
+	*h = append(*h, e)
+	q := *h
+	for i := len(q) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !q.less(i, p) {
+			break
+		}
+		q[i], q[p] = q[p], q[i]
+		i = p
+	}
+}
+
+func (h *eventHeap) pop() event {
+	q := *h
+	e := q[0]
+	n := len(q) - 1
+	q[0] = q[n]
+	q = q[:n]
+	for i := 0; ; {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && q.less(r, l) {
+			m = r
+		}
+		if !q.less(m, i) {
+			break
+		}
+		q[i], q[m] = q[m], q[i]
+		i = m
+	}
+	*h = q
+	return e
 }
 
 // walker is pass 2.
@@ -152,7 +183,7 @@ type walker struct {
 	insts   []istate
 	slices  []sliceAcc
 	ev      eventHeap
-	bk      map[int32]*bucket
+	bk      buckets
 	tmp     state
 	tmp2    state
 	scratch []float64
@@ -217,7 +248,7 @@ func (w *walker) advance(t int64) {
 			w.passBoundary(w.nextB)
 			w.nextB++
 		case hasE && (!hasB || et < bt) && et <= t:
-			e := heap.Pop(&w.ev).(event)
+			e := w.ev.pop()
 			w.complete(e)
 		default:
 			return
@@ -248,6 +279,25 @@ func (w *walker) passBoundary(k int) {
 		case modeGap:
 			s.pend = append(s.pend, k)
 			sl.pending++
+			// Should the gap turn out to be waiting, the path that ends at
+			// the instance's last departure, the rest of the slice waiting
+			// for input (the pipeline idle): the path through the slice's
+			// last output, when this is the furthest downstream.
+			in := int(w.a.input)
+			end := append([]float64(nil), s.st.vec...)
+			end[in] += float64(b - s.d)
+			var start []float64
+			switch pb := w.boundary(k - 1); {
+			case pb >= s.d:
+				start = append([]float64(nil), s.st.vec...)
+				start[in] += float64(pb - s.d)
+			case s.st.bbIdx == k-1:
+				start = s.st.bb
+			}
+			if start != nil {
+				sl.add(w, j, end, start)
+				sl.idle[len(sl.cands)-1] = true
+			}
 		}
 	}
 	sl.passed = true
@@ -258,6 +308,9 @@ func (sl *sliceAcc) add(w *walker, inst int, vec, start []float64) {
 	c := make([]float64, len(vec))
 	for i := range c {
 		c[i] = vec[i] - start[i]
+	}
+	if sl.idle == nil {
+		sl.idle = map[int]bool{}
 	}
 	sl.cands = append(sl.cands, c)
 	sl.insts = append(sl.insts, inst)
@@ -325,7 +378,13 @@ func (w *walker) depart(j int, t int64) {
 	s.open = false
 	s.mode = modeGap
 	s.d = t
-	sn := &s.ring[s.rn%ringSize]
+	if s.next == 0 {
+		return // no instance downstream looks this departure up
+	}
+	if s.rn == len(s.ring) && len(s.ring) < ringSize {
+		s.ring = append(s.ring, snap{})
+	}
+	sn := &s.ring[s.rn%len(s.ring)]
 	sn.t = t
 	if sn.st.vec == nil {
 		sn.st = w.newState(t)
@@ -384,11 +443,7 @@ func (w *walker) arrive(v *Visit) {
 			q = min(s.d, v.In) - v.H
 		}
 		tr := v.In - v.H - q
-		b := w.bk[v.Bucket]
-		if b == nil {
-			b = &bucket{}
-			w.bk[v.Bucket] = b
-		}
+		b := w.bk.at(v.Bucket)
 		// While it waited for room downstream, the tuple queued behind
 		// the instance it waited for: that one's queue.
 		var bq int64
@@ -430,11 +485,28 @@ func (w *walker) arrive(v *Visit) {
 			g.segs[0] = seg{int(v.Link), v.H, v.In}
 			g.ns = 1
 			g.alive = v.H
-		} else {
-			w.slices[w.sliceOf(v.In)].misses++
-			w.tmp2 = w.newState(w.t0)
+		} else if u.open && u.dep == v.H && v.H >= v.In {
+			// The sender logged its hand-off after the receiver logged
+			// the in (a race between two threads' records): the path
+			// comes from the sender as it was at the in.
+			// (Its out..sent was the hand-off itself, a wake-up.)
+			if w.tmp2.vec == nil {
+				w.tmp2 = w.newState(v.In)
+			}
+			w.tmp2.copyFrom(&u.st)
+			cat := int(v.Link)
+			if u.mode == modeBusy {
+				cat = u.cat
+			}
 			g.base = &w.tmp2
-			g.segs[0] = seg{int(a.unattrib), w.t0, v.In}
+			g.segs[0] = seg{cat, u.st.t, max(v.In, u.st.t)}
+			g.ns = 1
+			g.alive = u.st.t
+		} else {
+			// Not followed (property 3.9): the instance's own path, the
+			// gap unattributed.
+			w.slices[w.sliceOf(v.In)].misses++
+			g.segs[0] = seg{int(a.unattrib), d, v.In}
 			g.ns = 1
 		}
 	}
@@ -462,8 +534,26 @@ func (w *walker) arrive(v *Visit) {
 		w.maybeDone(k - 1)
 	}
 	s.pend = s.pend[:0]
-	// The instance's state at the in.
-	kb := w.latest(v.In)
+	// The instance's state at the in: its own path on along the
+	// segments, or the one it waited for.
+	if g.base == &s.st {
+		for i := 0; i < g.ns; i++ {
+			w.accrue(&s.st, g.segs[i].cat, g.segs[i].to)
+		}
+	} else {
+		w.jump(s, &g, v.In)
+	}
+	s.mode, s.cat, s.open, s.inT = modeBusy, int(a.compute[op]), true, v.In
+	s.out, s.dep, s.next = max(v.Out, v.In), max(v.Dep, v.Out, v.In), v.Next
+	if s.dep > s.out {
+		w.ev.push(event{s.out, j, 0})
+	}
+	w.ev.push(event{s.dep, j, 1})
+}
+
+// jump makes s's state at time in the path g (from another state).
+func (w *walker) jump(s *istate, g *gapPath, in int64) {
+	kb := w.latest(in)
 	if w.boundary(kb) >= g.base.t && kb > g.base.bbIdx {
 		w.scratch = g.vecAt(w.scratch, w.boundary(kb))
 		copy(s.st.bb, w.scratch)
@@ -472,13 +562,7 @@ func (w *walker) arrive(v *Visit) {
 		copy(s.st.bb, g.base.bb)
 		s.st.bbIdx = g.base.bbIdx
 	}
-	w.scratch = g.vecAt(w.scratch, v.In)
+	w.scratch = g.vecAt(w.scratch, in)
 	copy(s.st.vec, w.scratch)
-	s.st.t = v.In
-	s.mode, s.cat, s.open, s.inT = modeBusy, int(a.compute[op]), true, v.In
-	s.out, s.dep, s.next = max(v.Out, v.In), max(v.Dep, v.Out, v.In), v.Next
-	if s.dep > s.out {
-		heap.Push(&w.ev, event{s.out, j, 0})
-	}
-	heap.Push(&w.ev, event{s.dep, j, 1})
+	s.st.t = in
 }
