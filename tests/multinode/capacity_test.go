@@ -1,10 +1,8 @@
 package multinode
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"sort"
 	"testing"
@@ -23,17 +21,7 @@ import (
 // tuples over the true time between its in and out records.
 func (tr truth) checkCapacity(t *testing.T, outDir string) {
 	t.Helper()
-	var model struct {
-		Ref   string  `json:"ref"`
-		RefHz float64 `json:"ref_hz"`
-	}
-	b, err := os.ReadFile(filepath.Join(outDir, "model.json"))
-	if err == nil {
-		err = json.Unmarshal(b, &model)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	model := readModel(t, outDir)
 	ref, refHz := model.Ref, model.RefHz
 	// The largest bound of any duration bounds each record's own.
 	durs, err := readDurations(filepath.Join(outDir, "durations.parquet"))

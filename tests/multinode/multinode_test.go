@@ -296,6 +296,7 @@ func runConfig(t *testing.T, e env, bin, tag string, c config) {
 	ref, r := tr.checkAnalysis(t, outDir, true)
 	ret = append(ret, r.named("default (ref "+ref+")"))
 	tr.checkCapacity(t, outDir)
+	tr.checkBreakdown(t, outDir)
 	relay := "b"
 	if ref == relay {
 		relay = "c"
@@ -306,6 +307,7 @@ func runConfig(t *testing.T, e env, bin, tag string, c config) {
 		t.Errorf("analyze --ref %s: model.json says the reference is %s", relay, ref)
 	}
 	ret = append(ret, r.named("--ref "+relay))
+	tr.checkBreakdown(t, outDir+"-ref-"+relay)
 	for _, m := range []string{"paper", "allprobes"} {
 		dir := outDir + "-" + m
 		analyze(dir, false, "--ref", relay, "--method", m)
