@@ -139,15 +139,24 @@ func (b *bucket) add(part uint16, v int64, err float64) {
 
 // Journeys are grouped by end-to-end latency in buckets at most 0.1% wide
 // (a float's exponent and the top 10 bits of its mantissa); the tail and
-// the median are whole buckets. Bucket 0 holds latencies of 0 or less.
+// the median are whole buckets. Bucket 0 holds latencies of 0; negative
+// ones (estimates across nodes can be) mirror the positive ones, so that
+// buckets keep the latencies' order.
 const bucketBits = 10
 
-// numBuckets covers every positive int64.
-const numBuckets = 64<<bucketBits + 1
+// posBuckets covers every positive int64; buckets run from -posBuckets to
+// posBuckets.
+const posBuckets = 64 << bucketBits
 
 func bucketOf(v int64) int32 {
-	if v <= 0 {
+	switch {
+	case v == 0:
 		return 0
+	case v < 0:
+		if v == math.MinInt64 {
+			v++
+		}
+		return -bucketOf(-v)
 	}
 	b := math.Float64bits(float64(v))
 	return 1 + int32((b>>(52-bucketBits))&(1<<(11+bucketBits)-1)) - 1023<<bucketBits
@@ -158,15 +167,18 @@ type buckets []*bucket
 
 func (bs *buckets) at(k int32) *bucket {
 	if *bs == nil {
-		*bs = make(buckets, numBuckets)
+		*bs = make(buckets, 2*posBuckets+1)
 	}
-	b := (*bs)[k]
+	b := (*bs)[k+posBuckets]
 	if b == nil {
 		b = &bucket{}
-		(*bs)[k] = b
+		(*bs)[k+posBuckets] = b
 	}
 	return b
 }
+
+// key is the bucket at index i of a buckets slice.
+func bucketKey(i int) int32 { return int32(i - posBuckets) }
 
 // Collector is one analyze worker's pass 1.
 type Collector struct {

@@ -131,15 +131,7 @@ func TestLightLoadPathWaitsForInput(t *testing.T) {
 // A bounded queue of q tuples between A and B: A's push waits (out..sent)
 // until B took the tuple q places ahead.
 func TestBackpressureQueueChargedToTheBusyOperator(t *testing.T) {
-	chans := []Channel{
-		{Inst: -1, Proc: 0, Name: "src"},
-		{Inst: 0, Role: capacity.RoleIn, Proc: 1, Name: "A in"},
-		{Inst: 0, Role: capacity.RoleOut, Proc: 1, Name: "A out"},
-		{Inst: 0, Role: capacity.RoleSent, Proc: 1, Name: "A sent"},
-		{Inst: 1, Role: capacity.RoleIn, Proc: 1, Name: "B in"},
-		{Inst: 1, Role: capacity.RoleOut, Proc: 1, Name: "B out"},
-	}
-	insts := []Instance{{Operator: "A", HasIn: true, Rank: 1}, {Operator: "B", HasIn: true, Rank: 3}}
+	chans, insts := withSent()
 	a, err := New(Config{Chans: chans, Insts: insts, Hz: 1e9, Slice: 20000, Mem: 1 << 30, Workers: 1, Dir: t.TempDir()})
 	require.NoError(t, err)
 	c := a.NewCollector()
@@ -179,15 +171,7 @@ func TestBackpressureQueueChargedToTheBusyOperator(t *testing.T) {
 // receiver first): the path still covers every slice, and nothing is
 // reported inconsistent.
 func TestHandOffLoggedAfterTheIn(t *testing.T) {
-	chans := []Channel{
-		{Inst: -1, Proc: 0, Name: "src"},
-		{Inst: 0, Role: capacity.RoleIn, Proc: 1, Name: "A in"},
-		{Inst: 0, Role: capacity.RoleOut, Proc: 1, Name: "A out"},
-		{Inst: 0, Role: capacity.RoleSent, Proc: 1, Name: "A sent"},
-		{Inst: 1, Role: capacity.RoleIn, Proc: 1, Name: "B in"},
-		{Inst: 1, Role: capacity.RoleOut, Proc: 1, Name: "B out"},
-	}
-	insts := []Instance{{Operator: "A", HasIn: true, Rank: 1}, {Operator: "B", HasIn: true, Rank: 3}}
+	chans, insts := withSent()
 	a, err := New(Config{Chans: chans, Insts: insts, Hz: 1e9, Slice: 3000, Mem: 1 << 30, Workers: 2, Dir: t.TempDir()})
 	require.NoError(t, err)
 	c := a.NewCollector()
@@ -205,4 +189,17 @@ func TestHandOffLoggedAfterTheIn(t *testing.T) {
 	checkInvariants(t, res)
 	require.Zero(t, res.Inconsistent, "%+v", res.Path[:min(len(res.Path), 6)])
 	require.Greater(t, share(res.Path, "input", ""), 0.5)
+}
+
+// withSent is src -> A (in, out, sent) -> B (in, out), one process.
+func withSent() ([]Channel, []Instance) {
+	return []Channel{
+			{Inst: -1, Proc: 0, Name: "src"},
+			{Inst: 0, Role: capacity.RoleIn, Proc: 1, Name: "A in"},
+			{Inst: 0, Role: capacity.RoleOut, Proc: 1, Name: "A out"},
+			{Inst: 0, Role: capacity.RoleSent, Proc: 1, Name: "A sent"},
+			{Inst: 1, Role: capacity.RoleIn, Proc: 1, Name: "B in"},
+			{Inst: 1, Role: capacity.RoleOut, Proc: 1, Name: "B out"},
+		},
+		[]Instance{{Operator: "A", HasIn: true, Rank: 1}, {Operator: "B", HasIn: true, Rank: 3}}
 }

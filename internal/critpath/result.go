@@ -155,7 +155,7 @@ func (a *Analysis) Finish(t0 float64) (*Result, error) {
 	for _, c := range a.cols {
 		for k, b := range c.buckets {
 			if b != nil {
-				addB(int32(k), b)
+				addB(bucketKey(k), b)
 			}
 		}
 	}
@@ -164,10 +164,10 @@ func (a *Analysis) Finish(t0 float64) (*Result, error) {
 			continue
 		}
 		// Pass 2's split hops: parts only (the journeys were counted in pass 1).
-		t := all[int32(k)]
+		t := all[bucketKey(k)]
 		if t == nil {
 			t = &bucket{}
-			all[int32(k)] = t
+			all[bucketKey(k)] = t
 		}
 		for i := range b.sum {
 			t.add(uint16(i), b.sum[i], b.err[i])

@@ -43,6 +43,7 @@ type istate struct {
 	mode int
 	d    int64
 	open bool
+	born bool  // it had a visit: before its first, it was not running (its first in ends a wait)
 	inT  int64 // the open visit's in
 	out  int64
 	dep  int64
@@ -261,6 +262,9 @@ func (w *walker) passBoundary(k int) {
 	b := w.boundary(k)
 	for j := range w.insts {
 		s := &w.insts[j]
+		if !w.a.cfg.Insts[j].HasIn {
+			continue // a source that marks only its hand-offs: no activity of its own here
+		}
 		switch s.mode {
 		case modeBusy:
 			prev := append(w.tmp.vec[:0], s.st.bb...)
@@ -471,7 +475,7 @@ func (w *walker) arrive(v *Visit) {
 	case v.Up == noHandOff:
 		g.segs[0] = seg{int(a.input), d, v.In}
 		g.ns = 1
-	case v.H <= d:
+	case v.H <= d && s.born:
 		g.segs[0] = seg{int(a.compute[op]), d, v.In}
 		g.ns = 1
 	case v.Up == 0:
@@ -543,7 +547,7 @@ func (w *walker) arrive(v *Visit) {
 	} else {
 		w.jump(s, &g, v.In)
 	}
-	s.mode, s.cat, s.open, s.inT = modeBusy, int(a.compute[op]), true, v.In
+	s.mode, s.cat, s.open, s.inT, s.born = modeBusy, int(a.compute[op]), true, v.In, true
 	s.out, s.dep, s.next = max(v.Out, v.In), max(v.Dep, v.Out, v.In), v.Next
 	if s.dep > s.out {
 		w.ev.push(event{s.out, j, 0})
