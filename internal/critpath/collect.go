@@ -58,7 +58,7 @@ type Visit struct {
 	In, H    int64 // the in; the hand-off (the tuple's record before the in)
 	Out, Dep int64 // the out (In without one) and the departure: sent, else out, else in
 	Err      float32
-	Bucket   int32  // the tuple's end-to-end bucket; -1: not a journey
+	Bucket   int32  // the tuple's end-to-end bucket; noBucket: not a journey
 	Inst     uint16 // the instance
 	Up       uint16 // the hand-off's instance + 1 when it is one that marks its ins; 0: another record; noHandOff: none
 	Next     uint16 // the instance the tuple visits next + 1 (0: none)
@@ -143,6 +143,9 @@ func (b *bucket) add(part uint16, v int64, err float64) {
 // ones (estimates across nodes can be) mirror the positive ones, so that
 // buckets keep the latencies' order.
 const bucketBits = 10
+
+// noBucket marks a visit of a tuple that is no journey (absorbed by lineage).
+const noBucket = math.MinInt32
 
 // posBuckets covers every positive int64; buckets run from -posBuckets to
 // posBuckets.
@@ -285,7 +288,7 @@ func (c *Collector) Tuple(evs []Event, e2eErr float64) error {
 	c.pts = p
 	last := &chans[evs[n-1].Ch]
 	journey := !(last.Inst >= 0 && last.Role == capacity.RoleIn && a.cfg.Insts[last.Inst].Lineage && n > 1)
-	var bk int32 = -1
+	var bk int32 = noBucket
 	if journey {
 		c.journeys++
 		bk = bucketOf(p[n-1] - p[0])

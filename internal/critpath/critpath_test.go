@@ -203,3 +203,12 @@ func withSent() ([]Channel, []Instance) {
 		},
 		[]Instance{{Operator: "A", HasIn: true, Rank: 1}, {Operator: "B", HasIn: true, Rank: 3}}
 }
+
+// Estimates across nodes can make a journey's end-to-end latency negative:
+// its parts still add up, in its own (negative) bucket.
+func TestNegativeJourneysAddUp(t *testing.T) {
+	res, _ := sim(t, 3000, 100, 10, 30, -60, 1<<30) // transfers of -60: records out of order
+	checkInvariants(t, res)
+	e := part(res.Breakdown, "all", "end-to-end", "")
+	require.Negative(t, e.TotalCycles)
+}

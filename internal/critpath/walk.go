@@ -441,7 +441,7 @@ func (w *walker) arrive(v *Visit) {
 	// was busy with earlier tuples (until its previous departure), and a
 	// transfer after. The bound sits on the part that starts at the
 	// hand-off, the other node's record.
-	if v.Up != noHandOff && v.Bucket >= 0 {
+	if v.Up != noHandOff && v.Bucket != noBucket {
 		var q int64
 		if s.d > v.H {
 			q = min(s.d, v.In) - v.H
