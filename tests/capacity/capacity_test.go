@@ -1,6 +1,7 @@
 package capacity
 
 import (
+	"cloudprofiler/tests/internal/testrun"
 	"fmt"
 	"math"
 	"os"
@@ -476,15 +477,15 @@ func TestInsideVsOutside(t *testing.T) {
 	// pipeline drain what a failed run left in the buffers before the next.
 	p, addr := listen(filepath.Join(dir, "maxrate-logs"))
 	t0 := time.Now()
-	r := run(120*time.Second, nil, e.tool, "gen", "maxrate", "--to", addr, "--synthetic", "--start", fmt.Sprint(0.8*direct.bRate),
+	r := testrun.Run(120*time.Second, nil, e.tool, "gen", "maxrate", "--to", addr, "--synthetic", "--start", fmt.Sprint(0.8*direct.bRate),
 		"--duration", "3s", "--resolution", "2%", "--pause", "1500ms", "--report-timeout", "200ms")
-	t.Logf("gen maxrate (%.1f s):\n%s", time.Since(t0).Seconds(), r.stdout)
-	if r.err != nil {
-		t.Fatalf("gen maxrate: %v\n%s", r.err, r.stderr)
+	t.Logf("gen maxrate (%.1f s):\n%s", time.Since(t0).Seconds(), r.Stdout)
+	if r.Err != nil {
+		t.Fatalf("gen maxrate: %v\n%s", r.Err, r.Stderr)
 	}
-	m := maxRateLine.FindStringSubmatch(r.stdout)
+	m := maxRateLine.FindStringSubmatch(r.Stdout)
 	if m == nil {
-		t.Fatalf("gen maxrate gave no maximum:\n%s%s", r.stdout, r.stderr)
+		t.Fatalf("gen maxrate gave no maximum:\n%s%s", r.Stdout, r.Stderr)
 	}
 	outside, _ := strconv.ParseFloat(m[1], 64)
 	p.signal(syscall.SIGTERM)
@@ -499,9 +500,9 @@ func TestInsideVsOutside(t *testing.T) {
 	logs := filepath.Join(dir, "logs")
 	p, addr = listen(logs, "--streams", "1")
 	rate := math.Round(0.8 * outside)
-	r = run(30*time.Second, nil, e.tool, "gen", "send", "--to", addr, "--synthetic", "--rate", fmt.Sprint(rate), "--duration", "2s")
-	if r.err != nil {
-		t.Fatalf("gen send --rate %.0f: %v\n%s%s", rate, r.err, r.stdout, r.stderr)
+	r = testrun.Run(30*time.Second, nil, e.tool, "gen", "send", "--to", addr, "--synthetic", "--rate", fmt.Sprint(rate), "--duration", "2s")
+	if r.Err != nil {
+		t.Fatalf("gen send --rate %.0f: %v\n%s%s", rate, r.Err, r.Stdout, r.Stderr)
 	}
 	if err := p.wait(t, 20*time.Second); err != nil {
 		t.Fatalf("tandem: %v\n%s", err, p.stderr())
@@ -547,19 +548,19 @@ func TestKilledRun(t *testing.T) {
 	p.wait(t, 10*time.Second)
 	out := filepath.Join(dir, "out")
 	argv := []string{e.tool, "analyze", "--quiet", "--no-durations", "--logs", logs, "--out", out}
-	r := run(60*time.Second, nil, argv...)
-	if hasPanic(r.stdout + r.stderr) {
-		t.Fatalf("analyze panicked on a killed run's logs:\n%s%s", r.stdout, r.stderr)
+	r := testrun.Run(60*time.Second, nil, argv...)
+	if testrun.Panicked(r.Stdout + r.Stderr) {
+		t.Fatalf("analyze panicked on a killed run's logs:\n%s%s", r.Stdout, r.Stderr)
 	}
-	if r.err != nil {
-		msg := strings.TrimSpace(r.stderr)
-		t.Logf("analyze of the killed run: %v: %s", r.err, msg)
+	if r.Err != nil {
+		msg := strings.TrimSpace(r.Stderr)
+		t.Logf("analyze of the killed run: %v: %s", r.Err, msg)
 		if msg == "" {
-			t.Errorf("analyze failed on the killed run's logs without a message: %v", r.err)
+			t.Errorf("analyze failed on the killed run's logs without a message: %v", r.Err)
 		}
 		return
 	}
-	t.Logf("analyze of the killed run (the end of what it said):\n%s", lastLines(r.stdout+r.stderr, 6))
+	t.Logf("analyze of the killed run (the end of what it said):\n%s", lastLines(r.Stdout+r.Stderr, 6))
 	if !e.capacity {
 		return
 	}

@@ -3,7 +3,7 @@ package capacity
 import (
 	"bufio"
 	"bytes"
-	"context"
+	"cloudprofiler/tests/internal/testrun"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
@@ -93,14 +93,14 @@ func needEnv(t *testing.T) env {
 			return
 		}
 		defer os.RemoveAll(dir)
-		r := run(20*time.Second, []string{"CP_LOG_DIR=" + dir}, e.tandem, "--tuples", "1", "--rate", "max", "--no-rt")
+		r := testrun.Run(20*time.Second, []string{"CP_LOG_DIR=" + dir}, e.tandem, "--tuples", "1", "--rate", "max", "--no-rt")
 		switch {
-		case r.err == nil:
+		case r.Err == nil:
 			e.count = true
-		case strings.Contains(r.stderr, "no CP_SERVICERATE") || strings.Contains(r.stderr, "CP_MarkBlocked/CP_ServiceRate"):
-			e.countWhy = strings.TrimSpace(r.stderr)
+		case strings.Contains(r.Stderr, "no CP_SERVICERATE") || strings.Contains(r.Stderr, "CP_MarkBlocked/CP_ServiceRate"):
+			e.countWhy = strings.TrimSpace(r.Stderr)
 		default:
-			envErr = fmt.Errorf("tandem does not run: %v\n%s", r.err, r.stderr)
+			envErr = fmt.Errorf("tandem does not run: %v\n%s", r.Err, r.Stderr)
 			return
 		}
 		theEnv = e
@@ -129,30 +129,6 @@ func countArgs(e env) []string {
 		return nil
 	}
 	return []string{"--no-count"}
-}
-
-type result struct {
-	stdout, stderr string
-	err            error
-	took           time.Duration
-}
-
-// run runs a command to its end (killed after timeout) with extra
-// environment variables.
-func run(timeout time.Duration, extraEnv []string, argv ...string) result {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), extraEnv...)
-	cmd.WaitDelay = 5 * time.Second
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	t0 := time.Now()
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		err = fmt.Errorf("%s: killed after %s: %w", filepath.Base(argv[0]), timeout, err)
-	}
-	return result{out.String(), errb.String(), err, time.Since(t0)}
 }
 
 // ---- the pipeline's truth (tandem's JSON line) ----
@@ -252,11 +228,11 @@ func parseTruth(stdout string) (*truth, error) {
 func runTandem(t *testing.T, e env, logs string, args ...string) *truth {
 	t.Helper()
 	argv := append([]string{e.tandem}, append(countArgs(e), args...)...)
-	r := run(60*time.Second, []string{"CP_LOG_DIR=" + logs}, argv...)
-	if r.err != nil {
-		t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), r.err, r.stderr)
+	r := testrun.Run(60*time.Second, []string{"CP_LOG_DIR=" + logs}, argv...)
+	if r.Err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), r.Err, r.Stderr)
 	}
-	tr, err := parseTruth(r.stdout)
+	tr, err := parseTruth(r.Stdout)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,15 +252,11 @@ func runTandem(t *testing.T, e env, logs string, args ...string) *truth {
 func analyze(t *testing.T, e env, logs, out string, extra ...string) string {
 	t.Helper()
 	argv := append([]string{e.tool, "analyze", "--quiet", "--no-durations", "--logs", logs, "--out", out}, extra...)
-	r := run(120*time.Second, nil, argv...)
-	if r.err != nil || hasPanic(r.stderr) {
-		t.Fatalf("%s: %v\n%s%s", strings.Join(argv[1:], " "), r.err, r.stdout, r.stderr)
+	r := testrun.Run(120*time.Second, nil, argv...)
+	if r.Err != nil || testrun.Panicked(r.Stderr) {
+		t.Fatalf("%s: %v\n%s%s", strings.Join(argv[1:], " "), r.Err, r.Stdout, r.Stderr)
 	}
-	return r.stdout + r.stderr
-}
-
-func hasPanic(s string) bool {
-	return strings.Contains(s, "panic:") || strings.Contains(s, "goroutine ") || strings.Contains(s, "runtime error")
+	return r.Stdout + r.Stderr
 }
 
 // capRow is one row of capacity.csv, by column name.

@@ -1,6 +1,7 @@
 package critpath
 
 import (
+	"cloudprofiler/tests/internal/testrun"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -235,16 +236,16 @@ func TestBadInput(t *testing.T) {
 			if tl.slice {
 				argv = append(argv, "--slice", "100ms")
 			}
-			r := exec1(120e9, nil, append(argv, c.extra...)...)
-			msg := strings.TrimSpace(r.stdout + "\n" + r.stderr)
-			t.Logf("exit %d:\n%s", r.code, lastLines(msg, 8))
-			if panicked(msg) || r.code == 2 || r.code < 0 {
-				t.Fatalf("analyze panicked or was killed (exit %d, %v):\n%s", r.code, r.err, msg)
+			r := testrun.Run(120e9, nil, append(argv, c.extra...)...)
+			msg := strings.TrimSpace(r.Stdout + "\n" + r.Stderr)
+			t.Logf("exit %d:\n%s", r.Code, lastLines(msg, 8))
+			if testrun.Panicked(msg) || r.Code == 2 || r.Code < 0 {
+				t.Fatalf("analyze panicked or was killed (exit %d, %v):\n%s", r.Code, r.Err, msg)
 			}
-			if r.code != 0 && len(msg) < 10 {
-				t.Errorf("analyze failed (exit %d) without saying why: %q", r.code, msg)
+			if r.Code != 0 && len(msg) < 10 {
+				t.Errorf("analyze failed (exit %d) without saying why: %q", r.Code, msg)
 			}
-			if r.code == 0 {
+			if r.Code == 0 {
 				if _, err := os.Stat(filepath.Join(out, "criticalpath.csv")); err != nil {
 					t.Logf("no criticalpath.csv: %v", err)
 				} else if rows := readCSV(t, out, "criticalpath.csv", cpColumns); len(rows) == 0 {

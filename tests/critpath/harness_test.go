@@ -1,15 +1,12 @@
 package critpath
 
 import (
-	"bytes"
-	"context"
+	"cloudprofiler/tests/internal/testrun"
 	"encoding/csv"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -63,59 +60,23 @@ func findTools() (tools, string, error) {
 		}
 		*p = abs
 	}
-	help := exec1(30*time.Second, nil, tl.cli, "analyze", "--help")
-	tl.slice = strings.Contains(help.stdout+help.stderr, "-slice")
+	help := testrun.Run(30*time.Second, nil, tl.cli, "analyze", "--help")
+	tl.slice = strings.Contains(help.Stdout+help.Stderr, "-slice")
 	dir, err := os.MkdirTemp("", "cp-critpath-probe")
 	if err != nil {
 		return tl, "", err
 	}
 	defer os.RemoveAll(dir)
-	p := exec1(20*time.Second, []string{"CP_LOG_DIR=" + dir}, tl.tandem, "--no-count", "--no-rt", "--fork", "--tuples", "1", "--rate", "max")
+	p := testrun.Run(20*time.Second, []string{"CP_LOG_DIR=" + dir}, tl.tandem, "--no-count", "--no-rt", "--fork", "--tuples", "1", "--rate", "max")
 	switch {
-	case p.err == nil:
+	case p.Err == nil:
 		tl.lineage = true
-	case p.code == 2:
-		tl.lineageWhy = strings.TrimSpace(p.stderr)
+	case p.Code == 2:
+		tl.lineageWhy = strings.TrimSpace(p.Stderr)
 	default:
-		return tl, "", fmt.Errorf("tandem --fork does not run: %v\n%s", p.err, p.stderr)
+		return tl, "", fmt.Errorf("tandem --fork does not run: %v\n%s", p.Err, p.Stderr)
 	}
 	return tl, "", nil
-}
-
-// outcome is how a command ended.
-type outcome struct {
-	stdout, stderr string
-	code           int // exit status; -1: it did not exit (killed, not started)
-	err            error
-}
-
-// exec1 runs argv to its end (killed after limit) with extra environment.
-func exec1(limit time.Duration, env []string, argv ...string) outcome {
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	defer cancel()
-	c := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	c.Env = append(os.Environ(), env...)
-	c.WaitDelay = 5 * time.Second
-	var o, e bytes.Buffer
-	c.Stdout, c.Stderr = &o, &e
-	err := c.Run()
-	res := outcome{stdout: o.String(), stderr: e.String(), code: -1, err: err}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		res.code = 0
-	case errors.As(err, &ee) && ee.Exited():
-		res.code = ee.ExitCode()
-	}
-	if ctx.Err() != nil {
-		res.err = fmt.Errorf("%s killed after %s: %w", filepath.Base(argv[0]), limit, err)
-	}
-	return res
-}
-
-// panicked: a Go panic's trace (a panic exits with status 2).
-func panicked(s string) bool {
-	return strings.Contains(s, "panic:") || strings.Contains(s, "goroutine ") && strings.Contains(s, "[running]")
 }
 
 // ---- tandem and its truth ----
@@ -172,14 +133,14 @@ func (tr *truth) op(name string) opTruth {
 func pipeline(t *testing.T, tl tools, logs string, args ...string) *truth {
 	t.Helper()
 	argv := append([]string{tl.tandem, "--no-count"}, args...)
-	r := exec1(60*time.Second, []string{"CP_LOG_DIR=" + logs}, argv...)
-	if r.err != nil {
-		t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), r.err, r.stderr)
+	r := testrun.Run(60*time.Second, []string{"CP_LOG_DIR=" + logs}, argv...)
+	if r.Err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), r.Err, r.Stderr)
 	}
-	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
 	var tr truth
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &tr); err != nil || !(tr.TscHz > 0) {
-		t.Fatalf("tandem's truth line: %v: %q", err, r.stdout)
+		t.Fatalf("tandem's truth line: %v: %q", err, r.Stdout)
 	}
 	if tr.Sink.Tuples != tr.Source.Tuples {
 		t.Fatalf("the source sent %d tuples, the sink took %d", tr.Source.Tuples, tr.Sink.Tuples)
@@ -200,9 +161,9 @@ func analysis(t *testing.T, tl tools, logs, out, slice string) {
 	if tl.slice && slice != "" {
 		argv = append(argv, "--slice", slice)
 	}
-	r := exec1(120*time.Second, nil, argv...)
-	if r.err != nil || panicked(r.stderr) {
-		t.Fatalf("%s: %v\n%s%s", strings.Join(argv[1:], " "), r.err, r.stdout, r.stderr)
+	r := testrun.Run(120*time.Second, nil, argv...)
+	if r.Err != nil || testrun.Panicked(r.Stderr) {
+		t.Fatalf("%s: %v\n%s%s", strings.Join(argv[1:], " "), r.Err, r.Stdout, r.Stderr)
 	}
 }
 
@@ -418,12 +379,12 @@ func marks(t *testing.T, tl tools, logs, channel string) map[int64]uint64 {
 	if len(files) != 1 {
 		t.Fatalf("%d log files of %q in %s", len(files), channel, logs)
 	}
-	r := exec1(60*time.Second, nil, tl.cli, "dump", "--csv", files[0])
-	if r.code != 0 && r.code != 3 { // 3: read, with problems
-		t.Fatalf("dump --csv %s: %v\n%s", files[0], r.err, r.stderr)
+	r := testrun.Run(60*time.Second, nil, tl.cli, "dump", "--csv", files[0])
+	if r.Code != 0 && r.Code != 3 { // 3: read, with problems
+		t.Fatalf("dump --csv %s: %v\n%s", files[0], r.Err, r.Stderr)
 	}
 	m := map[int64]uint64{}
-	for i, l := range strings.Split(r.stdout, "\n") {
+	for i, l := range strings.Split(r.Stdout, "\n") {
 		f := strings.Split(l, ",")
 		if i == 0 || len(f) < 2 {
 			continue
