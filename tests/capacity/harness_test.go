@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"cloudprofiler/tests/internal/testrun"
-	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -285,44 +284,15 @@ var capColumns = strings.Split("level,window,start_s,end_s,operator,instance,nod
 
 func readCapacity(t *testing.T, out string) []capRow {
 	t.Helper()
-	f, err := os.Open(filepath.Join(out, "capacity.csv"))
+	recs, err := testrun.ReadCSV(filepath.Join(out, "capacity.csv"), capColumns)
 	if err != nil {
-		t.Fatalf("analyze wrote no capacity.csv: %v", err)
+		t.Fatalf("analyze wrote no readable capacity.csv: %v", err)
 	}
-	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatalf("capacity.csv: %v", err)
-	}
-	if len(recs) == 0 {
-		t.Fatal("capacity.csv is empty")
-	}
-	head := recs[0]
-	for _, c := range capColumns {
-		if !contains(head, c) {
-			t.Fatalf("capacity.csv has no column %q (it has %v)", c, head)
-		}
-	}
-	rows := make([]capRow, 0, len(recs)-1)
-	for _, rec := range recs[1:] {
-		r := capRow{}
-		for i, c := range head {
-			if i < len(rec) {
-				r[c] = rec[i]
-			}
-		}
-		rows = append(rows, r)
+	rows := make([]capRow, len(recs))
+	for i, r := range recs {
+		rows[i] = capRow(r)
 	}
 	return rows
-}
-
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }
 
 // wholeRun finds the whole-run row of an operator (level "operator") or of

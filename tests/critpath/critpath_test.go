@@ -136,26 +136,41 @@ func TestForkJoin(t *testing.T) {
 func TestBurst(t *testing.T) {
 	tl, logs, out := setup(t)
 	const n = 400
-	tr := pipeline(t, tl, logs, lazySink("--burst", fmt.Sprint(n), "--tuples", fmt.Sprint(n), "--queue", "1024",
-		"--a-cost", "5us", "--b-cost", "20us", "--rate", "1000", "--seed", "14")...)
-	if tr.Burst == nil || tr.Burst.Tuples != n || tr.Burst.LastID != n-1 {
-		t.Fatalf("tandem's burst truth %+v, want %d tuples, ids 0..%d", tr.Burst, n, n-1)
-	}
-	for _, name := range []string{"A", "B"} {
-		o := tr.op(name)
-		t.Logf("%s: burst tuples %d, queueing while it worked %.3f ms (whole waits %.3f ms, ahead x mean work %.3f ms); longest stall %.0f us",
-			name, o.BurstTuples, 1e3*float64(o.BurstQueueCycles)/tr.TscHz, 1e3*float64(o.BurstWaitCycles)/tr.TscHz,
-			1e3*o.BurstAheadCycles/tr.TscHz, 1e6*o.LongestGapS)
-		if o.BurstTuples != n || o.WaitsOutput != 0 {
-			t.Fatalf("%s: %d burst tuples (want %d), waited %d times on a full output (want none: the queues hold the burst)", name, o.BurstTuples, n, o.WaitsOutput)
+	// B must work through nearly all the time its burst tuples waited (the
+	// truth's two figures agree), else the run was disturbed (B kept from
+	// working: with the other vCPU busy, about one run in five) and says
+	// little: up to four runs.
+	var tr *truth
+	for attempt := 1; ; attempt++ {
+		if err := os.RemoveAll(logs); err != nil {
+			t.Fatal(err)
 		}
+		tr = pipeline(t, tl, logs, lazySink("--burst", fmt.Sprint(n), "--tuples", fmt.Sprint(n), "--queue", "1024",
+			"--a-cost", "5us", "--b-cost", "20us", "--rate", "1000", "--seed", "14")...)
+		if tr.Burst == nil || tr.Burst.Tuples != n || tr.Burst.LastID != n-1 {
+			t.Fatalf("tandem's burst truth %+v, want %d tuples, ids 0..%d", tr.Burst, n, n-1)
+		}
+		for _, name := range []string{"A", "B"} {
+			o := tr.op(name)
+			t.Logf("%s: burst tuples %d, queueing while it worked %.3f ms (whole waits %.3f ms, ahead x mean work %.3f ms); longest stall %.0f us",
+				name, o.BurstTuples, 1e3*float64(o.BurstQueueCycles)/tr.TscHz, 1e3*float64(o.BurstWaitCycles)/tr.TscHz,
+				1e3*o.BurstAheadCycles/tr.TscHz, 1e6*o.LongestGapS)
+			if o.BurstTuples != n || o.WaitsOutput != 0 {
+				t.Fatalf("%s: %d burst tuples (want %d), waited %d times on a full output (want none: the queues hold the burst)", name, o.BurstTuples, n, o.WaitsOutput)
+			}
+		}
+		b := tr.op("B")
+		if float64(b.BurstQueueCycles) >= 0.95*float64(b.BurstWaitCycles) {
+			break
+		}
+		msg := fmt.Sprintf("run %d: B's burst tuples waited %d cycles, B worked through only %d of them: B was kept from working (preempted)",
+			attempt, b.BurstWaitCycles, b.BurstQueueCycles)
+		if attempt == 4 {
+			t.Fatal(msg)
+		}
+		t.Log(msg + "; again")
 	}
 	b := tr.op("B")
-	// B worked nearly all the time its burst tuples waited: the truth's two
-	// figures agree (else the run was disturbed and says little).
-	if float64(b.BurstQueueCycles) < 0.95*float64(b.BurstWaitCycles) {
-		t.Fatalf("B's burst tuples waited %d cycles, B worked through only %d of them: B was kept from working (preempted)", b.BurstWaitCycles, b.BurstQueueCycles)
-	}
 	analysis(t, tl, logs, out, "100ms")
 	groups := breakdown(t, out)
 	var got int64

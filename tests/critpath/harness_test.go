@@ -2,7 +2,6 @@ package critpath
 
 import (
 	"cloudprofiler/tests/internal/testrun"
-	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -182,34 +181,16 @@ func (r row) num(col string) float64 {
 // file fails the test and says what it waits for.
 func readCSV(t *testing.T, out, name string, cols []string) []row {
 	t.Helper()
-	f, err := os.Open(filepath.Join(out, name))
-	if err != nil {
+	if _, err := os.Stat(filepath.Join(out, name)); err != nil {
 		t.Fatalf("analyze wrote no %s (the critical-path analysis, issue 18, is not in this build?): %v", name, err)
 	}
-	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
-	if err != nil || len(recs) == 0 {
-		t.Fatalf("%s: %v (%d lines)", name, err, len(recs))
+	recs, err := testrun.ReadCSV(filepath.Join(out, name), cols)
+	if err != nil {
+		t.Fatal(err)
 	}
-	head := recs[0]
-	for _, c := range cols {
-		found := false
-		for _, h := range head {
-			found = found || h == c
-		}
-		if !found {
-			t.Fatalf("%s has no column %q (it has %v)", name, c, head)
-		}
-	}
-	rows := make([]row, 0, len(recs)-1)
-	for _, rec := range recs[1:] {
-		r := row{}
-		for i, h := range head {
-			if i < len(rec) {
-				r[h] = rec[i]
-			}
-		}
-		rows = append(rows, r)
+	rows := make([]row, len(recs))
+	for i, r := range recs {
+		rows[i] = row(r)
 	}
 	return rows
 }

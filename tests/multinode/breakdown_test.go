@@ -1,7 +1,7 @@
 package multinode
 
 import (
-	"encoding/csv"
+	"cloudprofiler/tests/internal/testrun"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -44,39 +44,24 @@ type bdRow struct {
 
 // readBreakdown reads breakdown.csv by its header's names.
 func readBreakdown(path string) ([]bdRow, error) {
-	f, err := os.Open(path)
+	recs, err := testrun.ReadCSV(path, []string{"group", "tuples", "e2e_mean_us", "e2e_bound_us", "part", "where", "mean_us", "share", "bound_us", "total_cycles"})
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if len(recs) < 2 {
-		return nil, fmt.Errorf("%s: %d lines", path, len(recs))
-	}
-	col := map[string]int{}
-	for i, h := range recs[0] {
-		col[h] = i
-	}
-	names := []string{"group", "tuples", "e2e_mean_us", "e2e_bound_us", "part", "where", "mean_us", "share", "bound_us", "total_cycles"}
-	for _, c := range names {
-		if _, ok := col[c]; !ok {
-			return nil, fmt.Errorf("%s: no column %q (header %v)", path, c, recs[0])
-		}
+	if len(recs) == 0 {
+		return nil, fmt.Errorf("%s: no rows", path)
 	}
 	var rows []bdRow
-	for i, rec := range recs[1:] {
+	for i, rec := range recs {
 		var r bdRow
 		var errs [6]error
-		r.group, r.part, r.where = rec[col["group"]], rec[col["part"]], rec[col["where"]]
-		r.tuples, errs[0] = strconv.ParseInt(rec[col["tuples"]], 10, 64)
-		r.e2eMeanUS, errs[1] = strconv.ParseFloat(rec[col["e2e_mean_us"]], 64)
-		r.e2eBound, errs[2] = strconv.ParseFloat(rec[col["e2e_bound_us"]], 64)
-		r.meanUS, errs[3] = strconv.ParseFloat(rec[col["mean_us"]], 64)
-		r.boundUS, errs[4] = strconv.ParseFloat(rec[col["bound_us"]], 64)
-		r.totalCycles, errs[5] = strconv.ParseInt(rec[col["total_cycles"]], 10, 64)
+		r.group, r.part, r.where = rec["group"], rec["part"], rec["where"]
+		r.tuples, errs[0] = strconv.ParseInt(rec["tuples"], 10, 64)
+		r.e2eMeanUS, errs[1] = strconv.ParseFloat(rec["e2e_mean_us"], 64)
+		r.e2eBound, errs[2] = strconv.ParseFloat(rec["e2e_bound_us"], 64)
+		r.meanUS, errs[3] = strconv.ParseFloat(rec["mean_us"], 64)
+		r.boundUS, errs[4] = strconv.ParseFloat(rec["bound_us"], 64)
+		r.totalCycles, errs[5] = strconv.ParseInt(rec["total_cycles"], 10, 64)
 		for _, e := range errs {
 			if e != nil {
 				return nil, fmt.Errorf("%s line %d: %w", path, i+2, e)

@@ -7,11 +7,13 @@ package testrun
 import (
 	"bytes"
 	"context"
+	"encoding/csv"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -54,4 +56,38 @@ func Run(limit time.Duration, env []string, argv ...string) Result {
 func Panicked(s string) bool {
 	return strings.Contains(s, "panic:") || strings.Contains(s, "runtime error") ||
 		strings.Contains(s, "goroutine ") && strings.Contains(s, "[running]")
+}
+
+// ReadCSV reads a CSV file whose first line names its columns into rows,
+// a map from column to field each; the file must have every column in cols.
+func ReadCSV(path string, cols []string) ([]map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(recs) == 0 {
+		return nil, fmt.Errorf("%s is empty", path)
+	}
+	head := recs[0]
+	for _, c := range cols {
+		if !slices.Contains(head, c) {
+			return nil, fmt.Errorf("%s has no column %q (it has %v)", path, c, head)
+		}
+	}
+	rows := make([]map[string]string, 0, len(recs)-1)
+	for _, rec := range recs[1:] {
+		r := make(map[string]string, len(head))
+		for i, h := range head {
+			if i < len(rec) {
+				r[h] = rec[i]
+			}
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
 }
