@@ -69,88 +69,101 @@ func runRealised(t *testing.T, e env, dir string, args ...string) (*truth, strin
 // share is its load.
 func TestDirectServiceRate(t *testing.T) {
 	e := needEnv(t)
+	needCapacity(t, e)
 	var table []string
 	defer func() { t.Log("direct (in/out) service rates against the truth:\n" + strings.Join(table, "\n")) }()
 	for _, dist := range []string{"det", "exp"} {
 		for i, l := range loads {
 			t.Run(dist+"/load-"+l.name, func(t *testing.T) {
 				dir := t.TempDir()
-				tr, logs := runRealised(t, e, dir, pipelineArgs(direct, l, dist, i+1)...)
-				a, b := tr.op("A"), tr.op("B")
-				// The logs themselves hold the truth (apart from the analysis).
-				for _, o := range []*opTruth{a, b} {
-					mean, n := ownService(t, e, logs, o.Name)
-					t.Logf("%s: logs' mean out - in %.0f cycles over %d tuples; drawn %.0f (%s); spun %.0f (%s)",
-						o.Name, mean, n, o.MeanCycles, pct(mean/o.MeanCycles-1), o.SpunMean, pct(mean/o.SpunMean-1))
-				}
-				needCapacity(t, e)
-				out := filepath.Join(dir, "out")
-				analyze(t, e, logs, out)
-				rows := readCapacity(t, out)
-				for _, o := range []*opTruth{a, b} {
-					r := wholeRun(t, rows, "instance", o.Name, "in/out")
-					got := r.f("service_rate")
-					relErr := got/o.TrueRate - 1
-					tol := 0.03
-					if o.Name == "A" && l.load == 0 {
-						tol = 0.05
+				retry(t, 3, func(try int) (ps problems) {
+					lines := checkDirect(t, e, filepath.Join(dir, fmt.Sprint("try-", try)), dist, l, i+1, &ps)
+					if len(ps) == 0 || try == 3 {
+						table = append(table, lines...)
 					}
-					line := fmt.Sprintf("  %-3s load %-9s %s: truth %7.0f/s, measured %7.0f/s, error %s (the spins as they took: %7.0f/s, %s); tuples / wall time %7.0f/s; busy %.3f",
-						dist, l.name, o.Name, o.TrueRate, got, pct(relErr), tr.TscHz/o.SpunMean, pct(got*o.SpunMean/tr.TscHz-1),
-						o.WallRate, r.f("busy_share"))
-					table = append(table, line)
-					t.Log(line)
-					if !(math.Abs(relErr) <= tol) {
-						t.Errorf("%s's service rate %.0f/s is %s off the truth %.0f/s (allowed %.0f%%); row: %v", o.Name, got, pct(relErr), o.TrueRate, 100*tol, r)
-					}
-				}
-				// Saturated: A waits on B's full queue, so its tuples / wall
-				// time is B's rate, far from A's own service rate.
-				if l.load == 0 {
-					ra := wholeRun(t, rows, "instance", "A", "in/out")
-					wall, svc := a.WallRate, ra.f("service_rate")
-					line := fmt.Sprintf("  %-3s saturated: A's tuples / wall time %.0f/s (analysis: departures %.0f/s) against its true rate %.0f/s (analysis: %.0f/s): ratio %.2f",
-						dist, wall, ra.f("departures_per_s"), a.TrueRate, svc, wall/a.TrueRate)
-					table = append(table, line)
-					t.Log(line)
-					if !(wall < 0.7*a.TrueRate) || !(ra.f("departures_per_s") < 0.7*svc) {
-						t.Errorf("saturated: A's throughput (truth %.0f/s, analysis %.0f/s) is not far from its service rate (%.0f/s, %.0f/s): the test cannot tell them apart",
-							wall, ra.f("departures_per_s"), a.TrueRate, svc)
-					}
-					if bs := ra.f("blocked_share"); !(bs > 0.2) {
-						t.Errorf("saturated: A's blocked share %.3f: A should wait on B's full queue much of the time", bs)
-					}
-				}
-				// The bottleneck is B.
-				var bottlenecks []string
-				for _, r := range rows {
-					if r["bottleneck"] == "true" {
-						bottlenecks = append(bottlenecks, r["level"]+" "+r["operator"]+" "+r["method"]+" window "+r["window"])
-					}
-				}
-				if len(bottlenecks) != 1 || !strings.HasPrefix(bottlenecks[0], "operator B in/out window -1") {
-					t.Errorf("bottleneck rows %v, want one: operator B in/out window -1", bottlenecks)
-				}
-				// B's busy share is its load: its drawn work over the run as
-				// the row spans it, and near the nominal load (saturated: B
-				// busy nearly all the time; the machine may keep the source
-				// or A from it for a moment).
-				rb := wholeRun(t, rows, "operator", "B", "in/out")
-				span := rb.f("end_s") - rb.f("start_s")
-				want := float64(b.Tuples) * b.MeanCycles / tr.TscHz / span
-				busy := rb.f("busy_share")
-				t.Logf("B's busy share %.3f: drawn work over the row's %.3f s %.3f, nominal load %s; B waited %d times on an empty input, %d on a full output",
-					busy, span, want, l.name, b.WaitsInput, b.WaitsOutput)
-				near := math.Abs(busy-l.load) <= 0.07
-				if l.load == 0 {
-					near = busy >= 0.9
-				}
-				if !(math.Abs(busy-want) <= 0.03) || !near {
-					t.Errorf("B's busy share %.3f, want %.3f (its drawn work over %.3f s) and near its load %s", busy, want, span, l.name)
-				}
+					return ps
+				})
 			})
 		}
 	}
+}
+
+// checkDirect is one attempt of TestDirectServiceRate: a run, its analysis,
+// and what the analysis says against the run's truth; it returns the table's
+// lines and adds what it found wrong to ps.
+func checkDirect(t *testing.T, e env, dir, dist string, l loadCase, seed int, ps *problems) (table []string) {
+	tr, logs := runRealised(t, e, dir, pipelineArgs(direct, l, dist, seed)...)
+	a, b := tr.op("A"), tr.op("B")
+	// The logs themselves hold the truth (apart from the analysis).
+	for _, o := range []*opTruth{a, b} {
+		mean, n := ownService(t, e, logs, o.Name)
+		t.Logf("%s: logs' mean out - in %.0f cycles over %d tuples; drawn %.0f (%s); spun %.0f (%s)",
+			o.Name, mean, n, o.MeanCycles, pct(mean/o.MeanCycles-1), o.SpunMean, pct(mean/o.SpunMean-1))
+	}
+	out := filepath.Join(dir, "out")
+	analyze(t, e, logs, out)
+	rows := readCapacity(t, out)
+	for _, o := range []*opTruth{a, b} {
+		r := wholeRun(t, rows, "instance", o.Name, "in/out")
+		got := r.f("service_rate")
+		relErr := got/o.TrueRate - 1
+		tol := 0.03
+		if o.Name == "A" && l.load == 0 {
+			tol = 0.05
+		}
+		line := fmt.Sprintf("  %-3s load %-9s %s: truth %7.0f/s, measured %7.0f/s, error %s (the spins as they took: %7.0f/s, %s); tuples / wall time %7.0f/s; busy %.3f",
+			dist, l.name, o.Name, o.TrueRate, got, pct(relErr), tr.TscHz/o.SpunMean, pct(got*o.SpunMean/tr.TscHz-1),
+			o.WallRate, r.f("busy_share"))
+		table = append(table, line)
+		t.Log(line)
+		if !(math.Abs(relErr) <= tol) {
+			ps.add("%s's service rate %.0f/s is %s off the truth %.0f/s (allowed %.0f%%); row: %v", o.Name, got, pct(relErr), o.TrueRate, 100*tol, r)
+		}
+	}
+	// Saturated: A waits on B's full queue, so its tuples / wall time is B's
+	// rate, far from A's own service rate.
+	if l.load == 0 {
+		ra := wholeRun(t, rows, "instance", "A", "in/out")
+		wall, svc := a.WallRate, ra.f("service_rate")
+		line := fmt.Sprintf("  %-3s saturated: A's tuples / wall time %.0f/s (analysis: departures %.0f/s) against its true rate %.0f/s (analysis: %.0f/s): ratio %.2f",
+			dist, wall, ra.f("departures_per_s"), a.TrueRate, svc, wall/a.TrueRate)
+		table = append(table, line)
+		t.Log(line)
+		if !(wall < 0.7*a.TrueRate) || !(ra.f("departures_per_s") < 0.7*svc) {
+			ps.add("saturated: A's throughput (truth %.0f/s, analysis %.0f/s) is not far from its service rate (%.0f/s, %.0f/s): the test cannot tell them apart",
+				wall, ra.f("departures_per_s"), a.TrueRate, svc)
+		}
+		if bs := ra.f("blocked_share"); !(bs > 0.2) {
+			ps.add("saturated: A's blocked share %.3f: A should wait on B's full queue much of the time", bs)
+		}
+	}
+	// The bottleneck is B.
+	var bottlenecks []string
+	for _, r := range rows {
+		if r["bottleneck"] == "true" {
+			bottlenecks = append(bottlenecks, r["level"]+" "+r["operator"]+" "+r["method"]+" window "+r["window"])
+		}
+	}
+	if len(bottlenecks) != 1 || !strings.HasPrefix(bottlenecks[0], "operator B in/out window -1") {
+		ps.add("bottleneck rows %v, want one: operator B in/out window -1", bottlenecks)
+	}
+	// B's busy share is its load: its drawn work over the run as the row
+	// spans it, and near the nominal load (saturated: B busy nearly all the
+	// time; the machine may keep the source or A from it for a moment).
+	rb := wholeRun(t, rows, "operator", "B", "in/out")
+	span := rb.f("end_s") - rb.f("start_s")
+	want := float64(b.Tuples) * b.MeanCycles / tr.TscHz / span
+	busy := rb.f("busy_share")
+	t.Logf("B's busy share %.3f: drawn work over the row's %.3f s %.3f, nominal load %s; B waited %d times on an empty input, %d on a full output",
+		busy, span, want, l.name, b.WaitsInput, b.WaitsOutput)
+	near := math.Abs(busy-l.load) <= 0.07
+	if l.load == 0 {
+		near = busy >= 0.9
+	}
+	if !(math.Abs(busy-want) <= 0.03) || !near {
+		ps.add("B's busy share %.3f, want %.3f (its drawn work over %.3f s) and near its load %s", busy, want, span, l.name)
+	}
+	return table
 }
 
 // bcRun is one run of the Beard & Chamberlain check.
@@ -475,6 +488,14 @@ func TestInsideVsOutside(t *testing.T) {
 	// about 7% over B's rate fails so). The 200 ms also absorb a stall of
 	// the machine near the end of a run; the pauses of 1.5 s let the
 	// pipeline drain what a failed run left in the buffers before the next.
+	retry(t, 2, func(try int) (ps problems) {
+		insideVsOutside(t, e, filepath.Join(dir, fmt.Sprint("try-", try)), listen, &ps)
+		return ps
+	})
+}
+
+// insideVsOutside is one attempt of TestInsideVsOutside.
+func insideVsOutside(t *testing.T, e env, dir string, listen func(logs string, extra ...string) (*bg, string), ps *problems) {
 	p, addr := listen(filepath.Join(dir, "maxrate-logs"))
 	t0 := time.Now()
 	r := testrun.Run(120*time.Second, nil, e.tool, "gen", "maxrate", "--to", addr, "--synthetic", "--start", fmt.Sprint(0.8*direct.bRate),
@@ -528,10 +549,10 @@ func TestInsideVsOutside(t *testing.T) {
 	t.Logf("inside vs outside: gen maxrate %.0f/s; predicted max_source_rate %.0f/s (bottleneck %s, from a run at %.0f/s): %s; B's true rate %.0f/s",
 		outside, pred, bott[0]["operator"], rate, pct(relErr), tr.op("B").TrueRate)
 	if bott[0]["operator"] != "B" {
-		t.Errorf("the bottleneck is %s, want B", bott[0]["operator"])
+		ps.add("the bottleneck is %s, want B", bott[0]["operator"])
 	}
 	if !(math.Abs(relErr) <= 0.1) {
-		t.Errorf("predicted %.0f/s against gen maxrate's %.0f/s: %s, want within 10%%", pred, outside, pct(relErr))
+		ps.add("predicted %.0f/s against gen maxrate's %.0f/s: %s, want within 10%%", pred, outside, pct(relErr))
 	}
 }
 
