@@ -65,6 +65,7 @@ type Config struct {
 	NoCriticalPath bool
 
 	testWrongSample bool // the sample's channel order is reversed (a test of the second attempt)
+	noFastCritPath  bool // the critical path without the departure indexes (critpath.Config.Fast): a test compares
 }
 
 // Incomplete lists the channels whose files are damaged or miss records

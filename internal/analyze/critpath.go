@@ -6,6 +6,7 @@ import (
 	"math"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"cloudprofiler/internal/capacity"
@@ -27,6 +28,72 @@ const DefaultSlice = time.Second
 type cpState struct {
 	plan *capacity.Plan
 	an   *critpath.Analysis // the final join's
+	// The departure indexes (critpath.Config.Fast), built while decoding:
+	// per channel, the index of the out channel of an instance that marks
+	// its in; fast when all of them were built (sorted, and within a
+	// quarter of the budget).
+	deps   []*critpath.DepIndex
+	budget atomic.Int64
+	fast   bool
+}
+
+// planDepIndexes says which channels' counters decoding indexes: the out
+// channels of the instances that mark their ins (the in channel of one
+// that marks no out), when none marks sent (critpath.Config.Fast).
+func (a *analysis) planDepIndexes() {
+	a.cp.deps, a.cp.fast = nil, false
+	if a.cfg.noFastCritPath {
+		return
+	}
+	plan, err := a.critPathPlan()
+	if plan == nil || err != nil {
+		return
+	}
+	var outs []int
+	for i := range plan.Instances {
+		in := &plan.Instances[i]
+		if !in.Has(capacity.RoleIn) {
+			continue
+		}
+		if in.Has(capacity.RoleSent) {
+			return // its blocks need the next instance's ins: today's path
+		}
+		outs = append(outs, depChan(in))
+	}
+	if len(outs) == 0 {
+		return
+	}
+	a.cp.budget.Store(a.cfg.MemBytes / 4)
+	a.cp.deps = make([]*critpath.DepIndex, len(a.chans))
+	for _, ch := range outs {
+		a.cp.deps[ch] = critpath.NewDepIndex(&a.cp.budget)
+	}
+}
+
+// depChan is the channel of an instance's departures: its out, else
+// (a sink) its in.
+func depChan(in *capacity.Instance) int {
+	if in.Has(capacity.RoleOut) {
+		return in.Chans[capacity.RoleOut]
+	}
+	return in.Chans[capacity.RoleIn]
+}
+
+// doneDepIndexes ends the indexes' building after decoding.
+func (a *analysis) doneDepIndexes() {
+	if a.cp.deps == nil {
+		return
+	}
+	ok := true
+	for _, x := range a.cp.deps {
+		if x != nil && !x.Done() {
+			ok = false
+		}
+	}
+	if !ok {
+		a.cp.deps = nil
+	}
+	a.cp.fast = ok
 }
 
 func checkCritPathConfig(cfg *Config) error {
@@ -84,6 +151,18 @@ func (a *analysis) newCritPath(rank []int) (*critpath.Analysis, error) {
 		inst, role := plan.Role(i)
 		chans[i] = critpath.Channel{Inst: inst, Role: role, Proc: a.procOf[i], Name: c.Name}
 	}
+	if a.cp.fast {
+		for i := range chans {
+			// Reference cycles per cycle of the node: its durations'
+			// translation (linear in the cycles).
+			const span = 1 << 32
+			n := a.chNode[i]
+			chans[i].Rate = a.model.DurationIdx(n, 0, n, span).Est / span
+			if !(chans[i].Rate > 0) {
+				a.cp.fast = false
+			}
+		}
+	}
 	insts := make([]critpath.Instance, len(plan.Instances))
 	for i := range plan.Instances {
 		in := &plan.Instances[i]
@@ -95,13 +174,17 @@ func (a *analysis) newCritPath(rank []int) (*critpath.Analysis, error) {
 		}
 		insts[i] = critpath.Instance{Operator: in.Operator, HasIn: in.Has(capacity.RoleIn),
 			Lineage: in.Has(capacity.RoleLineage), Rank: r}
+		if a.cp.fast && in.Has(capacity.RoleIn) {
+			insts[i].Deps = a.cp.deps[depChan(in)]
+		}
 	}
 	dir := a.cfg.SpillDir
 	if dir == "" {
 		dir = a.cfg.Out
 	}
 	return critpath.New(critpath.Config{Chans: chans, Insts: insts, Hz: a.model.RefHz(),
-		Slice: a.cfg.Slice.Seconds() * a.model.RefHz(), Mem: a.cfg.MemBytes / 8, Workers: a.cfg.Workers, Dir: dir})
+		Slice: a.cfg.Slice.Seconds() * a.model.RefHz(), Mem: a.cfg.MemBytes / 8, Workers: a.cfg.Workers, Dir: dir,
+		Fast: a.cp.fast})
 }
 
 // critPathTuple feeds one tuple's hops, in rank order, with each hop's
@@ -109,7 +192,7 @@ func (a *analysis) newCritPath(rank []int) (*critpath.Analysis, error) {
 func (w *worker) critPathTuple(hops []event, errs []float64, e2eErr float64) error {
 	ev := w.cpEvs[:0]
 	for k := range hops {
-		ev = append(ev, critpath.Event{Ch: hops[k].ch, Est: hops[k].est, Err: errs[k]})
+		ev = append(ev, critpath.Event{Ch: hops[k].ch, Est: hops[k].est, Err: errs[k], Raw: hops[k].tsc})
 	}
 	w.cpEvs = ev
 	return w.cpc.Tuple(ev, e2eErr)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"cloudprofiler/internal/critpath"
 	"cloudprofiler/internal/logfile"
 )
 
@@ -104,6 +105,10 @@ func (a *analysis) decodeFile(ch int, pw *partWriter, alias lineageMap) (uint64,
 	// (capacity.go): each channel's smallest and largest TSC.
 	track := a.cap.tscMin != nil
 	lo, hi := uint64(math.MaxUint64), uint64(0)
+	var dep *critpath.DepIndex // its counters' index (critpath.go)
+	if a.cp.deps != nil {
+		dep = a.cp.deps[ch]
+	}
 	remap := len(alias) > 0 // once per file: no lineage, no lookup
 	err = lf.RecordBatches(func(rs []logfile.Record) error {
 		if remap {
@@ -126,6 +131,14 @@ func (a *analysis) decodeFile(ch int, pw *partWriter, alias lineageMap) (uint64,
 		if track {
 			for _, r := range rs {
 				lo, hi = min(lo, r.TSC), max(hi, r.TSC)
+			}
+		}
+		if dep != nil {
+			for _, r := range rs {
+				if !dep.Add(r.TSC) {
+					dep = nil // given up: Done says so
+					break
+				}
 			}
 		}
 		n += uint64(len(rs))

@@ -92,9 +92,11 @@ func (a *analysis) joinTuples() error {
 	a.progress.total, a.progress.nparts = total, ps.n
 
 	a.progress.stage.Store("decode")
+	a.planDepIndexes()
 	if err := a.decodeAll(ps, workers); err != nil {
 		return err
 	}
+	a.doneDepIndexes()
 	a.res.Spilled = ps.spilled
 	if err := a.capacityWindows(); err != nil {
 		return err

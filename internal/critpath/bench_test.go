@@ -25,10 +25,10 @@ func BenchmarkTuples(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		t := float64(i) * 30
-		evs[0] = Event{0, t, 0}
-		evs[1] = Event{1, 1e9 + t, 5}
-		evs[2] = Event{2, 1e9 + t + 10, 0}
-		evs[3] = Event{3, 1e9 + t + 20, 0}
+		evs[0] = Event{Ch: 0, Est: t, Err: 0}
+		evs[1] = Event{Ch: 1, Est: 1e9 + t, Err: 5}
+		evs[2] = Event{Ch: 2, Est: 1e9 + t + 10, Err: 0}
+		evs[3] = Event{Ch: 3, Est: 1e9 + t + 20, Err: 0}
 		if err := c.Tuple(evs, 5); err != nil {
 			b.Fatal(err)
 		}

@@ -19,6 +19,10 @@ type Channel struct {
 	Role capacity.Role // in, out or sent (with Inst >= 0)
 	Proc int           // its process (node and pid), numbered
 	Name string        // what names an unmarked record in a link ("FROM -> TO")
+	// Rate is reference cycles per cycle of the channel's node (the
+	// translation of a duration on that node): with Config.Fast, an in's
+	// previous departure is its estimate less (raw in - raw departure) * Rate.
+	Rate float64
 }
 
 // Instance is one operator instance (a worker).
@@ -27,6 +31,8 @@ type Instance struct {
 	HasIn    bool // it marks its ins (else it is a source: its records are hand-offs only)
 	Lineage  bool // it logs lineage: a tuple whose last record is its in was absorbed into another
 	Rank     int  // its in's place in the hop order: the highest is furthest downstream
+	// Deps is the raw counters of its departures (with Config.Fast).
+	Deps *DepIndex
 }
 
 // Config is what the analysis needs of the run.
@@ -41,6 +47,14 @@ type Config struct {
 	Mem     int64
 	Workers int
 	Dir     string
+	// Fast: every instance that marks its in has a departure index (Deps)
+	// and marks no sent. Pass 1 then finds each in's previous departure in
+	// the index, splits the hand-off there, and keeps only the visits that
+	// pass 2 needs: those where the instance waited (the hand-off came
+	// after its previous departure; its first visit; a tuple's first
+	// record) or whose departure is after its out. Between two such visits
+	// the instance worked without a break: its own path.
+	Fast bool
 }
 
 // Event is one record of a tuple, in hop order: its channel, its estimate
@@ -50,10 +64,11 @@ type Event struct {
 	Ch  uint32
 	Est float64
 	Err float64
+	Raw uint64 // the record's counter, in its node's clock (Config.Fast)
 }
 
 // Visit is a tuple's visit to an operator instance that marks its in, as
-// pass 2 needs it. 48 bytes, written to runs as they are in memory.
+// pass 2 needs it. 56 bytes.
 type Visit struct {
 	In, H    int64 // the in; the hand-off (the tuple's record before the in)
 	Out, Dep int64 // the out (In without one) and the departure: sent, else out, else in
@@ -63,7 +78,11 @@ type Visit struct {
 	Up       uint16 // the hand-off's instance + 1 when it is one that marks its ins; 0: another record; noHandOff: none
 	Next     uint16 // the instance the tuple visits next + 1 (0: none)
 	Link     uint16 // the transfer part of the hand-off to the in
+	D        int64  // with Config.Fast: the instance's previous departure (noD: none; its first visit)
 }
+
+// noD: a visit without its previous departure.
+const noD = math.MinInt64
 
 const visitSize = int(unsafe.Sizeof(Visit{}))
 
@@ -202,6 +221,11 @@ type Collector struct {
 	tuples, journeys, absorbed, negative uint64
 	lastDep                              int64
 	hasDep                               bool
+	visits                               uint64  // every visit, kept or not
+	instDep                              []int64 // with Config.Fast: per instance, its last departure (noD: none)
+	cur                                  []int   // with Config.Fast: per instance, its index's cursor
+	pend                                 []pendVisit
+	sink                                 uint64
 }
 
 type partAdd struct {
@@ -320,7 +344,17 @@ func (c *Collector) Tuple(evs []Event, e2eErr float64) error {
 		// other instance's mark between.
 		inst := ci.Inst
 		op := a.opOf[inst]
-		v := Visit{In: p[i], Out: p[i], Dep: p[i], Bucket: bk, Inst: uint16(inst), Up: noHandOff}
+		// With Config.Fast, the visit is made where it waits for its lookup.
+		var one Visit
+		v := &one
+		if a.cfg.Fast {
+			if cap(c.pend) == 0 {
+				c.pend = make([]pendVisit, 0, pendBatch)
+			}
+			c.pend = c.pend[:len(c.pend)+1]
+			v = &c.pend[len(c.pend)-1].v
+		}
+		*v = Visit{In: p[i], Out: p[i], Dep: p[i], Bucket: bk, Inst: uint16(inst), Up: noHandOff, D: noD}
 		if i > 0 {
 			prev := &chans[evs[i-1].Ch]
 			v.H = p[i-1]
@@ -380,11 +414,21 @@ func (c *Collector) Tuple(evs []Event, e2eErr float64) error {
 		if v.Dep > c.lastDep || !c.hasDep {
 			c.lastDep, c.hasDep = v.Dep, true
 		}
-		if err := c.add(v); err != nil {
+		c.visits++
+		next := v.Next // v is in c.pend, which a flush reuses
+		if a.cfg.Fast {
+			pv := &c.pend[len(c.pend)-1]
+			pv.raw, pv.est, pv.rate, pv.journey = evs[i].Raw, evs[i].Est, chans[evs[i].Ch].Rate, journey
+			if len(c.pend) == pendBatch {
+				if err := c.flushPend(); err != nil {
+					return err
+				}
+			}
+		} else if err := c.add(v); err != nil {
 			return err
 		}
 		// The hop after the visit, unless it is the next visit's in.
-		if end+1 < n && v.Next == 0 {
+		if end+1 < n && next == 0 {
 			parts = c.plainHop(parts, evs, p, end)
 		}
 		i = end + 1
@@ -399,6 +443,82 @@ func (c *Collector) Tuple(evs []Event, e2eErr float64) error {
 			b.add(pa.part, pa.v, pa.err)
 		}
 	}
+	return nil
+}
+
+// pendVisit is a visit whose previous departure pass 1 has yet to look
+// up (Config.Fast): lookups go in batches, so that their cache misses
+// (an index is large, a lookup a random access) overlap.
+type pendVisit struct {
+	v       Visit
+	raw     uint64
+	est     float64
+	rate    float64
+	block   int
+	journey bool
+}
+
+const pendBatch = 256
+
+// flushPend looks up the pending visits' previous departures, splits their
+// hand-offs into queueing and transfer (as pass 2 does without
+// Config.Fast), and keeps the visits pass 2 needs.
+func (c *Collector) flushPend() error {
+	a := c.a
+	if c.instDep == nil {
+		c.instDep = make([]int64, len(a.cfg.Insts))
+		c.cur = make([]int, len(a.cfg.Insts))
+		for k := range c.instDep {
+			c.instDep[k] = noD
+		}
+	}
+	for k := range c.pend {
+		p := &c.pend[k]
+		j := int(p.v.Inst)
+		p.block = a.cfg.Insts[j].Deps.block(p.raw, &c.cur[j])
+	}
+	// Their blocks' words, in a loop of loads only: the misses overlap.
+	var sink uint64
+	for k := range c.pend {
+		p := &c.pend[k]
+		if p.block >= 0 {
+			sink += a.cfg.Insts[p.v.Inst].Deps.touch(p.block)
+		}
+	}
+	c.sink += sink
+	for k := range c.pend {
+		p := &c.pend[k]
+		v := &p.v
+		j := int(v.Inst)
+		if v.Dep > c.instDep[j] {
+			c.instDep[j] = v.Dep
+		}
+		if p.block >= 0 {
+			raw := a.cfg.Insts[j].Deps.inBlock(p.block, p.raw)
+			d := p.est - float64(p.raw-raw)*p.rate
+			v.D = min(int64(math.Floor(d+0.5)), v.In)
+		}
+		if v.Up != noHandOff && p.journey {
+			var q int64
+			if v.D != noD && v.D > v.H {
+				q = min(v.D, v.In) - v.H
+			}
+			tr := v.In - v.H - q
+			qe, te := 0.0, float64(v.Err)
+			if q > 0 {
+				qe, te = te, 0
+			}
+			b := c.buckets.at(v.Bucket)
+			b.add(a.queue[a.opOf[j]], q, qe)
+			b.add(v.Link, tr, te)
+		}
+		if v.Up == noHandOff || v.D == noD || v.H > v.D || v.Dep > v.Out {
+			if err := c.add(v); err != nil {
+				return err
+			}
+		}
+	}
+	c.pend = c.pend[:0]
 	return nil
 }
 
@@ -425,16 +545,20 @@ func (c *Collector) plainHop(parts []partAdd, evs []Event, p []int64, i int) []p
 }
 
 // add keeps a visit, sorting and spilling a full buffer as a run.
-func (c *Collector) add(v Visit) error {
+func (c *Collector) add(v *Visit) error {
 	if c.buf == nil {
-		c.buf = make([]Visit, 0, c.a.runCap)
+		n := c.a.runCap
+		if c.a.cfg.Fast {
+			n = min(n, 1024) // few are kept: grown as they come
+		}
+		c.buf = make([]Visit, 0, n)
 	}
 	if len(c.buf) == c.a.runCap {
 		if err := c.spill(); err != nil {
 			return err
 		}
 	}
-	c.buf = append(c.buf, v)
+	c.buf = append(c.buf, *v)
 	return nil
 }
 

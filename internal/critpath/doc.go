@@ -30,4 +30,16 @@
 // worker carries the vector of its path so far) and critical
 // participation. Times are integer reference cycles, so a tuple's parts
 // add up to its end-to-end latency exactly.
+//
+// With Config.Fast (prototype: every instance that marks its in marks no
+// sent, and its departures' counters, indexed while decoding (DepIndex),
+// fit a quarter of the budget), pass 1 finds each in's previous departure
+// itself: the latest departure counter below the in's, translated at the
+// node's rate from the in's estimate. It splits the hop there and keeps
+// only the visits where the instance waited (its first, a tuple's first
+// record, a hand-off after the previous departure) or departed after its
+// out: between two kept visits the instance worked without a break, so
+// pass 2 takes (previous departure, next kept visit's D] as its own work
+// (walker.onPath) and looks a sender's state at a hand-off up from its
+// last kept departure extended on its own path (istate.lookup).
 package critpath

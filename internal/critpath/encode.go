@@ -23,6 +23,7 @@ const (
 	fSameNext
 	fSameLink
 	fSameBucket
+	fD // the instance's previous departure, found in pass 1 (Visit.D)
 )
 
 // appendVisit encodes v after prev.
@@ -49,6 +50,9 @@ func appendVisit(b []byte, v, prev *Visit) []byte {
 	if v.Bucket == prev.Bucket {
 		flags |= fSameBucket
 	}
+	if v.D != noD {
+		flags |= fD
+	}
 	b = append(b, flags)
 	b = binary.AppendUvarint(b, uint64(v.In-prev.In)) // sorted: >= 0
 	if flags&fHandOff != 0 {
@@ -73,6 +77,9 @@ func appendVisit(b []byte, v, prev *Visit) []byte {
 	}
 	if flags&fSameBucket == 0 {
 		b = binary.AppendVarint(b, int64(v.Bucket))
+	}
+	if flags&fD != 0 {
+		b = binary.AppendVarint(b, v.In-v.D)
 	}
 	return b
 }
@@ -152,6 +159,10 @@ func (r *visitReader) next(v *Visit) error {
 	if flags&fSameBucket == 0 {
 		v.Bucket = int32(r.varint())
 	}
+	v.D = noD
+	if flags&fD != 0 {
+		v.D = v.In - r.varint()
+	}
 	if r.bad {
 		return errVisit
 	}
@@ -160,4 +171,4 @@ func (r *visitReader) next(v *Visit) error {
 }
 
 // maxVisitBytes bounds an encoded visit.
-const maxVisitBytes = 1 + 10 + 10 + 3 + 3 + 10 + 10 + 4 + 5 + 3 + 3
+const maxVisitBytes = 1 + 10 + 10 + 3 + 3 + 10 + 10 + 4 + 5 + 3 + 3 + 10

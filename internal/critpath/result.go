@@ -69,6 +69,11 @@ func (a *Analysis) Finish(t0 float64) (*Result, error) {
 		}
 	}()
 	res := &Result{}
+	for _, c := range a.cols {
+		if err := c.flushPend(); err != nil {
+			return nil, err
+		}
+	}
 	var runs []run
 	var tend int64
 	hasEnd := false
@@ -98,8 +103,8 @@ func (a *Analysis) Finish(t0 float64) (*Result, error) {
 		runs = append(runs, c.runs...)
 		res.SpilledBytes += c.off
 	}
-	for _, r := range runs {
-		res.Visits += uint64(r.n)
+	for _, c := range a.cols {
+		res.Visits += c.visits
 	}
 	parts := a.reg.snapshot()
 	w := &walker{a: a, k: len(parts), t0: int64(math.Round(a.cfg.T0))}
@@ -126,6 +131,21 @@ func (a *Analysis) Finish(t0 float64) (*Result, error) {
 		}
 		w.advance(w.tend)
 		w.advance(math.MaxInt64)
+		if a.cfg.Fast {
+			// Each instance worked on up to its last departure (visits
+			// pass 1 left out).
+			for j := range w.insts {
+				last := int64(noD)
+				for _, c := range a.cols {
+					if c.instDep != nil {
+						last = max(last, c.instDep[j])
+					}
+				}
+				if last != noD {
+					w.onPath(j, last)
+				}
+			}
+		}
 		// Gaps still open at the end never ended: waiting, no candidates.
 		for j := range w.insts {
 			for _, k := range w.insts[j].pend {
@@ -198,6 +218,9 @@ func (w *walker) pathRows(parts []Part, res *Result) []PathRow {
 		// path to the slice's last output.
 		byInst := map[int]int{}
 		for c, inst := range sl.insts {
+			if inst < 0 {
+				continue // replaced (idleCand)
+			}
 			if o, ok := byInst[inst]; !ok || sl.idle[o] && !sl.idle[c] {
 				byInst[inst] = c
 			}

@@ -30,6 +30,9 @@ const (
 type snap struct {
 	t  int64
 	st state
+	// until: with Config.Fast, the instance worked on its own path from t
+	// to until (visits pass 1 left out), at least.
+	until int64
 }
 
 // ringSize is how many departures an instance remembers for the
@@ -93,15 +96,23 @@ func (s *istate) blockedIn(h, e int64) (int64, uint16) {
 }
 
 // lookup is the path state at hand-off time h: the departure snapshot at
-// h (ok), else false.
-func (s *istate) lookup(h int64) (*state, bool) {
+// h (ok, at h), else false. With ext (Config.Fast), else the latest
+// snapshot before h when the instance worked on its own path from it to h
+// (its departure at h was left out in pass 1): at its time.
+func (s *istate) lookup(h int64, ext bool) (*state, int64, bool) {
+	if s.rn == 0 {
+		return nil, 0, false
+	}
 	lo := max(0, s.rn-len(s.ring))
 	at := func(i int) *snap { return &s.ring[i%len(s.ring)] }
 	i := lo + sort.Search(s.rn-lo, func(i int) bool { return at(lo+i).t >= h })
 	if i < s.rn && at(i).t == h {
-		return &at(i).st, true
+		return &at(i).st, h, true
 	}
-	return nil, false
+	if ext && i > lo && h <= at(i-1).until {
+		return &at(i - 1).st, at(i - 1).t, true
+	}
+	return nil, 0, false
 }
 
 // sliceAcc is a slice's candidates: the paths alive at its end.
@@ -287,25 +298,51 @@ func (w *walker) passBoundary(k int) {
 			// the instance's last departure, the rest of the slice waiting
 			// for input (the pipeline idle): the path through the slice's
 			// last output, when this is the furthest downstream.
-			in := int(w.a.input)
-			end := append([]float64(nil), s.st.vec...)
-			end[in] += float64(b - s.d)
-			var start []float64
-			switch pb := w.boundary(k - 1); {
-			case pb >= s.d:
-				start = append([]float64(nil), s.st.vec...)
-				start[in] += float64(pb - s.d)
-			case s.st.bbIdx == k-1:
-				start = s.st.bb
-			}
-			if start != nil {
-				sl.add(w, j, end, start)
-				sl.idle[len(sl.cands)-1] = true
-			}
+			w.idleCand(j, k, false)
 		}
 	}
 	sl.passed = true
 	w.maybeDone(k - 1)
+}
+
+// idleCand is instance j's candidate for slice k-1 should its gap turn
+// out to be waiting: its path to its departure s.d, then input. again:
+// replace the one it has (s.d moved on: Config.Fast).
+func (w *walker) idleCand(j, k int, again bool) {
+	s := &w.insts[j]
+	sl := &w.slices[k-1]
+	b := w.boundary(k)
+	in := int(w.a.input)
+	end := append([]float64(nil), s.st.vec...)
+	end[in] += float64(b - s.d)
+	var start []float64
+	switch pb := w.boundary(k - 1); {
+	case pb >= s.d:
+		start = append([]float64(nil), s.st.vec...)
+		start[in] += float64(pb - s.d)
+	case s.st.bbIdx == k-1:
+		start = s.st.bb
+	}
+	if again {
+		for c := len(sl.insts) - 1; c >= 0; c-- {
+			if sl.insts[c] == j && sl.idle[c] {
+				if start == nil {
+					delete(sl.idle, c)
+					sl.insts[c] = -1 - j // no longer a candidate
+					return
+				}
+				for i := range end {
+					end[i] -= start[i]
+				}
+				sl.cands[c] = end
+				return
+			}
+		}
+	}
+	if start != nil {
+		sl.add(w, j, end, start)
+		sl.idle[len(sl.cands)-1] = true
+	}
 }
 
 func (sl *sliceAcc) add(w *walker, inst int, vec, start []float64) {
@@ -382,7 +419,7 @@ func (w *walker) depart(j int, t int64) {
 	s.open = false
 	s.mode = modeGap
 	s.d = t
-	if s.next == 0 {
+	if s.next == 0 && !w.a.cfg.Fast {
 		return // no instance downstream looks this departure up
 	}
 	if s.rn == len(s.ring) && len(s.ring) < ringSize {
@@ -394,7 +431,68 @@ func (w *walker) depart(j int, t int64) {
 		sn.st = w.newState(t)
 	}
 	sn.st.copyFrom(&s.st)
+	sn.until = math.MaxInt64
 	s.rn++
+}
+
+// onPath (Config.Fast): the instance worked without a break from its
+// departure s.d to t (the visits pass 1 left out): the boundaries pending
+// in that stretch get its own path, and its state moves on to t.
+func (w *walker) onPath(j int, t int64) {
+	s := &w.insts[j]
+	if t <= s.d {
+		return
+	}
+	cat := int(w.a.compute[w.a.opOf[j]])
+	g := gapPath{base: &s.st, alive: math.MinInt64}
+	g.segs[0] = seg{cat, s.st.t, t}
+	g.ns = 1
+	w.resolve(j, &g, t)
+	w.accrue(&s.st, cat, t)
+	s.d = t
+	s.born = true
+	// The boundaries still pending: their candidates should the gap be
+	// waiting start at this departure.
+	for _, k := range s.pend {
+		w.idleCand(j, k, true)
+	}
+	if s.rn > 0 {
+		s.ring[(s.rn-1)%len(s.ring)].until = t
+	}
+}
+
+// resolve gives the boundaries pending in instance j's gap, up to limit,
+// their candidates on the path g.
+func (w *walker) resolve(j int, g *gapPath, limit int64) {
+	s := &w.insts[j]
+	keep := s.pend[:0]
+	for _, k := range s.pend {
+		b := w.boundary(k)
+		if b > limit {
+			keep = append(keep, k)
+			continue
+		}
+		sl := &w.slices[k-1]
+		sl.pending--
+		if b > g.alive {
+			end := g.vecAt(nil, b)
+			var start []float64
+			pb := w.boundary(k - 1)
+			switch {
+			case pb >= g.base.t:
+				start = g.vecAt(nil, pb)
+			case g.base.bbIdx == k-1:
+				start = g.base.bb
+			}
+			if start != nil {
+				sl.add(w, j, end, start)
+			} else {
+				sl.misses++
+			}
+		}
+		w.maybeDone(k - 1)
+	}
+	s.pend = keep
 }
 
 func (w *walker) sliceOf(t int64) int {
@@ -441,7 +539,13 @@ func (w *walker) arrive(v *Visit) {
 	// was busy with earlier tuples (until its previous departure), and a
 	// transfer after. The bound sits on the part that starts at the
 	// hand-off, the other node's record.
-	if v.Up != noHandOff && v.Bucket != noBucket {
+	if w.a.cfg.Fast {
+		// Pass 1 split the hand-off; the instance worked up to its
+		// previous departure.
+		if v.D != noD {
+			w.onPath(j, min(v.D, v.In))
+		}
+	} else if v.Up != noHandOff && v.Bucket != noBucket {
 		var q int64
 		if s.d > v.H {
 			q = min(s.d, v.In) - v.H
@@ -484,10 +588,15 @@ func (w *walker) arrive(v *Visit) {
 		g.ns = 2
 	default:
 		u := &w.insts[v.Up-1]
-		if st, ok := u.lookup(v.H); ok {
+		if st, t, ok := u.lookup(v.H, a.cfg.Fast); ok {
 			g.base = st
 			g.segs[0] = seg{int(v.Link), v.H, v.In}
 			g.ns = 1
+			if t < v.H { // its own work up to the hand-off (Config.Fast)
+				g.segs[1] = g.segs[0]
+				g.segs[0] = seg{int(a.compute[a.opOf[v.Up-1]]), t, v.H}
+				g.ns = 2
+			}
 			g.alive = v.H
 		} else if u.open && u.dep == v.H && v.H >= v.In {
 			// The sender logged its hand-off after the receiver logged
@@ -515,29 +624,7 @@ func (w *walker) arrive(v *Visit) {
 		}
 	}
 	// Boundaries that fell in the gap: their candidates.
-	for _, k := range s.pend {
-		sl := &w.slices[k-1]
-		sl.pending--
-		b := w.boundary(k)
-		if b > g.alive {
-			end := g.vecAt(nil, b)
-			var start []float64
-			pb := w.boundary(k - 1)
-			switch {
-			case pb >= g.base.t:
-				start = g.vecAt(nil, pb)
-			case g.base.bbIdx == k-1:
-				start = g.base.bb
-			}
-			if start != nil {
-				sl.add(w, j, end, start)
-			} else {
-				sl.misses++
-			}
-		}
-		w.maybeDone(k - 1)
-	}
-	s.pend = s.pend[:0]
+	w.resolve(j, &g, math.MaxInt64)
 	// The instance's state at the in: its own path on along the
 	// segments, or the one it waited for.
 	if g.base == &s.st {

@@ -1,0 +1,65 @@
+package critpath
+
+import (
+	"math/rand"
+	"sort"
+	"sync/atomic"
+	"testing"
+)
+
+func TestDepIndex(t *testing.T) {
+	r := rand.New(rand.NewSource(1))
+	for _, n := range []int{0, 1, 63, 64, 65, 1000, 5000} {
+		var budget atomic.Int64
+		budget.Store(1 << 30)
+		x := NewDepIndex(&budget)
+		var vs []uint64
+		v := uint64(1000)
+		for i := 0; i < n; i++ {
+			switch r.Intn(4) {
+			case 0: // equal
+			case 1:
+				v += uint64(r.Intn(1 << 20))
+				if r.Intn(50) == 0 {
+					v += 1 << 40
+				}
+			default:
+				v += uint64(r.Intn(1000))
+			}
+			vs = append(vs, v)
+			if !x.Add(v) {
+				t.Fatal("given up")
+			}
+		}
+		if !x.Done() || x.Len() != n {
+			t.Fatal("done")
+		}
+		cur := 0
+		for k := 0; k < 20000; k++ {
+			q := uint64(r.Int63n(int64(v + 2000)))
+			if k%3 == 0 {
+				cur = r.Intn(n + 1)
+			}
+			i := sort.Search(len(vs), func(i int) bool { return vs[i] >= q }) - 1
+			got, ok := x.Before(q, &cur)
+			if ok != (i >= 0) || ok && got != vs[i] {
+				t.Fatalf("n %d: before %d: %d %v, want %d", n, q, got, ok, i)
+			}
+		}
+	}
+	var budget atomic.Int64
+	budget.Store(1 << 30)
+	x := NewDepIndex(&budget)
+	x.Add(5)
+	if x.Add(4) || x.Done() {
+		t.Fatal("unsorted kept")
+	}
+	budget.Store(100)
+	x = NewDepIndex(&budget)
+	for i := 0; i < 1000; i++ {
+		x.Add(uint64(i * 1000))
+	}
+	if x.Done() {
+		t.Fatal("past the budget kept")
+	}
+}
