@@ -24,7 +24,7 @@ func hugeWords(budget *atomic.Int64) []uint64 {
 	if err != nil {
 		return nil
 	}
-	syscall.Madvise(b, 14) // MADV_HUGEPAGE
+	syscall.Madvise(b, syscall.MADV_HUGEPAGE) // a hint: no error to act on
 	w := unsafe.Slice((*uint64)(unsafe.Pointer(&b[0])), size/8)[:0]
 	return w
 }
