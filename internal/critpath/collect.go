@@ -209,14 +209,18 @@ type Collector struct {
 	links   []int32 // from*channels+to: the link's part + 1 (0: not yet)
 	linkMap map[[2]uint32]uint16
 	pts     []int64
-	parts   []partAdd
-	buf     []Visit
-	enc     []byte // a run, encoded (encode.go)
-	keys    []sortKey
-	tmp     []sortKey
-	runs    []run
-	f       *os.File
-	off     int64
+	// The shapes of the tuples seen (shapeOf), by their channels; the
+	// last one's key, to skip the map when the next tuple has it too.
+	shapes map[string]*shape
+	key    []byte
+	last   *shape
+	buf    []Visit
+	enc    []byte // a run, encoded (encode.go)
+	keys   []sortKey
+	tmp    []sortKey
+	runs   []run
+	f      *os.File
+	off    int64
 
 	tuples, journeys, absorbed, negative uint64
 	lastDep                              int64
@@ -226,12 +230,6 @@ type Collector struct {
 	cur                                  []int   // with Config.Fast: per instance, its index's cursor
 	pend                                 []pendVisit
 	sink                                 uint64
-}
-
-type partAdd struct {
-	part uint16
-	v    int64
-	err  float64
 }
 
 // run is a sorted run of visits: in memory (mem) or in the collector's file.
@@ -290,18 +288,14 @@ func (c *Collector) link(x, y uint32) uint16 {
 // end-to-end latency.
 func (c *Collector) Tuple(evs []Event, e2eErr float64) error {
 	a := c.a
-	chans := a.cfg.Chans
 	n := len(evs)
-	marked := false
 	for i := range evs {
 		if evs[i].Est != evs[i].Est {
 			return nil // a record of an unreachable node: no times
 		}
-		if chans[evs[i].Ch].Inst >= 0 {
-			marked = true
-		}
 	}
-	if !marked {
+	sh := c.shapeOf(evs)
+	if !sh.marked {
 		return nil
 	}
 	c.tuples++
@@ -310,8 +304,7 @@ func (c *Collector) Tuple(evs []Event, e2eErr float64) error {
 		p = append(p, int64(math.Floor(evs[i].Est+0.5)))
 	}
 	c.pts = p
-	last := &chans[evs[n-1].Ch]
-	journey := !(last.Inst >= 0 && last.Role == capacity.RoleIn && a.cfg.Insts[last.Inst].Lineage && n > 1)
+	journey := sh.journey
 	var bk int32 = noBucket
 	if journey {
 		c.journeys++
@@ -319,31 +312,14 @@ func (c *Collector) Tuple(evs []Event, e2eErr float64) error {
 	} else {
 		c.absorbed++
 	}
-	parts := c.parts[:0]
 	for i := 1; i < n; i++ {
 		if p[i] < p[i-1] {
 			c.negative++
 		}
 	}
-	i := 0
-	for i < n {
-		ci := &chans[evs[i].Ch]
-		if ci.Inst < 0 || ci.Role != capacity.RoleIn {
-			// Not a visit: the hop to the next record, unless that is a
-			// visit's in (its visit takes it).
-			if i+1 < n {
-				cn := &chans[evs[i+1].Ch]
-				if !(cn.Inst >= 0 && cn.Role == capacity.RoleIn) {
-					parts = c.plainHop(parts, evs, p, i)
-				}
-			}
-			i++
-			continue
-		}
-		// A visit: its in, then records up to its last out or sent with no
-		// other instance's mark between.
-		inst := ci.Inst
-		op := a.opOf[inst]
+	for k := range sh.visits {
+		sv := &sh.visits[k]
+		i := int(sv.in)
 		// With Config.Fast, the visit is made where it waits for its lookup.
 		var one Visit
 		v := &one
@@ -354,16 +330,143 @@ func (c *Collector) Tuple(evs []Event, e2eErr float64) error {
 			c.pend = c.pend[:len(c.pend)+1]
 			v = &c.pend[len(c.pend)-1].v
 		}
-		*v = Visit{In: p[i], Out: p[i], Dep: p[i], Bucket: bk, Inst: uint16(inst), Up: noHandOff, D: noD}
+		*v = Visit{In: p[i], Out: p[sv.out], Dep: p[sv.end], Bucket: bk, Inst: sv.inst, Up: sv.up, Link: sv.link, Next: sv.next, D: noD}
 		if i > 0 {
-			prev := &chans[evs[i-1].Ch]
 			v.H = p[i-1]
 			v.Err = float32(evs[i].Err)
-			v.Up = 0
-			if prev.Inst >= 0 && prev.Inst != inst && a.cfg.Insts[prev.Inst].HasIn {
-				v.Up = uint16(prev.Inst + 1)
+		}
+		if v.Dep > c.lastDep || !c.hasDep {
+			c.lastDep, c.hasDep = v.Dep, true
+		}
+		c.visits++
+		if a.cfg.Fast {
+			pv := &c.pend[len(c.pend)-1]
+			pv.raw, pv.est, pv.rate, pv.journey = evs[i].Raw, evs[i].Est, a.cfg.Chans[evs[i].Ch].Rate, journey
+			if len(c.pend) == pendBatch {
+				if err := c.flushPend(); err != nil {
+					return err
+				}
 			}
-			v.Link = c.link(evs[i-1].Ch, evs[i].Ch)
+		} else if err := c.add(v); err != nil {
+			return err
+		}
+	}
+	if journey {
+		b := c.buckets.at(bk)
+		b.n++
+		b.e2e += p[n-1] - p[0]
+		b.e2eErr += e2eErr
+		for k, h := range sh.hops {
+			if h.handOff {
+				continue
+			}
+			var err float64
+			if h.err {
+				err = evs[k+1].Err
+			}
+			b.add(h.part, p[k+1]-p[k], err)
+		}
+	}
+	return nil
+}
+
+// shape is what Tuple derives from a tuple's channels alone, the same for
+// every tuple that takes the same way (most take one of a few): its
+// visits, and the part each hop goes to.
+type shape struct {
+	key     string // its channels, 4 bytes each (shapeOf)
+	marked  bool   // a record of an operator instance: else the tuple is not the analysis's
+	journey bool   // its end-to-end latency counts (not absorbed by lineage)
+	hops    []shapeHop
+	visits  []shapeVisit
+}
+
+// shapeHop is the hop from record k to k+1.
+type shapeHop struct {
+	part    uint16
+	err     bool // its bound is the later record's (a transfer between processes)
+	handOff bool // the hand-off to a visit's in: pass 1's lookup (flushPend) or pass 2 splits it
+}
+
+// shapeVisit is a visit: its records (the in, the out: its out, else its
+// sent, else the in; its last) and Visit's fields that the channels say.
+type shapeVisit struct {
+	in, out, end         int32
+	inst, up, link, next uint16
+}
+
+// maxShapes bounds the shapes a collector keeps; past it, a tuple's is
+// derived each time.
+const maxShapes = 4096
+
+// shapeOf is the shape of a tuple with evs' channels.
+func (c *Collector) shapeOf(evs []Event) *shape {
+	key := c.key[:0]
+	for i := range evs {
+		ch := evs[i].Ch
+		key = append(key, byte(ch), byte(ch>>8), byte(ch>>16), byte(ch>>24))
+	}
+	c.key = key
+	if c.last != nil && string(key) == c.last.key {
+		return c.last
+	}
+	sh, ok := c.shapes[string(key)]
+	if !ok {
+		sh = c.deriveShape(evs)
+		if len(c.shapes) >= maxShapes {
+			return sh
+		}
+		if c.shapes == nil {
+			c.shapes = map[string]*shape{}
+		}
+		sh.key = string(key)
+		c.shapes[sh.key] = sh
+	}
+	c.last = sh
+	return sh
+}
+
+// deriveShape works a shape out from the channels.
+func (c *Collector) deriveShape(evs []Event) *shape {
+	a := c.a
+	chans := a.cfg.Chans
+	n := len(evs)
+	sh := &shape{hops: make([]shapeHop, max(n-1, 0))}
+	for i := range evs {
+		if chans[evs[i].Ch].Inst >= 0 {
+			sh.marked = true
+		}
+	}
+	last := &chans[evs[n-1].Ch]
+	sh.journey = !(last.Inst >= 0 && last.Role == capacity.RoleIn && a.cfg.Insts[last.Inst].Lineage && n > 1)
+	isIn := func(k int) bool { ck := &chans[evs[k].Ch]; return ck.Inst >= 0 && ck.Role == capacity.RoleIn }
+	for k := 0; k+1 < n; k++ {
+		if isIn(k + 1) {
+			sh.hops[k].handOff = true
+		}
+	}
+	i := 0
+	for i < n {
+		ci := &chans[evs[i].Ch]
+		if !isIn(i) {
+			if i+1 < n && !isIn(i+1) {
+				sh.hops[i] = c.plainHop(evs, i)
+			}
+			i++
+			continue
+		}
+		// A visit: its in, then records up to its last out or sent with no
+		// other instance's mark between.
+		inst := ci.Inst
+		op := a.opOf[inst]
+		sv := shapeVisit{in: int32(i), out: int32(i), inst: uint16(inst), up: noHandOff}
+		if i > 0 {
+			prev := &chans[evs[i-1].Ch]
+			sv.up = 0
+			if prev.Inst >= 0 && prev.Inst != inst && a.cfg.Insts[prev.Inst].HasIn {
+				sv.up = uint16(prev.Inst + 1)
+			}
+			sv.link = c.link(evs[i-1].Ch, evs[i].Ch)
 		}
 		end, out, sent := i, -1, -1
 		for k := i + 1; k < n; k++ {
@@ -386,64 +489,34 @@ func (c *Collector) Tuple(evs []Event, e2eErr float64) error {
 		}
 		switch {
 		case out >= 0:
-			v.Out = p[out]
+			sv.out = int32(out)
 		case sent >= 0:
-			v.Out = p[sent]
+			sv.out = int32(sent)
 		}
-		v.Dep = p[end]
-		if end+1 < n {
-			cn := &chans[evs[end+1].Ch]
-			if cn.Inst >= 0 && cn.Role == capacity.RoleIn {
-				v.Next = uint16(cn.Inst + 1)
-			}
+		sv.end = int32(end)
+		if end+1 < n && isIn(end+1) {
+			sv.next = uint16(chans[evs[end+1].Ch].Inst + 1)
 		}
 		// The visit's hops: its own work, except out..sent: blocked by the
 		// next operator (its queue), when the tuple goes to one.
 		for k := i + 1; k <= end; k++ {
-			seg := p[k] - p[k-1]
+			h := shapeHop{part: a.compute[op]}
 			if out >= 0 && k > out && chans[evs[k].Ch].Role == capacity.RoleSent {
-				if v.Next != 0 {
-					parts = append(parts, partAdd{a.queue[a.opOf[v.Next-1]], seg, 0})
-				} else {
-					parts = append(parts, partAdd{a.other, seg, 0})
-				}
-				continue
-			}
-			parts = append(parts, partAdd{a.compute[op], seg, 0})
-		}
-		if v.Dep > c.lastDep || !c.hasDep {
-			c.lastDep, c.hasDep = v.Dep, true
-		}
-		c.visits++
-		next := v.Next // v is in c.pend, which a flush reuses
-		if a.cfg.Fast {
-			pv := &c.pend[len(c.pend)-1]
-			pv.raw, pv.est, pv.rate, pv.journey = evs[i].Raw, evs[i].Est, chans[evs[i].Ch].Rate, journey
-			if len(c.pend) == pendBatch {
-				if err := c.flushPend(); err != nil {
-					return err
+				h.part = a.other
+				if sv.next != 0 {
+					h.part = a.queue[a.opOf[sv.next-1]]
 				}
 			}
-		} else if err := c.add(v); err != nil {
-			return err
+			sh.hops[k-1] = h
 		}
+		sh.visits = append(sh.visits, sv)
 		// The hop after the visit, unless it is the next visit's in.
-		if end+1 < n && next == 0 {
-			parts = c.plainHop(parts, evs, p, end)
+		if end+1 < n && sv.next == 0 {
+			sh.hops[end] = c.plainHop(evs, end)
 		}
 		i = end + 1
 	}
-	c.parts = parts
-	if journey {
-		b := c.buckets.at(bk)
-		b.n++
-		b.e2e += p[n-1] - p[0]
-		b.e2eErr += e2eErr
-		for _, pa := range parts {
-			b.add(pa.part, pa.v, pa.err)
-		}
-	}
-	return nil
+	return sh
 }
 
 // pendVisit is a visit whose previous departure pass 1 has yet to look
@@ -524,24 +597,23 @@ func (c *Collector) flushPend() error {
 
 // plainHop is the hop from record i to i+1 when i+1 starts no visit: a
 // transfer between processes, else other.
-func (c *Collector) plainHop(parts []partAdd, evs []Event, p []int64, i int) []partAdd {
+func (c *Collector) plainHop(evs []Event, i int) shapeHop {
 	a := c.a
 	chans := a.cfg.Chans
-	seg := p[i+1] - p[i]
 	x, y := &chans[evs[i].Ch], &chans[evs[i+1].Ch]
 	if x.Inst >= 0 && x.Inst == y.Inst && x.Role == capacity.RoleOut && y.Role == capacity.RoleSent {
 		// A source blocked handing the tuple on: the queue of the operator
 		// it goes to next.
 		if i+2 < len(evs) {
 			if z := &chans[evs[i+2].Ch]; z.Inst >= 0 && z.Role == capacity.RoleIn {
-				return append(parts, partAdd{a.queue[a.opOf[z.Inst]], seg, 0})
+				return shapeHop{part: a.queue[a.opOf[z.Inst]]}
 			}
 		}
 	}
 	if x.Proc != y.Proc {
-		return append(parts, partAdd{c.link(evs[i].Ch, evs[i+1].Ch), seg, evs[i+1].Err})
+		return shapeHop{part: c.link(evs[i].Ch, evs[i+1].Ch), err: true}
 	}
-	return append(parts, partAdd{a.other, seg, 0})
+	return shapeHop{part: a.other}
 }
 
 // add keeps a visit, sorting and spilling a full buffer as a run.
