@@ -31,8 +31,8 @@
 // participation. Times are integer reference cycles, so a tuple's parts
 // add up to its end-to-end latency exactly.
 //
-// With Config.Fast (prototype: every instance that marks its in marks no
-// sent, and its departures' counters, indexed while decoding (DepIndex),
+// With Config.Fast (every instance that marks its in marks no sent, and
+// its departures' counters, indexed while decoding (DepIndex), climb and
 // fit a quarter of the budget), pass 1 finds each in's previous departure
 // itself: the latest departure counter below the in's, translated at the
 // node's rate from the in's estimate. It splits the hop there and keeps
