@@ -74,6 +74,10 @@ func TestCritPathFastMatchesSlow(t *testing.T) {
 	slow, fast := run("slow", true), run("fast", false)
 	require.Equal(t, slow.Tuples, fast.Tuples)
 	require.Equal(t, slow.Visits, fast.Visits)
+	// The fast path was taken: pass 2 walked only the visits that waited.
+	require.Equal(t, slow.Visits, slow.Walked)
+	require.Less(t, fast.Walked, fast.Visits*3/4) // the sink waits for every tuple, the operator for the first of a burst
+	t.Logf("visits %d; walked in pass 2: %d without the indexes, %d with them", slow.Visits, slow.Walked, fast.Walked)
 	require.Equal(t, slow.Slices, fast.Slices)
 	require.Equal(t, slow.Inconsistent, fast.Inconsistent)
 	require.Equal(t, len(slow.Path), len(fast.Path))

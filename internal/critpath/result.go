@@ -44,11 +44,14 @@ type Result struct {
 	Breakdown []BreakdownRow
 	// What was read.
 	Tuples, Journeys, Absorbed, Visits uint64
-	Negative                           uint64 // hops whose later record has the smaller estimate
-	Slices, Inconsistent               int
-	SpilledBytes                       int64
-	AddUp                              bool // every group's parts add up to its end-to-end latency exactly
-	Note                               string
+	// Walked is the visits pass 2 walked: all of them, or (Config.Fast)
+	// those where an instance waited or departed after its out.
+	Walked               uint64
+	Negative             uint64 // hops whose later record has the smaller estimate
+	Slices, Inconsistent int
+	SpilledBytes         int64
+	AddUp                bool // every group's parts add up to its end-to-end latency exactly
+	Note                 string
 }
 
 // Abort drops the analysis (a join that runs again): its spill goes.
@@ -101,6 +104,9 @@ func (a *Analysis) Finish(t0 float64) (*Result, error) {
 			c.runs = append(c.runs, run{mem: c.buf, n: len(c.buf)})
 		}
 		runs = append(runs, c.runs...)
+		for _, r := range c.runs {
+			res.Walked += uint64(r.n)
+		}
 		res.SpilledBytes += c.off
 	}
 	for _, c := range a.cols {

@@ -36,8 +36,11 @@ func (r *Result) WriteText(w io.Writer) error {
 	} else {
 		fmt.Fprintln(w, "parts DO NOT add up: in some group the parts' sum differs from the end-to-end latency (breakdown.csv's total_cycles)")
 	}
-	fmt.Fprintf(w, "tuples %d, journeys %d, absorbed by lineage %d, visits %d, spilled %s\n",
-		r.Tuples, r.Journeys, r.Absorbed, r.Visits, txtBytes(r.SpilledBytes))
+	fmt.Fprintf(w, "tuples %d, journeys %d, absorbed by lineage %d, visits %d (walked in pass 2: %d), spilled %s\n",
+		r.Tuples, r.Journeys, r.Absorbed, r.Visits, r.Walked, txtBytes(r.SpilledBytes))
+	if r.Walked < r.Visits {
+		fmt.Fprintln(w, "  each in's previous departure was looked up in pass 1: pass 2 walked only the visits where an instance waited")
+	}
 	if r.Negative > 0 {
 		fmt.Fprintf(w, "  %d hop(s) whose later record has the smaller estimate (negative parts)\n", r.Negative)
 	}

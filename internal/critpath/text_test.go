@@ -47,7 +47,7 @@ func textResult() *Result {
 			bd("median", 4, 200, 4, "queue", "B", 10, 0.05, 0, 40),
 			bd("all", 200, 210, 4, "end-to-end", "", 210, 1, 4, 42000),
 		},
-		Tuples: 210, Journeys: 200, Absorbed: 10, Visits: 400, Slices: 2, Inconsistent: 1, SpilledBytes: 3 << 20, AddUp: true,
+		Tuples: 210, Journeys: 200, Absorbed: 10, Visits: 400, Walked: 400, Slices: 2, Inconsistent: 1, SpilledBytes: 3 << 20, AddUp: true,
 	}
 }
 
@@ -95,7 +95,14 @@ func TestWriteText(t *testing.T) {
 	}
 
 	require.Contains(t, txt, "parts add up exactly")
-	require.Contains(t, txt, "tuples 210, journeys 200, absorbed by lineage 10, visits 400, spilled 3.0 MiB (3145728 bytes)\n")
+	require.Contains(t, txt, "tuples 210, journeys 200, absorbed by lineage 10, visits 400 (walked in pass 2: 400), spilled 3.0 MiB (3145728 bytes)\n")
+	require.NotContains(t, txt, "looked up in pass 1")
+	res.Walked = 12
+	b.Reset()
+	require.NoError(t, res.WriteText(&b))
+	txt = b.String()
+	require.Contains(t, txt, "visits 400 (walked in pass 2: 12)")
+	require.Contains(t, txt, "each in's previous departure was looked up in pass 1")
 
 	// Not adding up, a note, no bounds, nothing negative: said so.
 	res.AddUp = false
