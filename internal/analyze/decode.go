@@ -133,13 +133,8 @@ func (a *analysis) decodeFile(ch int, pw *partWriter, alias lineageMap) (uint64,
 				lo, hi = min(lo, r.TSC), max(hi, r.TSC)
 			}
 		}
-		if dep != nil {
-			for _, r := range rs {
-				if !dep.Add(r.TSC) {
-					dep = nil // given up: Done says so
-					break
-				}
-			}
+		if dep != nil && !dep.AddRecords(rs) {
+			dep = nil // given up: Done says so
 		}
 		n += uint64(len(rs))
 		a.progress.records.Add(uint64(len(rs)))

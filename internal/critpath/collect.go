@@ -374,9 +374,9 @@ func (c *Collector) Tuple(evs []Event, e2eErr float64) error {
 // every tuple that takes the same way (most take one of a few): its
 // visits, and the part each hop goes to.
 type shape struct {
-	key     string // its channels, 4 bytes each (shapeOf)
-	marked  bool   // a record of an operator instance: else the tuple is not the analysis's
-	journey bool   // its end-to-end latency counts (not absorbed by lineage)
+	chans   []uint32 // its channels
+	marked  bool     // a record of an operator instance: else the tuple is not the analysis's
+	journey bool     // its end-to-end latency counts (not absorbed by lineage)
 	hops    []shapeHop
 	visits  []shapeVisit
 }
@@ -401,15 +401,21 @@ const maxShapes = 4096
 
 // shapeOf is the shape of a tuple with evs' channels.
 func (c *Collector) shapeOf(evs []Event) *shape {
+	if l := c.last; l != nil && len(l.chans) == len(evs) {
+		same := true
+		for i := range evs {
+			same = same && evs[i].Ch == l.chans[i]
+		}
+		if same {
+			return l
+		}
+	}
 	key := c.key[:0]
 	for i := range evs {
 		ch := evs[i].Ch
 		key = append(key, byte(ch), byte(ch>>8), byte(ch>>16), byte(ch>>24))
 	}
 	c.key = key
-	if c.last != nil && string(key) == c.last.key {
-		return c.last
-	}
 	sh, ok := c.shapes[string(key)]
 	if !ok {
 		sh = c.deriveShape(evs)
@@ -419,8 +425,7 @@ func (c *Collector) shapeOf(evs []Event) *shape {
 		if c.shapes == nil {
 			c.shapes = map[string]*shape{}
 		}
-		sh.key = string(key)
-		c.shapes[sh.key] = sh
+		c.shapes[string(key)] = sh
 	}
 	c.last = sh
 	return sh
@@ -431,7 +436,10 @@ func (c *Collector) deriveShape(evs []Event) *shape {
 	a := c.a
 	chans := a.cfg.Chans
 	n := len(evs)
-	sh := &shape{hops: make([]shapeHop, max(n-1, 0))}
+	sh := &shape{hops: make([]shapeHop, max(n-1, 0)), chans: make([]uint32, n)}
+	for i := range evs {
+		sh.chans[i] = evs[i].Ch
+	}
 	for i := range evs {
 		if chans[evs[i].Ch].Inst >= 0 {
 			sh.marked = true

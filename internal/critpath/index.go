@@ -2,6 +2,8 @@ package critpath
 
 import (
 	"math/bits"
+
+	"cloudprofiler/internal/logfile"
 	"runtime"
 	"sync/atomic"
 )
@@ -59,6 +61,24 @@ func (x *DepIndex) Add(tsc uint64) bool {
 	}
 	x.blk[x.nb] = tsc
 	x.nb++
+	return true
+}
+
+// AddRecords appends the records' counters in file order (Add's, in a
+// loop that appends to the open block without a call); false when the
+// index is given up.
+func (x *DepIndex) AddRecords(rs []logfile.Record) bool {
+	for i := range rs {
+		tsc := rs[i].TSC
+		if n := x.nb; n > 0 && n < depMax && tsc >= x.blk[n-1] && (n+1)*bits.Len64(tsc-x.blk[0]) <= 512 && !x.bad {
+			x.blk[n] = tsc
+			x.nb = n + 1
+			continue
+		}
+		if !x.Add(tsc) {
+			return false
+		}
+	}
 	return true
 }
 

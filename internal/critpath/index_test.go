@@ -5,6 +5,10 @@ import (
 	"sort"
 	"sync/atomic"
 	"testing"
+
+	"cloudprofiler/internal/logfile"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestDepIndex(t *testing.T) {
@@ -62,4 +66,31 @@ func TestDepIndex(t *testing.T) {
 	if x.Done() {
 		t.Fatal("past the budget kept")
 	}
+}
+
+// AddRecords gives the index Add gives.
+func TestDepIndexAddRecords(t *testing.T) {
+	r := rand.New(rand.NewSource(3))
+	var rs []logfile.Record
+	tsc := uint64(1 << 40)
+	for i := 0; i < 100000; i++ {
+		tsc += uint64(r.ExpFloat64() * float64([]int{10, 1000, 1 << 20}[i/20000%3]))
+		rs = append(rs, logfile.Record{TupleID: int64(i), TSC: tsc})
+	}
+	one, all := NewDepIndex(nil), NewDepIndex(nil)
+	for _, rec := range rs {
+		require.True(t, one.Add(rec.TSC))
+	}
+	for k := 0; k < len(rs); k += 777 {
+		require.True(t, all.AddRecords(rs[k:min(k+777, len(rs))]))
+	}
+	require.True(t, one.Done())
+	require.True(t, all.Done())
+	require.Equal(t, one.first, all.first)
+	require.Equal(t, one.meta, all.meta)
+	require.Equal(t, one.words, all.words)
+	// Counters that go back give the index up.
+	bad := NewDepIndex(nil)
+	require.False(t, bad.AddRecords([]logfile.Record{{TSC: 5}, {TSC: 9}, {TSC: 7}}))
+	require.False(t, bad.Done())
 }
