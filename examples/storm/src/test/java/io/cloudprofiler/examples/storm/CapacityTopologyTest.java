@@ -72,8 +72,17 @@ class CapacityTopologyTest {
     final Map<String, Map<String, Map<Long, Long>>> marks = new TreeMap<>();
     double hz;
 
+    /**
+     * How many times the measurement is made at most: again when the two
+     * measurements disagree on a machine that stayed steady by the
+     * scheduler's account (a stall of the machine in gen maxrate's search
+     * or in the logged run moves one of them, the analysis of the logs
+     * being the same); the last attempt is what the tests check.
+     */
+    static final int ATTEMPTS = 2;
+
     @BeforeAll
-    @Timeout(300)
+    @Timeout(600)
     @SuppressWarnings("try") // LocalCluster.close() throws Exception
     void measure() throws Exception {
         tool = Path.of(System.getProperty("cloudprofiler.tool", "../../build/cloudprofiler")).toAbsolutePath();
@@ -81,45 +90,84 @@ class CapacityTopologyTest {
         String dir = System.getenv("CP_LOG_DIR");
         assertNotNull(dir, "Surefire sets CP_LOG_DIR (pom.xml)");
         Path cpLogDir = Path.of(dir);
-        // This run's directory (pom.xml: target/storm-runs/<time>/), beside cp-logs: its own,
-        // so that the other tests find CP_LOG_DIR as they expect it.
-        Path runDir = cpLogDir.resolveSibling("capacity");
+        long t0 = System.nanoTime();
+        LocalCluster.Builder builder = new LocalCluster.Builder()
+                .withDaemonConf(Config.SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS, 1);
+        try (LocalCluster cluster = builder.build()) {
+            System.out.printf(PREFIX + " LocalCluster up %.1f s%n", (System.nanoTime() - t0) / 1e9);
+            for (int attempt = 1; ; attempt++) {
+                // This attempt's directory (pom.xml: target/storm-runs/<time>/), beside cp-logs: its
+                // own, so that the other tests find CP_LOG_DIR as they expect it.
+                Path runDir = cpLogDir.resolveSibling(attempt == 1 ? "capacity" : "capacity-" + attempt);
+                measureOnce(cluster, cpLogDir, runDir, TOPOLOGY + "-" + attempt);
+                String why = disagreement();
+                if (why == null || attempt == ATTEMPTS) break;
+                System.out.println(PREFIX + " attempt " + attempt + ": " + why + " (more than " + Math.round(100 * TOLERANCE)
+                        + "% apart on a steady machine): measuring again, with a new topology");
+            }
+        }
+    }
+
+    /**
+     * One measurement: the topology, its marks paused during gen maxrate
+     * (the channels stay open and empty), then one logged run (no second
+     * topology starting beside the first one's end), its kill, and
+     * analyze over the logs moved to runDir.
+     */
+    void measureOnce(LocalCluster cluster, Path cpLogDir, Path runDir, String name) throws Exception {
         logDir = runDir.resolve("cp-logs");
         outDir = runDir.resolve("analysis");
         Files.createDirectories(logDir);
         Probes.reset();
-        long t0 = System.nanoTime();
-        LocalCluster.Builder builder = new LocalCluster.Builder()
-                .withDaemonConf(Config.SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS, 1);
-        // One topology, its marks paused during gen maxrate (the channels stay open and
-        // empty), then one logged run: no second topology starting beside the first one's end.
-        try (LocalCluster cluster = builder.build()) {
-            long tUp = System.nanoTime();
-            Set<Path> before = cplogs(cpLogDir);
-            Probes.pause(true);
-            ObjectFactory<Values> f = submit(cluster, TOPOLOGY, true);
-            long tMax = 0;
-            try {
-                String to = "127.0.0.1:" + f.port();
-                runMaxrate(to);
-                tMax = System.nanoTime();
-                runLogged(to);
-            } finally {
-                Probes.pause(false);
-                kill(cluster, TOPOLOGY, f);
-            }
-            for (Path file : cplogs(cpLogDir)) {
-                if (!before.contains(file)) Files.move(file, logDir.resolve(file.getFileName()));
-            }
-            System.out.printf("[storm capacity] LocalCluster up %.1f s, topology up, warm-up and maxrate %.1f s, logged run %.1f s%n",
-                    (tUp - t0) / 1e9, (tMax - tUp) / 1e9, (System.nanoTime() - tMax) / 1e9);
+        marks.clear();
+        schedMaxrate = schedLogged = null;
+        long tUp = System.nanoTime();
+        Set<Path> before = cplogs(cpLogDir);
+        Probes.pause(true);
+        ObjectFactory<Values> f = submit(cluster, name, true);
+        long tMax = 0;
+        try {
+            String to = "127.0.0.1:" + f.port();
+            runMaxrate(to);
+            tMax = System.nanoTime();
+            runLogged(to);
+        } finally {
+            Probes.pause(false);
+            kill(cluster, name, f);
         }
+        for (Path file : cplogs(cpLogDir)) {
+            if (!before.contains(file)) Files.move(file, logDir.resolve(file.getFileName()));
+        }
+        System.out.printf(PREFIX + " topology up, warm-up and maxrate %.1f s, logged run %.1f s%n",
+                (tMax - tUp) / 1e9, (System.nanoTime() - tMax) / 1e9);
         assertEquals(List.of(), List.copyOf(Probes.ERRORS), "instrumentation errors");
         assertEquals(0, Probes.LOG_FAILURES.get(), "logTS failures");
         long t1 = System.nanoTime();
         run(List.of(tool.toString(), "analyze", "--logs", logDir.toString(), "--out", outDir.toString(), "--no-durations"), 0);
-        System.out.printf("[storm capacity] analyze %.1f s: %s%n", (System.nanoTime() - t1) / 1e9, outDir);
+        System.out.printf(PREFIX + " analyze %.1f s: %s%n", (System.nanoTime() - t1) / 1e9, outDir);
         readMarks();
+    }
+
+    /**
+     * Why this measurement's two answers disagree: the score bolt's
+     * service rate from the marks, or capacity.csv's prediction, more than
+     * {@link #TOLERANCE} from gen maxrate's; null when they agree, or when
+     * the machine changed between them (the tests report that).
+     */
+    String disagreement() throws IOException {
+        if (schedMaxrate != null && schedLogged != null && Math.abs(schedLogged / schedMaxrate - 1) > STEADY) return null;
+        double score = serviceRate(SCORE);
+        if (Math.abs(score / maxRate - 1) > TOLERANCE) {
+            return String.format("the score bolt's service rate %.0f/s against gen maxrate's %.0f/s", score, maxRate);
+        }
+        Map<String, String> b = bottleneckRow(outDir.resolve("capacity.csv"), new StringBuilder());
+        if (b != null && SCORE.equals(b.get("operator"))) {
+            double predicted = Double.parseDouble(b.get("max_source_rate"));
+            if (Math.abs(predicted / maxRate - 1) > TOLERANCE) {
+                return String.format("capacity.csv's max_source_rate %.0f/s against gen maxrate's %.0f/s", predicted, maxRate);
+            }
+        }
+        return null;
     }
 
     /** Step 1 (marks paused): a warm-up, then gen maxrate against the topology's factory. */
@@ -223,10 +271,32 @@ class CapacityTopologyTest {
         Path csv = outDir.resolve("capacity.csv");
         Assumptions.assumeTrue(Files.exists(csv), "analyze wrote no capacity.csv: its capacity analysis is not in "
                 + tool + " yet (the marks' own check above still ran)");
+        StringBuilder windows = new StringBuilder();
+        Map<String, String> bottleneck = bottleneckRow(csv, windows);
+        System.out.println("[storm capacity] capacity.csv " + SCORE + " service_rate per window:" + windows);
+        assertNotNull(bottleneck, "no operator row of the whole run is the bottleneck in " + csv);
+        assertEquals(SCORE, bottleneck.get("operator"));
+        double predicted = Double.parseDouble(bottleneck.get("max_source_rate"));
+        System.out.printf("[storm capacity] capacity.csv: bottleneck %s, max_source_rate %.0f tuples/s vs gen maxrate %.0f:"
+                + " %+.1f%%%n", bottleneck.get("operator"), predicted, maxRate, 100 * (predicted / maxRate - 1));
+        double ours = serviceRate(SCORE), theirs = Double.parseDouble(bottleneck.get("service_rate"));
+        assertTrue(Math.abs(theirs / ours - 1) < 1e-3, "capacity.csv's service rate " + theirs + " vs " + ours);
+        assumeSteadyMachine();
+        assertTrue(Math.abs(predicted / maxRate - 1) <= TOLERANCE, "capacity.csv predicts " + predicted
+                + " tuples/s, maxrate found " + maxRate + "\n" + maxrateCommand + "\n" + maxrateOut);
+    }
+
+    /**
+     * capacity.csv's whole-run operator row marked as the bottleneck (null:
+     * none; a file without capacity.csv: null), printing the whole-run
+     * operator rows; the score bolt's per-window service rates go to
+     * windows. Two bottleneck rows fail the test.
+     */
+    static Map<String, String> bottleneckRow(Path csv, StringBuilder windows) throws IOException {
+        if (!Files.exists(csv)) return null;
         List<String> lines = Files.readAllLines(csv);
         List<String> head = List.of(lines.get(0).split(",", -1));
         Map<String, String> bottleneck = null;
-        StringBuilder windows = new StringBuilder();
         for (String line : lines.subList(1, lines.size())) {
             String[] f = line.split(",", -1); // no field is quoted: names [a-z], instances node/pid/task
             assertEquals(head.size(), f.length, line);
@@ -248,17 +318,7 @@ class CapacityTopologyTest {
                 bottleneck = r;
             }
         }
-        System.out.println("[storm capacity] capacity.csv " + SCORE + " service_rate per window:" + windows);
-        assertNotNull(bottleneck, "no operator row of the whole run is the bottleneck in " + csv);
-        assertEquals(SCORE, bottleneck.get("operator"));
-        double predicted = Double.parseDouble(bottleneck.get("max_source_rate"));
-        System.out.printf("[storm capacity] capacity.csv: bottleneck %s, max_source_rate %.0f tuples/s vs gen maxrate %.0f:"
-                + " %+.1f%%%n", bottleneck.get("operator"), predicted, maxRate, 100 * (predicted / maxRate - 1));
-        double ours = serviceRate(SCORE), theirs = Double.parseDouble(bottleneck.get("service_rate"));
-        assertTrue(Math.abs(theirs / ours - 1) < 1e-3, "capacity.csv's service rate " + theirs + " vs " + ours);
-        assumeSteadyMachine();
-        assertTrue(Math.abs(predicted / maxRate - 1) <= TOLERANCE, "capacity.csv predicts " + predicted
-                + " tuples/s, maxrate found " + maxRate + "\n" + maxrateCommand + "\n" + maxrateOut);
+        return bottleneck;
     }
 
     // ---- the marks, from the raw records
