@@ -92,8 +92,17 @@ class CapacityJobTest {
     long[] scoreOrder;
     double hz;
 
+    /**
+     * How many times the measurement is made at most: again (a new job)
+     * when the two measurements disagree on a machine that stayed steady by
+     * the scheduler's account (a stall of the machine in gen maxrate's
+     * search or in the logged run moves one of them, the analysis of the
+     * logs being the same); the last attempt is what the tests check.
+     */
+    static final int ATTEMPTS = 2;
+
     @BeforeAll
-    @Timeout(240)
+    @Timeout(480)
     void measure() throws Exception {
         tool = System.getProperty("cloudprofiler.tool");
         assertNotNull(tool, "the pom passes -Dcloudprofiler.tool");
@@ -101,11 +110,52 @@ class CapacityJobTest {
         String dir = System.getenv("CP_LOG_DIR");
         assertNotNull(dir, "the pom sets CP_LOG_DIR for the test JVM");
         Path cpLogDir = Path.of(dir);
-        runDir = Path.of(System.getProperty("cloudprofiler.example.capacity", "target/capacity"));
-        ProfiledJobTest.deleteTree(runDir.toAbsolutePath());
+        Path base = Path.of(System.getProperty("cloudprofiler.example.capacity", "target/capacity"));
+        ProfiledJobTest.deleteTree(base.toAbsolutePath());
+        for (int attempt = 1; ; attempt++) {
+            runDir = attempt == 1 ? base : base.resolveSibling(base.getFileName() + "-" + attempt);
+            if (attempt > 1) ProfiledJobTest.deleteTree(runDir.toAbsolutePath()); // an earlier run's
+            measureOnce(cpLogDir);
+            String why = disagreement();
+            if (why == null || attempt == ATTEMPTS) break;
+            System.out.println(PREFIX + " attempt " + attempt + ": " + why + " (more than " + Math.round(100 * TOLERANCE)
+                    + "% apart on a steady machine): measuring again, with a new job");
+        }
+    }
+
+    /**
+     * Why this measurement's two answers disagree: the score operator's
+     * service rate from the marks, or capacity.csv's prediction, more than
+     * {@link #TOLERANCE} from gen maxrate's; null when they agree, or when
+     * the machine changed between them (the tests report that).
+     */
+    String disagreement() throws IOException {
+        if (schedMaxrate != null && schedLogged != null && Math.abs(schedLogged / schedMaxrate - 1) > STEADY) return null;
+        double score = serviceRate(SCORE);
+        if (Math.abs(score / maxRate - 1) > TOLERANCE) {
+            return String.format("the score operator's service rate %.0f/s against gen maxrate's %.0f/s", score, maxRate);
+        }
+        Path csv = outDir.resolve("capacity.csv");
+        if (!Files.exists(csv)) return null;
+        for (Map<String, String> r : readCsv(csv)) {
+            if (r.get("level").equals("operator") && r.get("window").equals("-1") && r.get("bottleneck").equals("true")
+                    && r.get("operator").equals(SCORE)) {
+                double predicted = Double.parseDouble(r.get("max_source_rate"));
+                if (Math.abs(predicted / maxRate - 1) > TOLERANCE) {
+                    return String.format("capacity.csv's max_source_rate %.0f/s against gen maxrate's %.0f/s", predicted, maxRate);
+                }
+            }
+        }
+        return null;
+    }
+
+    /** One measurement into runDir: the job, gen maxrate, the logged run, analyze. */
+    void measureOnce(Path cpLogDir) throws Exception {
         logDir = runDir.resolve("cp-logs");
         outDir = runDir.resolve("analysis");
         Files.createDirectories(logDir);
+        marks.clear();
+        schedMaxrate = schedLogged = null;
 
         // One job, its marks paused during gen maxrate (the channels stay open and
         // empty), then one logged run: no second job starting beside the first one's end
