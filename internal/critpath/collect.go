@@ -229,6 +229,7 @@ type Collector struct {
 	instDep                              []int64 // with Config.Fast: per instance, its last departure (noD: none)
 	cur                                  []int   // with Config.Fast: per instance, its index's cursor
 	pend                                 []pendVisit
+	ov                                   overhead // with Config.Fast: the hand-off overheads pass 1 saw
 	sink                                 uint64
 }
 
@@ -578,6 +579,9 @@ func (c *Collector) flushPend() error {
 			raw := a.cfg.Insts[j].Deps.inBlock(p.block, p.raw)
 			d := p.est - float64(p.raw-raw)*p.rate
 			v.D = min(int64(math.Floor(d+0.5)), v.In)
+			if v.Up != noHandOff && v.H <= v.D {
+				c.ov.add(len(a.cfg.Insts), j, v.In-v.D)
+			}
 		}
 		if v.Up != noHandOff && p.journey {
 			var q int64

@@ -44,6 +44,12 @@ type Result struct {
 	Breakdown []BreakdownRow
 	// What was read.
 	Tuples, Journeys, Absorbed, Visits uint64
+	// Overhead is, per instance (Config.Insts), the mean reference cycles
+	// from its previous departure to its next in when that tuple was
+	// already queued (NaN: never seen), over OverheadN such visits: what a
+	// busy instance spends per tuple outside its own service time.
+	Overhead  []float64
+	OverheadN []uint64
 	// Walked is the visits pass 2 walked: all of them, or (Config.Fast)
 	// those where an instance waited or departed after its out.
 	Walked               uint64
@@ -137,6 +143,16 @@ func (a *Analysis) Finish(t0 float64) (*Result, error) {
 		}
 		w.advance(w.tend)
 		w.advance(math.MaxInt64)
+		for _, c := range a.cols {
+			w.ov.merge(&c.ov)
+		}
+		res.Overhead, res.OverheadN = make([]float64, len(a.cfg.Insts)), make([]uint64, len(a.cfg.Insts))
+		for j := range res.Overhead {
+			res.Overhead[j] = math.NaN()
+			if w.ov.n != nil && w.ov.n[j] > 0 {
+				res.Overhead[j], res.OverheadN[j] = w.ov.sum[j]/float64(w.ov.n[j]), w.ov.n[j]
+			}
+		}
 		if a.cfg.Fast {
 			// Each instance worked on up to its last departure (visits
 			// pass 1 left out).

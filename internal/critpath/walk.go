@@ -186,7 +186,8 @@ func (h *eventHeap) pop() event {
 // walker is pass 2.
 type walker struct {
 	a       *Analysis
-	k       int // categories
+	ov      overhead // without Config.Fast: the hand-off overheads
+	k       int      // categories
 	t0      int64
 	width   int64
 	n       int // slices
@@ -545,7 +546,10 @@ func (w *walker) arrive(v *Visit) {
 		if v.D != noD {
 			w.onPath(j, min(v.D, v.In))
 		}
-	} else if v.Up != noHandOff && v.Bucket != noBucket {
+	} else if v.Up != noHandOff && s.born && v.H <= s.d && s.d <= v.In {
+		w.ov.add(len(w.insts), j, v.In-s.d)
+	}
+	if !w.a.cfg.Fast && v.Up != noHandOff && v.Bucket != noBucket {
 		var q int64
 		if s.d > v.H {
 			q = min(s.d, v.In) - v.H
@@ -656,4 +660,34 @@ func (w *walker) jump(s *istate, g *gapPath, in int64) {
 	w.scratch = g.vecAt(w.scratch, in)
 	copy(s.st.vec, w.scratch)
 	s.st.t = in
+}
+
+// overhead sums, per instance, the time from its previous departure to
+// its next in when the tuple was already queued (its hand-off no later
+// than that departure): what an instance busy with a backlog spends per
+// tuple outside its own service time (taking the next tuple, the marks).
+type overhead struct {
+	sum []float64
+	n   []uint64
+}
+
+func (o *overhead) add(insts, j int, gap int64) {
+	if o.sum == nil {
+		o.sum, o.n = make([]float64, insts), make([]uint64, insts)
+	}
+	o.sum[j] += float64(gap)
+	o.n[j]++
+}
+
+func (o *overhead) merge(x *overhead) {
+	if x.sum == nil {
+		return
+	}
+	if o.sum == nil {
+		o.sum, o.n = make([]float64, len(x.sum)), make([]uint64, len(x.sum))
+	}
+	for j := range x.sum {
+		o.sum[j] += x.sum[j]
+		o.n[j] += x.n[j]
+	}
 }
