@@ -1,0 +1,324 @@
+package mace
+
+import (
+	"math"
+	"math/rand"
+	"strings"
+	"testing"
+
+	"cloudprofiler/internal/capacity"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A chain src -> A -> B -> sink simulated exactly: each operator a FIFO
+// server of its own (FIFO in a chain is stimulus-time order), transfers of
+// d; colocated, A and B one server doing both (stimulus-time order on one
+// CPU finishes a tuple's A and B before the next tuple's A).
+type sim struct {
+	hz        float64 // cycles per second
+	a, b, d   float64 // seconds
+	colocated bool
+}
+
+// The channels: src out, A in, A out, B in, B out, sink in, sink out.
+var simChans = []Channel{
+	{Inst: 0, Role: capacity.RoleOut},
+	{Inst: 1, Role: capacity.RoleIn}, {Inst: 1, Role: capacity.RoleOut},
+	{Inst: 2, Role: capacity.RoleIn}, {Inst: 2, Role: capacity.RoleOut},
+	{Inst: 3, Role: capacity.RoleIn}, {Inst: 3, Role: capacity.RoleOut},
+}
+
+var simInsts = []Instance{
+	{Operator: "src", Label: "a/1/0", Machine: "a"},
+	{Operator: "A", Label: "a/1/1", Machine: "a", HasIn: true},
+	{Operator: "B", Label: "b/2/0", Machine: "b", HasIn: true},
+	{Operator: "sink", Label: "b/3/0", Machine: "b", HasIn: true},
+}
+
+// onOff is the arrivals: high phases at rate hi for on seconds, low
+// phases at rate lo for off seconds, for total seconds (Poisson).
+func onOff(r *rand.Rand, hi, lo, on, off, total float64) []float64 {
+	var ts []float64
+	t := 0.0
+	for t < total {
+		phase := math.Mod(t, on+off)
+		rate := lo
+		if phase < on {
+			rate = hi
+		}
+		t += r.ExpFloat64() / rate
+		ts = append(ts, t)
+	}
+	return ts
+}
+
+// run feeds the simulated tuples to an accumulator and returns it with
+// the true largest latency per window of w seconds at rate 1.
+func (s sim) run(t *testing.T, arrivals []float64, w float64, rates []float64) (*Acc, []float64) {
+	t.Helper()
+	cfg := &Config{Hz: s.hz, T0: arrivals[0] * s.hz, T1: 0, Width: w * s.hz, Chans: simChans, Insts: simInsts, Rates: rates}
+	type tup struct{ ev [7]float64 }
+	tups := make([]tup, len(arrivals))
+	freeA, freeB := 0.0, 0.0
+	for k, at := range arrivals {
+		e := &tups[k].ev
+		e[0] = at
+		if s.colocated {
+			start := math.Max(at+s.d, freeB)
+			e[1], e[2] = start, start+s.a
+			e[3], e[4] = e[2], e[2]+s.b
+			freeB = e[4]
+		} else {
+			e[1] = math.Max(at+s.d, freeA)
+			e[2] = e[1] + s.a
+			freeA = e[2]
+			e[3] = math.Max(e[2]+s.d, freeB)
+			e[4] = e[3] + s.b
+			freeB = e[4]
+		}
+		e[5] = e[4] + s.d
+		e[6] = e[5]
+		cfg.T1 = math.Max(cfg.T1, e[6]*s.hz)
+	}
+	acc, err := NewAcc(cfg)
+	require.NoError(t, err)
+	truth := make([]float64, acc.n[0])
+	evs := make([]capacity.Event, 7)
+	for k := range tups {
+		for i, v := range tups[k].ev {
+			evs[i] = capacity.Event{Ch: uint32(i), Est: v * s.hz}
+		}
+		acc.Tuple(int64(k), evs, true)
+		p := acc.window(evs[0].Est, 0)
+		truth[p] = math.Max(truth[p], tups[k].ev[6]-tups[k].ev[0])
+	}
+	return acc, truth
+}
+
+func scenario(t *testing.T, res *Result, name string) Scenario {
+	for _, s := range res.Scenarios {
+		if s.Name == name {
+			return s
+		}
+	}
+	t.Fatalf("no scenario %q", name)
+	return Scenario{}
+}
+
+// The theorem on an exact simulation: every window's largest latency
+// within [Mace, Mace + w + eps + the smallest latency] (99% of them: the
+// theorem assumes arrivals even within a window, these are Poisson), the worst case
+// within 4% when it spans 10 windows or more; the what-ifs against
+// simulations made that way within 10%; the input rate at which latency
+// stops being bounded from the bottleneck's load.
+func TestMaceOnSimulatedChain(t *testing.T) {
+	r := rand.New(rand.NewSource(1))
+	base := sim{hz: 1e9, a: 20e-6, b: 50e-6, d: 30e-6}
+	const w = 0.01
+	// B's capacity 20000/s: high phases at 30000/s for 0.4 s, low at 300/s
+	// (100 times lower). Halved, B still cannot keep up with the high phase
+	// at twice the rate; colocated, A and B together cannot at the rate.
+	arr := onOff(r, 30000, 300, 0.4, 1.6, 8)
+	acc, truth := base.run(t, arr, w, []float64{1, 2})
+	wi := []WhatIf{mustWhatIf(t, "rate=x2"), mustWhatIf(t, "rate=x2;cost:B=0.5"), mustWhatIf(t, "colocate:A,B")}
+	res, err := Finish(acc, wi, nil, 0, nil)
+	require.NoError(t, err)
+	require.InDelta(t, 20e-6+50e-6, res.EpsS, 1e-9) // A, B and the sink (0); the source has no in: no cost
+	out := 0
+	for _, row := range res.Rows {
+		if row.Scenario != "measured" || row.Tuples == 0 {
+			continue
+		}
+		require.InDelta(t, truth[row.Window], row.MeasuredMaxS, 1e-9)
+		if !row.Within {
+			out++
+			t.Logf("window %d: measured %.6f outside [%.6f, %.6f]", row.Window, row.MeasuredMaxS, row.MaceS, row.BoundS)
+		}
+	}
+	m := scenario(t, res, "measured")
+	t.Logf("%d of %d windows outside the bounds (Poisson arrivals bunch within a sub-window)", out, m.Windows)
+	require.GreaterOrEqual(t, m.Within, 0.99, "windows within the bounds")
+	t.Logf("measured: Mace WC %.4f s, Lat WC %.4f s (%+.2f%%); load %.3f on %s, bounded up to x%.3f (%.0f tuples/s)",
+		m.WorstMaceS, m.WorstMeasuredS, 100*(m.WorstMaceS/m.WorstMeasuredS-1), m.Load, m.Bottleneck, m.MaxRate, m.MaxSourceRate)
+	require.Greater(t, m.WorstMeasuredS, 10*w)
+	require.InDelta(t, 1, m.WorstLatencyS/m.WorstMeasuredS, 0.04)
+	require.Contains(t, m.Bottleneck, "B@")
+	// B's long-run load: its tuples x 50 us over the span.
+	span := (acc.cfg.T1 - acc.cfg.T0) / base.hz
+	require.InDelta(t, float64(len(arr))*50e-6/span, m.Load, 1e-3)
+
+	// What-ifs against simulations made that way.
+	check := func(name string, s sim, arr []float64) {
+		_, tr := s.run(t, arr, w, []float64{1})
+		worst := 0.0
+		for _, v := range tr {
+			worst = math.Max(worst, v)
+		}
+		sc := scenario(t, res, name)
+		t.Logf("%s: predicted worst %.4f s, simulated %.4f s (%+.2f%%)", name, sc.WorstLatencyS, worst, 100*(sc.WorstLatencyS/worst-1))
+		require.InDelta(t, 1, sc.WorstLatencyS/worst, 0.1, name)
+	}
+	fast := make([]float64, len(arr))
+	for k, v := range arr {
+		fast[k] = arr[0] + (v-arr[0])/2
+	}
+	check("rate=x2", base, fast)
+	half := base
+	half.b /= 2
+	check("rate=x2;cost:B=0.5", half, fast)
+	co := base
+	co.colocated = true
+	check("colocate:A,B", co, arr)
+	// Twice the rate, the same run: the same limit (as a multiple of the measured rate).
+	require.InDelta(t, m.MaxRate, scenario(t, res, "rate=x2").MaxRate, 1e-9*m.MaxRate)
+	require.InDelta(t, 2*m.MaxRate, scenario(t, res, "rate=x2;cost:B=0.5").MaxRate, 1e-6*m.MaxRate) // B at 25 us: still above A's 20
+	require.Empty(t, res.Flags, "a FIFO chain on its own CPUs breaks no assumption")
+}
+
+func costOf(res *Result, op string) float64 {
+	for _, c := range res.Costs {
+		if c.Operator == op {
+			return c.CostS
+		}
+	}
+	return math.NaN()
+}
+
+func mustWhatIf(t *testing.T, s string) WhatIf {
+	t.Helper()
+	w, err := ParseWhatIf(s)
+	require.NoError(t, err)
+	return w
+}
+
+func TestParseWhatIf(t *testing.T) {
+	w := mustWhatIf(t, "rate=x2; cost:B=0.5;colocate:A,B,C")
+	require.Equal(t, 2.0, w.Rate)
+	require.Equal(t, map[string]float64{"B": 0.5}, w.Cost)
+	require.Equal(t, [][]string{{"A", "B", "C"}}, w.Colocate)
+	require.Equal(t, 3.0, mustWhatIf(t, "rate=3").Rate)
+	for _, bad := range []string{"", "rate=x0", "rate=abc", "cost:B", "cost:=1", "cost:B=-1", "colocate:A", "colocate:A,", "speed=2"} {
+		_, err := ParseWhatIf(bad)
+		require.Error(t, err, bad)
+	}
+	// An operator the run does not have.
+	acc, _ := sim{hz: 1e9, a: 1e-6, b: 2e-6, d: 1e-6}.run(t, []float64{1, 2, 3}, 1, []float64{1})
+	_, err := Finish(acc, []WhatIf{mustWhatIf(t, "cost:C=0.5")}, nil, 0, nil)
+	require.ErrorContains(t, err, `no operator "C"`)
+	_, err = Finish(acc, []WhatIf{mustWhatIf(t, "rate=x2")}, nil, 0, nil)
+	require.ErrorContains(t, err, "not counted")
+}
+
+// Costs fitted on the first share of the run, and costs from another run.
+func TestMaceCosts(t *testing.T) {
+	r := rand.New(rand.NewSource(2))
+	arr := onOff(r, 30000, 300, 0.4, 1.6, 4)
+	s := sim{hz: 1e9, a: 20e-6, b: 50e-6, d: 30e-6}
+	acc, _ := s.run(t, arr, 0.01, []float64{1})
+	res, err := Finish(acc, nil, nil, 0.08, nil)
+	require.NoError(t, err)
+	require.InDelta(t, 50e-6, costOf(res, "B"), 1e-12)
+	for _, c := range res.Costs {
+		require.Contains(t, c.From, "this run's first 8% of tuples")
+		if c.Operator == "B" {
+			require.InDelta(t, 0.08*float64(len(arr)), float64(c.Tuples), 0.01*float64(len(arr)))
+		}
+	}
+	res, err = Finish(acc, nil, map[string]float64{"B": 25e-6, "X": 1}, 0, nil)
+	require.NoError(t, err)
+	require.InDelta(t, 25e-6, costOf(res, "B"), 1e-15)
+	require.Contains(t, strings.Join(res.Notes, "\n"), `operator "X" is not in this run`)
+}
+
+// What breaks the assumptions is flagged: streams merging, a CPU shared,
+// tuples taken out of stimulus order, too few tuples a window, ids made
+// without lineage; an operator without out marks has no cost, and says so.
+func TestMaceFlags(t *testing.T) {
+	chans := []Channel{
+		{Inst: 0, Role: capacity.RoleOut}, {Inst: 1, Role: capacity.RoleOut}, // two sources
+		{Inst: 2, Role: capacity.RoleIn}, {Inst: 2, Role: capacity.RoleOut}, // M merges them
+		{Inst: 3, Role: capacity.RoleIn}, // a sink with no out
+	}
+	insts := []Instance{{"s1", "a/1/0", "a", false}, {"s2", "a/1/1", "a", false}, {"M", "a/2/0", "a", true}, {"sink", "b/3/0", "b", true}}
+	cfg := &Config{Hz: 1e9, T0: 0, T1: 10e9, Width: 1e9, Chans: chans, Insts: insts, Rates: []float64{1}}
+	acc, err := NewAcc(cfg)
+	require.NoError(t, err)
+	// 5 windows of 5 tuples (few), from both sources; M taken out of
+	// order (later stimuli first within pairs).
+	id := int64(0)
+	for p := 0; p < 5; p++ {
+		for k := 0; k < 5; k++ {
+			stim := float64(p)*1e9 + float64(k)*1e8
+			in := stim + 5e7
+			if k%2 == 0 {
+				in += 1.5e8 // the next tuple goes first
+			}
+			for rep := 0; rep < 640; rep++ { // the sample keeps 1 id in 64
+				evs := []capacity.Event{{Ch: uint32(k % 2), Est: stim}, {Ch: 2, Est: in}, {Ch: 3, Est: in + 1e6}, {Ch: 4, Est: in + 2e6}}
+				acc.Tuple(id, evs, rep == 0)
+				id++
+			}
+		}
+	}
+	// A tuple that starts at M's out: an id M made, without lineage.
+	acc.Tuple(id, []capacity.Event{{Ch: 3, Est: 1e9}, {Ch: 4, Est: 1.1e9}}, true)
+	res, err := Finish(acc, nil, nil, 0, nil)
+	require.NoError(t, err)
+	flags := strings.Join(res.Flags, "\n")
+	require.Contains(t, flags, "missing lineage: 1 tuple(s) start at M's out (a/2/0)")
+	require.Contains(t, flags, "fan-in: M (a/2/0) takes tuples from 2 upstream channels")
+	require.Contains(t, flags, "out of order: M (a/2/0)")
+	require.Contains(t, flags, "few events: 5 of 5 windows")
+	require.Contains(t, strings.Join(res.Notes, "\n"), "no cost per tuple for sink (b/3/0)") // the sources take no input
+
+	// A shared CPU: A's service time doubles in windows where B (same
+	// machine) is busy.
+	chans = simChans
+	insts = []Instance{{"src", "m/1/0", "m", false}, {"A", "m/1/1", "m", true}, {"B", "m/2/0", "m", true}, {"sink", "n/3/0", "n", true}}
+	cfg = &Config{Hz: 1e9, T0: 0, T1: 20e9, Width: 1e9, Chans: chans, Insts: insts, Rates: []float64{1}}
+	acc, err = NewAcc(cfg)
+	require.NoError(t, err)
+	for p := 0; p < 20; p++ {
+		busy := p%2 == 0
+		n, bcost, acost := 100, 1e6, 1e6
+		if busy {
+			n, bcost, acost = 1000, 0.8e6, 2e6
+		}
+		for k := 0; k < n; k++ {
+			stim := float64(p)*1e9 + float64(k)*(1e9/float64(n))
+			e := []float64{stim, stim + 1e3, stim + 1e3 + acost, stim + 2e3 + acost, stim + 2e3 + acost + bcost, stim + 3e3 + acost + bcost, stim + 3e3 + acost + bcost}
+			evs := make([]capacity.Event, 7)
+			for i, v := range e {
+				evs[i] = capacity.Event{Ch: uint32(i), Est: v}
+			}
+			acc.Tuple(id, evs, true)
+			id++
+		}
+	}
+	res, err = Finish(acc, nil, nil, 0, nil)
+	require.NoError(t, err)
+	require.Contains(t, strings.Join(res.Flags, "\n"), "shared CPU: A (m/1/1) takes 2.00x as long per tuple while other operators on m are busy")
+}
+
+// Bad input: no tuples, a window too narrow for the run, no rate 1.
+func TestMaceBadInput(t *testing.T) {
+	cfg := &Config{Hz: 1e9, T0: 0, T1: 1e12, Width: 1e3, Chans: simChans, Insts: simInsts, Rates: []float64{1}}
+	_, err := NewAcc(cfg)
+	require.ErrorContains(t, err, "give a wider --mace-window")
+	cfg = &Config{Hz: 1e9, T0: 0, T1: 1e9, Width: 1e9, Chans: simChans, Insts: simInsts, Rates: []float64{2}}
+	_, err = NewAcc(cfg)
+	require.ErrorContains(t, err, "must start with 1")
+	cfg.Rates = []float64{1}
+	acc, err := NewAcc(cfg)
+	require.NoError(t, err)
+	acc.Tuple(1, nil, true)
+	acc.Tuple(2, []capacity.Event{{Ch: 0, Est: math.NaN()}}, true)
+	res, err := Finish(acc, []WhatIf{mustWhatIf(t, "cost:B=2")}, nil, 0, nil)
+	require.NoError(t, err)
+	m := scenario(t, res, "measured")
+	require.Zero(t, m.Windows)
+	require.True(t, math.IsNaN(m.Within))
+	require.Zero(t, m.WorstMaceS)
+	require.NotEmpty(t, res.Notes) // no costs at all
+}
