@@ -50,6 +50,13 @@ func runAnalyze(stdout, stderr io.Writer, args []string) error {
 	// The critical-path analysis: the same marks.
 	fs.DurationVar(&cfg.Slice, "slice", analyze.DefaultSlice, "critical path: length of the time slices (reference clock) from the run's first tuple record, e.g. 1s, 100ms")
 	fs.BoolVar(&cfg.NoCriticalPath, "no-critical-path", false, "skip the critical-path analysis and the latency breakdown even when channels mark operators")
+	// Mace: the same marks, the capacity analysis's costs.
+	fs.DurationVar(&cfg.MaceWindow, "mace-window", analyze.DefaultMaceWindow, "Mace: length of the windows (reference clock) tuples are grouped in by their stimulus (their first record), e.g. 1s, 10ms")
+	var whatIf multiFlag
+	fs.Var(&whatIf, "what-if", "Mace: a scenario to predict: rate=x2, cost:OP=0.5, colocate:A,B, or several changes separated by ';' (repeat for several scenarios)")
+	fs.Float64Var(&cfg.MaceFit, "mace-fit", 0, "Mace: take each instance's cost from the first windows that hold this share of the tuples, e.g. 0.08 (default: all of them)")
+	fs.StringVar(&cfg.MaceCosts, "mace-costs", "", "Mace: take each operator's cost from another run's mace-costs.csv")
+	fs.BoolVar(&cfg.NoMace, "no-mace", false, "skip the Mace analysis even when channels mark operators")
 	// Go's flag package stops at the first non-flag: take the paths that
 	// follow --logs as more log paths, then go on parsing.
 	for len(args) > 0 {
@@ -83,6 +90,12 @@ func runAnalyze(stdout, stderr io.Writer, args []string) error {
 	if *mem < 16 {
 		return fmt.Errorf("analyze: --mem-mb must be at least 16")
 	}
+	if cfg.MaceWindow <= 0 {
+		return fmt.Errorf("analyze: --mace-window must be a positive duration (1s, 10ms), not %s", cfg.MaceWindow)
+	}
+	if !(cfg.MaceFit >= 0 && cfg.MaceFit <= 1) {
+		return fmt.Errorf("analyze: --mace-fit must be a share of the tuples, above 0 and at most 1 (0.08: the first 8%%), not %v", cfg.MaceFit)
+	}
 	if cfg.Slice <= 0 {
 		return fmt.Errorf("analyze: --slice must be a positive duration (1s, 100ms), not %s", cfg.Slice)
 	}
@@ -97,6 +110,7 @@ func runAnalyze(stdout, stderr io.Writer, args []string) error {
 	}
 	cfg.TargetRate = float64(target)
 	cfg.Logs = logs
+	cfg.WhatIf = whatIf
 	if *order != "" {
 		for _, o := range strings.Split(*order, ",") {
 			if o = strings.TrimSpace(o); o != "" {

@@ -35,6 +35,11 @@ commands:
                          tail's latency taken apart into compute, queueing and
                          transfer (criticalpath.csv, breakdown.csv, README
                          "Where the latency goes")
+          [--mace-window 1s] [--what-if rate=x2|cost:OP=0.5|colocate:A,B]...
+          [--mace-fit 0.08] [--mace-costs FILE] [--no-mace]
+                         the same marks give the largest latency predicted from
+                         load per window beside the measured one, and what-if
+                         scenarios (mace.csv, README "Mace")
   (dump exits 3 when a file is damaged or misses records it accepted)
   gen send --to ADDR --rate R --duration D [--threads T] (--tuples FILE | --synthetic)
                          send tuples over TCP at a controlled rate (datagen/FRAMING.md);

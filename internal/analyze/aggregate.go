@@ -7,6 +7,7 @@ import (
 
 	"cloudprofiler/internal/capacity"
 	"cloudprofiler/internal/critpath"
+	"cloudprofiler/internal/mace"
 	"cloudprofiler/minrtt"
 )
 
@@ -26,6 +27,7 @@ type worker struct {
 	rows  *rowBatcher         // nil: no durations written
 	cap   *capacity.Acc       // nil: no capacity analysis (capacity.go)
 	cpc   *critpath.Collector // nil: no critical-path analysis (critpath.go)
+	mace  *mace.Acc           // nil: no Mace analysis (mace.go)
 
 	tuples, durations             uint64
 	skippedTuples, skippedRecords uint64
@@ -52,6 +54,7 @@ func (a *analysis) newWorker(rank []int, rows *rowBatcher) *worker {
 	w := &worker{a: a, rank: rank, votes: orderVotes{}, pairs: map[PairKey]*PairStats{}, rows: rows, t0: math.Inf(1)}
 	if rank != nil {
 		w.cap = a.newCapacityAcc()
+		w.mace = a.newMaceAcc()
 		if a.cpCur != nil {
 			w.cpc = a.cpCur.NewCollector()
 		}
@@ -108,6 +111,9 @@ func (w *worker) tuple(evs []event) error {
 	}
 	if w.cap != nil {
 		w.capacityTuple(hops)
+		if w.mace != nil && len(hops) > 0 {
+			w.maceTuple(hops[0].id, w.capEvs)
+		}
 	}
 	errs := append(w.hopErr[:0], 0)
 	for i := 1; i < len(hops); i++ {
@@ -262,6 +268,9 @@ func (w *worker) merge(o *worker) {
 	w.skippedTuples += o.skippedTuples
 	w.skippedRecords += o.skippedRecords
 	w.t0 = math.Min(w.t0, o.t0)
+	if w.mace != nil && o.mace != nil {
+		w.mace.Merge(o.mace)
+	}
 	if w.cap != nil && o.cap != nil {
 		w.cap.Merge(o.cap)
 	}

@@ -29,6 +29,7 @@ import (
 
 	"cloudprofiler/internal/capacity"
 	"cloudprofiler/internal/critpath"
+	"cloudprofiler/internal/mace"
 	"cloudprofiler/minrtt"
 )
 
@@ -65,7 +66,19 @@ type Config struct {
 	NoCriticalPath bool
 
 	testWrongSample bool // the sample's channel order is reversed (a test of the second attempt)
-	noFastCritPath  bool // the critical path without the departure indexes (critpath.Config.Fast): a test compares
+	// The Mace analysis (mace.go, package mace): the maximum latency
+	// predicted from load per window of MaceWindow (default 1 s), beside
+	// the measured one; WhatIf scenarios (rate=x2, cost:OP=0.5,
+	// colocate:A,B; several changes in one separated by ';'); costs from
+	// the first MaceFit of the tuples (0: all), or from another run's
+	// mace-costs.csv (MaceCosts). NoMace skips it.
+	MaceWindow time.Duration
+	WhatIf     []string
+	MaceFit    float64
+	MaceCosts  string
+	NoMace     bool
+
+	noFastCritPath bool // the critical path without the departure indexes (critpath.Config.Fast): a test compares
 }
 
 // Incomplete lists the channels whose files are damaged or miss records
@@ -135,6 +148,9 @@ type Result struct {
 	// says why).
 	CritPath     *critpath.Result
 	CritPathNote string
+	// Mace is the Mace analysis (nil without one: MaceNote says why).
+	Mace     *mace.Result
+	MaceNote string
 	// Lineage (lineage.go): LINEAGE channels read, their (output, input)
 	// records, and the distinct output ids followed to their last input.
 	LineageChannels              int
@@ -161,6 +177,7 @@ type analysis struct {
 	cap        capState           // the capacity analysis (capacity.go)
 	cp         cpState            // the critical-path analysis (critpath.go)
 	cpCur      *critpath.Analysis // the current join's (pipeline.go)
+	mace       maceState          // the Mace analysis (mace.go)
 }
 
 // outputs are the files an analysis may write into Out. A run removes
@@ -168,7 +185,8 @@ type analysis struct {
 // is in Out is one whole run's results or nothing.
 var outputs = []string{"durations.parquet", "durations.csv", "summary.parquet", "summary.csv", "summary.txt",
 	"model.json", "report.html", "runs.parquet", "runs.csv", "throughput.parquet", "throughput.csv",
-	"capacity.parquet", "capacity.csv", "criticalpath.csv", "breakdown.csv"}
+	"capacity.parquet", "capacity.csv", "criticalpath.csv", "breakdown.csv",
+	"mace.csv", "mace-costs.csv"}
 
 // Run performs the analysis and writes its files into cfg.Out.
 func Run(cfg Config) (*Result, error) {
@@ -218,6 +236,9 @@ func prepare(cfg Config) (*analysis, error) {
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = runtime.GOMAXPROCS(0)
+	}
+	if err := checkMaceConfig(&cfg); err != nil {
+		return nil, err
 	}
 	if err := checkCritPathConfig(&cfg); err != nil {
 		return nil, err
@@ -295,6 +316,9 @@ func (a *analysis) run() (*Result, error) {
 		return nil, err
 	}
 	if err := a.writeCritPath(); err != nil {
+		return nil, err
+	}
+	if err := a.writeMace(); err != nil {
 		return nil, err
 	}
 	for _, p := range a.pairs {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"cloudprofiler/internal/critpath"
+	"cloudprofiler/internal/mace"
 )
 
 // writeHTML writes one self-contained page: the summary table, a box plot
@@ -91,6 +92,7 @@ svg text{font:11px system-ui,sans-serif}.note{color:#555}</style></head><body>`)
 	a.throughputSVG(&b)
 	capacityHTML(&b, r)
 	critPathHTML(&b, r)
+	maceHTML(&b, r)
 	if bad := r.Incomplete(); len(bad) > 0 {
 		fmt.Fprintf(&b, `<h2 id="integrity">Log integrity: %d of %d files damaged or incomplete</h2><p class="note">The results above use every valid record in them; these records are missing or were damaged.</p><table><tr><th>channel</th><th>file</th><th>problems</th></tr>`, len(bad), len(r.Channels))
 		for _, c := range bad {
@@ -492,4 +494,82 @@ func critPathBreakdownHTML(b *strings.Builder, c *critpath.Result, pct func(floa
 		b.WriteString(`<p class="note"><b>The parts do not add up</b> to the end-to-end latency in some group (breakdown.csv, total_cycles).</p>`)
 	}
 	fmt.Fprintf(b, `<p class="note">%d tuples, %d journeys, %d absorbed by lineage, %d visits.</p>`, c.Tuples, c.Journeys, c.Absorbed, c.Visits)
+}
+
+// maceHTML writes the Mace section: a line per window of the measured run
+// (Mace, the predicted and the measured largest latency) as an SVG, the
+// scenarios' table, the costs and what breaks the theorem's assumptions.
+func maceHTML(b *strings.Builder, r *Result) {
+	esc := html.EscapeString
+	m := r.Mace
+	if m == nil {
+		if r.MaceNote != "" {
+			fmt.Fprintf(b, `<h2 id="mace">Mace: the largest latency predicted from load</h2><p class="note">%s</p>`, esc(r.MaceNote))
+		}
+		return
+	}
+	b.WriteString(`<h2 id="mace">Mace: the largest latency predicted from load</h2>`)
+	fmt.Fprintf(b, `<p class="note">Tuples are grouped by their stimulus (their first record) in windows of %.4g s. Mace (Chandramouli et al.) is the work each node (an operator instance's thread) is behind at a window's end, from each instance's cost per tuple and the tuples that reach it; the predicted largest latency adds the excess before each 32nd of a window to its load. Every window is in mace.csv, the costs in mace-costs.csv.</p>`, m.WindowS)
+	// The measured run's windows: Mace, predicted and measured, on one scale.
+	var rows []int
+	top := 0.0
+	for i := range m.Rows {
+		x := &m.Rows[i]
+		if x.Scenario != "measured" {
+			continue
+		}
+		rows = append(rows, i)
+		top = math.Max(top, math.Max(x.PredictedS, x.MaceS))
+		if !math.IsNaN(x.MeasuredMaxS) {
+			top = math.Max(top, x.MeasuredMaxS)
+		}
+	}
+	if len(rows) > 1 && top > 0 {
+		const w, h = 900.0, 160.0
+		fmt.Fprintf(b, `<svg class="mace" width="%.0f" height="%.0f" role="img" aria-label="Mace, predicted and measured largest latency per window">`, w, h+20)
+		line := func(color string, v func(*mace.Row) float64) {
+			fmt.Fprintf(b, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="`, color)
+			for k, i := range rows {
+				y := v(&m.Rows[i])
+				if math.IsNaN(y) {
+					continue
+				}
+				fmt.Fprintf(b, "%.1f,%.1f ", float64(k)/float64(len(rows)-1)*w, h-y/top*h)
+			}
+			b.WriteString(`"/>`)
+		}
+		line("#999", func(x *mace.Row) float64 { return x.MaceS })
+		line("#1f77b4", func(x *mace.Row) float64 { return x.PredictedS })
+		line("#d62728", func(x *mace.Row) float64 { return x.MeasuredMaxS })
+		fmt.Fprintf(b, `<text x="4" y="%.0f">0 to %.4g s over %d windows: Mace (grey), predicted (blue), measured (red) largest latency</text></svg>`, h+16, top, len(rows))
+	}
+	b.WriteString(`<table><tr><th>scenario</th><th>worst Mace s</th><th>predicted worst s</th><th>measured worst s</th><th>windows within the bounds</th><th>busiest node</th><th>its load</th><th>latency bounded up to</th></tr>`)
+	for _, s := range m.Scenarios {
+		meas, within := "-", "-"
+		if !math.IsNaN(s.WorstMeasuredS) {
+			meas = fmt.Sprintf("%.6f (%+.2f%%)", s.WorstMeasuredS, 100*(s.WorstLatencyS/s.WorstMeasuredS-1))
+		}
+		if !math.IsNaN(s.Within) {
+			within = fmt.Sprintf("%.1f%% of %d", 100*s.Within, s.Windows)
+		}
+		limit := "-"
+		if s.MaxRate > 0 {
+			limit = fmt.Sprintf("x%.3g (%.0f tuples/s)", s.MaxRate, s.MaxSourceRate)
+		}
+		fmt.Fprintf(b, `<tr><td>%s</td><td>%.6f</td><td>%.6f</td><td>%s</td><td>%s</td><td>%s</td><td>%.3f</td><td>%s</td></tr>`,
+			esc(s.Name), s.WorstMaceS, s.WorstLatencyS, meas, within, esc(s.Bottleneck), s.Load, limit)
+	}
+	b.WriteString(`</table>`)
+	if len(m.Flags) == 0 {
+		b.WriteString(`<p>Assumptions: none broken that the logs show.</p>`)
+	} else {
+		b.WriteString(`<p><b>Assumptions broken</b> (the bounds may not hold):</p><ul>`)
+		for _, f := range m.Flags {
+			fmt.Fprintf(b, `<li>%s</li>`, esc(f))
+		}
+		b.WriteString(`</ul>`)
+	}
+	for _, n := range m.Notes {
+		fmt.Fprintf(b, `<p class="note">%s</p>`, esc(n))
+	}
 }

@@ -101,6 +101,9 @@ func (a *analysis) joinTuples() error {
 	if err := a.capacityWindows(); err != nil {
 		return err
 	}
+	if err := a.planMace(); err != nil {
+		return err
+	}
 	a.progress.stage.Store("join")
 
 	// The channel order from a sample of the partitions: the first ones
@@ -246,6 +249,7 @@ func (a *analysis) finishJoin(w *worker, rank []int) {
 	a.res.SkippedTuples, a.res.SkippedRecords = w.skippedTuples, w.skippedRecords
 	a.t0 = math.Min(a.t0, w.t0)
 	a.cap.acc = w.cap
+	a.mace.acc = w.mace
 	a.cp.an, a.cpCur = a.cpCur, nil
 	byRank := make([]int, len(a.chans))
 	for i, r := range rank {

@@ -153,9 +153,17 @@ func (r *Result) WriteText(w io.Writer) error {
 	}
 	switch {
 	case r.CritPath != nil:
-		return r.CritPath.WriteText(w)
+		if err := r.CritPath.WriteText(w); err != nil {
+			return err
+		}
 	case r.CritPathNote != "":
 		fmt.Fprintln(w, r.CritPathNote)
+	}
+	switch {
+	case r.Mace != nil:
+		return r.Mace.WriteText(w)
+	case r.MaceNote != "":
+		fmt.Fprintln(w, r.MaceNote)
 	}
 	return nil
 }
