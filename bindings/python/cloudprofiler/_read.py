@@ -165,8 +165,8 @@ def read_log_df(path):
 
 class Analysis(dict):
     """Results of `cloudprofiler analyze --out DIR`: DataFrames durations,
-    summary, runs, throughput, capacity, critical_path, breakdown and the
-    model dict, as keys (only those whose file exists) and attributes (None
+    summary, runs, throughput, capacity, critical_path, breakdown, mace,
+    mace_costs and the model dict, as keys (only those whose file exists) and attributes (None
     when absent); .dir, .report (path of
     report.html or None), .summary_text (summary.txt or None), and .files:
     name -> the path each key was read from (DIR/durations.parquet, or
@@ -220,9 +220,18 @@ _TABLES = {
                       "participation": _F, "consistent": "bool", "note": _S},
     "breakdown": {"group": _S, "tuples": "int64", "e2e_mean_us": _F, "e2e_bound_us": _F, "part": _S, "where": _S,
                   "mean_us": _F, "share": _F, "bound_us": _F, "total_cycles": "int64"},
+    # internal/mace's Row (mace.csv): per scenario ("measured", or a
+    # --what-if as given) and window, Mace, its bound, the predicted and
+    # (measured) the largest latency; within: NA in a window without
+    # tuples. Cost (mace-costs.csv): per instance, its cost per tuple.
+    "mace": {"scenario": _S, "window": "int64", "start_s": _F, "end_s": _F, "events": "int64", "mace_s": _F,
+             "bound_s": _F, "predicted_s": _F, "node": _S, "tuples": "int64", "measured_max_s": _F,
+             "measured_min_s": _F, "within": "boolean"},
+    "mace_costs": {"operator": _S, "instance": _S, "cost_s": _F, "service_s": _F, "overhead_s": _F, "tuples": "int64",
+                   "from": _S},
 }
 # A table's file is DIR/<name>.parquet or .csv, but for these.
-_FILES = {"critical_path": "criticalpath"}
+_FILES = {"critical_path": "criticalpath", "mace_costs": "mace-costs"}
 _SCENARIOS = ["scenario_%d" % i for i in range(4)]
 
 
@@ -278,7 +287,8 @@ def _summary_scenarios(pd, df):
 def read_analysis(out_dir):
     """Loads what `cloudprofiler analyze --out out_dir` wrote, as an Analysis:
     durations, summary, runs, throughput, capacity, critical_path
-    (criticalpath.csv) and breakdown (breakdown.csv) as DataFrames (those
+    (criticalpath.csv), breakdown (breakdown.csv), mace (mace.csv) and
+    mace_costs (mace-costs.csv) as DataFrames (those
     present) and model.json as a dict. Each table is read from its Parquet file
     (X.parquet, with pandas through pyarrow) when there is one, else from
     its CSV (X.csv: an older analysis, or durations.csv written alone);
@@ -290,7 +300,9 @@ def read_analysis(out_dir):
     whole run), share and participation float64, consistent bool, name and
     note "" when there is none; breakdown: tuples and total_cycles int64,
     the means and bounds in microseconds float64, where "" for end-to-end;
-    README, "Where the latency goes"). summary has both
+    README, "Where the latency goes"; mace: window, events and tuples
+    int64, seconds float64 (NaN where not measured), within a nullable
+    boolean (NA without tuples); README, "Mace"). summary has both
     scenario_0..scenario_3 (int64) and scenario_counts ("a/b/c/d", as in
     summary.csv).
 

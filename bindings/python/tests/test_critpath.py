@@ -200,3 +200,26 @@ def test_tandem_known_costs(tmp_path):
     # Light load: the path waits for input most of the time.
     run = res.critical_path[res.critical_path.level == "run"]
     assert run.sort_values("share").kind.iloc[-1] == "input"
+
+
+def test_mace_of_a_real_pipeline(marked_run):
+    """read_analysis(...).mace and .mace_costs: Mace per window of the
+    measured run and of a what-if, with their dtypes (issue 19)."""
+    out = marked_run("out-mace", "--mace-window", "50ms", "--what-if", "rate=x2")
+    res = cp.read_analysis(out)
+    m, costs = res.mace, res.mace_costs
+    assert isinstance(m, pd.DataFrame) and res["mace"] is m
+    assert res.files["mace"] == os.path.join(str(out), "mace.csv")
+    assert res.files["mace_costs"] == os.path.join(str(out), "mace-costs.csv")
+    for c, t in {"window": "int64", "events": "int64", "tuples": "int64", "mace_s": "float64",
+                 "predicted_s": "float64", "measured_max_s": "float64", "within": "boolean"}.items():
+        assert str(m[c].dtype) == t, (c, m[c].dtype)
+    assert set(m.scenario) == {"measured", "rate=x2"}
+    meas = m[m.scenario == "measured"]
+    assert meas.tuples.sum() == N  # every tuple's stimulus in one window
+    assert (meas.mace_s >= 0).all() and (meas.bound_s >= meas.mace_s).all()
+    assert meas[meas.tuples == 0].within.isna().all() and meas[meas.tuples > 0].within.notna().all()
+    assert m[m.scenario == "rate=x2"].measured_max_s.isna().all()  # a what-if has no measurement
+    assert {"A", "B", "sink"} <= set(costs.dropna(subset=["cost_s"]).operator)
+    assert (costs.dropna(subset=["cost_s"]).cost_s > 0).all()
+    assert "Mace: the largest latency predicted from load" in res.summary_text
