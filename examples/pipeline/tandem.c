@@ -44,6 +44,12 @@
 // so a burst tuple waits only behind earlier ones: the first N tuples each
 // operator took are the burst's.
 //
+// --on-off ON,OFF,LOW (internal source): arrivals at --rate for ON seconds,
+// then at LOW tuples/s for OFF seconds, and again: a high phase above B's
+// capacity builds a backlog that the low phase drains (tests/mace checks
+// the latency Mace predicts from it). With a --queue large enough that the
+// source never waits, a tuple's "source out" is its arrival.
+//
 // --fork: the topology becomes
 //
 //   source -> [queue] -> A -> [queue] -+
@@ -233,6 +239,7 @@ static struct {
   struct cost join;       // the join's work per output (value 0: none)
   int verbose;
   int64_t tick_ns;
+  double on_s, off_s, off_rate;  // --on-off: --rate for on_s, off_rate for off_s, again (0: off)
 } opt = {.queue = 64, .tick_ns = 1000000, .poisson = 1, .count = 1, .marks = 1, .rt = 1, .seed = 1,
          .sr_args = {-1, -1, -1, -1, -1, -1}};
 
@@ -272,6 +279,9 @@ static void usage(FILE *f) {
           "                      every 10 ms), if --tuples/--duration did not end it\n"
           "  --count-record-ns NS  the count channels' counter records every NS (CP_ARG0, >= 1e6) [1e9];\n"
           "                      their times show when the library's sampler woke\n"
+          "  --on-off ON,OFF,LOW internal source: --rate for ON seconds, then LOW tuples/s for OFF seconds,\n"
+          "                      again until --tuples/--duration (a high phase above B's capacity and\n"
+          "                      a low one: the backlog Mace predicts, tests/mace)\n"
           "  --burst N           internal source: the first N tuples back to back (as fast as A's queue\n"
           "                      takes them), then at --rate; the truth gives the burst's ids and per\n"
           "                      operator the waits of its tuples in the operator's input queue while\n"
@@ -390,6 +400,13 @@ static void parse_args(int argc, char **argv) {
     else if (strcmp(a, "--no-marks") == 0) opt.marks = 0;
     else if (strcmp(a, "--no-rt") == 0) opt.rt = 0;
     else if (ARG("--burst")) opt.burst = integer(v, a);
+    else if (ARG("--on-off")) {
+      char *e1, *e2, *e3;
+      opt.on_s = strtod(v, &e1);
+      opt.off_s = *e1 == ',' ? strtod(e1 + 1, &e2) : (e2 = e1, -1);
+      opt.off_rate = *e2 == ',' ? strtod(e2 + 1, &e3) : (e3 = e2, -1);
+      if (*e3 || !(opt.on_s > 0) || !(opt.off_s > 0) || !(opt.off_rate > 0)) bad(a, v);
+    }
     else if (ARG("--join-cost")) jc = v;
     else if (strcmp(a, "--fork") == 0) opt.fork = 1;
     else if (strcmp(a, "--eager-sink") == 0) opt.eager_sink = 1;
@@ -408,6 +425,8 @@ static void parse_args(int argc, char **argv) {
   if (!opt.marks && !opt.count) bad("--no-marks with --no-count (nothing to log)", NULL);
   if (opt.stop_after > 0 && (opt.listen || !opt.count)) bad("--stop-after-estimates (it needs the internal source and count channels)", NULL);
   if (opt.burst > 0 && opt.listen) bad("--burst (it needs the internal source)", opt.listen);
+  if (opt.on_s > 0 && (opt.listen || !(opt.rate > 0) || opt.rate2 > 0 || opt.burst > 0))
+    bad("--on-off (it needs the internal source with a --rate, and no --rate2 or --burst)", NULL);
   if (opt.fork && opt.listen) bad("--fork (it needs the internal source)", opt.listen);
   if (opt.fork && !opt.marks) bad("--fork with --no-marks (the join's marks are what it is for)", NULL);
   if (jc && !opt.fork) bad("--join-cost without --fork", jc);
@@ -789,6 +808,7 @@ static void internal_source(void) {
     } else if (opt.rate > 0) {
       if (id == opt.burst && id > 0) due = clock_ns();  // the rate from the burst's end
       double rate = opt.rate2 > 0 && id >= opt.phase_after ? opt.rate2 : opt.rate;
+      if (opt.on_s > 0 && fmod((due - start) / 1e9, opt.on_s + opt.off_s) >= opt.on_s) rate = opt.off_rate;
       due += (int64_t)llround(opt.poisson ? rng_exp(&rng, 1e9 / rate) : 1e9 / rate);
       if (due >= end) break;
       int64_t now = clock_ns();
