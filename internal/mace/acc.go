@@ -122,6 +122,10 @@ type Acc struct {
 	orphans []uint64
 	// Tuples seen, and in-to-out pairs with a negative difference.
 	seen, negative uint64
+	// Per rate: sub-windows per reference cycle, and the tuple's sub-window
+	// (Tuple works them out once a tuple).
+	inv   []float64
+	fines []int
 }
 
 // NewAcc is a worker's accumulator.
@@ -136,6 +140,10 @@ func NewAcc(cfg *Config) (*Acc, error) {
 		a.n = append(a.n, n)
 		a.counts = append(a.counts, make([]uint32, n*sub*ni))
 	}
+	for _, r := range cfg.Rates {
+		a.inv = append(a.inv, sub/(r*cfg.Width))
+	}
+	a.fines = make([]int, len(cfg.Rates))
 	n := a.n[0]
 	a.tuples = make([]uint64, n)
 	a.latMax = make([]float64, n)
@@ -175,7 +183,7 @@ func Bytes(cfg *Config) int64 {
 // fine is the sub-window of a stimulus at rate r, counted from the first
 // window's first (clamped to the run).
 func (a *Acc) fine(stim float64, r int) int {
-	x := (stim - a.cfg.T0) / a.cfg.Rates[r] / a.cfg.Width * sub
+	x := (stim - a.cfg.T0) * a.inv[r]
 	if !(x > 0) {
 		return 0
 	}
@@ -201,7 +209,10 @@ func (a *Acc) Tuple(id int64, evs []capacity.Event, journey bool) {
 	if c := cfg.Chans[evs[0].Ch]; c.Inst >= 0 && c.Role != capacity.RoleIn && cfg.Insts[c.Inst].HasIn {
 		a.orphans[c.Inst]++
 	}
-	w0 := a.window(stim, 0)
+	for r := range a.fines {
+		a.fines[r] = a.fine(stim, r)
+	}
+	w0 := a.fines[0] / sub
 	sampled := uint64(id)*0x9E3779B97F4A7C15>>(64-sampleShift) == 0
 	marked := false
 	for i := range evs {
@@ -212,14 +223,14 @@ func (a *Acc) Tuple(id int64, evs []capacity.Event, journey bool) {
 		marked = true
 		j := c.Inst
 		for r := range cfg.Rates {
-			a.counts[r][j*a.n[r]*sub+a.fine(stim, r)]++
+			a.counts[r][j*a.n[r]*sub+a.fines[r]]++
 		}
 		// Where the input came from.
 		up := int32(-1)
 		if i > 0 {
 			up = int32(evs[i-1].Ch)
 		}
-		if !a.many[j] && !containsUp(a.ups[j], up) {
+		if ups := a.ups[j]; !a.many[j] && (len(ups) == 0 || ups[len(ups)-1] != up) && !containsUp(ups, up) {
 			if len(a.ups[j]) == maxUps {
 				a.many[j] = true
 			} else {
