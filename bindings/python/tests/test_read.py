@@ -86,10 +86,11 @@ def test_read_analysis_of_a_real_analysis(real_run, real_analysis):
     res = cp.read_analysis(out)
     assert isinstance(res, dict) and isinstance(res, cp.Analysis)
     # "source out", "map in", "map out" follow the marking rule: capacity
-    # too, and where the latency goes (CSV files only)
+    # too, where the latency goes and Mace (CSV files only)
     assert res.files == dict({t: str(out / (t + ".parquet"))
                               for t in ("durations", "summary", "runs", "throughput", "capacity")},
                              critical_path=str(out / "criticalpath.csv"), breakdown=str(out / "breakdown.csv"),
+                             mace=str(out / "mace.csv"), mace_costs=str(out / "mace-costs.csv"),
                              model=str(out / "model.json"), summary_text=str(out / "summary.txt"),
                              report=str(out / "report.html"))
     d = res.durations
