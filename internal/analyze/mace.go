@@ -102,7 +102,7 @@ func (a *analysis) planMace() error {
 	hz := a.model.RefHz()
 	cfg := &mace.Config{Hz: hz, T0: win.T0, T1: win.T1, Width: a.cfg.MaceWindow.Seconds() * hz, Chans: chans, Insts: insts, Rates: rates}
 	// Each worker counts its own: the budget's quarter covers them all.
-	if _, err := mace.NewAcc(cfg); err != nil {
+	if err := cfg.Check(); err != nil {
 		return fmt.Errorf("analyze: %w", err)
 	}
 	if need := mace.Bytes(cfg) * int64(a.cfg.Workers); need > max(a.cfg.MemBytes/4, 16<<20) {
@@ -216,11 +216,9 @@ func readMaceCosts(path string) (map[string]float64, error) {
 	for i, h := range head {
 		col[h] = i
 	}
-	op, cost, ok1 := col["operator"], col["cost_s"], true
-	if _, ok := col["operator"]; !ok {
-		ok1 = false
-	}
-	if _, ok := col["cost_s"]; !ok || !ok1 {
+	op, hasOp := col["operator"]
+	cost, hasCost := col["cost_s"]
+	if !hasOp || !hasCost {
 		return nil, fmt.Errorf("analyze: --mace-costs %s: not a mace-costs.csv (want the columns operator and cost_s; analyze writes it beside mace.csv)", path)
 	}
 	sum, n := map[string]float64{}, map[string]int{}

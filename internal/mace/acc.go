@@ -54,8 +54,8 @@ const maxCells = 1 << 26
 // end is the excess the run had then, give or take a 32nd's spread.
 const sub = 32
 
-// check says what is wrong with cfg.
-func (cfg *Config) check() error {
+// Check says what is wrong with cfg (NewAcc refuses it so).
+func (cfg *Config) Check() error {
 	if !(cfg.Hz > 0) || !(cfg.Width > 0) || math.IsInf(cfg.Width, 0) {
 		return fmt.Errorf("mace: window of %v cycles at %v Hz", cfg.Width, cfg.Hz)
 	}
@@ -130,7 +130,7 @@ type Acc struct {
 
 // NewAcc is a worker's accumulator.
 func NewAcc(cfg *Config) (*Acc, error) {
-	if err := cfg.check(); err != nil {
+	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
 	ni := len(cfg.Insts)
@@ -158,16 +158,7 @@ func NewAcc(cfg *Config) (*Acc, error) {
 }
 
 // window is the window of a stimulus at rate r (clamped to the run).
-func (a *Acc) window(stim float64, r int) int {
-	x := (stim - a.cfg.T0) / a.cfg.Rates[r] / a.cfg.Width
-	if !(x > 0) {
-		return 0
-	}
-	if n := a.n[r]; x >= float64(n) {
-		return n - 1
-	}
-	return int(x)
-}
+func (a *Acc) window(stim float64, r int) int { return a.fine(stim, r) / sub }
 
 // Bytes is what a worker's accumulator of cfg takes.
 func Bytes(cfg *Config) int64 {
