@@ -472,25 +472,8 @@ type problems []string
 
 func (ps *problems) add(format string, args ...any) { *ps = append(*ps, fmt.Sprintf(format, args...)) }
 
-// retry runs attempt up to n times, until one finds nothing wrong, and fails
-// the test with the last attempt's problems. The tests that use it compare
-// the analysis with a truth the machine realises: a stall of the machine
-// (the other vCPU busy, a run of the garbage collector beside) disturbs one
-// run now and then, never the analysis; the earlier attempts' problems stay
-// in the log.
+// retry is testrun.Retry with a test's problems.
 func retry(t *testing.T, n int, attempt func(try int) problems) {
 	t.Helper()
-	for try := 1; ; try++ {
-		ps := attempt(try)
-		if len(ps) == 0 {
-			return
-		}
-		if try == n {
-			for _, p := range ps {
-				t.Error(p)
-			}
-			return
-		}
-		t.Logf("try %d of %d: %d problem(s), run again (the machine may have disturbed the run):\n  %s", try, n, len(ps), strings.Join(ps, "\n  "))
-	}
+	testrun.Retry(t, n, func(try int) []string { return attempt(try) })
 }

@@ -8,8 +8,8 @@
 package mace
 
 import (
-	"fmt"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -145,23 +145,9 @@ func worst(rows []map[string]string, scenario string) (pred, meas float64) {
 func TestMaceOnOff(t *testing.T) {
 	tl := needTools(t)
 	dir := t.TempDir()
-	// The truth is runs on this machine: a stall of it (the other vCPU
-	// busy, the kernel's throttling of real-time threads) in one run moves
-	// its latencies, not the analysis. An attempt that finds problems is
-	// made again, up to three times; the last one's problems fail the test.
-	for try := 1; ; try++ {
-		ps := onOff(t, tl, filepath.Join(dir, fmt.Sprint("try-", try)))
-		if len(ps) == 0 {
-			return
-		}
-		if try == 3 {
-			for _, p := range ps {
-				t.Error(p)
-			}
-			return
-		}
-		t.Logf("try %d: %d problem(s), run again (the machine may have disturbed a run):\n  %s", try, len(ps), strings.Join(ps, "\n  "))
-	}
+	// The truth is runs on this machine: a stall of it in one run moves
+	// its latencies, not the analysis (testrun.Retry).
+	testrun.Retry(t, 3, func(try int) []string { return onOff(t, tl, filepath.Join(dir, fmt.Sprint("try-", try))) })
 }
 
 // onOff is one attempt of TestMaceOnOff: what it found wrong.

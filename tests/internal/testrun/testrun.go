@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"testing"
 	"time"
 )
 
@@ -90,4 +91,27 @@ func ReadCSV(path string, cols []string) ([]map[string]string, error) {
 		rows = append(rows, r)
 	}
 	return rows, nil
+}
+
+// Retry runs attempt up to n times, until one finds nothing wrong, and
+// fails t with the last attempt's problems; the earlier attempts' stay in
+// the log. For tests that compare an analysis with a truth the machine
+// realises: a stall of the machine (the other vCPU busy, the kernel's
+// throttling of real-time threads) disturbs one run now and then, never
+// the analysis of it.
+func Retry(t testing.TB, n int, attempt func(try int) []string) {
+	t.Helper()
+	for try := 1; ; try++ {
+		ps := attempt(try)
+		if len(ps) == 0 {
+			return
+		}
+		if try == n {
+			for _, p := range ps {
+				t.Error(p)
+			}
+			return
+		}
+		t.Logf("try %d of %d: %d problem(s), run again (the machine may have disturbed a run):\n  %s", try, n, len(ps), strings.Join(ps, "\n  "))
+	}
 }
