@@ -61,7 +61,9 @@ func needTools(t *testing.T) tools {
 
 // stallLimit: a run whose truth shows an operator's spin stopped longer
 // than this (the machine took its CPU: the kernel's throttling of
-// real-time threads takes 50 ms) is not the run the prediction is for.
+// real-time threads takes 50 ms) is not the run the prediction is for; an
+// attempt whose checks fail says so beside its problems. A stall alone is
+// no failure: when the checks pass, the prediction held anyway.
 const stallLimit = 2e-3
 
 // run is one tandem run: its logs' directory, and the longest time the
@@ -153,11 +155,17 @@ func TestMaceOnOff(t *testing.T) {
 // onOff is one attempt of TestMaceOnOff: what it found wrong.
 func onOff(t *testing.T, tl tools, dir string) (ps []string) {
 	problem := func(format string, args ...any) { ps = append(ps, fmt.Sprintf(format, args...)) }
+	var stalls []string
 	stalled := func(name string, stall float64) {
 		if stall > stallLimit {
-			problem("%s: the machine stopped an operator's spin for %.1f ms (its truth's longest_gap_s): not the run predicted", name, 1e3*stall)
+			stalls = append(stalls, fmt.Sprintf("%s: the machine stopped an operator's spin for %.1f ms (its truth's longest_gap_s): not the run predicted", name, 1e3*stall))
 		}
 	}
+	defer func() {
+		if len(ps) > 0 {
+			ps = append(ps, stalls...)
+		}
+	}()
 	logs, stall := tl.run(t, filepath.Join(dir, "one"), 1, bCost, 1)
 	stalled("the first run", stall)
 	text, rows := tl.analyze(t, logs, filepath.Join(dir, "one", "out"), "--what-if", "rate=x2", "--what-if", "cost:B=0.5", "--mace-fit", "0.08")
