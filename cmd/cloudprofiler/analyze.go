@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
@@ -57,6 +58,10 @@ func runAnalyze(stdout, stderr io.Writer, args []string) error {
 	fs.Float64Var(&cfg.MaceFit, "mace-fit", 0, "Mace: take each instance's cost from the first windows that hold this share of the tuples, e.g. 0.08 (default: all of them)")
 	fs.StringVar(&cfg.MaceCosts, "mace-costs", "", "Mace: take each operator's cost from another run's mace-costs.csv")
 	fs.BoolVar(&cfg.NoMace, "no-mace", false, "skip the Mace analysis even when channels mark operators")
+	// The report and the trace (README, "The report and the trace").
+	fs.BoolVar(&cfg.NoReport, "no-report", false, "write no report.html (and keep no aggregates over time for it)")
+	fs.StringVar(&cfg.Trace, "trace", "", "also write a trace of a sample of tuples to this file, in the Trace Event Format that ui.perfetto.dev and chrome://tracing open")
+	fs.IntVar(&cfg.TraceSample, "trace-sample", analyze.DefaultTraceSample, "--trace: how many tuples: the slowest tenth end to end, the rest a uniform sample")
 	// Go's flag package stops at the first non-flag: take the paths that
 	// follow --logs as more log paths, then go on parsing.
 	for len(args) > 0 {
@@ -101,6 +106,14 @@ func runAnalyze(stdout, stderr io.Writer, args []string) error {
 	}
 	if cfg.Window <= 0 {
 		return fmt.Errorf("analyze: --window must be a positive duration (1s, 250ms), not %s", cfg.Window)
+	}
+	if cfg.TraceSample < 1 {
+		return fmt.Errorf("analyze: --trace-sample must be at least 1 tuple, not %d", cfg.TraceSample)
+	}
+	if cfg.Trace != "" {
+		if st, err := os.Stat(cfg.Trace); err == nil && st.IsDir() {
+			return fmt.Errorf("analyze: --trace names a file to write, and %s is a directory", cfg.Trace)
+		}
 	}
 	if cfg.MinTuples < 1 {
 		return fmt.Errorf("analyze: --min-tuples must be at least 1, not %d", cfg.MinTuples)
@@ -149,7 +162,13 @@ func runAnalyze(stdout, stderr io.Writer, args []string) error {
 	for _, f := range res.Files {
 		fmt.Fprintf(stdout, "wrote %s\n", f)
 	}
-	fmt.Fprintf(stdout, "report: %s\n", filepath.Join(cfg.Out, "report.html"))
+	if !cfg.NoReport {
+		fmt.Fprintf(stdout, "report: %s (open it in a browser)\n", filepath.Join(cfg.Out, "report.html"))
+	}
+	if t := res.Trace; t != nil {
+		fmt.Fprintf(stdout, "trace: %s (%d tuples, the %d slowest among them; %d slices, %d flows): open it in ui.perfetto.dev or chrome://tracing\n",
+			cfg.Trace, t.Tuples, t.Slowest, t.Slices, t.Flows)
+	}
 	bad := res.Incomplete()
 	for _, c := range bad {
 		for _, p := range c.Problems {

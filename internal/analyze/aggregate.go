@@ -8,6 +8,8 @@ import (
 	"cloudprofiler/internal/capacity"
 	"cloudprofiler/internal/critpath"
 	"cloudprofiler/internal/mace"
+	"cloudprofiler/internal/timeline"
+	"cloudprofiler/internal/trace"
 	"cloudprofiler/minrtt"
 )
 
@@ -47,7 +49,13 @@ type worker struct {
 	capEvs     []capacity.Event
 	cpEvs      []critpath.Event
 	hopErr     []float64 // per hop of the tuple, its bound (critpath.go)
+	hopDur     []float64 // and its estimate (timeline.go)
 	lastErr    float64   // the bound of the last duration computed
+	lastDur    float64   // and its estimate
+	// the report's record counts over time and the trace's sample (timeline.go)
+	tlRecs    *timeline.Records
+	sampler   *trace.Sampler
+	traceRecs []trace.Rec
 }
 
 func (a *analysis) newWorker(rank []int, rows *rowBatcher) *worker {
@@ -58,6 +66,7 @@ func (a *analysis) newWorker(rank []int, rows *rowBatcher) *worker {
 		if a.cpCur != nil {
 			w.cpc = a.cpCur.NewCollector()
 		}
+		w.tlRecs, w.sampler = a.newTimelineParts()
 	}
 	return w
 }
@@ -115,7 +124,7 @@ func (w *worker) tuple(evs []event) error {
 			w.maceTuple(hops[0].id, w.capEvs)
 		}
 	}
-	errs := append(w.hopErr[:0], 0)
+	errs, durs := append(w.hopErr[:0], 0), append(w.hopDur[:0], 0)
 	for i := 1; i < len(hops); i++ {
 		x, y := &hops[i-1], &hops[i]
 		kind := KindTransfer
@@ -125,9 +134,12 @@ func (w *worker) tuple(evs []event) error {
 		if err := w.duration(kind, x, y, nil, -1); err != nil {
 			return err
 		}
-		errs = append(errs, w.lastErr)
+		errs, durs = append(errs, w.lastErr), append(durs, w.lastDur)
 	}
-	w.hopErr = errs
+	w.hopErr, w.hopDur = errs, durs
+	if w.tlRecs != nil || w.sampler != nil {
+		w.timelineTuple(hops, durs, errs)
+	}
 	if len(hops) >= 3 {
 		if err := w.duration(KindEndToEnd, &hops[0], &hops[len(hops)-1], nil, -1); err != nil {
 			return err
@@ -190,6 +202,7 @@ func (w *worker) duration(kind string, x, y *event, ours *minrtt.Duration, keyTo
 		if p == nil {
 			p = newPairStats(key, ours != nil)
 			p.kept = w.a.keptOf(key)
+			p.series = w.a.newSeries()
 			w.pairs[key] = p
 		}
 		slot.key, slot.p = key, p
@@ -204,7 +217,10 @@ func (w *worker) duration(kind string, x, y *event, ours *minrtt.Duration, keyTo
 		}
 	}
 	p.Err.Add(d.Err)
-	w.lastErr = d.Err
+	w.lastErr, w.lastDur = d.Err, d.Est
+	if p.series != nil {
+		p.series.Add(w.a.tl.grid.Bucket(x.est), d.Est)
+	}
 	p.Paper.Add(d.Paper)
 	p.Baseline.Add(d.Baseline)
 	if d.Scenario >= 0 && d.Scenario < 4 {
@@ -251,6 +267,12 @@ func (w *worker) merge(o *worker) {
 			p.RetErr.Merge(op.RetErr)
 			p.OursErr.Merge(op.OursErr)
 		}
+		switch {
+		case p.series == nil:
+			p.series = op.series
+		case op.series != nil:
+			p.series.Merge(op.series)
+		}
 	}
 	for k, ov := range o.votes {
 		v := w.votes[k]
@@ -273,6 +295,12 @@ func (w *worker) merge(o *worker) {
 	}
 	if w.cap != nil && o.cap != nil {
 		w.cap.Merge(o.cap)
+	}
+	if w.tlRecs != nil && o.tlRecs != nil {
+		w.tlRecs.Merge(o.tlRecs)
+	}
+	if w.sampler != nil && o.sampler != nil {
+		w.sampler.Merge(o.sampler)
 	}
 }
 

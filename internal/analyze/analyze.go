@@ -30,6 +30,8 @@ import (
 	"cloudprofiler/internal/capacity"
 	"cloudprofiler/internal/critpath"
 	"cloudprofiler/internal/mace"
+	"cloudprofiler/internal/timeline"
+	"cloudprofiler/internal/trace"
 	"cloudprofiler/minrtt"
 )
 
@@ -79,6 +81,15 @@ type Config struct {
 	NoMace     bool
 
 	noFastCritPath bool // the critical path without the departure indexes (critpath.Config.Fast): a test compares
+
+	// The report (report.html, html.go) and the trace (timeline.go,
+	// package trace): NoReport writes no report.html and keeps no
+	// aggregates over time; Trace names a Trace Event Format file to write
+	// with a sample of TraceSample tuples (default 1000: the slowest tenth,
+	// the rest uniform).
+	NoReport    bool
+	Trace       string
+	TraceSample int
 }
 
 // Incomplete lists the channels whose files are damaged or miss records
@@ -123,6 +134,9 @@ type PairStats struct {
 	// kept counts, over all workers, the durations kept for exact
 	// quantiles (aggregate.go); nil once merged.
 	kept *atomic.Uint64
+	// series is the pair's durations over time (timeline.go; nil without
+	// the report, or past its memory).
+	series *timeline.Series
 }
 
 // Result is what Run found; the files in Out say the same at length.
@@ -155,6 +169,8 @@ type Result struct {
 	// records, and the distinct output ids followed to their last input.
 	LineageChannels              int
 	LineagePairs, LineageOutputs uint64
+	// Trace says what --trace's file holds (nil without one).
+	Trace *trace.Stats
 }
 
 type analysis struct {
@@ -178,6 +194,9 @@ type analysis struct {
 	cp         cpState            // the critical-path analysis (critpath.go)
 	cpCur      *critpath.Analysis // the current join's (pipeline.go)
 	mace       maceState          // the Mace analysis (mace.go)
+	tl         timelineState      // the report's aggregates over time and the trace's sample (timeline.go)
+	// per channel, its smallest and largest TSC (decode): the run's span
+	tscMin, tscMax []uint64
 }
 
 // outputs are the files an analysis may write into Out. A run removes
@@ -237,6 +256,9 @@ func prepare(cfg Config) (*analysis, error) {
 	if cfg.Workers <= 0 {
 		cfg.Workers = runtime.GOMAXPROCS(0)
 	}
+	if cfg.TraceSample <= 0 {
+		cfg.TraceSample = DefaultTraceSample
+	}
 	if err := checkMaceConfig(&cfg); err != nil {
 		return nil, err
 	}
@@ -269,6 +291,10 @@ func prepare(cfg Config) (*analysis, error) {
 		res: &Result{Ref: model.Ref(), RefHz: model.RefHz(), Channels: chans}}
 	a.linkReturnLogs()
 	a.indexChannels()
+	a.tscMin, a.tscMax = make([]uint64, len(chans)), make([]uint64, len(chans))
+	for i := range a.tscMin {
+		a.tscMin[i] = math.MaxUint64
+	}
 	if err := a.planCapacity(); err != nil {
 		return nil, err
 	}
@@ -319,6 +345,9 @@ func (a *analysis) run() (*Result, error) {
 		return nil, err
 	}
 	if err := a.writeMace(); err != nil {
+		return nil, err
+	}
+	if err := a.writeTrace(); err != nil {
 		return nil, err
 	}
 	for _, p := range a.pairs {

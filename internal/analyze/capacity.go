@@ -33,8 +33,6 @@ const (
 type capState struct {
 	plan      *capacity.Plan // nil: no capacity analysis
 	tupleMark bool           // some tuple channel marks: tuples are fed
-	tscMin    []uint64       // per channel, its smallest and largest TSC (decode)
-	tscMax    []uint64
 	win       capacity.Windows
 	acc       *capacity.Acc // the workers' merged accumulator
 }
@@ -84,13 +82,6 @@ func (a *analysis) planCapacity() error {
 		return nil
 	}
 	a.cap.plan, a.cap.tupleMark = plan, plan.TupleMarks()
-	if a.cap.tupleMark {
-		a.cap.tscMin = make([]uint64, len(a.chans))
-		a.cap.tscMax = make([]uint64, len(a.chans))
-		for i := range a.cap.tscMin {
-			a.cap.tscMin[i] = math.MaxUint64
-		}
-	}
 	return nil
 }
 
@@ -103,18 +94,7 @@ func (a *analysis) capacityWindows() error {
 	if !a.cap.tupleMark {
 		return nil
 	}
-	t0, t1 := math.Inf(1), math.Inf(-1)
-	for i, c := range a.chans {
-		if c.Role != RoleTuples || a.cap.tscMin[i] > a.cap.tscMax[i] {
-			continue
-		}
-		lo := a.model.PointRelIdx(a.chNode[i], a.cap.tscMin[i]).Est
-		hi := a.model.PointRelIdx(a.chNode[i], a.cap.tscMax[i]).Est
-		t0, t1 = math.Min(t0, lo), math.Max(t1, hi)
-	}
-	if math.IsInf(t0, 1) {
-		t0, t1 = 0, 0
-	}
+	t0, t1 := a.tupleSpan()
 	width := a.cfg.Window.Seconds() * a.model.RefHz()
 	win, err := capacity.NewWindows(t0, t1, width)
 	if err != nil {

@@ -273,7 +273,7 @@ func TestCapacityKnownCosts(t *testing.T) {
 	t.Logf("\n%s", txt)
 	page, err := os.ReadFile(filepath.Join(cfg.Out, "report.html"))
 	require.NoError(t, err)
-	require.Contains(t, string(page), `<h2 id="capacity">Capacity</h2>`)
+	require.Contains(t, string(page), `<section id="capacity"><h2>Capacity</h2>`)
 	require.Contains(t, string(page), "Bottleneck: <b>parse</b>")
 
 	// Not enough data: windows below --min-tuples give no rate, the run does.

@@ -101,9 +101,7 @@ func (a *analysis) decodeFile(ch int, pw *partWriter, alias lineageMap) (uint64,
 	if err := pw.setChannel(uint32(ch)); err != nil {
 		return 0, err
 	}
-	// The capacity analysis's windows start at the run's first record
-	// (capacity.go): each channel's smallest and largest TSC.
-	track := a.cap.tscMin != nil
+	// The run's span (tupleSpan): each channel's smallest and largest TSC.
 	lo, hi := uint64(math.MaxUint64), uint64(0)
 	var dep *critpath.DepIndex // its counters' index (critpath.go)
 	if a.cp.deps != nil {
@@ -128,10 +126,8 @@ func (a *analysis) decodeFile(ch int, pw *partWriter, alias lineageMap) (uint64,
 				}
 			}
 		}
-		if track {
-			for _, r := range rs {
-				lo, hi = min(lo, r.TSC), max(hi, r.TSC)
-			}
+		for _, r := range rs {
+			lo, hi = min(lo, r.TSC), max(hi, r.TSC)
 		}
 		if dep != nil && !dep.AddRecords(rs) {
 			dep = nil // given up: Done says so
@@ -140,9 +136,7 @@ func (a *analysis) decodeFile(ch int, pw *partWriter, alias lineageMap) (uint64,
 		a.progress.records.Add(uint64(len(rs)))
 		return nil
 	})
-	if track {
-		a.cap.tscMin[ch], a.cap.tscMax[ch] = lo, hi
-	}
+	a.tscMin[ch], a.tscMax[ch] = lo, hi
 	return n, c.readDone(lf, err)
 }
 

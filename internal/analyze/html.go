@@ -3,154 +3,12 @@ package analyze
 import (
 	"fmt"
 	"html"
-	"io"
 	"math"
-	"sort"
 	"strings"
 
 	"cloudprofiler/internal/critpath"
 	"cloudprofiler/internal/mace"
 )
-
-// writeHTML writes one self-contained page: the summary table, a box plot
-// per pair with the error bound drawn as a bar around the median, the
-// throughput of every counter channel over time, and the links the
-// translation used. Plain SVG; no script, no external file.
-func (a *analysis) writeHTML(w io.Writer, rows []Row) error {
-	r := a.res
-	var b strings.Builder
-	esc := html.EscapeString
-	us := func(v float64) string { return num(v * 1e6) }
-	b.WriteString(`<!doctype html><html><head><meta charset="utf-8"><title>Cloudprofiler analysis</title><style>
-body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}
-td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#f3f3f3}td.l{text-align:left}
-svg text{font:11px system-ui,sans-serif}.note{color:#555}</style></head><body>`)
-	fmt.Fprintf(&b, "<h1>Cloudprofiler: durations in one reference TSC</h1><p>Reference node <b>%s</b> (%.6f GHz). %d channels, %d tuple records, %d tuples, %d durations. Every duration is shown with its strict error bound (±): the true value, in reference TSC cycles, lies within it; microseconds divide by the reference node's registered TSC frequency.</p>",
-		esc(r.Ref), r.RefHz/1e9, len(r.Channels), r.Records, r.Tuples, r.Durations)
-
-	// Box plots: one row per pair, a shared linear axis in microseconds up
-	// to the largest p99 (a few slow tuples would squash every box); a
-	// maximum beyond it is written at the row's end.
-	if len(rows) > 0 {
-		lo, hi := math.Inf(1), math.Inf(-1)
-		for _, x := range rows {
-			lo = math.Min(lo, math.Min(x.Min, x.Median-x.ErrMax))
-			hi = math.Max(hi, math.Max(x.P99, x.Median+x.ErrMax))
-		}
-		if lo > 0 {
-			lo = 0
-		}
-		if hi <= lo {
-			hi = lo + 1e-6
-		}
-		const left, width, rowH = 300, 460, 34
-		height := 40 + rowH*len(rows)
-		xpos := func(v float64) float64 { return left + (math.Min(v, hi)-lo)/(hi-lo)*width }
-		fmt.Fprintf(&b, `<h2>Durations (µs)</h2><p class="note">Box: quartiles; thick line: median; whiskers: min to p99 (the max is written when it lies further); red bar: median ± the largest error bound of the pair.</p><svg width="%d" height="%d" xmlns="http://www.w3.org/2000/svg">`, left+width+300, height)
-		for i := 0; i <= 5; i++ {
-			v := lo + (hi-lo)*float64(i)/5
-			x := xpos(v)
-			fmt.Fprintf(&b, `<line x1="%.1f" y1="20" x2="%.1f" y2="%d" stroke="#eee"/><text x="%.1f" y="14" text-anchor="middle">%s</text>`, x, x, height-10, x, num(v*1e6))
-		}
-		for i, x := range rows {
-			y := 30 + rowH*i
-			mid := float64(y + rowH/2 - 4)
-			fmt.Fprintf(&b, `<text x="4" y="%.0f">%s: %s → %s</text>`, mid+4, esc(x.Kind), esc(trim(x.From, 22)), esc(trim(x.To, 22)))
-			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.0f" x2="%.1f" y2="%.0f" stroke="#333"/>`, xpos(x.Min), mid, xpos(x.P99), mid)
-			fmt.Fprintf(&b, `<rect x="%.1f" y="%.0f" width="%.1f" height="14" fill="#9cc3e6" stroke="#333"/>`, xpos(x.P25), mid-7, math.Max(1, xpos(x.P75)-xpos(x.P25)))
-			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.0f" x2="%.1f" y2="%.0f" stroke="#000" stroke-width="2"/>`, xpos(x.Median), mid-7, xpos(x.Median), mid+7)
-			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.0f" x2="%.1f" y2="%.0f" stroke="#d22" stroke-width="3"/>`, xpos(x.Median-x.ErrMax), mid+10, xpos(x.Median+x.ErrMax), mid+10)
-			label := "median " + num(x.Median*1e6) + " ± " + num(x.ErrMax*1e6)
-			if x.Max > hi {
-				label += ", max " + num(x.Max*1e6)
-			}
-			fmt.Fprintf(&b, `<text x="%d" y="%.0f" fill="#555">%s</text>`, left+width+8, mid+4, esc(label))
-		}
-		b.WriteString("</svg>")
-	}
-
-	b.WriteString("<h2>Summary (µs)</h2><table><tr><th>kind</th><th>from</th><th>to</th><th>count</th><th>min</th><th>p25</th><th>median</th><th>p75</th><th>p99</th><th>max</th><th>± median</th><th>± max</th><th>paper ±</th><th>baseline ±</th></tr>")
-	for _, x := range rows {
-		fmt.Fprintf(&b, `<tr><td class="l">%s</td><td class="l">%s</td><td class="l">%s</td><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>`,
-			esc(x.Kind), esc(x.From), esc(x.To), x.Count, us(x.Min), us(x.P25), us(x.Median), us(x.P75), us(x.P99), us(x.Max),
-			us(x.ErrMedian), us(x.ErrMax), us(x.PaperMedian), us(x.BaselineMedian))
-	}
-	b.WriteString("</table>")
-	for _, x := range rows {
-		if x.Kind == KindReturnRTT {
-			fmt.Fprintf(&b, "<p>Return-trip method %s → %s overestimates the latency by %s µs (median), %s µs (max); our bound on the same durations is ± %s µs (median).</p>",
-				esc(x.From), esc(x.To), us(x.RetErrMedian), us(x.RetErrMax), us(x.OursErrMedian))
-		}
-	}
-	if len(r.Runs) > 0 {
-		b.WriteString("<h2>Run duration (FIRSTLAST)</h2><table><tr><th>channel</th><th>seconds</th><th>± µs</th></tr>")
-		for _, s := range r.Runs {
-			fmt.Fprintf(&b, `<tr><td class="l">%s</td><td>%.6f</td><td>%.3f</td></tr>`, esc(s.Channel), s.Duration.Est/r.RefHz, s.Duration.Err/r.RefHz*1e6)
-		}
-		b.WriteString("</table>")
-	}
-	a.throughputSVG(&b)
-	capacityHTML(&b, r)
-	critPathHTML(&b, r)
-	maceHTML(&b, r)
-	if bad := r.Incomplete(); len(bad) > 0 {
-		fmt.Fprintf(&b, `<h2 id="integrity">Log integrity: %d of %d files damaged or incomplete</h2><p class="note">The results above use every valid record in them; these records are missing or were damaged.</p><table><tr><th>channel</th><th>file</th><th>problems</th></tr>`, len(bad), len(r.Channels))
-		for _, c := range bad {
-			fmt.Fprintf(&b, `<tr><td class="l">%s</td><td class="l">%s</td><td class="l">%s</td></tr>`, esc(c.Label()), esc(c.Path), esc(strings.Join(c.Problems, "; ")))
-		}
-		b.WriteString("</table>")
-	} else {
-		fmt.Fprintf(&b, `<h2 id="integrity">Log integrity</h2><p>All %d files complete and undamaged.</p>`, len(r.Channels))
-	}
-	b.WriteString(`<h2>Links between nodes</h2><p class="note">Translating one node's counter into another's. Round trips are in their origin's cycles, errors in the receiving node's, all shown in µs at the reference frequency.</p><table><tr><th>from</th><th>into</th><th>rounds</th><th>probes</th><th>min RTT (µs)</th><th>min RTT back (µs)</th><th>ratio</th><th>error mid-run, paper (µs)</th><th>all probes (µs)</th><th>used</th></tr>`)
-	for _, l := range a.model.Links() {
-		fmt.Fprintf(&b, `<tr><td class="l">%s</td><td class="l">%s</td><td>%d</td><td>%d</td><td>%.3f</td><td>%.3f</td><td>%.9f</td><td>%.3f</td><td>%.3f</td><td>%v %s</td></tr>`,
-			esc(l.From), esc(l.Into), l.Rounds, l.Probes, l.MinRTT/r.RefHz*1e6, l.MinRTTRev/r.RefHz*1e6, l.Ratio,
-			l.PaperErrMid/r.RefHz*1e6, l.AllProbesErrMid/r.RefHz*1e6, l.Used, esc(l.Unusable))
-	}
-	b.WriteString("</table></body></html>\n")
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-func (a *analysis) throughputSVG(b *strings.Builder) {
-	if len(a.throughput) == 0 {
-		return
-	}
-	var idx []int
-	tmax, rmax := 0.0, 0.0
-	for i, pts := range a.throughput {
-		idx = append(idx, i)
-		for _, p := range pts {
-			tmax = math.Max(tmax, p.T)
-			if p.Period > 0 {
-				rmax = math.Max(rmax, float64(p.Count)/p.Period)
-			}
-		}
-	}
-	sort.Ints(idx)
-	if tmax <= 0 || rmax <= 0 {
-		return
-	}
-	const left, width, height = 70, 700, 220
-	colors := []string{"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"}
-	fmt.Fprintf(b, `<h2>Throughput (periodic counters)</h2><svg width="%d" height="%d" xmlns="http://www.w3.org/2000/svg">`, left+width+20, height+50+16*len(idx))
-	fmt.Fprintf(b, `<line x1="%d" y1="10" x2="%d" y2="%d" stroke="#333"/><line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#333"/>`, left, left, height+10, left, height+10, left+width, height+10)
-	fmt.Fprintf(b, `<text x="4" y="16">%.0f/s</text><text x="4" y="%d">0</text><text x="%d" y="%d" text-anchor="end">%.2f s</text>`, rmax, height+10, left+width, height+26, tmax)
-	for k, i := range idx {
-		var pts []string
-		for _, p := range a.throughput[i] {
-			if p.Period <= 0 {
-				continue
-			}
-			pts = append(pts, fmt.Sprintf("%.1f,%.1f", left+p.T/tmax*width, 10+height-float64(p.Count)/p.Period/rmax*height))
-		}
-		c := colors[k%len(colors)]
-		fmt.Fprintf(b, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/><text x="%d" y="%d" fill="%s">%s</text>`,
-			c, strings.Join(pts, " "), left+10, height+46+16*k, c, html.EscapeString(a.chans[i].Label()))
-	}
-	b.WriteString("</svg>")
-}
 
 // trim keeps the last n-1 runes of a long label, after an ellipsis.
 func trim(s string, n int) string {
@@ -178,7 +36,7 @@ func capacityHTML(b *strings.Builder, r *Result) {
 	c := r.Capacity
 	if c == nil {
 		if r.CapacityNote != "" {
-			fmt.Fprintf(b, `<h2 id="capacity">Capacity</h2><p class="note">%s</p>`, strings.ReplaceAll(esc(r.CapacityNote), "\n", "<br>"))
+			fmt.Fprintf(b, `<h2>Capacity</h2><p class="note">%s</p>`, strings.ReplaceAll(esc(r.CapacityNote), "\n", "<br>"))
 		}
 		return
 	}
@@ -200,7 +58,7 @@ func capacityHTML(b *strings.Builder, r *Result) {
 		}
 		return fmt.Sprintf("%.3f", v)
 	}
-	fmt.Fprintf(b, `<h2 id="capacity">Capacity</h2><p class="note">Operators as the channel names mark them (OPERATOR[#INSTANCE] in, out, sent, count). Service rate: tuples over their own service time (in to out), with its 95%% interval; headroom: service rate over arrival rate; busy and blocked: shares of the time. Windows of %g s from the run's first tuple record are in capacity.csv; below, the whole run. Fewer than %d paired tuples: not enough data.</p>`,
+	fmt.Fprintf(b, `<h2>Capacity</h2><p class="note">Operators as the channel names mark them (OPERATOR[#INSTANCE] in, out, sent, count). Service rate: tuples over their own service time (in to out), with its 95%% interval; headroom: service rate over arrival rate; busy and blocked: shares of the time. Windows of %g s from the run's first tuple record are in capacity.csv; below, the whole run. Fewer than %d paired tuples: not enough data.</p>`,
 		c.Windows.Width/cfg.Hz, cfg.MinTuples)
 	if c.Bottleneck != "" {
 		fmt.Fprintf(b, "<p>Bottleneck: <b>%s</b>. The highest source rate the topology is predicted to sustain: <b>%s tuples/s</b>.</p>", esc(c.Bottleneck), f(c.MaxSource))
@@ -298,11 +156,11 @@ func critPathHTML(b *strings.Builder, r *Result) {
 	c := r.CritPath
 	if c == nil {
 		if r.CritPathNote != "" {
-			fmt.Fprintf(b, `<h2 id="critical-path">Where the latency goes</h2><p class="note">%s</p>`, esc(r.CritPathNote))
+			fmt.Fprintf(b, `<h2>Where the latency goes</h2><p class="note">%s</p>`, esc(r.CritPathNote))
 		}
 		return
 	}
-	b.WriteString(`<h2 id="critical-path">Where the latency goes</h2>`)
+	b.WriteString(`<h2>Where the latency goes</h2>`)
 	pct := func(v float64) string {
 		switch {
 		case math.IsNaN(v):
@@ -504,11 +362,11 @@ func maceHTML(b *strings.Builder, r *Result) {
 	m := r.Mace
 	if m == nil {
 		if r.MaceNote != "" {
-			fmt.Fprintf(b, `<h2 id="mace">Mace: the largest latency predicted from load</h2><p class="note">%s</p>`, esc(r.MaceNote))
+			fmt.Fprintf(b, `<h2>Mace: the largest latency predicted from load</h2><p class="note">%s</p>`, esc(r.MaceNote))
 		}
 		return
 	}
-	b.WriteString(`<h2 id="mace">Mace: the largest latency predicted from load</h2>`)
+	b.WriteString(`<h2>Mace: the largest latency predicted from load</h2>`)
 	fmt.Fprintf(b, `<p class="note">Tuples are grouped by their stimulus (their first record) in windows of %.4g s. Mace (Chandramouli et al.) is the work each node (an operator instance's thread) is behind at a window's end, from each instance's cost per tuple and the tuples that reach it; the predicted largest latency adds the excess before each 32nd of a window to its load. Every window is in mace.csv, the costs in mace-costs.csv.</p>`, m.WindowS)
 	// The measured run's windows: Mace, predicted and measured, on one scale.
 	var rows []int

@@ -97,6 +97,7 @@ func (a *analysis) joinTuples() error {
 		return err
 	}
 	a.doneDepIndexes()
+	a.planTimeline()
 	a.res.Spilled = ps.spilled
 	if err := a.capacityWindows(); err != nil {
 		return err
@@ -250,6 +251,7 @@ func (a *analysis) finishJoin(w *worker, rank []int) {
 	a.t0 = math.Min(a.t0, w.t0)
 	a.cap.acc = w.cap
 	a.mace.acc = w.mace
+	a.tl.recs, a.tl.sample = w.tlRecs, w.sampler
 	a.cp.an, a.cpCur = a.cpCur, nil
 	byRank := make([]int, len(a.chans))
 	for i, r := range rank {

@@ -103,6 +103,9 @@ func (a *analysis) writeSummaries() error {
 	}); err != nil {
 		return err
 	}
+	if a.cfg.NoReport {
+		return nil
+	}
 	return out("report.html", func(w io.Writer) error { return a.writeHTML(w, rows) })
 }
 

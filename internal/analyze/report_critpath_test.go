@@ -58,10 +58,10 @@ func TestCritPathSummaryAndReport(t *testing.T) {
 	b, err = os.ReadFile(filepath.Join(cfg.Out, "report.html"))
 	require.NoError(t, err)
 	page := string(b)
-	at = strings.Index(page, `<h2 id="critical-path">Where the latency goes</h2>`)
+	at = strings.Index(page, `<section id="critical-path"><h2>Where the latency goes</h2>`)
 	require.GreaterOrEqual(t, at, 0)
-	require.Greater(t, at, strings.Index(page, `<h2 id="capacity">`))
-	sec = page[at:strings.Index(page, `<h2 id="integrity">`)]
+	require.Greater(t, at, strings.Index(page, `<section id="capacity">`))
+	sec = page[at:strings.Index(page, `<section id="mace">`)]
 	require.Contains(t, sec, "<svg")
 	require.Contains(t, sec, "share of each slice's critical path")
 	require.Contains(t, sec, "<th>p99 (")
@@ -89,7 +89,7 @@ func TestCritPathNoteWithoutMarks(t *testing.T) {
 		require.NotContains(t, string(b), "Where the latency goes")
 		b, err = os.ReadFile(filepath.Join(outDir, "report.html"))
 		require.NoError(t, err)
-		require.Contains(t, string(b), `<h2 id="critical-path">Where the latency goes</h2><p class="note">critical path: `)
+		require.Contains(t, string(b), `<section id="critical-path"><h2>Where the latency goes</h2><p class="note">critical path: `)
 		require.NotContains(t, string(b), "share of each slice's critical path")
 	}
 	outDir := filepath.Join(dir, "out")

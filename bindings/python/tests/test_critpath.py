@@ -161,7 +161,7 @@ def test_critical_path_and_breakdown_of_a_real_pipeline(marked_run):
     assert "parts add up exactly" in txt
     assert "tuples %d, journeys %d" % (N, N) in txt
     with open(res.report) as f:
-        assert '<h2 id="critical-path">Where the latency goes</h2>' in f.read()
+        assert '<section id="critical-path"><h2>Where the latency goes</h2>' in f.read()
 
 
 def test_no_critical_path(marked_run):

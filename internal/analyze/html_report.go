@@ -1,0 +1,369 @@
+package analyze
+
+import (
+	"fmt"
+	"html"
+	"io"
+	"sort"
+	"strings"
+
+	"cloudprofiler/internal/chart"
+)
+
+// The report (report.html): one self-contained page, no script, nothing
+// fetched (a Content-Security-Policy forbids it), readable at 1280 px. Its
+// sections, in order: what the run was (and what the logs lack), the
+// topology, the latency distributions, latency and throughput over time,
+// the links between nodes, the summary table, then the capacity, critical
+// path and Mace sections of those analyses (html.go), and the logs'
+// integrity. Aggregates only: every chart is drawn from the per-pair
+// statistics and the timeline's buckets, so the page stays small however
+// many records the run had.
+
+// reportSections are the ids of the page's sections, in order; a test
+// reads them back from the page.
+var reportSections = []string{"overview", "topology", "distributions", "over-time", "throughput", "links", "summary", "capacity", "critical-path", "mace", "integrity"}
+
+func (a *analysis) writeHTML(w io.Writer, rows []Row) error {
+	r := a.res
+	var b strings.Builder
+	esc := html.EscapeString
+	b.WriteString(`<!doctype html><html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Cloudprofiler analysis</title><style>
+body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;padding:1em 2em;max-width:1240px;color:#222}
+h1{font-size:1.5em;margin:.3em 0}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}
+table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}
+th{background:#f3f3f3}td.l{text-align:left}svg{display:block;margin:.5em 0;max-width:100%;height:auto}
+svg text{font:11px system-ui,sans-serif}.note{color:#555}.missing{color:#8a4b00}
+nav a{margin-right:1em}.grid{display:flex;flex-wrap:wrap;gap:0 1em}</style></head><body>`)
+	fmt.Fprintf(&b, `<h1>Cloudprofiler: where the time goes, in one reference clock</h1>`)
+	fmt.Fprintf(&b, `<section id="overview"><p>Reference node <b>%s</b> (%.6f GHz). %d channels on %d node(s), %d tuple records, %d tuples, %d durations`,
+		esc(r.Ref), r.RefHz/1e9, len(r.Channels), len(a.model.Nodes()), r.Records, r.Tuples, r.Durations)
+	if span := a.tl.grid.Width * float64(a.tl.grid.N) / r.RefHz; a.tl.on && r.Records > 0 {
+		fmt.Fprintf(&b, ` over %.3f s`, span)
+	}
+	b.WriteString(`. Every duration comes with its strict error bound (±): the true value, in reference TSC cycles, lies within it; microseconds divide by the reference node's registered TSC frequency.</p>`)
+	if len(r.Order) > 0 {
+		fmt.Fprintf(&b, `<p class="note">Channel order: %s.</p>`, esc(strings.Join(r.Order, " → ")))
+	}
+	if miss := a.missing(rows); len(miss) > 0 {
+		b.WriteString(`<p class="missing"><b>What these logs cannot show:</b></p><ul class="missing">`)
+		for _, m := range miss {
+			fmt.Fprintf(&b, `<li>%s</li>`, esc(m))
+		}
+		b.WriteString(`</ul>`)
+	}
+	b.WriteString(`<nav>`)
+	for _, id := range reportSections[1:] {
+		fmt.Fprintf(&b, `<a href="#%s">%s</a>`, id, strings.ReplaceAll(id, "-", " "))
+	}
+	b.WriteString(`</nav></section>`)
+
+	b.WriteString(`<section id="topology"><h2>Topology</h2>`)
+	a.topologyHTML(&b, rows)
+	b.WriteString(`</section><section id="distributions"><h2>Latency distributions</h2>`)
+	a.distributionsHTML(&b, rows)
+	b.WriteString(`</section><section id="over-time"><h2>Latency over time</h2>`)
+	a.latencyOverTimeHTML(&b, rows)
+	b.WriteString(`</section><section id="throughput"><h2>Throughput over time</h2>`)
+	a.throughputHTML(&b)
+	b.WriteString(`</section><section id="links"><h2>Links between nodes</h2>`)
+	a.linksHTML(&b, rows)
+	b.WriteString(`</section><section id="summary"><h2>Summary (µs)</h2>`)
+	a.summaryHTML(&b, rows)
+	b.WriteString(`</section><section id="capacity">`)
+	if r.Capacity == nil && r.CapacityNote == "" {
+		b.WriteString(`<h2>Capacity</h2><p class="missing">Not analysed.</p>`)
+	}
+	capacityHTML(&b, r)
+	b.WriteString(`</section><section id="critical-path">`)
+	if r.CritPath == nil && r.CritPathNote == "" {
+		b.WriteString(`<h2>Where the latency goes</h2><p class="missing">Not analysed.</p>`)
+	}
+	critPathHTML(&b, r)
+	b.WriteString(`</section><section id="mace">`)
+	if r.Mace == nil && r.MaceNote == "" {
+		b.WriteString(`<h2>Mace: the largest latency predicted from load</h2><p class="missing">Not analysed.</p>`)
+	}
+	maceHTML(&b, r)
+	b.WriteString(`</section><section id="integrity">`)
+	if bad := r.Incomplete(); len(bad) > 0 {
+		fmt.Fprintf(&b, `<h2>Log integrity: %d of %d files damaged or incomplete</h2><p class="note">The results above use every valid record in them; these records are missing or were damaged.</p><table><tr><th>channel</th><th>file</th><th>problems</th></tr>`, len(bad), len(r.Channels))
+		for _, c := range bad {
+			fmt.Fprintf(&b, `<tr><td class="l">%s</td><td class="l">%s</td><td class="l">%s</td></tr>`, esc(c.Label()), esc(c.Path), esc(strings.Join(c.Problems, "; ")))
+		}
+		b.WriteString("</table>")
+	} else {
+		fmt.Fprintf(&b, `<h2>Log integrity</h2><p>All %d files complete and undamaged.</p>`, len(r.Channels))
+	}
+	b.WriteString("</section></body></html>\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// missing says what the logs cannot show, for the overview: each item
+// names what is absent and what would add it.
+func (a *analysis) missing(rows []Row) []string {
+	var m []string
+	r := a.res
+	tupleChans, counters := 0, 0
+	for _, c := range r.Channels {
+		switch c.Role {
+		case RoleTuples:
+			tupleChans++
+		case RoleCounter:
+			counters++
+		}
+	}
+	switch {
+	case r.Records == 0:
+		m = append(m, "no tuple records: no latencies (the logs hold no channel that logs tuples, or their files are empty)")
+	case len(rows) == 0:
+		m = append(m, fmt.Sprintf("no durations: a tuple needs records on two channels, and %d tuple channel(s) logged no tuple id twice", tupleChans))
+	}
+	if len(a.model.Nodes()) < 2 {
+		m = append(m, fmt.Sprintf("one node (%s): no links between nodes, and every duration is exact within it; logs from several nodes need --rounds (tsc-server --out)", a.model.Ref()))
+	}
+	if counters == 0 {
+		m = append(m, "no periodic counter channels: the throughput chart shows tuple records only (a channel with the periodic-counter handler counts tuples the library does not log one by one)")
+	}
+	if a.tl.dropped.Load() > 0 {
+		m = append(m, fmt.Sprintf("%d pairs have no line over time: their aggregates would pass an eighth of --mem-mb", a.tl.dropped.Load()))
+	}
+	return m
+}
+
+// us is cycles in microseconds at the reference frequency.
+func (a *analysis) us(cycles float64) float64 { return cycles / a.res.RefHz * 1e6 }
+
+// usFmt writes microseconds for an axis.
+func usFmt(v float64) string {
+	switch {
+	case v >= 1e6:
+		return fmt.Sprintf("%gs", v/1e6)
+	case v >= 1e3:
+		return fmt.Sprintf("%gms", v/1e3)
+	}
+	return fmt.Sprintf("%gµs", v)
+}
+
+// rateFmt writes a rate for an axis.
+func rateFmt(v float64) string {
+	switch {
+	case v >= 1e6:
+		return fmt.Sprintf("%gM", v/1e6)
+	case v >= 1e3:
+		return fmt.Sprintf("%gk", v/1e3)
+	}
+	return fmt.Sprintf("%g", v)
+}
+
+// hopRows are the rows drawn as hops (compute and transfer) and as end to
+// end, apart.
+func hopRows(rows []Row) (hops, e2e []int) {
+	for i, x := range rows {
+		switch x.Kind {
+		case KindCompute, KindTransfer:
+			hops = append(hops, i)
+		case KindEndToEnd:
+			e2e = append(e2e, i)
+		}
+	}
+	return hops, e2e
+}
+
+// cdfProbs are the probabilities a distribution is drawn at, denser in the
+// tail.
+var cdfProbs = []float64{0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7,
+	0.75, 0.8, 0.85, 0.9, 0.93, 0.95, 0.97, 0.98, 0.99, 0.995, 0.998, 0.999, 0.9995, 0.9999}
+
+func (a *analysis) distributionsHTML(b *strings.Builder, rows []Row) {
+	hops, e2e := hopRows(rows)
+	idx := append(append([]int(nil), hops...), e2e...)
+	if len(idx) == 0 {
+		b.WriteString(`<p class="missing">No durations to draw.</p>`)
+		return
+	}
+	c := chart.Chart{ID: "cdf", Title: "CDF of each hop's and the end-to-end latency (log axis)",
+		X: chart.Axis{Label: "latency (µs, log)", Log: true, Format: usFmt},
+		Y: chart.Axis{Label: "fraction of tuples at or below", Min: 0, Max: 1}, Height: 260}
+	dropped := 0
+	for _, i := range idx {
+		p := a.res.Pairs[i]
+		qs := p.Dur.Quantiles(cdfProbs...)
+		s := chart.Series{Name: pairName(&rows[i])}
+		add := func(v, q float64) {
+			v = a.us(v)
+			if !(v > 0) {
+				return
+			}
+			s.X, s.Y = append(s.X, v), append(s.Y, q)
+		}
+		add(p.Dur.Min, 0)
+		for k, q := range cdfProbs {
+			add(qs[k], q)
+		}
+		add(p.Dur.Max, 1)
+		if p.Dur.Min <= 0 {
+			dropped++
+		}
+		if rows[i].Kind == KindEndToEnd {
+			s.Color = "#000"
+		}
+		c.Series = append(c.Series, s)
+	}
+	c.SVG(b)
+	b.WriteString(`<p class="note">Each line is a pair of channels: compute (within a process), transfer (between processes) and end to end (first to last channel, black). Quantiles are exact up to 2^20 durations a pair, within 0.1% past that. The bounds are in the summary table.</p>`)
+	if dropped > 0 {
+		fmt.Fprintf(b, `<p class="note">%d pair(s) have durations at or below 0 µs (estimates across nodes, within their bounds): a log axis cannot show those, the lines start above them.</p>`, dropped)
+	}
+}
+
+func pairName(x *Row) string {
+	if x.Kind == KindEndToEnd {
+		return "end to end: " + x.From + " → " + x.To
+	}
+	return x.Kind + ": " + x.From + " → " + x.To
+}
+
+// maxOverTime is how many pairs get a chart over time: the end-to-end
+// ones first, then the hops with the largest p99.
+const maxOverTime = 12
+
+func (a *analysis) latencyOverTimeHTML(b *strings.Builder, rows []Row) {
+	if !a.tl.on || len(rows) == 0 {
+		b.WriteString(`<p class="missing">No durations to draw.</p>`)
+		return
+	}
+	hops, e2e := hopRows(rows)
+	sort.SliceStable(hops, func(i, j int) bool { return rows[hops[i]].P99 > rows[hops[j]].P99 })
+	idx := append(append([]int(nil), e2e...), hops...)
+	shown := 0
+	b.WriteString(`<p class="note">Per bucket of the run (` + fmt.Sprint(a.tl.grid.N) + ` across it, by each duration's start): the median, the p99 (dashed) and the largest (dotted grey) on a log axis, so that a pause or a backlog shows where it happened. A bucket's quantiles are within 6.25% (a histogram of 8 bins an octave); the run's exact ones are in the summary.</p><div class="grid">`)
+	g := a.tl.grid
+	for _, i := range idx {
+		if shown == maxOverTime {
+			break
+		}
+		p := a.res.Pairs[i]
+		if p.series == nil {
+			continue
+		}
+		shown++
+		var med, p99, mx chart.Series
+		med.Name, p99.Name, mx.Name = "median", "p99", "max"
+		p99.Dash, mx.Dash = true, true
+		p99.Color, mx.Color = "#d62728", "#999"
+		for _, pt := range p.series.Points() {
+			t := (float64(pt.Bucket) + 0.5) * g.Width / a.res.RefHz
+			med.X, med.Y = append(med.X, t), append(med.Y, a.us(pt.P50))
+			p99.X, p99.Y = append(p99.X, t), append(p99.Y, a.us(pt.P99))
+			mx.X, mx.Y = append(mx.X, t), append(mx.Y, a.us(pt.Max))
+		}
+		c := chart.Chart{ID: "over-time-" + fmt.Sprint(shown), Title: pairName(&rows[i]),
+			X: chart.Axis{Label: "time from the run's first tuple record (s)", Min: 0, Max: g.Width * float64(g.N) / a.res.RefHz},
+			Y: chart.Axis{Label: "latency (µs, log)", Log: true, Format: usFmt}, Series: []chart.Series{med, p99, mx}, Width: 470, Height: 150}
+		c.SVG(b)
+	}
+	b.WriteString(`</div>`)
+	if len(idx) > shown {
+		fmt.Fprintf(b, `<p class="note">%d more pairs are not drawn (the end-to-end ones and the hops with the largest p99 are).</p>`, len(idx)-shown)
+	}
+}
+
+func (a *analysis) throughputHTML(b *strings.Builder) {
+	g := a.tl.grid
+	runS := g.Width * float64(g.N) / a.res.RefHz
+	if a.tl.on && a.tl.recs != nil && a.res.Records > 0 {
+		c := chart.Chart{ID: "throughput-tuples", Title: "tuple records per second, per channel",
+			X: chart.Axis{Label: "time from the run's first tuple record (s)", Min: 0, Max: runS},
+			Y: chart.Axis{Label: "records/s", Format: rateFmt}}
+		secs := g.Width / a.res.RefHz
+		for ch, ci := range a.res.Channels {
+			cnt, ok := a.tl.recs.Channel(ch)
+			if !ok {
+				continue
+			}
+			s := chart.Series{Name: ci.Label()}
+			for k, n := range cnt {
+				s.X, s.Y = append(s.X, (float64(k)+0.5)*secs), append(s.Y, float64(n)/secs)
+			}
+			c.Series = append(c.Series, s)
+		}
+		c.SVG(b)
+	} else {
+		b.WriteString(`<p class="missing">No tuple records to count.</p>`)
+	}
+	if len(a.throughput) == 0 {
+		b.WriteString(`<p class="missing">No periodic counter channels in these logs.</p>`)
+		return
+	}
+	// Counters' periods end at times measured from a.t0, which counters
+	// can move before the first tuple record: put them on the same axis.
+	shift := (a.tl.t0 - a.t0) / a.res.RefHz
+	if a.res.Records == 0 {
+		shift = 0
+	}
+	var idx []int
+	for i := range a.throughput {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx)
+	c := chart.Chart{ID: "throughput-counters", Title: "periodic counters: tuples per second",
+		X: chart.Axis{Label: "time from the run's first tuple record (s)"}, Y: chart.Axis{Label: "tuples/s", Format: rateFmt}}
+	for _, i := range idx {
+		s := chart.Series{Name: a.chans[i].Label()}
+		for _, p := range a.throughput[i] {
+			if p.Period > 0 {
+				s.X, s.Y = append(s.X, p.T-shift), append(s.Y, float64(p.Count)/p.Period)
+			}
+		}
+		c.Series = append(c.Series, s)
+	}
+	c.SVG(b)
+}
+
+// scenarioNames say where a duration's two ends were (minrtt.Duration.Scenario).
+var scenarioNames = [4]string{"both on the reference node", "both on one other node", "one end on the reference node", "two other nodes"}
+
+func (a *analysis) linksHTML(b *strings.Builder, rows []Row) {
+	esc := html.EscapeString
+	r := a.res
+	nodes := a.model.Nodes()
+	if len(nodes) < 2 {
+		fmt.Fprintf(b, `<p class="missing">All logs come from one node (%s): no links between nodes to measure; durations within one node are exact.</p>`, esc(nodes[0]))
+		return
+	}
+	links := a.model.Links()
+	linksSVG(b, nodes, a.model.Ref(), links, r.RefHz)
+	b.WriteString(`<p class="note">Translating one node's counter into another's (MinRTT, the paper's method and its strict bounds). Round trips are in their origin's cycles, errors in the receiving node's, all shown in µs at the reference frequency.</p><table><tr><th>from</th><th>into</th><th>rounds</th><th>probes</th><th>min RTT (µs)</th><th>min RTT back (µs)</th><th>ratio</th><th>error mid-run, paper (µs)</th><th>all probes (µs)</th><th>used</th></tr>`)
+	for _, l := range links {
+		fmt.Fprintf(b, `<tr><td class="l">%s</td><td class="l">%s</td><td>%d</td><td>%d</td><td>%.3f</td><td>%.3f</td><td>%.9f</td><td>%.3f</td><td>%.3f</td><td>%v %s</td></tr>`,
+			esc(l.From), esc(l.Into), l.Rounds, l.Probes, l.MinRTT/r.RefHz*1e6, l.MinRTTRev/r.RefHz*1e6, l.Ratio,
+			l.PaperErrMid/r.RefHz*1e6, l.AllProbesErrMid/r.RefHz*1e6, l.Used, esc(l.Unusable))
+	}
+	b.WriteString(`</table>`)
+	// Which way each hop across nodes was bounded.
+	fmt.Fprintf(b, `<h3>How each hop across nodes was bounded</h3><p class="note">Method: %s. Where the hop's ends were, for its durations; its bound against the paper's and a baseline's (medians, µs).</p><table><tr><th>kind</th><th>from</th><th>to</th><th>ends</th><th>± median</th><th>± max</th><th>paper ±</th><th>baseline ±</th></tr>`, esc(a.cfg.Method.String()))
+	n := 0
+	for _, x := range rows {
+		if x.Scenarios[2]+x.Scenarios[3] == 0 || x.Kind == KindReturnRTT {
+			continue
+		}
+		n++
+		var ends []string
+		for s, c := range x.Scenarios {
+			if c > 0 {
+				ends = append(ends, fmt.Sprintf("%s (%d)", scenarioNames[s], c))
+			}
+		}
+		fmt.Fprintf(b, `<tr><td class="l">%s</td><td class="l">%s</td><td class="l">%s</td><td class="l">%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>`,
+			esc(x.Kind), esc(x.From), esc(x.To), esc(strings.Join(ends, ", ")), num(x.ErrMedian*1e6), num(x.ErrMax*1e6), num(x.PaperMedian*1e6), num(x.BaselineMedian*1e6))
+	}
+	b.WriteString(`</table>`)
+	if n == 0 {
+		b.WriteString(`<p class="note">No hop crosses nodes.</p>`)
+	}
+}

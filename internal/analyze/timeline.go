@@ -1,0 +1,187 @@
+package analyze
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+
+	"cloudprofiler/internal/capacity"
+	"cloudprofiler/internal/timeline"
+	"cloudprofiler/internal/trace"
+)
+
+// The report's aggregates over time (package timeline) and the trace's
+// sample (package trace) ride on the join like the other analyses: each
+// worker counts its tuples' records per bucket of the run, adds each
+// duration to its pair's series (PairStats.series), and offers each tuple
+// to its sampler; the workers' parts are merged at the end.
+
+// TimelineBuckets is the number of buckets across the run that the
+// report's charts over time draw.
+const TimelineBuckets = 120
+
+// DefaultTraceSample is --trace-sample's default.
+const DefaultTraceSample = 1000
+
+// timelineState is the analysis's part.
+type timelineState struct {
+	on      bool // the report's aggregates are kept (not --no-report)
+	grid    timeline.Grid
+	recs    *timeline.Records // the final join's, merged
+	sample  *trace.Sampler    // the final join's, merged (nil: no --trace)
+	series  atomic.Int64      // series bytes still allowed (an eighth of the budget)
+	dropped atomic.Int64      // pairs left without a series past that
+	t0      float64           // the grid's time zero (reference cycles)
+}
+
+// tupleSpan is the run's first and last tuple record in the reference
+// counter (0, 0 without any), from the decoders' smallest and largest TSC
+// per channel.
+func (a *analysis) tupleSpan() (t0, t1 float64) {
+	t0, t1 = math.Inf(1), math.Inf(-1)
+	for i, c := range a.chans {
+		if c.Role != RoleTuples || a.tscMin[i] > a.tscMax[i] {
+			continue
+		}
+		lo := a.model.PointRelIdx(a.chNode[i], a.tscMin[i]).Est
+		hi := a.model.PointRelIdx(a.chNode[i], a.tscMax[i]).Est
+		t0, t1 = math.Min(t0, lo), math.Max(t1, hi)
+	}
+	if math.IsInf(t0, 1) {
+		return 0, 0
+	}
+	return t0, t1
+}
+
+// planTimeline lays the buckets over the run once decoding knows its span.
+func (a *analysis) planTimeline() {
+	a.tl.on = !a.cfg.NoReport
+	t0, t1 := a.tupleSpan()
+	a.tl.grid = timeline.NewGrid(t0, t1, TimelineBuckets)
+	a.tl.t0 = t0
+	a.tl.series.Store(a.cfg.MemBytes / 8)
+	a.tl.dropped.Store(0)
+}
+
+// seriesBytes is the most one series takes (every bucket holding values).
+const seriesBytes = TimelineBuckets * (timeline.Bins*4 + 24)
+
+// newSeries is a worker's series for a new pair, or nil past the budget.
+func (a *analysis) newSeries() *timeline.Series {
+	if !a.tl.on {
+		return nil
+	}
+	if a.tl.series.Add(-seriesBytes) < 0 {
+		a.tl.dropped.Add(1)
+		return nil
+	}
+	return timeline.NewSeries(a.tl.grid.N)
+}
+
+// newTimelineParts are a worker's record counts and sampler (nil when off).
+func (a *analysis) newTimelineParts() (*timeline.Records, *trace.Sampler) {
+	var r *timeline.Records
+	var s *trace.Sampler
+	if a.tl.on {
+		r = timeline.NewRecords(len(a.chans), a.tl.grid.N)
+	}
+	if a.cfg.Trace != "" {
+		s = trace.NewSampler(a.cfg.TraceSample)
+	}
+	return r, s
+}
+
+// timelineTuple counts a tuple's records, and offers it to the sampler
+// with its hops' durations and bounds (durs, errs: per record, from the
+// previous one).
+func (w *worker) timelineTuple(hops []event, durs, errs []float64) {
+	if w.tlRecs != nil {
+		g := &w.a.tl.grid
+		for k := range hops {
+			w.tlRecs.Add(int(hops[k].ch), g.Bucket(hops[k].est))
+		}
+	}
+	if w.sampler == nil || len(hops) == 0 {
+		return
+	}
+	e2e := 0.0
+	for _, d := range durs {
+		e2e += d
+	}
+	if !w.sampler.Wants(hops[0].id, e2e) {
+		return
+	}
+	recs := w.traceRecs[:0]
+	for k := range hops {
+		recs = append(recs, trace.Rec{Ch: int32(hops[k].ch), Est: hops[k].est, Dur: durs[k], Err: errs[k]})
+	}
+	w.traceRecs = recs
+	w.sampler.Add(hops[0].id, e2e, recs)
+}
+
+// threads names what a trace's thread and the report's topology box is:
+// each channel's operator instance (OPERATOR[#INSTANCE], where the channel
+// marks one), else the channel itself, on its node.
+func (a *analysis) threads() (ts []trace.Thread, of []int) {
+	plan := a.cap.plan
+	if plan == nil {
+		plan = a.cp.plan
+	}
+	type key struct {
+		node, inst int
+		name       string
+	}
+	seen := map[key]int{}
+	for i, c := range a.chans {
+		k := key{node: c.node, inst: -1, name: c.Name}
+		if plan != nil {
+			if inst, r := plan.Role(i); inst >= 0 && r != capacity.RoleNone {
+				in := &plan.Instances[inst]
+				k = key{node: c.node, inst: inst, name: in.Operator}
+				if in.Name != "" {
+					k.name += "#" + in.Name
+				}
+			}
+		}
+		t, ok := seen[k]
+		if !ok {
+			t = len(ts)
+			seen[k] = t
+			ts = append(ts, trace.Thread{Node: c.node, Name: k.name})
+		}
+		of = append(of, t)
+	}
+	return ts, of
+}
+
+// writeTrace writes --trace's file.
+func (a *analysis) writeTrace() error {
+	if a.cfg.Trace == "" || a.tl.sample == nil {
+		return nil
+	}
+	tuples, slow := a.tl.sample.Sample()
+	threads, of := a.threads()
+	l := &trace.Layout{Ref: a.model.Ref(), Hz: a.model.RefHz(), T0: a.tl.t0, Nodes: a.model.Nodes(), Threads: threads, ThreadOf: of}
+	for _, c := range a.chans {
+		l.Chans = append(l.Chans, c.Label())
+	}
+	if err := os.MkdirAll(filepath.Dir(a.cfg.Trace), 0o755); err != nil {
+		return fmt.Errorf("--trace: %w", err)
+	}
+	var st trace.Stats
+	err := writeFile(a.cfg.Trace, func(w io.Writer) error {
+		var err error
+		st, err = trace.Write(w, l, tuples, slow)
+		return err
+	})
+	if err != nil {
+		os.Remove(a.cfg.Trace)
+		return fmt.Errorf("--trace: %w", err)
+	}
+	a.res.Trace = &st
+	a.res.Files = append(a.res.Files, a.cfg.Trace)
+	return nil
+}
