@@ -52,8 +52,11 @@ demo: build
 	@echo "first records of the sink channel:"
 	@$(TOOL) dump --csv $(BUILD)/demo-logs/*demo_sink.cplog | head -4
 	bash examples/multinode/demo.sh $(BUILD)
+	@echo "== where to look"
+	@echo "report: $(abspath $(BUILD))/multinode-demo/results/report.html (open it in a browser)"
+	@echo "trace:  $(abspath $(BUILD))/multinode-demo/results/trace.json (open it in ui.perfetto.dev or chrome://tracing)"
 
-test: test-go test-fuzz test-analyze-data test-c test-java test-multinode test-capacity test-critpath test-mace test-python
+test: test-go test-fuzz test-analyze-data test-c test-java test-report test-multinode test-capacity test-critpath test-mace test-python
 
 test-go:
 	$(GO) vet ./...
@@ -117,6 +120,18 @@ test-analyze-data: $(LIB) $(TOOL) $(BUILD)/logmany
 .PHONY: test-multinode
 test-multinode: $(LIB) $(TOOL)
 	CP_TOOL=$(abspath $(TOOL)) CP_LIB=$(abspath $(LIB)) $(GO) test -count=1 -v -timeout 4m ./tests/multinode
+
+# The report and the trace (tests/report): the multinode demo's report,
+# the Flink example's (examples/flink's ProfiledJobTest leaves it in
+# target/cp-analysis: make test runs test-java first, and then requires
+# it) and those of logs that lack things, read in headless Chromium;
+# screenshots in build/report-shots. The trace against the Trace Event
+# Format and durations.csv.
+.PHONY: test-report
+test-report: $(LIB) $(TOOL) $(BUILD)/demo $(BUILD)/stage
+	CP_TOOL=$(abspath $(TOOL)) CP_BUILD=$(abspath $(BUILD)) CP_SHOTS=$(abspath $(BUILD))/report-shots \
+	CP_FLINK_REPORT=$(abspath examples/flink/target/cp-analysis/report.html) $(if $(filter test,$(MAKECMDGOALS)),CP_FLINK_REQUIRED=1) \
+	$(GO) test -count=1 -v -timeout 8m ./tests/report
 
 # Capacity against a known truth (tests/capacity): the C pipeline
 # examples/pipeline/tandem.c (source -> A -> B -> sink, known work per tuple)

@@ -6,11 +6,14 @@
 # client per node measure round trips before and after the run; `analyze`
 # then puts every duration into node a's TSC with a strict error bound.
 #
-# usage: examples/multinode/demo.sh BUILD_DIR   (make builds BUILD_DIR/stage)
+# usage: examples/multinode/demo.sh BUILD_DIR [ANALYZE FLAGS...]
+#        (make builds BUILD_DIR/stage; the flags go to analyze)
+# Its files go to BUILD_DIR/multinode-demo, or to $CP_DEMO_DIR when set.
 set -euo pipefail
 B=$(cd "${1:-build}" && pwd)
+shift || true
 T=$B/cloudprofiler
-D=$B/multinode-demo
+D=${CP_DEMO_DIR:-$B/multinode-demo}
 rm -rf "$D" && mkdir -p "$D/logs" "$D/rounds"
 pids=()
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
@@ -53,4 +56,4 @@ cat "$D/source.out" "$D/relay.out" "$D/sink.out"
 echo "== round after the run"
 "$T" tsc-round --server "$ADDR" --label after
 echo "== analyze"
-"$T" analyze --rounds "$D/rounds" --logs "$D/logs" --out "$D/results" --ref a
+"$T" analyze --rounds "$D/rounds" --logs "$D/logs" --out "$D/results" --ref a --trace "$D/results/trace.json" "$@"

@@ -48,10 +48,12 @@ type worker struct {
 	hops, rets []event
 	capEvs     []capacity.Event
 	cpEvs      []critpath.Event
-	hopErr     []float64 // per hop of the tuple, its bound (critpath.go)
-	hopDur     []float64 // and its estimate (timeline.go)
-	lastErr    float64   // the bound of the last duration computed
-	lastDur    float64   // and its estimate
+	hopErr     []float64        // per hop of the tuple, its bound (critpath.go)
+	hopDur     []float64        // and its estimate (timeline.go)
+	lastErr    float64          // the bound of the last duration computed
+	lastDur    float64          // and its estimate
+	lastSeries *timeline.Series // and its pair's series (timeline.go)
+	hopSeries  []*timeline.Series
 	// the report's record counts over time and the trace's sample (timeline.go)
 	tlRecs    *timeline.Records
 	sampler   *trace.Sampler
@@ -124,7 +126,7 @@ func (w *worker) tuple(evs []event) error {
 			w.maceTuple(hops[0].id, w.capEvs)
 		}
 	}
-	errs, durs := append(w.hopErr[:0], 0), append(w.hopDur[:0], 0)
+	errs, durs, sers := append(w.hopErr[:0], 0), append(w.hopDur[:0], 0), append(w.hopSeries[:0], nil)
 	for i := 1; i < len(hops); i++ {
 		x, y := &hops[i-1], &hops[i]
 		kind := KindTransfer
@@ -134,16 +136,22 @@ func (w *worker) tuple(evs []event) error {
 		if err := w.duration(kind, x, y, nil, -1); err != nil {
 			return err
 		}
-		errs, durs = append(errs, w.lastErr), append(durs, w.lastDur)
+		errs, durs, sers = append(errs, w.lastErr), append(durs, w.lastDur), append(sers, w.lastSeries)
 	}
-	w.hopErr, w.hopDur = errs, durs
-	if w.tlRecs != nil || w.sampler != nil {
-		w.timelineTuple(hops, durs, errs)
+	w.hopErr, w.hopDur, w.hopSeries = errs, durs, sers
+	e2e := 0.0 // the end-to-end duration's estimate, and its series
+	var e2eSeries *timeline.Series
+	if len(hops) == 2 {
+		e2e = durs[1]
 	}
 	if len(hops) >= 3 {
 		if err := w.duration(KindEndToEnd, &hops[0], &hops[len(hops)-1], nil, -1); err != nil {
 			return err
 		}
+		e2e, e2eSeries = w.lastDur, w.lastSeries
+	}
+	if w.tlRecs != nil || w.sampler != nil {
+		w.timelineTuple(hops, e2e, e2eSeries)
 	}
 	if w.cpc != nil && len(hops) > 0 {
 		e2eErr := 0.0
@@ -202,7 +210,9 @@ func (w *worker) duration(kind string, x, y *event, ours *minrtt.Duration, keyTo
 		if p == nil {
 			p = newPairStats(key, ours != nil)
 			p.kept = w.a.keptOf(key)
-			p.series = w.a.newSeries()
+			if kind != KindReturnRTT {
+				p.series = w.a.newSeries()
+			}
 			w.pairs[key] = p
 		}
 		slot.key, slot.p = key, p
@@ -217,10 +227,7 @@ func (w *worker) duration(kind string, x, y *event, ours *minrtt.Duration, keyTo
 		}
 	}
 	p.Err.Add(d.Err)
-	w.lastErr, w.lastDur = d.Err, d.Est
-	if p.series != nil {
-		p.series.Add(w.a.tl.grid.Bucket(x.est), d.Est)
-	}
+	w.lastErr, w.lastDur, w.lastSeries = d.Err, d.Est, p.series
 	p.Paper.Add(d.Paper)
 	p.Baseline.Add(d.Baseline)
 	if d.Scenario >= 0 && d.Scenario < 4 {

@@ -34,7 +34,7 @@ func (a *analysis) writeHTML(w io.Writer, rows []Row) error {
 <title>Cloudprofiler analysis</title><style>
 body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;padding:1em 2em;max-width:1240px;color:#222}
 h1{font-size:1.5em;margin:.3em 0}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}
-table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}
+table{border-collapse:collapse;margin:1em 0;display:block;overflow-x:auto;max-width:100%}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}
 th{background:#f3f3f3}td.l{text-align:left}svg{display:block;margin:.5em 0;max-width:100%;height:auto}
 svg text{font:11px system-ui,sans-serif}.note{color:#555}.missing{color:#8a4b00}
 nav a{margin-right:1em}.grid{display:flex;flex-wrap:wrap;gap:0 1em}</style></head><body>`)
@@ -181,51 +181,61 @@ var cdfProbs = []float64{0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0
 
 func (a *analysis) distributionsHTML(b *strings.Builder, rows []Row) {
 	hops, e2e := hopRows(rows)
-	idx := append(append([]int(nil), hops...), e2e...)
-	if len(idx) == 0 {
+	if len(hops)+len(e2e) == 0 {
 		b.WriteString(`<p class="missing">No durations to draw.</p>`)
 		return
 	}
-	c := chart.Chart{ID: "cdf", Title: "CDF of each hop's and the end-to-end latency (log axis)",
-		X: chart.Axis{Label: "latency (µs, log)", Log: true, Format: usFmt},
-		Y: chart.Axis{Label: "fraction of tuples at or below", Min: 0, Max: 1}, Height: 260}
 	dropped := 0
-	for _, i := range idx {
-		p := a.res.Pairs[i]
-		qs := p.Dur.Quantiles(cdfProbs...)
-		s := chart.Series{Name: pairName(&rows[i])}
-		add := func(v, q float64) {
-			v = a.us(v)
-			if !(v > 0) {
-				return
+	cdf := func(id, title string, idx []int) {
+		if len(idx) == 0 {
+			return
+		}
+		c := chart.Chart{ID: id, Title: title,
+			X: chart.Axis{Label: "latency (log)", Log: true, Format: usFmt},
+			Y: chart.Axis{Label: "fraction of tuples at or below", Min: 0, Max: 1}, Height: 240}
+		for _, i := range idx {
+			p := a.res.Pairs[i]
+			qs := p.Dur.Quantiles(cdfProbs...)
+			s := chart.Series{Name: a.pairName(&rows[i])}
+			add := func(v, q float64) {
+				v = a.us(v)
+				if !(v > 0) {
+					return
+				}
+				s.X, s.Y = append(s.X, v), append(s.Y, q)
 			}
-			s.X, s.Y = append(s.X, v), append(s.Y, q)
+			add(p.Dur.Min, 0)
+			for k, q := range cdfProbs {
+				add(qs[k], q)
+			}
+			add(p.Dur.Max, 1)
+			if p.Dur.Min <= 0 {
+				dropped++
+			}
+			c.Series = append(c.Series, s)
 		}
-		add(p.Dur.Min, 0)
-		for k, q := range cdfProbs {
-			add(qs[k], q)
-		}
-		add(p.Dur.Max, 1)
-		if p.Dur.Min <= 0 {
-			dropped++
-		}
-		if rows[i].Kind == KindEndToEnd {
-			s.Color = "#000"
-		}
-		c.Series = append(c.Series, s)
+		c.SVG(b)
 	}
-	c.SVG(b)
-	b.WriteString(`<p class="note">Each line is a pair of channels: compute (within a process), transfer (between processes) and end to end (first to last channel, black). Quantiles are exact up to 2^20 durations a pair, within 0.1% past that. The bounds are in the summary table.</p>`)
+	cdf("cdf-hops", "CDF of each hop's latency (log axis)", hops)
+	cdf("cdf-e2e", "CDF of the end-to-end latency, first channel to last (log axis)", e2e)
+	b.WriteString(`<p class="note">A line per pair of channels: compute (within a process) and transfer (between processes) hops, then end to end. Quantiles are exact up to 2^20 durations a pair, within 0.1% past that. The bounds are in the summary table.</p>`)
 	if dropped > 0 {
-		fmt.Fprintf(b, `<p class="note">%d pair(s) have durations at or below 0 µs (estimates across nodes, within their bounds): a log axis cannot show those, the lines start above them.</p>`, dropped)
+		fmt.Fprintf(b, `<p class="note">%d pair(s) have durations of 0 or less (two records with the same counter value, or an estimate across nodes within its bound): a log axis cannot show those, their lines start above them.</p>`, dropped)
 	}
 }
 
-func pairName(x *Row) string {
-	if x.Kind == KindEndToEnd {
-		return "end to end: " + x.From + " → " + x.To
+// pairName names a pair for a chart: its kind, and its channels (without
+// the node when there is one).
+func (a *analysis) pairName(x *Row) string {
+	from, to := x.From, x.To
+	if len(a.model.Nodes()) == 1 {
+		n := a.model.Nodes()[0] + "/"
+		from, to = strings.TrimPrefix(from, n), strings.TrimPrefix(to, n)
 	}
-	return x.Kind + ": " + x.From + " → " + x.To
+	if x.Kind == KindEndToEnd {
+		return "end to end: " + from + " → " + to
+	}
+	return x.Kind + ": " + from + " → " + to
 }
 
 // maxOverTime is how many pairs get a chart over time: the end-to-end
@@ -262,7 +272,7 @@ func (a *analysis) latencyOverTimeHTML(b *strings.Builder, rows []Row) {
 			p99.X, p99.Y = append(p99.X, t), append(p99.Y, a.us(pt.P99))
 			mx.X, mx.Y = append(mx.X, t), append(mx.Y, a.us(pt.Max))
 		}
-		c := chart.Chart{ID: "over-time-" + fmt.Sprint(shown), Title: pairName(&rows[i]),
+		c := chart.Chart{ID: "over-time-" + fmt.Sprint(shown), Title: a.pairName(&rows[i]),
 			X: chart.Axis{Label: "time from the run's first tuple record (s)", Min: 0, Max: g.Width * float64(g.N) / a.res.RefHz},
 			Y: chart.Axis{Label: "latency (µs, log)", Log: true, Format: usFmt}, Series: []chart.Series{med, p99, mx}, Width: 470, Height: 150}
 		c.SVG(b)

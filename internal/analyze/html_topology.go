@@ -120,7 +120,7 @@ func (a *analysis) topologyHTML(b *strings.Builder, rows []Row) {
 			y += laneRows[n]*(bh+pad) + pad
 		}
 	}
-	width, height := laneLabel+ncols*bw+(ncols-1)*gap+20, y+56
+	width, height := max(laneLabel+ncols*bw+(ncols-1)*gap+20, 760), y+56
 	box := func(t int) (x, y float64) {
 		return float64(laneLabel + pos[t][1]*(bw+gap)), float64(laneY[threads[t].Node] + pad + pos[t][0]*(bh+pad))
 	}
@@ -143,12 +143,12 @@ func (a *analysis) topologyHTML(b *strings.Builder, rows []Row) {
 			esc(name), laneY[n], width-4, h-4, laneY[n]+20, esc(trim(name, 12)))
 	}
 	val := func(x *Row) string {
-		return fmt.Sprintf("%s ± %s µs, p99 %s", short(x.Median*1e6), short(x.ErrMedian*1e6), short(x.P99*1e6))
+		return fmt.Sprintf("%s ± %s, p99 %s", dur(x.Median), dur(x.ErrMedian), dur(x.P99))
 	}
 	// An arrow's label: two short lines above its middle.
 	label := func(x *Row) string {
-		return fmt.Sprintf(`<tspan x="%%[1]s" dy="-1.1em">%s ± %s µs</tspan><tspan x="%%[1]s" dy="1.2em">p99 %s µs</tspan>`,
-			short(x.Median*1e6), short(x.ErrMedian*1e6), short(x.P99*1e6))
+		return fmt.Sprintf(`<tspan x="%%[1]s" dy="-1.1em">%s ± %s</tspan><tspan x="%%[1]s" dy="1.2em">p99 %s</tspan>`,
+			dur(x.Median), dur(x.ErrMedian), dur(x.P99))
 	}
 	// Edges under the boxes.
 	for _, i := range edges {
@@ -189,10 +189,27 @@ func (a *analysis) topologyHTML(b *strings.Builder, rows []Row) {
 	}
 	// The colour scale.
 	ly := height - 34
-	fmt.Fprintf(b, `<rect x="%d" y="%d" width="200" height="10" fill="url(#heat)" stroke="#999"/><text x="%d" y="%d">0</text><text x="%d" y="%d" text-anchor="end">100%% of the end-to-end median latency (%s µs)</text>`,
-		laneLabel, ly, laneLabel, ly+24, laneLabel+200+340, ly+24, short(total*1e6))
+	fmt.Fprintf(b, `<rect x="%d" y="%d" width="200" height="10" fill="url(#heat)" stroke="#999"/><text x="%d" y="%d">0</text><text x="%d" y="%d" >100%% of the end-to-end median latency (%s)</text>`,
+		laneLabel, ly, laneLabel, ly+24, laneLabel+210, ly+10, dur(total))
 	b.WriteString(`</svg>`)
 	b.WriteString(`<p class="note">A lane per node; a box per operator instance (channels named "OPERATOR in/out"), or per channel where none is named; left to right in the channel order. Inside a box: its compute hops; arrows: transfers. Each: median ± the median strict bound, and p99. The colour (and an arrow's width) is its median's share of the end-to-end median.</p>`)
+}
+
+// dur writes a duration in seconds for people: three significant digits
+// in s, ms, µs or ns.
+func dur(v float64) string {
+	a := math.Abs(v)
+	switch {
+	case math.IsNaN(v):
+		return "–"
+	case a >= 1:
+		return short(v) + " s"
+	case a >= 1e-3:
+		return short(v*1e3) + " ms"
+	case a >= 1e-6 || a == 0:
+		return short(v*1e6) + " µs"
+	}
+	return short(v*1e9) + " ns"
 }
 
 // short writes microseconds with three significant digits.

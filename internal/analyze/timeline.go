@@ -94,24 +94,30 @@ func (a *analysis) newTimelineParts() (*timeline.Records, *trace.Sampler) {
 	return r, s
 }
 
-// timelineTuple counts a tuple's records, and offers it to the sampler
-// with its hops' durations and bounds (durs, errs: per record, from the
-// previous one).
-func (w *worker) timelineTuple(hops []event, durs, errs []float64) {
+// timelineTuple counts a tuple's records and adds its durations to their
+// series, each by the bucket of its start (one bucket a record), and
+// offers the tuple to the sampler with its hops' durations and bounds
+// (w.hopDur, w.hopErr: per record, from the previous one) and its
+// end-to-end duration.
+func (w *worker) timelineTuple(hops []event, e2e float64, e2eSeries *timeline.Series) {
+	durs, errs := w.hopDur, w.hopErr
 	if w.tlRecs != nil {
 		g := &w.a.tl.grid
+		prev := 0
 		for k := range hops {
-			w.tlRecs.Add(int(hops[k].ch), g.Bucket(hops[k].est))
+			b := g.Bucket(hops[k].est)
+			w.tlRecs.Add(int(hops[k].ch), b)
+			if k == 0 {
+				if e2eSeries != nil {
+					e2eSeries.Add(b, e2e)
+				}
+			} else if s := w.hopSeries[k]; s != nil {
+				s.Add(prev, durs[k])
+			}
+			prev = b
 		}
 	}
-	if w.sampler == nil || len(hops) == 0 {
-		return
-	}
-	e2e := 0.0
-	for _, d := range durs {
-		e2e += d
-	}
-	if !w.sampler.Wants(hops[0].id, e2e) {
+	if w.sampler == nil || len(hops) == 0 || !w.sampler.Wants(hops[0].id, e2e) {
 		return
 	}
 	recs := w.traceRecs[:0]

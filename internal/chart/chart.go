@@ -62,7 +62,14 @@ func (c *Chart) SVG(b *strings.Builder) {
 	ylo, yhi := c.Y.span(c.Series, false)
 	px := func(v float64) float64 { return left + c.X.frac(v, xlo, xhi)*float64(w) }
 	py := func(v float64) float64 { return top + (1-c.Y.frac(v, ylo, yhi))*float64(h) }
-	legendRows := (len(c.Series) + 2) / 3
+	// The legend: three columns, or two when names are long.
+	cols := 3
+	for _, s := range c.Series {
+		if len([]rune(s.Name)) > w/3/7 {
+			cols = 2
+		}
+	}
+	legendRows := (len(c.Series) + cols - 1) / cols
 	fmt.Fprintf(b, `<svg class="chart" data-chart="%s" data-series="%d" width="%d" height="%d" viewBox="0 0 %d %d" xmlns="http://www.w3.org/2000/svg" role="img" aria-label="%s">`,
 		esc(c.ID), len(c.Series), left+w+right, top+h+bottom+18*legendRows, left+w+right, top+h+bottom+18*legendRows, esc(c.Title))
 	fmt.Fprintf(b, `<text x="%d" y="16" font-weight="bold">%s</text>`, left, esc(c.Title))
@@ -109,23 +116,24 @@ func (c *Chart) SVG(b *strings.Builder) {
 			fmt.Fprintf(b, `<polyline class="series" data-name="%s" fill="none" stroke="%s" stroke-width="1.6"%s points="%s"><title>%s</title></polyline>`,
 				esc(s.Name), color, dash, strings.Join(pts, " "), esc(s.Name))
 		}
-		// Legend: three a row.
-		lx, ly := left+(i%3)*(w/3), top+h+bottom+18*(i/3)+4
+		lx, ly := left-60+(i%cols)*((w+60)/cols), top+h+bottom+18*(i/cols)+4
 		fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2"%s/><text x="%d" y="%d">%s</text>`,
-			lx, ly, lx+18, ly, color, dash, lx+22, ly+4, esc(trim(s.Name, 40)))
+			lx, ly, lx+18, ly, color, dash, lx+22, ly+4, esc(trimMiddle(s.Name, ((w+60)/cols-30)/6)))
 	}
 	b.WriteString("</svg>")
 }
 
 func esc(s string) string { return html.EscapeString(s) }
 
-// trim keeps the last n-1 runes of a long name, after an ellipsis.
-func trim(s string, n int) string {
+// trimMiddle keeps a long name's start and end around an ellipsis: its
+// kind and its last channel both stay readable.
+func trimMiddle(s string, n int) string {
 	r := []rune(s)
-	if len(r) <= n {
+	if len(r) <= n || n < 8 {
 		return s
 	}
-	return "…" + string(r[len(r)-n+1:])
+	head := n / 3
+	return string(r[:head]) + "…" + string(r[len(r)-(n-head-1):])
 }
 
 func (a *Axis) ok(v float64) bool {
@@ -160,7 +168,8 @@ func (a *Axis) span(ss []Series, x bool) (lo, hi float64) {
 		return 0, 1
 	}
 	if a.Log {
-		lo, hi = math.Pow(10, math.Floor(math.Log10(lo))), math.Pow(10, math.Ceil(math.Log10(hi)))
+		// The nearest 1, 2 or 5 times a power of ten outside the data.
+		lo, hi = nice(lo, false), nice(hi, true)
 		if hi <= lo {
 			hi = lo * 10
 		}
@@ -173,6 +182,27 @@ func (a *Axis) span(ss []Series, x bool) (lo, hi float64) {
 		hi = lo + 1
 	}
 	return lo, hi
+}
+
+// nice is the largest 1, 2 or 5 times a power of ten at or below v (at or
+// above it, up).
+func nice(v float64, up bool) float64 {
+	d := math.Pow(10, math.Floor(math.Log10(v)))
+	ms := []float64{1, 2, 5, 10}
+	if up {
+		for _, m := range ms {
+			if m*d >= v*(1-1e-12) {
+				return m * d
+			}
+		}
+		return 10 * d
+	}
+	for i := len(ms) - 1; i >= 0; i-- {
+		if ms[i]*d <= v*(1+1e-12) {
+			return ms[i] * d
+		}
+	}
+	return d
 }
 
 func (a *Axis) frac(v, lo, hi float64) float64 {

@@ -13,7 +13,6 @@ package timeline
 
 import (
 	"math"
-	"math/bits"
 )
 
 // Grid is the buckets: N of Width reference cycles from T0.
@@ -50,14 +49,15 @@ func (g *Grid) Bucket(t float64) int {
 	return int(b)
 }
 
-// The histogram's bins: values below 2^subBits cycles exactly, then
-// 2^subBits bins an octave up to maxOctave (2^48 cycles: a day at 3 GHz);
-// below one cycle (and negative: an estimate can be) in bin 0.
+// The histogram's bins: 2^subBits bins an octave, read off a float64's
+// exponent and the top bits of its mantissa (no logarithm, no branch on
+// the octave); below one cycle (and negative: an estimate can be) in bin
+// 0, from 2^maxOctave cycles (a day at 3 GHz) in the last.
 const (
 	subBits   = 3
 	maxOctave = 48
 	// Bins is the number of bins of one bucket's histogram.
-	Bins = (maxOctave - subBits + 1) << subBits
+	Bins = (maxOctave+1)<<subBits + 1
 )
 
 func binOf(d float64) int {
@@ -67,37 +67,32 @@ func binOf(d float64) int {
 	if d >= 1<<maxOctave {
 		return Bins - 1
 	}
-	u := uint64(d)
-	oct := bits.Len64(u) // 1..maxOctave
-	if oct <= subBits {
-		return int(u)
-	}
-	shift := oct - 1 - subBits
-	return (oct-subBits)<<subBits | int(u>>shift)&(1<<subBits-1)
+	b := math.Float64bits(d)
+	oct := int(b>>52) - 1023 // 0 .. maxOctave-1
+	return 1 + (oct<<subBits | int(b>>(52-subBits))&(1<<subBits-1))
 }
 
 // binMid is the middle of bin b's values (cycles).
 func binMid(b int) float64 {
-	if b < 1<<subBits {
-		return float64(b)
+	if b == 0 {
+		return 0
 	}
-	oct := b>>subBits + subBits
-	shift := oct - 1 - subBits
-	lo := float64(uint64(1<<subBits|b&(1<<subBits-1)) << shift)
-	return lo + float64(uint64(1)<<shift)/2
+	b--
+	oct, sub := b>>subBits, b&(1<<subBits-1)
+	lo := math.Ldexp(1+float64(sub)/(1<<subBits), oct)
+	return lo + math.Ldexp(0.5/(1<<subBits), oct)
 }
 
-// Series is one pair's durations over the grid.
+// Series is one pair's durations over the grid: per bucket, a histogram
+// (allocated at its first duration) and the largest.
 type Series struct {
-	n    []uint64
-	sum  []float64
 	max  []float64
-	hist [][]uint32 // per bucket, allocated at its first duration
+	hist [][]uint32
 }
 
 // NewSeries is an empty series on a grid of n buckets.
 func NewSeries(n int) *Series {
-	s := &Series{n: make([]uint64, n), sum: make([]float64, n), max: make([]float64, n), hist: make([][]uint32, n)}
+	s := &Series{max: make([]float64, n), hist: make([][]uint32, n)}
 	for i := range s.max {
 		s.max[i] = math.Inf(-1)
 	}
@@ -112,8 +107,6 @@ func (s *Series) Add(b int, d float64) {
 		s.hist[b] = h
 	}
 	h[binOf(d)]++
-	s.n[b]++
-	s.sum[b] += d
 	if d > s.max[b] {
 		s.max[b] = d
 	}
@@ -121,47 +114,49 @@ func (s *Series) Add(b int, d float64) {
 
 // Merge adds o (on the same grid) into s.
 func (s *Series) Merge(o *Series) {
-	for b := range s.n {
-		if o.n[b] == 0 {
+	for b, oh := range o.hist {
+		if oh == nil {
 			continue
 		}
-		s.n[b] += o.n[b]
-		s.sum[b] += o.sum[b]
 		s.max[b] = max(s.max[b], o.max[b])
 		if s.hist[b] == nil {
-			s.hist[b] = o.hist[b]
+			s.hist[b] = oh
 			continue
 		}
-		for i, v := range o.hist[b] {
+		for i, v := range oh {
 			s.hist[b][i] += v
 		}
 	}
 }
 
-// Point is one bucket of a series: its durations' count, and their mean,
-// median, p99 and largest in cycles (NaN without durations).
+// Point is one bucket of a series: its durations' count, and their
+// median, p99 and largest in cycles.
 type Point struct {
-	Bucket              int
-	N                   uint64
-	Mean, P50, P99, Max float64
+	Bucket        int
+	N             uint64
+	P50, P99, Max float64
 }
 
 // Points are the series' buckets that hold durations.
 func (s *Series) Points() []Point {
 	var ps []Point
-	for b, n := range s.n {
-		if n == 0 {
+	for b, h := range s.hist {
+		if h == nil {
 			continue
 		}
-		ps = append(ps, Point{Bucket: b, N: n, Mean: s.sum[b] / float64(n), P50: s.quantile(b, 0.5), P99: s.quantile(b, 0.99), Max: s.max[b]})
+		n := uint64(0)
+		for _, v := range h {
+			n += uint64(v)
+		}
+		ps = append(ps, Point{Bucket: b, N: n, P50: s.quantile(b, n, 0.5), P99: s.quantile(b, n, 0.99), Max: s.max[b]})
 	}
 	return ps
 }
 
-// quantile of bucket b: the middle of the bin that holds its q-th value,
-// never above the bucket's largest.
-func (s *Series) quantile(b int, q float64) float64 {
-	rank := uint64(math.Ceil(q * float64(s.n[b])))
+// quantile of bucket b (n durations): the middle of the bin that holds its
+// q-th value, never above the bucket's largest.
+func (s *Series) quantile(b int, n uint64, q float64) float64 {
+	rank := uint64(math.Ceil(q * float64(n)))
 	if rank < 1 {
 		rank = 1
 	}

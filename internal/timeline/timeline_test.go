@@ -11,7 +11,7 @@ import (
 
 func TestBinsCoverValuesWithinASixteenth(t *testing.T) {
 	prev := -1
-	for _, d := range []float64{0.5, 1, 2, 7, 8, 9, 15, 16, 17, 100, 1e3, 12345, 1e6, 3e9, 1e12} {
+	for _, d := range []float64{0.5, 1, 1.2, 2, 3, 7, 8, 9, 15, 16, 17, 100, 1e3, 12345, 1e6, 3e9, 1e12} {
 		b := binOf(d)
 		require.GreaterOrEqual(t, b, prev, "bins climb with the value (%g)", d)
 		prev = b

@@ -25,8 +25,9 @@ type Rec struct {
 	Est, Dur, Err float64
 }
 
-// Tuple is one sampled tuple: its id, end-to-end duration (cycles), and
-// records in the channel order.
+// Tuple is one sampled tuple: its id, end-to-end duration (cycles: the
+// estimate from its first record to its last, as durations.parquet has
+// it), and records in the channel order.
 type Tuple struct {
 	ID   int64
 	E2E  float64
@@ -47,12 +48,16 @@ func Slowest(n int) int {
 // hash of their ids.
 type Sampler struct {
 	n, nSlow int
-	slow     slowHeap
-	uni      hashHeap
+	slow     tupleHeap // the fastest of the slowest on top
+	uni      tupleHeap // the largest hash on top
 }
 
 // NewSampler keeps a sample of n tuples.
-func NewSampler(n int) *Sampler { return &Sampler{n: n, nSlow: Slowest(n)} }
+func NewSampler(n int) *Sampler {
+	return &Sampler{n: n, nSlow: Slowest(n),
+		slow: tupleHeap{top: func(a, b *Tuple) bool { return slower(b, a) }},
+		uni:  tupleHeap{top: func(a, b *Tuple) bool { return a.hash > b.hash }}}
+}
 
 // hash mixes an id (a bijection: distinct ids never tie).
 func hash(id uint64) uint64 {
@@ -70,11 +75,11 @@ func (s *Sampler) Wants(id int64, e2e float64) bool {
 	if s.n <= 0 {
 		return false
 	}
-	if len(s.slow) < s.nSlow || len(s.uni) < s.n {
+	if len(s.slow.ts) < s.nSlow || len(s.uni.ts) < s.n {
 		return true
 	}
 	t := Tuple{ID: id, E2E: e2e}
-	return slower(&t, &s.slow[0]) || hash(uint64(id)) < s.uni[0].hash
+	return slower(&t, &s.slow.ts[0]) || hash(uint64(id)) < s.uni.ts[0].hash
 }
 
 // Add offers a tuple; recs are copied when it is kept.
@@ -83,33 +88,27 @@ func (s *Sampler) Add(id int64, e2e float64, recs []Rec) {
 		return
 	}
 	t := Tuple{ID: id, E2E: e2e, hash: hash(uint64(id))}
-	inSlow := len(s.slow) < s.nSlow || slower(&t, &s.slow[0])
-	inUni := len(s.uni) < s.n || t.hash < s.uni[0].hash
-	if !inSlow && !inUni {
-		return
-	}
-	t.Recs = slices.Clone(recs)
+	inSlow := len(s.slow.ts) < s.nSlow || slower(&t, &s.slow.ts[0])
+	inUni := len(s.uni.ts) < s.n || t.hash < s.uni.ts[0].hash
 	if inSlow {
-		heap.Push(&s.slow, t)
-		if len(s.slow) > s.nSlow {
-			heap.Pop(&s.slow)
-		}
+		s.slow.keep(t, recs, s.nSlow)
 	}
 	if inUni {
-		heap.Push(&s.uni, t)
-		if len(s.uni) > s.n {
-			heap.Pop(&s.uni)
-		}
+		s.uni.keep(t, recs, s.n)
 	}
 }
 
-// Merge offers o's tuples to s.
+// Merge offers o's tuples to s, each once (a tuple can be among both the
+// slowest and the uniform ones).
 func (s *Sampler) Merge(o *Sampler) {
-	for _, t := range o.slow {
-		s.Add(t.ID, t.E2E, t.Recs)
-	}
-	for _, t := range o.uni {
-		s.Add(t.ID, t.E2E, t.Recs)
+	seen := map[int64]bool{}
+	for _, h := range [][]Tuple{o.slow.ts, o.uni.ts} {
+		for _, t := range h {
+			if !seen[t.ID] {
+				seen[t.ID] = true
+				s.Add(t.ID, t.E2E, t.Recs)
+			}
+		}
 	}
 }
 
@@ -117,7 +116,7 @@ func (s *Sampler) Merge(o *Sampler) {
 // in all, each once; slow says how many of them are the slowest.
 func (s *Sampler) Sample() (ts []Tuple, slow int) {
 	seen := map[int64]bool{}
-	sl := slices.Clone(s.slow)
+	sl := slices.Clone(s.slow.ts)
 	slices.SortFunc(sl, func(a, b Tuple) int {
 		if slower(&a, &b) {
 			return -1
@@ -128,7 +127,7 @@ func (s *Sampler) Sample() (ts []Tuple, slow int) {
 		seen[t.ID] = true
 		ts = append(ts, t)
 	}
-	un := slices.Clone(s.uni)
+	un := slices.Clone(s.uni.ts)
 	slices.SortFunc(un, func(a, b Tuple) int {
 		if a.hash < b.hash {
 			return -1
@@ -147,30 +146,34 @@ func (s *Sampler) Sample() (ts []Tuple, slow int) {
 	return ts, len(sl)
 }
 
-// slowHeap: the fastest of the slowest on top.
-type slowHeap []Tuple
+// tupleHeap is a heap of tuples, the first to go on top (top(a, b): a
+// goes before b).
+type tupleHeap struct {
+	ts  []Tuple
+	top func(a, b *Tuple) bool
+}
 
-func (h slowHeap) Len() int           { return len(h) }
-func (h slowHeap) Less(i, j int) bool { return slower(&h[j], &h[i]) }
-func (h slowHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *slowHeap) Push(x any)        { *h = append(*h, x.(Tuple)) }
-func (h *slowHeap) Pop() any {
-	old := *h
-	t := old[len(old)-1]
-	*h = old[:len(old)-1]
+func (h *tupleHeap) Len() int           { return len(h.ts) }
+func (h *tupleHeap) Less(i, j int) bool { return h.top(&h.ts[i], &h.ts[j]) }
+func (h *tupleHeap) Swap(i, j int)      { h.ts[i], h.ts[j] = h.ts[j], h.ts[i] }
+func (h *tupleHeap) Push(x any)         { h.ts = append(h.ts, x.(Tuple)) }
+func (h *tupleHeap) Pop() any {
+	t := h.ts[len(h.ts)-1]
+	h.ts = h.ts[:len(h.ts)-1]
 	return t
 }
 
-// hashHeap: the largest hash on top.
-type hashHeap []Tuple
-
-func (h hashHeap) Len() int           { return len(h) }
-func (h hashHeap) Less(i, j int) bool { return h[i].hash > h[j].hash }
-func (h hashHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *hashHeap) Push(x any)        { *h = append(*h, x.(Tuple)) }
-func (h *hashHeap) Pop() any {
-	old := *h
-	t := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return t
+// keep puts t, with a copy of recs, in the heap of at most limit tuples:
+// each heap keeps its own copy, and a full heap's root is replaced in
+// place, its records' memory reused (a run whose latency climbs sends
+// most tuples into the slowest).
+func (h *tupleHeap) keep(t Tuple, recs []Rec, limit int) {
+	if len(h.ts) < limit {
+		t.Recs = slices.Clone(recs)
+		heap.Push(h, t)
+		return
+	}
+	t.Recs = append(h.ts[0].Recs[:0], recs...)
+	h.ts[0] = t
+	heap.Fix(h, 0)
 }

@@ -57,6 +57,11 @@ func TestSampleIndependentOfWorkers(t *testing.T) {
 		require.Equal(t, all[total-1-k], a[k].E2E)
 	}
 	require.Equal(t, recs(a[0].ID), a[0].Recs, "records are kept")
+	seen := map[int64]bool{}
+	for _, x := range b {
+		require.False(t, seen[x.ID], "tuple %d twice in a merged sample", x.ID)
+		seen[x.ID] = true
+	}
 }
 
 func TestSampleSmallerThanAsked(t *testing.T) {
@@ -112,4 +117,26 @@ func TestWriteSlicesAndFlows(t *testing.T) {
 	require.Equal(t, 1.0, op1["args"].(map[string]any)["transfer_bound_us"])
 	require.Equal(t, true, op1["flow_in"])
 	require.Nil(t, op1["flow_out"])
+}
+
+// BenchmarkSamplerWants: what the trace's sample costs a tuple once the
+// sample is full (most tuples are turned away by two comparisons).
+func BenchmarkSamplerWants(b *testing.B) {
+	s := NewSampler(1000)
+	rng := rand.New(rand.NewSource(1))
+	for id := int64(0); id < 100000; id++ {
+		e := rng.ExpFloat64()
+		if s.Wants(id, e) {
+			s.Add(id, e, recs(id))
+		}
+	}
+	b.ResetTimer()
+	kept := 0
+	for i := 0; i < b.N; i++ {
+		id := int64(100000 + i)
+		if s.Wants(id, float64(i&1023)*1e-3) {
+			kept++
+		}
+	}
+	_ = kept
 }

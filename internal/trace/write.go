@@ -2,6 +2,7 @@ package trace
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -71,6 +72,7 @@ func Write(w io.Writer, l *Layout, tuples []Tuple, slow int) (Stats, error) {
 			}
 			if i > 0 {
 				args["transfer_from"] = l.Threads[l.ThreadOf[t.Recs[i-1].Ch]].Name
+				args["transfer_from_channel"] = l.Chans[t.Recs[i-1].Ch]
 				args["transfer_us"] = round(us(r.Dur))
 				args["transfer_bound_us"] = round(us(r.Err))
 			}
@@ -84,15 +86,7 @@ func Write(w io.Writer, l *Layout, tuples []Tuple, slow int) (Stats, error) {
 			st.Flows++
 		}
 	}
-	slices.SortStableFunc(ss, func(a, b slice) int {
-		switch {
-		case a.ts < b.ts:
-			return -1
-		case a.ts > b.ts:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(ss, func(a, b slice) int { return cmp.Compare(a.ts, b.ts) })
 	// Lanes: per thread, the end of each lane's last slice.
 	lanes := make([][]float64, len(l.Threads))
 	for i := range ss {
