@@ -38,7 +38,9 @@ import (
 // starts), an eighth for the index of spilled blocks, and the records
 // themselves in memory only when all of them fit in a quarter (else in
 // spill files, column-encoded: up to 16 bytes a record, about 4 for
-// climbing ids and counters). Not in the budget: the per-pair statistics
+// climbing ids and counters); during the join, the report's aggregates
+// over time take at most an eighth (timeline.go: the decoders' half is
+// free by then). Not in the budget: the per-pair statistics
 // (exact quantiles of up to 2^20 durations a pair, 8 MiB, shared by the
 // workers; a 0.1 % histogram past that) and the Parquet writer's row group.
 
@@ -127,6 +129,7 @@ func (a *analysis) joinTuples() error {
 		slices.Reverse(rank)
 	}
 	for attempt := 0; ; attempt++ {
+		a.resetSeriesBudget()
 		all, err := a.joinAll(ps, ps.n, workers, rank)
 		if err != nil {
 			return err

@@ -62,6 +62,12 @@ func (a *analysis) planTimeline() {
 	t0, t1 := a.tupleSpan()
 	a.tl.grid = timeline.NewGrid(t0, t1, TimelineBuckets)
 	a.tl.t0 = t0
+	a.resetSeriesBudget()
+}
+
+// resetSeriesBudget gives a join (the second one too, when the channel
+// order changed: pipeline.go) the whole eighth of the budget for series.
+func (a *analysis) resetSeriesBudget() {
 	a.tl.series.Store(a.cfg.MemBytes / 8)
 	a.tl.dropped.Store(0)
 }
