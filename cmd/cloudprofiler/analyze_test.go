@@ -26,6 +26,9 @@ func TestAnalyzeFlags(t *testing.T) {
 	require.ErrorContains(t, run("--logs", "l", "--out", "o", "--target-rate", "fast"), "not a rate")
 	require.ErrorContains(t, run("--logs", "l", "--out", "o", "--target-rate", "-5k"), "--target-rate must be a rate")
 	require.ErrorContains(t, run("--logs", "l", "--out", "o", "--target-rate", "inf"), "--target-rate must be a rate")
+	// The trace's flags.
+	require.ErrorContains(t, run("--logs", "l", "--out", "o", "--trace-sample", "0"), "--trace-sample must be at least 1 tuple")
+	require.ErrorContains(t, run("--logs", "l", "--out", "o", "--trace", t.TempDir()), "names a file to write")
 	// Good values get as far as the logs.
 	require.ErrorContains(t, run("--logs", "nowhere", "--out", "o", "--target-rate", "1.5M", "--window", "250ms", "--min-tuples", "5", "--no-capacity"), "nowhere")
 	// Several paths after one --logs, then more flags: all are log paths.
