@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -62,6 +63,7 @@ func runAnalyze(stdout, stderr io.Writer, args []string) error {
 	fs.BoolVar(&cfg.NoReport, "no-report", false, "write no report.html (and keep no aggregates over time for it)")
 	fs.StringVar(&cfg.Trace, "trace", "", "also write a trace of a sample of tuples to this file, in the Trace Event Format that ui.perfetto.dev and chrome://tracing open")
 	fs.IntVar(&cfg.TraceSample, "trace-sample", analyze.DefaultTraceSample, "--trace: how many tuples: the slowest tenth end to end, the rest a uniform sample")
+	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the analysis to this file (go tool pprof): where analyze's time goes")
 	// Go's flag package stops at the first non-flag: take the paths that
 	// follow --logs as more log paths, then go on parsing.
 	for len(args) > 0 {
@@ -148,6 +150,17 @@ func runAnalyze(stdout, stderr io.Writer, args []string) error {
 		el := time.Since(start).Seconds()
 		fmt.Fprintf(stdout, "decoded %d records in %.3f s: %.1fM records/s\n", n, el, float64(n)/el/1e6)
 		return nil
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("analyze: --cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("analyze: --cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	start := time.Now()
 	res, err := analyze.Run(cfg)

@@ -72,8 +72,8 @@ func (a *analysis) resetSeriesBudget() {
 	a.tl.dropped.Store(0)
 }
 
-// seriesBytes is the most one series takes (every bucket holding values).
-const seriesBytes = TimelineBuckets * (timeline.Bins*4 + 24)
+// seriesBytes is what one series takes.
+const seriesBytes = TimelineBuckets * (timeline.Bins*4 + 8)
 
 // newSeries is a worker's series for a new pair, or nil past the budget.
 func (a *analysis) newSeries() *timeline.Series {

@@ -84,15 +84,16 @@ func binMid(b int) float64 {
 }
 
 // Series is one pair's durations over the grid: per bucket, a histogram
-// (allocated at its first duration) and the largest.
+// and the largest. One flat array (a bucket's bins side by side): the
+// hot path indexes it without a pointer to follow.
 type Series struct {
 	max  []float64
-	hist [][]uint32
+	hist []uint32 // bucket*Bins + bin
 }
 
 // NewSeries is an empty series on a grid of n buckets.
 func NewSeries(n int) *Series {
-	s := &Series{max: make([]float64, n), hist: make([][]uint32, n)}
+	s := &Series{max: make([]float64, n), hist: make([]uint32, n*Bins)}
 	for i := range s.max {
 		s.max[i] = math.Inf(-1)
 	}
@@ -101,12 +102,7 @@ func NewSeries(n int) *Series {
 
 // Add counts a duration d (cycles) that started in bucket b.
 func (s *Series) Add(b int, d float64) {
-	h := s.hist[b]
-	if h == nil {
-		h = make([]uint32, Bins)
-		s.hist[b] = h
-	}
-	h[binOf(d)]++
+	s.hist[b*Bins+binOf(d)]++
 	if d > s.max[b] {
 		s.max[b] = d
 	}
@@ -114,18 +110,11 @@ func (s *Series) Add(b int, d float64) {
 
 // Merge adds o (on the same grid) into s.
 func (s *Series) Merge(o *Series) {
-	for b, oh := range o.hist {
-		if oh == nil {
-			continue
-		}
-		s.max[b] = max(s.max[b], o.max[b])
-		if s.hist[b] == nil {
-			s.hist[b] = oh
-			continue
-		}
-		for i, v := range oh {
-			s.hist[b][i] += v
-		}
+	for b, m := range o.max {
+		s.max[b] = max(s.max[b], m)
+	}
+	for i, v := range o.hist {
+		s.hist[i] += v
 	}
 }
 
@@ -140,34 +129,35 @@ type Point struct {
 // Points are the series' buckets that hold durations.
 func (s *Series) Points() []Point {
 	var ps []Point
-	for b, h := range s.hist {
-		if h == nil {
+	for b, m := range s.max {
+		if math.IsInf(m, -1) {
 			continue
 		}
+		h := s.hist[b*Bins : (b+1)*Bins]
 		n := uint64(0)
 		for _, v := range h {
 			n += uint64(v)
 		}
-		ps = append(ps, Point{Bucket: b, N: n, P50: s.quantile(b, n, 0.5), P99: s.quantile(b, n, 0.99), Max: s.max[b]})
+		ps = append(ps, Point{Bucket: b, N: n, P50: quantile(h, n, 0.5, m), P99: quantile(h, n, 0.99, m), Max: m})
 	}
 	return ps
 }
 
-// quantile of bucket b (n durations): the middle of the bin that holds its
-// q-th value, never above the bucket's largest.
-func (s *Series) quantile(b int, n uint64, q float64) float64 {
+// quantile of a bucket's histogram h (n durations, the largest mx): the
+// middle of the bin that holds its q-th value, never above the largest.
+func quantile(h []uint32, n uint64, q, mx float64) float64 {
 	rank := uint64(math.Ceil(q * float64(n)))
 	if rank < 1 {
 		rank = 1
 	}
 	seen := uint64(0)
-	for i, v := range s.hist[b] {
+	for i, v := range h {
 		seen += uint64(v)
 		if seen >= rank {
-			return min(binMid(i), s.max[b])
+			return min(binMid(i), mx)
 		}
 	}
-	return s.max[b]
+	return mx
 }
 
 // Records counts each channel's records per bucket.
