@@ -6,8 +6,8 @@ import (
 	"math"
 	"strings"
 
+	"cloudprofiler/internal/chart"
 	"cloudprofiler/internal/critpath"
-	"cloudprofiler/internal/mace"
 )
 
 // trim keeps the last n-1 runes of a long label, after an ellipsis.
@@ -82,7 +82,7 @@ func capacityHTML(b *strings.Builder, r *Result) {
 	if len(bars) > 0 && hi > 0 {
 		const left, width, rowH = 200, 460, 22
 		height := 30 + rowH*len(bars)
-		fmt.Fprintf(b, `<svg width="%d" height="%d" xmlns="http://www.w3.org/2000/svg"><text x="%d" y="14">highest source rate each operator sustains (tuples/s)</text>`, left+width+120, height, left)
+		fmt.Fprintf(b, `<svg class="capacity" data-marks="%d" width="%d" height="%d" xmlns="http://www.w3.org/2000/svg"><text x="%d" y="14">highest source rate each operator sustains (tuples/s)</text>`, len(bars), left+width+120, height, left)
 		for i, x := range bars {
 			y := 22 + rowH*i
 			color := "#9cc3e6"
@@ -90,7 +90,7 @@ func capacityHTML(b *strings.Builder, r *Result) {
 				color = "#d62728"
 			}
 			w := x.v / hi * width
-			fmt.Fprintf(b, `<text x="4" y="%d">%s</text><rect x="%d" y="%d" width="%.1f" height="14" fill="%s"/><text x="%.1f" y="%d" fill="#555">%s</text>`,
+			fmt.Fprintf(b, `<text x="4" y="%d">%s</text><rect class="mark" x="%d" y="%d" width="%.1f" height="14" fill="%s"/><text x="%.1f" y="%d" fill="#555">%s</text>`,
 				y+11, esc(trim(x.name, 28)), left, y, math.Max(w, 1), color, float64(left)+w+6, y+11, f(x.v))
 		}
 		if cfg.TargetRate > 0 {
@@ -138,7 +138,7 @@ func capacityHTML(b *strings.Builder, r *Result) {
 			}
 			fmt.Fprintf(b, "<td>%s</td>", p)
 		}
-		fmt.Fprintf(b, `<td class="l">%s</td></tr>`, esc(x.Note))
+		fmt.Fprintf(b, `<td class="l wide">%s</td></tr>`, esc(x.Note))
 	}
 	b.WriteString("</table>")
 	for _, s := range c.Ignored {
@@ -253,7 +253,13 @@ func critPathSVG(b *strings.Builder, c *critpath.Result, colors []string, idx fu
 		end = math.Max(end, x.EndS)
 	}
 	bw := float64(width) / float64(nb)
-	fmt.Fprintf(b, `<svg width="%d" height="%d" xmlns="http://www.w3.org/2000/svg"><text x="%d" y="12">share of each slice's critical path</text>`, left+width+20, height+44, left)
+	bars := 0
+	for _, l := range lens {
+		if l > 0 {
+			bars++
+		}
+	}
+	fmt.Fprintf(b, `<svg class="critpath" data-marks="%d" width="%d" height="%d" xmlns="http://www.w3.org/2000/svg"><text x="%d" y="12">share of each slice's critical path</text>`, bars, left+width+20, height+44, left)
 	fmt.Fprintf(b, `<line x1="%d" y1="20" x2="%d" y2="%d" stroke="#333"/><text x="4" y="26">100%%</text><text x="4" y="%d">0</text>`, left-2, left-2, height+20, height+20)
 	for k := range shares {
 		if lens[k] <= 0 {
@@ -261,6 +267,7 @@ func critPathSVG(b *strings.Builder, c *critpath.Result, colors []string, idx fu
 		}
 		x := float64(left) + bw*float64(k)
 		y := float64(height + 20)
+		b.WriteString(`<g class="mark">`)
 		for j, v := range shares[k] {
 			h := v / lens[k] * height
 			if h < 0.05 { // invisible (or a negative share: none is drawn)
@@ -272,6 +279,7 @@ func critPathSVG(b *strings.Builder, c *critpath.Result, colors []string, idx fu
 		if bad[k] {
 			fmt.Fprintf(b, `<rect x="%.1f" y="%d" width="%.1f" height="4" fill="#d62728"/>`, x, height+23, math.Max(bw-1, 0.5))
 		}
+		b.WriteString(`</g>`)
 	}
 	per := "a bar per slice"
 	if nb < n {
@@ -368,38 +376,25 @@ func maceHTML(b *strings.Builder, r *Result) {
 	}
 	b.WriteString(`<h2>Mace: the largest latency predicted from load</h2>`)
 	fmt.Fprintf(b, `<p class="note">Tuples are grouped by their stimulus (their first record) in windows of %.4g s. Mace (Chandramouli et al.) is the work each node (an operator instance's thread) is behind at a window's end, from each instance's cost per tuple and the tuples that reach it; the predicted largest latency adds the excess before each 32nd of a window to its load. Every window is in mace.csv, the costs in mace-costs.csv.</p>`, m.WindowS)
-	// The measured run's windows: Mace, predicted and measured, on one scale.
-	var rows []int
-	top := 0.0
+	// The measured run's windows: Mace, predicted and measured, on one
+	// scale (microseconds), by the window's start.
+	var mc, pr, me chart.Series
+	mc.Name, pr.Name, me.Name = "Mace", "predicted largest latency", "measured largest latency"
+	mc.Color, pr.Color, me.Color = "#999", "#1f77b4", "#d62728"
 	for i := range m.Rows {
 		x := &m.Rows[i]
 		if x.Scenario != "measured" {
 			continue
 		}
-		rows = append(rows, i)
-		top = math.Max(top, math.Max(x.PredictedS, x.MaceS))
-		if !math.IsNaN(x.MeasuredMaxS) {
-			top = math.Max(top, x.MeasuredMaxS)
-		}
+		mc.X, mc.Y = append(mc.X, x.StartS), append(mc.Y, x.MaceS*1e6)
+		pr.X, pr.Y = append(pr.X, x.StartS), append(pr.Y, x.PredictedS*1e6)
+		me.X, me.Y = append(me.X, x.StartS), append(me.Y, x.MeasuredMaxS*1e6)
 	}
-	if len(rows) > 1 && top > 0 {
-		const w, h = 900.0, 160.0
-		fmt.Fprintf(b, `<svg class="mace" width="%.0f" height="%.0f" role="img" aria-label="Mace, predicted and measured largest latency per window">`, w, h+20)
-		line := func(color string, v func(*mace.Row) float64) {
-			fmt.Fprintf(b, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="`, color)
-			for k, i := range rows {
-				y := v(&m.Rows[i])
-				if math.IsNaN(y) {
-					continue
-				}
-				fmt.Fprintf(b, "%.1f,%.1f ", float64(k)/float64(len(rows)-1)*w, h-y/top*h)
-			}
-			b.WriteString(`"/>`)
-		}
-		line("#999", func(x *mace.Row) float64 { return x.MaceS })
-		line("#1f77b4", func(x *mace.Row) float64 { return x.PredictedS })
-		line("#d62728", func(x *mace.Row) float64 { return x.MeasuredMaxS })
-		fmt.Fprintf(b, `<text x="4" y="%.0f">0 to %.4g s over %d windows: Mace (grey), predicted (blue), measured (red) largest latency</text></svg>`, h+16, top, len(rows))
+	if len(mc.X) > 0 {
+		c := chart.Chart{ID: "mace", Title: "the measured run, per window: Mace, the predicted and the measured largest latency",
+			X: chart.Axis{Label: "window start, from the run's first tuple record (s)"},
+			Y: chart.Axis{Label: "latency", Format: usFmt}, Series: []chart.Series{mc, pr, me}, Height: 180}
+		c.SVG(b)
 	}
 	b.WriteString(`<table><tr><th>scenario</th><th>worst Mace s</th><th>predicted worst s</th><th>measured worst s</th><th>windows within the bounds</th><th>busiest node</th><th>its load</th><th>latency bounded up to</th></tr>`)
 	for _, s := range m.Scenarios {

@@ -34,8 +34,8 @@ func (a *analysis) writeHTML(w io.Writer, rows []Row) error {
 <title>Cloudprofiler analysis</title><style>
 body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;padding:1em 2em;max-width:1240px;color:#222}
 h1{font-size:1.5em;margin:.3em 0}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}
-table{border-collapse:collapse;margin:1em 0;display:block;overflow-x:auto;max-width:100%}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}
-th{background:#f3f3f3}td.l{text-align:left}svg{display:block;margin:.5em 0;max-width:100%;height:auto}
+table{border-collapse:collapse;margin:1em 0;display:block;overflow-x:auto;max-width:100%}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right;white-space:nowrap}
+th{background:#f3f3f3;white-space:normal}td.l{text-align:left;white-space:normal;min-width:6em;max-width:40em}td.wide{min-width:26em}svg{display:block;margin:.5em 0;max-width:100%;height:auto}
 svg text{font:11px system-ui,sans-serif}.note{color:#555}.missing{color:#8a4b00}
 nav a{margin-right:1em}.grid{display:flex;flex-wrap:wrap;gap:0 1em}</style></head><body>`)
 	fmt.Fprintf(&b, `<h1>Cloudprofiler: where the time goes, in one reference clock</h1>`)

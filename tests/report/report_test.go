@@ -212,6 +212,7 @@ func TestMultinodeReportAndTrace(t *testing.T) {
 	require.Len(t, pg.Links, 1)
 	require.Equal(t, 3, pg.Links[0].Nodes)
 	require.Equal(t, 3, pg.Links[0].Links)
+	require.Len(t, pg.Marks, 2, "the capacity bars and the critical path's slices")
 	require.Len(t, pg.Missing, 1, "only the counters are missing: %q", pg.Missing)
 	require.Contains(t, pg.Missing[0], "no periodic counter channels")
 
