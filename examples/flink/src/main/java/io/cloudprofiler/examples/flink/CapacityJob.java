@@ -5,6 +5,8 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.LongAdder;
 import org.apache.flink.api.common.JobExecutionResult;
+import org.apache.flink.api.common.eventtime.WatermarkStrategy;
+import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.common.functions.OpenContext;
 import org.apache.flink.api.common.functions.RichMapFunction;
 import org.apache.flink.api.common.state.ValueState;
@@ -12,12 +14,12 @@ import org.apache.flink.api.common.state.ValueStateDescriptor;
 import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.MemorySize;
-import org.apache.flink.configuration.NettyShuffleEnvironmentOptions;
 import org.apache.flink.configuration.TaskManagerOptions;
 import org.apache.flink.core.execution.JobClient;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.functions.KeyedProcessFunction;
-import org.apache.flink.streaming.api.functions.sink.RichSinkFunction;
+import org.apache.flink.api.connector.sink2.SinkWriter;
+import org.apache.flink.api.connector.sink2.WriterInitContext;
 import org.apache.flink.util.Collector;
 
 /**
@@ -101,17 +103,14 @@ public final class CapacityJob {
 
     /**
      * {@link ProfiledJob#configuration()} (no Kryo), small network buffers
-     * (4 KiB segments: about 17 events each; 2 exclusive and 2 floating
-     * buffers per input channel and gate, at most 4 per output channel),
+     * (4 KiB segments: about 17 events each; Flink 2 sizes the buffers per
+     * channel and gate itself: the options that set them in 1.x are gone),
      * and {@link FlinkMetrics} as a metric reporter (what the test reads
      * Flink's own metrics of the score task with).
      */
     public static Configuration configuration() {
         Configuration conf = ProfiledJob.configuration();
         conf.set(TaskManagerOptions.MEMORY_SEGMENT_SIZE, MemorySize.parse("4kb"));
-        conf.set(NettyShuffleEnvironmentOptions.NETWORK_BUFFERS_PER_CHANNEL, 2);
-        conf.set(NettyShuffleEnvironmentOptions.NETWORK_EXTRA_BUFFERS_PER_GATE, 2);
-        conf.set(NettyShuffleEnvironmentOptions.NETWORK_MAX_BUFFERS_PER_CHANNEL, 4);
         FlinkMetrics.register(conf);
         return conf;
     }
@@ -123,14 +122,13 @@ public final class CapacityJob {
         FactorySource source = new FactorySource(opt.host, opt.port, opt.runs, opt.queueCapacity)
                 .receiveBuffer(opt.receiveBuffer);
         if (opt.marks) source.marked("0-source");
-        env.addSource(source, "0-source")
-                .returns(AdEvent.class)
+        env.fromSource(source, WatermarkStrategy.noWatermarks(), "0-source", TypeInformation.of(AdEvent.class))
                 .map(new Campaign(opt.campaigns, opt.marks)).name("1-campaign")
                 .returns(Ad.class)
                 .keyBy(a -> a.campaign, Types.INT)
                 .process(new Score(opt.scoreNanos, opt.marks)).name(SCORE).setParallelism(opt.scoreParallelism)
                 .returns(Scored.class)
-                .addSink(new Sink(opt.marks)).name("3-sink").setParallelism(opt.scoreParallelism);
+                .sinkTo(new Sink(opt.marks)).name("3-sink").setParallelism(opt.scoreParallelism);
     }
 
     /** The slow operator's name (its task's too: chaining is off). */
@@ -230,34 +228,36 @@ public final class CapacityJob {
         }
     }
 
-    /** Counts what arrives, in {@link #EVENTS} (this JVM's). */
-    public static final class Sink extends RichSinkFunction<Scored> {
-        private static final long serialVersionUID = 1L;
+    /** Counts what arrives, in {@link #EVENTS} (this JVM's); a Sink V2, its writer on the task's thread. */
+    public static final class Sink implements org.apache.flink.api.connector.sink2.Sink<Scored> {
+        private static final long serialVersionUID = 2L;
         /** Events at the sinks of this JVM. */
         public static final LongAdder EVENTS = new LongAdder();
         private final boolean marked;
-        private transient Marks marks;
 
         Sink(boolean marked) {
             this.marked = marked;
         }
 
         @Override
-        public void open(OpenContext ctx) {
-            marks = marked ? Marks.open("3-sink", getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(), false)
-                    : Marks.off();
-        }
+        public SinkWriter<Scored> createWriter(WriterInitContext ctx) {
+            Marks marks = marked ? Marks.open("3-sink", ctx.getTaskInfo().getIndexOfThisSubtask(), false) : Marks.off();
+            return new SinkWriter<>() {
+                @Override
+                public void write(Scored s, Context c) {
+                    marks.in(s.id);
+                    EVENTS.increment();
+                    marks.out(s.id);
+                }
 
-        @Override
-        public void invoke(Scored s, Context ctx) {
-            marks.in(s.id);
-            EVENTS.increment();
-            marks.out(s.id);
-        }
+                @Override
+                public void flush(boolean endOfInput) {}
 
-        @Override
-        public void close() {
-            Probe.closeAll(marks);
+                @Override
+                public void close() {
+                    Probe.closeAll(marks);
+                }
+            };
         }
     }
 

@@ -3,6 +3,7 @@ package io.cloudprofiler.examples.flink;
 import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.ConcurrentHashMap;
+import org.apache.flink.configuration.ConfigOptions;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.metrics.Counter;
 import org.apache.flink.metrics.Gauge;
@@ -25,7 +26,7 @@ import org.apache.flink.metrics.reporter.MetricReporterFactory;
  * The metrics are kept per JVM (on a MiniCluster, the whole job's) by job
  * name, task name and subtask index.
  *
- * <p>What it reads of a task (Flink 1.20, {@code TaskIOMetricGroup}):
+ * <p>What it reads of a task (Flink 2.3, {@code TaskIOMetricGroup}):
  * <ul>
  * <li>{@code numRecordsIn}: records the task took from its inputs (a counter);
  * <li>{@code accumulateBusyTimeMs}: the task's wall time since it started,
@@ -47,7 +48,8 @@ public final class FlinkMetrics implements MetricReporter {
 
     /** Adds this reporter to a configuration (before the MiniCluster, or the cluster, starts). */
     public static void register(Configuration conf) {
-        conf.setString("metrics.reporter." + NAME + ".factory.class", Factory.class.getName());
+        conf.set(ConfigOptions.key("metrics.reporter." + NAME + ".factory.class").stringType().noDefaultValue(),
+                Factory.class.getName());
     }
 
     /** Creates the reporter (Flink calls it by the configured class name, found through ServiceLoader). */

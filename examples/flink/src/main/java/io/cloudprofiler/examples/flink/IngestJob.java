@@ -8,6 +8,8 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.LongAdder;
 import org.apache.flink.api.common.JobExecutionResult;
+import org.apache.flink.api.common.eventtime.WatermarkStrategy;
+import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.common.functions.OpenContext;
 import org.apache.flink.api.common.functions.RichMapFunction;
 import org.apache.flink.api.common.state.ValueState;
@@ -17,7 +19,9 @@ import org.apache.flink.configuration.Configuration;
 import org.apache.flink.core.execution.JobClient;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.functions.KeyedProcessFunction;
-import org.apache.flink.streaming.api.functions.sink.SinkFunction;
+import org.apache.flink.api.connector.sink2.Sink;
+import org.apache.flink.api.connector.sink2.SinkWriter;
+import org.apache.flink.api.connector.sink2.WriterInitContext;
 import org.apache.flink.util.Collector;
 
 /**
@@ -72,12 +76,12 @@ public final class IngestJob {
         env.setParallelism(opt.parallelism);
         if (opt.bufferTimeoutMs >= 0) env.setBufferTimeout(opt.bufferTimeoutMs);
         final int campaigns = opt.campaigns;
-        env.addSource(new FactorySource(opt.host, opt.port, opt.runs, opt.queueCapacity), "factory-source")
-                .returns(AdEvent.class)
+        env.fromSource(new FactorySource(opt.host, opt.port, opt.runs, opt.queueCapacity), WatermarkStrategy.noWatermarks(),
+                        "factory-source", TypeInformation.of(AdEvent.class))
                 .map(new Campaign(campaigns)).name("campaign")
                 .keyBy(e -> e.campaign, Types.INT)
                 .process(new CountPerCampaign()).name("count")
-                .addSink(new CountingSink(opt.trackIds)).name("sink");
+                .sinkTo(new CountingSink(opt.trackIds)).name("sink");
     }
 
     /** The ad's campaign: a hash of its id (the benchmark looks it up in Redis). */
@@ -115,9 +119,9 @@ public final class IngestJob {
         }
     }
 
-    /** Counts what arrives, in {@link Counts} (this JVM's). */
-    public static final class CountingSink implements SinkFunction<AdEvent> {
-        private static final long serialVersionUID = 1L;
+    /** Counts what arrives, in {@link Counts} (this JVM's); a Sink V2. */
+    public static final class CountingSink implements Sink<AdEvent> {
+        private static final long serialVersionUID = 2L;
         private final boolean trackIds;
 
         CountingSink(boolean trackIds) {
@@ -125,12 +129,23 @@ public final class IngestJob {
         }
 
         @Override
-        public void invoke(AdEvent e, Context ctx) {
-            if (e.userId == null || e.adId == null || e.eventType == null || e.eventTime <= 0 || e.seq < 1) {
-                Counts.INCOMPLETE.increment();
-            }
-            Counts.EVENTS.increment();
-            if (trackIds) Counts.see(e.id);
+        public SinkWriter<AdEvent> createWriter(WriterInitContext ctx) {
+            return new SinkWriter<>() {
+                @Override
+                public void write(AdEvent e, Context c) {
+                    if (e.userId == null || e.adId == null || e.eventType == null || e.eventTime <= 0 || e.seq < 1) {
+                        Counts.INCOMPLETE.increment();
+                    }
+                    Counts.EVENTS.increment();
+                    if (trackIds) Counts.see(e.id);
+                }
+
+                @Override
+                public void flush(boolean endOfInput) {}
+
+                @Override
+                public void close() {}
+            };
         }
     }
 

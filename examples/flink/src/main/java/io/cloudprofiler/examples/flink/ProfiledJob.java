@@ -16,7 +16,8 @@ import org.apache.flink.connector.datagen.source.DataGeneratorSource;
 import org.apache.flink.connector.datagen.source.GeneratorFunction;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.functions.KeyedProcessFunction;
-import org.apache.flink.streaming.api.functions.sink.RichSinkFunction;
+import org.apache.flink.api.connector.sink2.SinkWriter;
+import org.apache.flink.api.connector.sink2.WriterInitContext;
 import org.apache.flink.util.Collector;
 
 /**
@@ -111,7 +112,7 @@ public final class ProfiledJob {
                 .map(new Enrich(keys)).name("enrich")
                 .keyBy(e -> e.key, Types.INT) // hash-partitioned: tuples cross from every enrich to every count subtask
                 .process(new Count()).name("count")
-                .addSink(new Sink(opt.counterPeriodNanos)).name("sink"); // SinkFunction: deprecated in 1.20, fine here
+                .sinkTo(new Sink(opt.counterPeriodNanos)).name("sink");
     }
 
     /** The source: tuple i of the sequence gets id i; logs it as it emits it. */
@@ -197,36 +198,45 @@ public final class ProfiledJob {
         }
     }
 
-    /** Sink: a checksum of what arrives, and a periodic counter of tuples. */
-    public static final class Sink extends RichSinkFunction<Event> {
-        private static final long serialVersionUID = 1L;
+    /** Sink: a checksum of what arrives, and a periodic counter of tuples (a Sink V2: its writer runs on the task's thread). */
+    public static final class Sink implements org.apache.flink.api.connector.sink2.Sink<Event> {
+        private static final long serialVersionUID = 2L;
         private final long counterPeriodNanos;
-        private transient Marks marks;
-        private transient Probe counter;
-        private transient long checksum;
 
         Sink(long counterPeriodNanos) {
             this.counterPeriodNanos = counterPeriodNanos;
         }
 
         @Override
-        public void open(OpenContext ctx) {
-            int subtask = getRuntimeContext().getTaskInfo().getIndexOfThisSubtask();
-            marks = Marks.open("3-sink", subtask, false);
-            counter = Probe.counter("3-sink", subtask, "counter", counterPeriodNanos);
-        }
+        public SinkWriter<Event> createWriter(WriterInitContext ctx) {
+            int subtask = ctx.getTaskInfo().getIndexOfThisSubtask();
+            Marks marks = Marks.open("3-sink", subtask, false);
+            Probe counter;
+            try {
+                counter = Probe.counter("3-sink", subtask, "counter", counterPeriodNanos);
+            } catch (RuntimeException e) {
+                marks.close();
+                throw e;
+            }
+            return new SinkWriter<>() {
+                long checksum;
 
-        @Override
-        public void invoke(Event e, Context ctx) {
-            marks.in(e.id);
-            counter.log(e.id);
-            checksum += e.value ^ e.seq;
-            marks.out(e.id);
-        }
+                @Override
+                public void write(Event e, Context c) {
+                    marks.in(e.id);
+                    counter.log(e.id);
+                    checksum += e.value ^ e.seq;
+                    marks.out(e.id);
+                }
 
-        @Override
-        public void close() {
-            Probe.closeAll(marks, counter);
+                @Override
+                public void flush(boolean endOfInput) {}
+
+                @Override
+                public void close() {
+                    Probe.closeAll(marks, counter);
+                }
+            };
         }
     }
 
