@@ -286,6 +286,11 @@ public final class ProfiledJob {
         System.out.println("cloudprofiler flink example: " + opt);
         JobExecutionResult res = env.execute("cloudprofiler-flink-example");
         String dir = System.getenv().getOrDefault("CP_LOG_DIR", "cloudprofiler-logs");
+        if (!res.isJobExecutionResult()) {
+            // Submitted detached (flink run -d, the REST API's /jars/:id/run): the job runs on.
+            System.out.printf("submitted as job %s; logs in %s of each TaskManager that runs a task%n", res.getJobID(), dir);
+            return;
+        }
         System.out.printf("done in %d ms; logs in %s (of each process that ran a task); then:%n"
                 + "  cloudprofiler analyze --logs %s --out results/ && cat results/summary.txt%n",
                 res.getNetRuntime(), dir, dir);
