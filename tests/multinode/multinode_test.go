@@ -19,6 +19,7 @@ import (
 
 	"cloudprofiler/internal/logfile"
 	"cloudprofiler/minrtt"
+	"cloudprofiler/tests/internal/netns"
 	"cloudprofiler/tsc"
 )
 
@@ -94,11 +95,8 @@ func needEnv(t *testing.T) env {
 	if e.tool == "" || e.lib == "" {
 		t.Skip("CP_TOOL and CP_LIB (paths of build/cloudprofiler and build/libcloudprofiler.so) are not set: run `make test-multinode`")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for network namespaces (ip netns)")
-	}
-	if out, err := exec.Command("ip", "netns", "list").CombinedOutput(); err != nil {
-		t.Skipf("ip netns does not work here: %v %s", err, out)
+	if why := netns.Available(); why != "" {
+		t.Skip(why)
 	}
 	for _, p := range []*string{&e.tool, &e.lib} {
 		abs, err := filepath.Abs(*p)
@@ -170,38 +168,38 @@ func runConfig(t *testing.T, e env, bin, tag string, c config) {
 		fakes[n.name] = f
 		names = append(names, n.name)
 	}
-	l := newLab(t, tag, names, tmp)
+	l := netns.New(t, tag, names, tmp)
 	roundsDir, logsDir, outDir := filepath.Join(tmp, "rounds"), filepath.Join(tmp, "logs"), filepath.Join(tmp, "out")
 	nodeEnv := func(n node) []string {
 		return []string{"CP_FAKE_TSC=" + n.fake, "CP_NODE=" + n.name, "CP_LOG_DIR=" + filepath.Join(logsDir, n.name)}
 	}
 
 	// The TSC server in the hub, a client per node with that node's counter.
-	server := fmt.Sprintf("%s:%d", l.hubIP, tscPort)
-	var tscProcs []*proc
+	server := fmt.Sprintf("%s:%d", l.HubIP, tscPort)
+	var tscProcs []*netns.Proc
 	round := func(label string) {
-		var burners []*proc
+		var burners []*netns.Proc
 		for _, n := range c.burnRounds {
-			burners = append(burners, l.start("burn-"+label+"-"+n, l.ns[n], nil, bin, "burn", "30"))
+			burners = append(burners, l.Start("burn-"+label+"-"+n, l.NS[n], nil, bin, "burn", "30"))
 		}
 		defer func() {
 			for _, p := range burners {
-				p.stop(2 * time.Second)
+				p.Stop(2 * time.Second)
 			}
 		}()
-		out, err := l.run(60*time.Second, l.hub, nil, e.tool, "tsc-round", "--server", server, "--label", label,
+		out, err := l.Run(60*time.Second, l.Hub, nil, e.tool, "tsc-round", "--server", server, "--label", label,
 			"--wait-nodes", fmt.Sprint(len(nodes)), "--wait-timeout", "15s")
 		if err != nil {
 			t.Fatalf("tsc-round %s: %v", label, err)
 		}
 		t.Logf("round %s: %s", label, strings.TrimSpace(out))
 	}
-	srv := l.start("tsc-server", l.hub, nil, e.tool, "tsc-server", "--listen", server, "--out", roundsDir,
+	srv := l.Start("tsc-server", l.Hub, nil, e.tool, "tsc-server", "--listen", server, "--out", roundsDir,
 		"--probes", fmt.Sprint(probesPerDir))
-	srv.waitOutput(t, "listening on", 10*time.Second) // clients retry; tsc-round does not
+	srv.WaitOutput(t, "listening on", 10*time.Second) // clients retry; tsc-round does not
 	tscProcs = append(tscProcs, srv)
 	for _, n := range nodes {
-		tscProcs = append(tscProcs, l.start("tsc-client-"+n.name, l.ns[n.name], nodeEnv(n),
+		tscProcs = append(tscProcs, l.Start("tsc-client-"+n.name, l.NS[n.name], nodeEnv(n),
 			e.tool, "tsc-client", "--server", server, "--node", n.name, "--inject", n.inject))
 	}
 	round("before")
@@ -214,9 +212,9 @@ func runConfig(t *testing.T, e env, bin, tag string, c config) {
 	// opens first: its open only resolves and connects a UDP socket, and it
 	// sends nothing before the first id, which the source sends after its
 	// channel is bound. The source waits for the ReTACKs before it closes.
-	retAddr := fmt.Sprintf("%s:%d", l.ip[nodes[0].name], retPort)
+	retAddr := fmt.Sprintf("%s:%d", l.IP[nodes[0].name], retPort)
 	retEnv := []string{"STAGE_FOX=1", "CP_RET_LISTEN=" + retAddr, "CP_RET_START=" + retAddr}
-	var stages []*proc
+	var stages []*netns.Proc
 	for i := len(nodes) - 1; i >= 0; i-- {
 		n := nodes[i]
 		port := fmt.Sprint(stagePort + i)
@@ -225,19 +223,19 @@ func runConfig(t *testing.T, e env, bin, tag string, c config) {
 		case "sink":
 			argv = []string{bin, "sink", n.stage, port, fmt.Sprint(nTuples)}
 		case "relay":
-			argv = []string{bin, "relay", n.stage, port, l.ip[nodes[i+1].name], fmt.Sprint(stagePort + i + 1), fmt.Sprint(n.workNs)}
+			argv = []string{bin, "relay", n.stage, port, l.IP[nodes[i+1].name], fmt.Sprint(stagePort + i + 1), fmt.Sprint(n.workNs)}
 		case "source":
-			argv = []string{bin, "source", n.stage, l.ip[nodes[i+1].name], fmt.Sprint(stagePort + i + 1), fmt.Sprint(nTuples), fmt.Sprint(tupleRate)}
+			argv = []string{bin, "source", n.stage, l.IP[nodes[i+1].name], fmt.Sprint(stagePort + i + 1), fmt.Sprint(nTuples), fmt.Sprint(tupleRate)}
 		}
-		stages = append(stages, l.start("stage-"+n.name, l.ns[n.name], append(nodeEnv(n), retEnv...), argv...))
+		stages = append(stages, l.Start("stage-"+n.name, l.NS[n.name], append(nodeEnv(n), retEnv...), argv...))
 	}
 	time.Sleep(time.Second)
-	var burners []*proc
+	var burners []*netns.Proc
 	for _, n := range c.burnPipeline {
-		burners = append(burners, l.start("burn-"+n, l.ns[n], nil, bin, "burn", "2"))
+		burners = append(burners, l.Start("burn-"+n, l.NS[n], nil, bin, "burn", "2"))
 	}
 	for _, p := range append(stages, burners...) {
-		if err := p.wait(60 * time.Second); err != nil {
+		if err := p.Wait(60 * time.Second); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -245,7 +243,7 @@ func runConfig(t *testing.T, e env, bin, tag string, c config) {
 
 	round("after")
 	for _, p := range tscProcs {
-		p.stop(5 * time.Second)
+		p.Stop(5 * time.Second)
 	}
 
 	// Every tuple left the source and reached every stage, and the logged
@@ -282,7 +280,7 @@ func runConfig(t *testing.T, e env, bin, tag string, c config) {
 		for _, n := range nodes {
 			args = append(args, filepath.Join(logsDir, n.name))
 		}
-		text, err := l.run(90*time.Second, l.hub, nil, args...)
+		text, err := l.Run(90*time.Second, l.Hub, nil, args...)
 		if err != nil {
 			t.Fatalf("analyze: %v\n%s", err, text)
 		}

@@ -1,4 +1,9 @@
-package multinode
+// Package netns makes the end-to-end tests' hosts: network namespaces on a
+// bridge, a node each, processes started inside them (tests/multinode,
+// tests/cluster). Needs root and iproute2; everything it makes goes away
+// in the test's cleanup, and namespaces an earlier run left behind (its
+// process gone) are removed first.
+package netns
 
 import (
 	"bytes"
@@ -15,21 +20,21 @@ import (
 	"time"
 )
 
-// lab is a set of network namespaces this test made: a hub holding a bridge
+// Lab is a set of network namespaces this test made: a hub holding a bridge
 // and one namespace per node, each joined to the bridge by a veth pair.
 // Addresses are in subnet, which exists only inside these namespaces.
 // Everything (processes, then namespaces) goes away in t.Cleanup.
-type lab struct {
+type Lab struct {
 	t      *testing.T
 	prefix string            // cpt-<pid>-<tag>: every namespace name starts with it
-	hub    string            // the hub namespace
-	hubIP  string            // the hub's address on the bridge
-	ns     map[string]string // node -> namespace
-	ip     map[string]string // node -> address
+	Hub    string            // the hub namespace
+	HubIP  string            // the hub's address on the bridge
+	NS     map[string]string // node -> namespace
+	IP     map[string]string // node -> address
 	dir    string            // process output files
 
 	mu    sync.Mutex
-	procs []*proc
+	procs []*Proc
 }
 
 const subnet = "10.77.0" // /24, inside the test's namespaces only
@@ -85,17 +90,30 @@ func killNamespacePids(ns string) {
 	}
 }
 
-// newLab makes the hub and one namespace per node, named cpt-<pid>-<tag>-.
-// Node i gets address subnet.(10+i), the hub subnet.1.
-func newLab(t *testing.T, tag string, nodes []string, dir string) *lab {
-	removeStaleNamespaces(t)
-	l := &lab{
-		t: t, prefix: fmt.Sprintf("cpt-%d-%s", os.Getpid(), tag), dir: dir,
-		ns: map[string]string{}, ip: map[string]string{},
+// Available says why namespaces cannot be made here ("" when they can):
+// a test skips with it.
+func Available() string {
+	if os.Geteuid() != 0 {
+		return "needs root for network namespaces (ip netns)"
 	}
-	l.hub, l.hubIP = l.prefix+"-hub", subnet+".1"
+	if out, err := exec.Command("ip", "netns", "list").CombinedOutput(); err != nil {
+		return fmt.Sprintf("ip netns does not work here: %v %s", err, out)
+	}
+	return ""
+}
+
+// New makes the hub and one namespace per node, named cpt-<pid>-<tag>-.
+// Node i gets address subnet.(10+i), the hub subnet.1. Process output
+// goes to files in dir.
+func New(t *testing.T, tag string, nodes []string, dir string) *Lab {
+	removeStaleNamespaces(t)
+	l := &Lab{
+		t: t, prefix: fmt.Sprintf("cpt-%d-%s", os.Getpid(), tag), dir: dir,
+		NS: map[string]string{}, IP: map[string]string{},
+	}
+	l.Hub, l.HubIP = l.prefix+"-hub", subnet+".1"
 	var (
-		all     = []string{l.hub}
+		all     = []string{l.Hub}
 		allMu   sync.Mutex
 		tearing sync.Once
 	)
@@ -118,31 +136,31 @@ func newLab(t *testing.T, tag string, nodes []string, dir string) *lab {
 	// before it (the blocked step then fails, its processes gone).
 	if deadline, ok := t.Deadline(); ok {
 		watchdog := time.AfterFunc(time.Until(deadline)-5*time.Second, func() {
-			fmt.Fprintln(os.Stderr, "multinode: the test deadline is near: killing its processes, deleting its namespaces")
+			fmt.Fprintln(os.Stderr, "netns: the test deadline is near: killing its processes, deleting its namespaces")
 			teardown()
 		})
 		t.Cleanup(func() { watchdog.Stop() })
 	}
-	ipCmd(t, "netns", "add", l.hub)
-	ipCmd(t, "-n", l.hub, "link", "set", "lo", "up")
-	ipCmd(t, "-n", l.hub, "link", "add", "br0", "type", "bridge")
-	ipCmd(t, "-n", l.hub, "addr", "add", l.hubIP+"/24", "dev", "br0")
-	ipCmd(t, "-n", l.hub, "link", "set", "br0", "up")
+	ipCmd(t, "netns", "add", l.Hub)
+	ipCmd(t, "-n", l.Hub, "link", "set", "lo", "up")
+	ipCmd(t, "-n", l.Hub, "link", "add", "br0", "type", "bridge")
+	ipCmd(t, "-n", l.Hub, "addr", "add", l.HubIP+"/24", "dev", "br0")
+	ipCmd(t, "-n", l.Hub, "link", "set", "br0", "up")
 	for i, n := range nodes {
 		ns := fmt.Sprintf("%s-%s", l.prefix, n)
 		allMu.Lock()
 		all = append(all, ns)
 		allMu.Unlock()
-		l.ns[n], l.ip[n] = ns, fmt.Sprintf("%s.%d", subnet, 10+i)
+		l.NS[n], l.IP[n] = ns, fmt.Sprintf("%s.%d", subnet, 10+i)
 		ipCmd(t, "netns", "add", ns)
 		ipCmd(t, "-n", ns, "link", "set", "lo", "up")
 		// Both ends are created inside our namespaces: nothing touches the
 		// host's own interfaces.
 		port := fmt.Sprintf("v%d", i)
-		ipCmd(t, "-n", l.hub, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns)
-		ipCmd(t, "-n", l.hub, "link", "set", port, "master", "br0")
-		ipCmd(t, "-n", l.hub, "link", "set", port, "up")
-		ipCmd(t, "-n", ns, "addr", "add", l.ip[n]+"/24", "dev", "eth0")
+		ipCmd(t, "-n", l.Hub, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns)
+		ipCmd(t, "-n", l.Hub, "link", "set", port, "master", "br0")
+		ipCmd(t, "-n", l.Hub, "link", "set", port, "up")
+		ipCmd(t, "-n", ns, "addr", "add", l.IP[n]+"/24", "dev", "eth0")
 		ipCmd(t, "-n", ns, "link", "set", "eth0", "up")
 	}
 	// Processes die before their namespaces (cleanups run last-in first-out).
@@ -150,33 +168,33 @@ func newLab(t *testing.T, tag string, nodes []string, dir string) *lab {
 	return l
 }
 
-// proc is a process started inside a namespace, its output in files.
-type proc struct {
-	name     string
+// Proc is a process started inside a namespace, its output in files.
+type Proc struct {
+	Name     string
 	cmd      *exec.Cmd
-	out, err string // stdout and stderr files
+	Out, Err string // stdout and stderr files
 	done     chan struct{}
 	waitErr  error
 }
 
-// start runs argv inside namespace ns with env added to a clean copy of the
-// environment (no CP_* variables inherited).
-func (l *lab) start(name, ns string, env []string, argv ...string) *proc {
+// Start runs argv inside namespace ns with env added to a clean copy of the
+// environment (no CP_* variables inherited), in its own process group.
+func (l *Lab) Start(name, ns string, env []string, argv ...string) *Proc {
 	l.t.Helper()
-	p := &proc{
-		name: name, done: make(chan struct{}),
-		out: filepath.Join(l.dir, name+".out"), err: filepath.Join(l.dir, name+".err"),
+	p := &Proc{
+		Name: name, done: make(chan struct{}),
+		Out: filepath.Join(l.dir, name+".out"), Err: filepath.Join(l.dir, name+".err"),
 	}
-	fo, err := os.Create(p.out)
+	fo, err := os.Create(p.Out)
 	if err != nil {
 		l.t.Fatal(err)
 	}
-	fe, err := os.Create(p.err)
+	fe, err := os.Create(p.Err)
 	if err != nil {
 		l.t.Fatal(err)
 	}
 	p.cmd = exec.Command("ip", append([]string{"netns", "exec", ns}, argv...)...)
-	p.cmd.Env = append(cleanEnv(), env...)
+	p.cmd.Env = append(CleanEnv(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = fo, fe
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := p.cmd.Start(); err != nil {
@@ -194,41 +212,41 @@ func (l *lab) start(name, ns string, env []string, argv ...string) *proc {
 	return p
 }
 
-// wait waits up to d for p to exit and returns its error (a timeout is one).
-func (p *proc) wait(d time.Duration) error {
+// Wait waits up to d for p to exit and returns its error (a timeout is one).
+func (p *Proc) Wait(d time.Duration) error {
 	select {
 	case <-p.done:
 		if p.waitErr != nil {
-			return fmt.Errorf("%s: %v\nstderr: %s", p.name, p.waitErr, tail(p.err))
+			return fmt.Errorf("%s: %v\nstderr: %s", p.Name, p.waitErr, Tail(p.Err))
 		}
 		return nil
 	case <-time.After(d):
-		return fmt.Errorf("%s: still running after %v\nstderr: %s", p.name, d, tail(p.err))
+		return fmt.Errorf("%s: still running after %v\nstderr: %s", p.Name, d, Tail(p.Err))
 	}
 }
 
-// waitOutput waits up to d for text to appear in p's stderr, and fails the
+// WaitOutput waits up to d for text to appear in p's stderr, and fails the
 // test if p exits first or the time runs out.
-func (p *proc) waitOutput(t *testing.T, text string, d time.Duration) {
+func (p *Proc) WaitOutput(t *testing.T, text string, d time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
-		if b, _ := os.ReadFile(p.err); bytes.Contains(b, []byte(text)) {
+		if b, _ := os.ReadFile(p.Err); bytes.Contains(b, []byte(text)) {
 			return
 		}
 		select {
 		case <-p.done:
-			t.Fatalf("%s exited before saying %q: %v\nstderr: %s", p.name, text, p.waitErr, tail(p.err))
+			t.Fatalf("%s exited before saying %q: %v\nstderr: %s", p.Name, text, p.waitErr, Tail(p.Err))
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s did not say %q within %v\nstderr: %s", p.name, text, d, tail(p.err))
+			t.Fatalf("%s did not say %q within %v\nstderr: %s", p.Name, text, d, Tail(p.Err))
 		}
 	}
 }
 
-// stop sends SIGTERM to p's process group and waits up to d, then kills it.
-func (p *proc) stop(d time.Duration) {
+// Stop sends SIGTERM to p's process group and waits up to d, then kills it.
+func (p *Proc) Stop(d time.Duration) {
 	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
 	select {
 	case <-p.done:
@@ -238,7 +256,7 @@ func (p *proc) stop(d time.Duration) {
 	}
 }
 
-func (l *lab) killAll() {
+func (l *Lab) killAll() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, p := range l.procs {
@@ -251,12 +269,12 @@ func (l *lab) killAll() {
 	}
 }
 
-// run runs argv inside ns to completion (at most d) and returns its stdout.
-func (l *lab) run(d time.Duration, ns string, env []string, argv ...string) (string, error) {
+// Run runs argv inside ns to completion (at most d) and returns its stdout.
+func (l *Lab) Run(d time.Duration, ns string, env []string, argv ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns}, argv...)...)
-	cmd.Env = append(cleanEnv(), env...)
+	cmd.Env = append(CleanEnv(), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
@@ -265,8 +283,8 @@ func (l *lab) run(d time.Duration, ns string, env []string, argv ...string) (str
 	return out.String(), nil
 }
 
-// cleanEnv is this process's environment without CP_* variables.
-func cleanEnv() []string {
+// CleanEnv is this process's environment without CP_* variables.
+func CleanEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "CP_") {
@@ -276,8 +294,8 @@ func cleanEnv() []string {
 	return env
 }
 
-// tail returns the last lines of a file, for error messages.
-func tail(path string) string {
+// Tail returns the last lines of a file, for error messages.
+func Tail(path string) string {
 	b, _ := os.ReadFile(path)
 	return lastLines(string(b), 20)
 }
