@@ -56,7 +56,7 @@ demo: build
 	@echo "report: $(abspath $(BUILD))/multinode-demo/results/report.html (open it in a browser)"
 	@echo "trace:  $(abspath $(BUILD))/multinode-demo/results/trace.json (open it in ui.perfetto.dev or chrome://tracing)"
 
-test: test-go test-fuzz test-analyze-data test-c test-java test-report test-multinode test-capacity test-critpath test-mace test-python
+test: test-go test-fuzz test-analyze-data test-c test-java test-report test-cluster test-multinode test-capacity test-critpath test-mace test-python
 
 test-go:
 	$(GO) vet ./...
@@ -132,6 +132,21 @@ test-report: $(LIB) $(TOOL) $(BUILD)/demo $(BUILD)/stage
 	CP_TOOL=$(abspath $(TOOL)) CP_BUILD=$(abspath $(BUILD)) CP_SHOTS=$(abspath $(BUILD))/report-shots \
 	CP_FLINK_REPORT=$(abspath examples/flink/target/cp-analysis/report.html) $(if $(filter test,$(MAKECMDGOALS)),CP_FLINK_REQUIRED=1) \
 	$(GO) test -count=1 -v -timeout 8m ./tests/report
+
+# Real clusters (tests/cluster, issue 16): a standalone Flink 2.3 cluster
+# assembled from Maven Central (tests/cluster/flink copies what a
+# distribution's lib/ holds; Maven Central has no flink-dist for 2.x), the
+# example job submitted as a job jar over REST: on loopback, and with the
+# JobManager and two TaskManagers each on a node (network namespace) of its
+# own, TSC clients and rounds, then analyze (root; skips without).
+.PHONY: test-cluster
+test-cluster: java
+	cd tests/cluster/flink && $(MVN) package
+	cd examples/flink && $(MVN) $(JAVA_PROPS) package -DskipTests
+	CP_TOOL=$(abspath $(TOOL)) CP_FLINK_LIB=$(abspath tests/cluster/flink/target/lib) \
+	CP_BINDING_JAR=$(abspath bindings/java/target/cloudprofiler-java-0.1.0.jar) \
+	CP_FLINK_JOB_JAR=$(abspath examples/flink/target/cloudprofiler-flink-example-0.1.0.jar) \
+	$(GO) test -count=1 -v -timeout 8m ./tests/cluster
 
 # Capacity against a known truth (tests/capacity): the C pipeline
 # examples/pipeline/tandem.c (source -> A -> B -> sink, known work per tuple)
