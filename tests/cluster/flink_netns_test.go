@@ -116,21 +116,11 @@ parallelism: {default: 2}
 	}
 	c.jm = l.Start("jobmanager", l.NS["jm"], env("jm"), java(opens, []string{"-Xmx400m"}, log("jobmanager"),
 		[]string{"-cp", cp, "org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint", "--configDir", conf})...)
-	r := testrun.Run(time.Minute, nil, java(log("bashjavautils"), []string{"-cp", cp, "org.apache.flink.runtime.util.bash.BashJavaUtils",
-		"GET_TM_RESOURCE_PARAMS", "--configDir", conf})...)
-	var res []string
-	for _, line := range strings.Split(r.Stdout, "\n") {
-		if v, ok := strings.CutPrefix(line, "BASH_JAVA_UTILS_EXEC_RESULT:"); ok {
-			res = append(res, v)
-		}
-	}
-	if len(res) != 2 {
-		t.Fatalf("BashJavaUtils: %v\n%s%s", r.Err, r.Stdout, r.Stderr)
-	}
+	jvm, dyn := tmResources(t, cp, conf, log("bashjavautils"))
 	for _, n := range []string{"tm0", "tm1"} {
-		c.tms = append(c.tms, l.Start("taskmanager-"+n, l.NS[n], env(n), java(opens, strings.Fields(res[0]), log("taskmanager-"+n),
+		c.tms = append(c.tms, l.Start("taskmanager-"+n, l.NS[n], env(n), java(opens, jvm, log("taskmanager-"+n),
 			[]string{"-cp", cp, "org.apache.flink.runtime.taskexecutor.TaskManagerRunner", "--configDir", conf},
-			strings.Fields(res[1]), []string{"-D", "taskmanager.host=" + l.IP[n]})...))
+			dyn, []string{"-D", "taskmanager.host=" + l.IP[n]})...))
 	}
 	deadline := time.Now().Add(90 * time.Second)
 	for {

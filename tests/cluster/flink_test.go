@@ -102,23 +102,11 @@ appender.main.layout.pattern = %d{HH:mm:ss,SSS} %-5p %c{1} - %m%n
 	}
 	c.java(nil, append(append(append(opens, "-Xmx400m"), log("jobmanager")...),
 		"-cp", c.cp, "org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint", "--configDir", conf)...)
-	// What taskmanager.sh computes: the JVM's memory options and the
-	// TaskManager's resources, from BashJavaUtils.
-	r := testrun.Run(time.Minute, nil, append(append([]string{"java"}, log("bashjavautils")...),
-		"-cp", c.cp, "org.apache.flink.runtime.util.bash.BashJavaUtils", "GET_TM_RESOURCE_PARAMS", "--configDir", conf)...)
-	var res []string
-	for _, l := range strings.Split(r.Stdout, "\n") {
-		if v, ok := strings.CutPrefix(l, "BASH_JAVA_UTILS_EXEC_RESULT:"); ok {
-			res = append(res, v)
-		}
-	}
-	if len(res) != 2 {
-		t.Fatalf("BashJavaUtils GET_TM_RESOURCE_PARAMS: %v\n%s%s", r.Err, r.Stdout, r.Stderr)
-	}
+	jvm, dyn := tmResources(t, c.cp, conf, log("bashjavautils"))
 	for i := 0; i < taskManagers; i++ {
-		args := append(append(append(append([]string{}, opens...), strings.Fields(res[0])...), log(fmt.Sprint("taskmanager-", i))...),
+		args := append(append(append(append([]string{}, opens...), jvm...), log(fmt.Sprint("taskmanager-", i))...),
 			"-cp", c.cp, "org.apache.flink.runtime.taskexecutor.TaskManagerRunner", "--configDir", conf)
-		args = append(args, strings.Fields(res[1])...)
+		args = append(args, dyn...)
 		c.java([]string{"CP_LOG_DIR=" + filepath.Join(dir, fmt.Sprint("logs-", i)), "CP_NODE=tm" + fmt.Sprint(i)}, args...)
 	}
 	// Up when every TaskManager registered.
@@ -135,6 +123,25 @@ appender.main.layout.pattern = %d{HH:mm:ss,SSS} %-5p %c{1} - %m%n
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
+}
+
+// tmResources is what taskmanager.sh computes before it starts a
+// TaskManager (BashJavaUtils GET_TM_RESOURCE_PARAMS): the JVM's memory
+// options, and the TaskManager's resources as dynamic options (-D k=v).
+func tmResources(t *testing.T, cp, conf string, log []string) (jvm, dyn []string) {
+	t.Helper()
+	r := testrun.Run(time.Minute, nil, append(append([]string{"java"}, log...),
+		"-cp", cp, "org.apache.flink.runtime.util.bash.BashJavaUtils", "GET_TM_RESOURCE_PARAMS", "--configDir", conf)...)
+	var res []string
+	for _, l := range strings.Split(r.Stdout, "\n") {
+		if v, ok := strings.CutPrefix(l, "BASH_JAVA_UTILS_EXEC_RESULT:"); ok {
+			res = append(res, v)
+		}
+	}
+	if len(res) != 2 {
+		t.Fatalf("BashJavaUtils GET_TM_RESOURCE_PARAMS: %v\n%s%s", r.Err, r.Stdout, r.Stderr)
+	}
+	return strings.Fields(res[0]), strings.Fields(res[1])
 }
 
 func (c *cluster) java(env []string, args ...string) {
