@@ -104,8 +104,14 @@ parallelism: {default: 2}
 	must(t, os.WriteFile(filepath.Join(conf, "log4j.properties"), []byte("rootLogger.level = INFO\nrootLogger.appenderRef.file.ref = Main\n"+
 		"appender.main.name = Main\nappender.main.type = File\nappender.main.fileName = ${sys:log.file}\n"+
 		"appender.main.layout.type = PatternLayout\nappender.main.layout.pattern = %d{HH:mm:ss,SSS} %-5p %c{1} - %m%n\n"), 0o644))
+	// Every JVM's logs, and its temporary files (blob stores, uploaded
+	// jars, the binding's extracted library), in the test's directory:
+	// nothing left in /tmp; no perf data file either.
+	tmp := filepath.Join(dir, "tmp")
+	must(t, os.MkdirAll(tmp, 0o755))
 	log := func(name string) []string {
-		return []string{"-Dlog.file=" + filepath.Join(dir, name+".log"), "-Dlog4j.configurationFile=file:" + filepath.Join(conf, "log4j.properties")}
+		return []string{"-Dlog.file=" + filepath.Join(dir, name+".log"), "-Dlog4j.configurationFile=file:" + filepath.Join(conf, "log4j.properties"),
+			"-Djava.io.tmpdir=" + tmp, "-XX:-UsePerfData"}
 	}
 	java := func(args ...[]string) []string {
 		out := []string{"java"}

@@ -97,8 +97,14 @@ appender.main.fileName = ${sys:log.file}
 appender.main.layout.type = PatternLayout
 appender.main.layout.pattern = %d{HH:mm:ss,SSS} %-5p %c{1} - %m%n
 `), 0o644))
+	// Every JVM's logs, and its temporary files (blob stores, uploaded
+	// jars, the binding's extracted library), in the test's directory:
+	// nothing left in /tmp; no perf data file either.
+	tmp := filepath.Join(dir, "tmp")
+	must(t, os.MkdirAll(tmp, 0o755))
 	log := func(name string) []string {
-		return []string{"-Dlog.file=" + filepath.Join(dir, name+".log"), "-Dlog4j.configurationFile=file:" + filepath.Join(conf, "log4j.properties")}
+		return []string{"-Dlog.file=" + filepath.Join(dir, name+".log"), "-Dlog4j.configurationFile=file:" + filepath.Join(conf, "log4j.properties"),
+			"-Djava.io.tmpdir=" + tmp, "-XX:-UsePerfData"}
 	}
 	c.java(nil, append(append(append(opens, "-Xmx400m"), log("jobmanager")...),
 		"-cp", c.cp, "org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint", "--configDir", conf)...)
