@@ -8,7 +8,6 @@
 package report
 
 import (
-	"encoding/csv"
 	"os"
 	"path/filepath"
 	"slices"
@@ -294,26 +293,6 @@ func TestReportOfLogsThatLackThings(t *testing.T) {
 			}), "the counters' chart exactly when there are counters")
 		})
 	}
-}
-
-// readCSV reads a CSV file whole.
-func readCSV(t *testing.T, path string) []map[string]string {
-	t.Helper()
-	f, err := os.Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
-	require.NoError(t, err)
-	require.NotEmpty(t, recs)
-	var out []map[string]string
-	for _, r := range recs[1:] {
-		m := map[string]string{}
-		for i, h := range recs[0] {
-			m[h] = r[i]
-		}
-		out = append(out, m)
-	}
-	return out
 }
 
 // TestREADMEScreenshot: the README shows a screenshot of the report, a

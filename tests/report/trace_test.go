@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"cloudprofiler/tests/internal/testrun"
 )
 
 // traceEvent is one event of a Trace Event Format file, as this test
@@ -150,7 +152,9 @@ func checkTrace(t *testing.T, tracePath, durationsCSV string, sample int) {
 	}
 	var ends []e2e
 	matched := 0
-	for _, r := range readCSV(t, durationsCSV) {
+	rows, err := testrun.ReadCSV(durationsCSV, []string{"tuple_id", "kind", "from_node", "from_channel", "to_node", "to_channel", "seconds"})
+	require.NoError(t, err)
+	for _, r := range rows {
 		id, err := strconv.ParseInt(r["tuple_id"], 10, 64)
 		require.NoError(t, err)
 		sec, err := strconv.ParseFloat(r["seconds"], 64)
