@@ -162,7 +162,7 @@ test-capacity: $(LIB) $(TOOL) $(BUILD)/tandem
 # the latencies in its logs; bad input never panics.
 .PHONY: test-critpath
 test-critpath: $(LIB) $(TOOL) $(BUILD)/tandem
-	$(call with-tmp,CP_TOOL=$(abspath $(TOOL)) CP_TANDEM=$(abspath $(BUILD)/tandem) $(GO) test -count=1 -v -timeout 5m ./tests/critpath/)
+	$(call with-tmp,CP_TOOL=$(abspath $(TOOL)) CP_TANDEM=$(abspath $(BUILD)/tandem) $(GO) test -count=1 -v -timeout 10m ./tests/critpath/)
 
 # Mace against a known load (tests/mace): tandem fed by an on-off source,
 # the predicted worst latency against the measured one, costs fitted on 8%

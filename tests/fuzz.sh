@@ -44,7 +44,11 @@ while read -r pkg name extra || [ -n "${pkg:-}" ]; do
   echo "== fuzz $pkg $name for $fuzztime"
   corpus="$pkg/testdata/fuzz/$name"
   before=$(ls "$corpus" 2>/dev/null | sort || true)
-  if ! "$GO" test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" -parallel 1 "$pkg" </dev/null 2>&1 | tee "$tmp/out"; then
+  # The output is printed once the run is classified (below), not as it
+  # comes: a few seconds each.
+  if "$GO" test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" -parallel 1 "$pkg" </dev/null >"$tmp/out" 2>&1; then
+    cat "$tmp/out"
+  else
     after=$(ls "$corpus" 2>/dev/null | sort || true)
     # Go 1.26's fuzz coordinator can report its own -fuzztime deadline as a
     # failure ("context deadline exceeded", no failing input written) when a
@@ -52,8 +56,12 @@ while read -r pkg name extra || [ -n "${pkg:-}" ]; do
     # in Go 1.27. A real failure always writes its input under testdata/fuzz.
     if [ "$before" = "$after" ] && grep -q '^    context deadline exceeded$' "$tmp/out" \
        && ! grep -q -e '^    --- FAIL' -e 'Failing input written' -e '^panic:' "$tmp/out"; then
+      # Printed with go test's FAIL lines marked, so that nothing reading
+      # this log counts a failure that is not one.
+      sed -e 's/^--- FAIL: /--- deadline race (not a failure): /' -e 's/^FAIL/deadline race, not a failure:/' "$tmp/out"
       echo "fuzz.sh: $pkg $name: the fuzz coordinator's own deadline race (golang/go#75804), no failing input: not a failure"
     else
+      cat "$tmp/out"
       failed+=("$pkg $name")
     fi
   fi
