@@ -2,15 +2,26 @@ package cluster
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"cloudprofiler/internal/analyze"
+	"cloudprofiler/internal/capacity"
+	"cloudprofiler/internal/logfile"
+	"cloudprofiler/internal/results"
+	"cloudprofiler/tests/internal/groundtruth"
 	"cloudprofiler/tests/internal/netns"
 	"cloudprofiler/tests/internal/testrun"
+	"cloudprofiler/tsc"
 )
 
 // nsCluster is a standalone Flink cluster with a node (a network
@@ -19,6 +30,7 @@ import (
 // curl inside the JobManager's namespace: the bridge exists only there.
 type nsCluster struct {
 	t    *testing.T
+	dir  string // everything the test writes
 	l    *netns.Lab
 	rest string
 	tms  []*netns.Proc
@@ -59,15 +71,19 @@ func TestFlinkClusterInNamespaces(t *testing.T) {
 	dir := t.TempDir()
 	nodes := []string{"jm", "tm0", "tm1"}
 	l := netns.New(t, "flink", nodes, dir)
-	c := &nsCluster{t: t, l: l, rest: "http://" + l.IP["jm"] + ":8081"}
+	c := &nsCluster{t: t, dir: dir, l: l, rest: "http://" + l.IP["jm"] + ":8081"}
 	jars, err := filepath.Glob(filepath.Join(e.lib, "*.jar"))
 	if err != nil || len(jars) == 0 {
 		t.Fatalf("%s: no jars (cd tests/cluster/flink && mvn package)", e.lib)
 	}
 	cp := strings.Join(append(jars, e.binding), ":")
 	logs, rounds := filepath.Join(dir, "logs"), filepath.Join(dir, "rounds")
+	// Blocks of 4096 records (the default is 65536): a TaskManager killed
+	// with SIGKILL loses at most its ring (8 blocks a channel) and what
+	// the last frame did not hold; with small blocks, run 3's two seconds
+	// at 10,000 tuples/s an instance are in frames before the kill.
 	env := func(node string) []string {
-		return []string{"CP_NODE=" + node, "CP_FAKE_TSC=" + fakes[node], "CP_LOG_DIR=" + filepath.Join(logs, node)}
+		return []string{"CP_NODE=" + node, "CP_FAKE_TSC=" + fakes[node], "CP_LOG_DIR=" + filepath.Join(logs, node), "CP_BLOCK_RECORDS=4096"}
 	}
 
 	// TSC server and clients; a round before.
@@ -142,52 +158,312 @@ parallelism: {default: 2}
 		time.Sleep(500 * time.Millisecond)
 	}
 
-	// The job, to its end.
+	// Run 1: the job, to its end. Then its files are collected (moved out
+	// of the TaskManagers' CP_LOG_DIR, as an operator collects a run's
+	// logs): a TaskManager's CP_LOG_DIR is its process's, so the runs that
+	// follow would add files of the same channels and tuple ids.
 	const tuples = 20000
-	var up struct{ Filename, Status string }
-	must(t, json.Unmarshal([]byte(c.curl("-X", "POST", "-F", "jarfile=@"+e.jobJar, c.rest+"/jars/upload")), &up))
-	if up.Status != "success" {
-		t.Fatalf("/jars/upload: %+v", up)
-	}
-	body := fmt.Sprintf(`{"entryClass":"io.cloudprofiler.examples.flink.ProfiledJob","programArgsList":["--tuples","%d","--parallelism","2"]}`, tuples)
-	var run struct {
-		JobID string `json:"jobid"`
-	}
-	out := c.curl("-X", "POST", "-H", "Content-Type: application/json", "-d", body, c.rest+"/jars/"+filepath.Base(up.Filename)+"/run")
-	if json.Unmarshal([]byte(out), &run); run.JobID == "" {
-		t.Fatalf("/jars/run: %s", out)
-	}
-	deadline = time.Now().Add(2 * time.Minute)
-	for {
-		var j struct{ State string }
-		if c.getJSON("/jobs/"+run.JobID, &j) == nil && j.State == "FINISHED" {
-			break
-		}
-		if j.State == "FAILED" || time.Now().After(deadline) {
-			t.Fatalf("job %s: %s (logs in %s)", run.JobID, j.State, dir)
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
+	jar := c.upload(e.jobJar)
+	job := c.run(jar, "--tuples", fmt.Sprint(tuples), "--parallelism", "2")
+	c.waitState(job, 2*time.Minute, "FINISHED")
+	finished := c.collect(logs, "run1-finished")
+
+	// Run 2: long (100 s at 20,000 tuples/s), cancelled once both
+	// TaskManagers have logged for two seconds. Cancelling closes the
+	// operators, and with them their channels: complete files.
+	slow := []string{"--tuples", "2000000", "--rate", "20000", "--parallelism", "2"}
+	job = c.run(jar, slow...)
+	c.waitLogging(job, logs)
+	c.curl("-X", "PATCH", c.rest+"/jobs/"+job+"?mode=cancel")
+	c.waitState(job, time.Minute, "CANCELED")
+	cancelled := c.collect(logs, "run2-cancelled")
+
+	// Run 3: long again; mid-run, tm0 gets SIGTERM (a daemon stopped: the
+	// binding's shutdown path closes its channels) and tm1 SIGKILL (a
+	// machine lost: its files end at their last whole frame).
+	job = c.run(jar, slow...)
+	c.waitLogging(job, logs)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); c.tms[0].Stop(20 * time.Second) }()
+	go func() { defer wg.Done(); c.tms[1].Kill() }()
+	wg.Wait()
+	stopped := c.collect(logs, "run3-sigterm-kill9")
 	round("after")
-	for _, p := range append(c.tms, c.jm) {
-		p.Stop(20 * time.Second) // SIGTERM, as a daemon is stopped
-	}
+	c.jm.Stop(20 * time.Second)
 	for _, p := range append(tsc, srv) {
 		p.Stop(5 * time.Second)
 	}
 
-	a := testrun.Run(2*time.Minute, nil, e.tool, "analyze", "--rounds", rounds, "--logs", logs, "--out", filepath.Join(dir, "out"), "--ref", "jm", "--strict", "--quiet")
+	// Run 1, analyzed with the rounds: every file complete, every tuple at
+	// every stage exactly once, every duration within its strict bound of
+	// the ground truth, the cross-node hops too.
+	out1 := filepath.Join(dir, "out-run1")
+	a := testrun.Run(2*time.Minute, nil, e.tool, "analyze", "--rounds", rounds, "--logs", finished, "--out", out1, "--ref", "jm", "--strict", "--quiet")
 	if a.Err != nil {
-		t.Fatalf("analyze: %v\n%s%s", a.Err, a.Stdout, a.Stderr)
+		t.Fatalf("analyze run 1: %v\n%s%s", a.Err, a.Stdout, a.Stderr)
 	}
-	t.Logf("%s", a.Stdout[:strings.Index(a.Stdout, "logs:")])
+	t.Logf("run 1: %s", a.Stdout[:strings.Index(a.Stdout, "logs:")])
 	if !strings.Contains(a.Stdout, "all 20 files complete and undamaged") || !strings.Contains(a.Stdout, fmt.Sprintf("%d tuples", tuples)) {
-		t.Fatalf("analyze:\n%s", a.Stdout)
+		t.Fatalf("analyze run 1:\n%s", a.Stdout)
 	}
 	for _, n := range []string{"tm0", "tm1"} {
-		files, _ := filepath.Glob(filepath.Join(logs, n, "*.cplog*"))
-		if len(files) == 0 {
+		if files, _ := filepath.Glob(filepath.Join(finished, n, "*.cplog*")); len(files) == 0 {
 			t.Errorf("TaskManager %s wrote no channel files: parallelism 2 on two one-slot TaskManagers should use both", n)
 		}
+	}
+	checkStagesOnce(t, finished, tuples)
+	checkTruth(t, out1)
+
+	// Run 2, cancelled: its files closed, complete, and part of the tuples.
+	a = testrun.Run(2*time.Minute, nil, e.tool, "analyze", "--rounds", rounds, "--logs", cancelled, "--out", filepath.Join(dir, "out-run2"), "--ref", "jm", "--strict", "--quiet", "--no-durations")
+	if a.Err != nil {
+		t.Fatalf("analyze run 2 (cancelled): %v\n%s%s", a.Err, a.Stdout, a.Stderr)
+	}
+	if !strings.Contains(a.Stdout, "all 20 files complete and undamaged") {
+		t.Errorf("analyze run 2 (cancelled): its files are not all complete:\n%s", a.Stdout)
+	}
+	t.Logf("run 2 (cancelled): %s", firstLine(a.Stdout))
+
+	// Run 3: tm0's files complete (SIGTERM); tm1's decode to their last
+	// frame, and analyze says per channel what is missing, with status 3
+	// under --strict (the results still written).
+	a = testrun.Run(2*time.Minute, nil, e.tool, "analyze", "--rounds", rounds, "--logs", stopped, "--out", filepath.Join(dir, "out-run3"), "--ref", "jm", "--strict", "--quiet", "--no-durations")
+	if a.Code != 3 {
+		t.Fatalf("analyze run 3 (tm1 killed): exit status %d (%v), want 3: damaged or incomplete logs\n%s%s", a.Code, a.Err, a.Stdout, a.Stderr)
+	}
+	checkKilled(t, a.Stdout, stopped)
+}
+
+// firstLine is s up to its first newline.
+func firstLine(s string) string { return strings.SplitN(s, "\n", 2)[0] }
+
+// upload sends a job jar to the JobManager (POST /jars/upload); its id.
+func (c *nsCluster) upload(jar string) string {
+	var up struct{ Filename, Status string }
+	must(c.t, json.Unmarshal([]byte(c.curl("-X", "POST", "-F", "jarfile=@"+jar, c.rest+"/jars/upload")), &up))
+	if up.Status != "success" {
+		c.t.Fatalf("/jars/upload: %+v", up)
+	}
+	return filepath.Base(up.Filename)
+}
+
+// run starts ProfiledJob from an uploaded jar (POST /jars/:id/run); the job's id.
+func (c *nsCluster) run(jar string, args ...string) string {
+	body, _ := json.Marshal(map[string]any{"entryClass": "io.cloudprofiler.examples.flink.ProfiledJob", "programArgsList": args})
+	var run struct {
+		JobID string `json:"jobid"`
+	}
+	out := c.curl("-X", "POST", "-H", "Content-Type: application/json", "-d", string(body), c.rest+"/jars/"+jar+"/run")
+	if json.Unmarshal([]byte(out), &run); run.JobID == "" {
+		c.t.Fatalf("/jars/run: %s", out)
+	}
+	return run.JobID
+}
+
+// waitState polls a job until it is in state, or fails the test.
+func (c *nsCluster) waitState(job string, limit time.Duration, state string) {
+	deadline := time.Now().Add(limit)
+	for {
+		var j struct{ State string }
+		if c.getJSON("/jobs/"+job, &j) == nil && j.State == state {
+			return
+		}
+		if j.State == "FAILED" || time.Now().After(deadline) {
+			c.t.Fatalf("job %s: %s, want %s (logs in %s)", job, j.State, state, c.dir)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// waitLogging waits until the job runs and both TaskManagers have opened
+// channels, then two seconds more: the job is mid-flight.
+func (c *nsCluster) waitLogging(job, logs string) {
+	c.waitState(job, time.Minute, "RUNNING")
+	deadline := time.Now().Add(time.Minute)
+	for {
+		a, _ := filepath.Glob(filepath.Join(logs, "tm0", "*.cplog*"))
+		b, _ := filepath.Glob(filepath.Join(logs, "tm1", "*.cplog*"))
+		if len(a) > 0 && len(b) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("job %s: RUNNING, but after a minute tm0 has %d channel files and tm1 %d", job, len(a), len(b))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second)
+}
+
+// collect moves every node's files out of logs into dir/name/<node>/: one
+// run's logs, as they are collected from the machines after it.
+func (c *nsCluster) collect(logs, name string) string {
+	to := filepath.Join(filepath.Dir(logs), name)
+	nodes, err := os.ReadDir(logs)
+	must(c.t, err)
+	for _, n := range nodes {
+		files, err := os.ReadDir(filepath.Join(logs, n.Name()))
+		must(c.t, err)
+		must(c.t, os.MkdirAll(filepath.Join(to, n.Name()), 0o755))
+		for _, f := range files {
+			must(c.t, os.Rename(filepath.Join(logs, n.Name(), f.Name()), filepath.Join(to, n.Name(), f.Name())))
+		}
+	}
+	return to
+}
+
+// checkStagesOnce reads every channel file of a finished run and checks
+// that each mark (operator and role, over its instances) holds every tuple
+// id 0..n-1 exactly once: nothing lost, nothing twice.
+func checkStagesOnce(t *testing.T, dir string, n int) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "*", "*.cplog*"))
+	seen := map[string][]uint8{} // "operator role" -> times each id was seen
+	for _, path := range files {
+		f, err := logfile.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, ok := capacity.ParseName(f.Header.Name)
+		if !ok || f.Header.Counter() {
+			f.Close()
+			continue
+		}
+		k := m.Operator + " " + m.Role.String()
+		if seen[k] == nil {
+			seen[k] = make([]uint8, n)
+		}
+		err = f.Records(func(r logfile.Record) error {
+			if r.TupleID < 0 || r.TupleID >= int64(n) {
+				return fmt.Errorf("tuple id %d, want 0..%d", r.TupleID, n-1)
+			}
+			seen[k][r.TupleID]++
+			return nil
+		})
+		f.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+	}
+	if len(seen) != 9 {
+		t.Errorf("%d marks (operator, role) in the files, want 9: %v", len(seen), slices.Sorted(maps.Keys(seen)))
+	}
+	for k, ids := range seen {
+		lost, twice := 0, 0
+		for _, c := range ids {
+			switch {
+			case c == 0:
+				lost++
+			case c > 1:
+				twice++
+			}
+		}
+		if lost > 0 || twice > 0 {
+			t.Errorf("%s: %d of %d tuple ids missing, %d seen more than once", k, lost, n, twice)
+		}
+	}
+}
+
+// checkTruth holds every duration of durations.parquet to the ground
+// truth (package groundtruth): each node's counter is a known function of
+// the one hardware TSC, so the true length of every duration is known;
+// the reported one must be within its strict bound of it.
+func checkTruth(t *testing.T, out string) {
+	t.Helper()
+	fk := map[string]tsc.Fake{}
+	for n, s := range fakes {
+		f, err := tsc.ParseFake(s)
+		must(t, err)
+		fk[n] = f
+	}
+	rows, err := results.ReadAll[analyze.DurationRow](filepath.Join(out, "durations.parquet"))
+	must(t, err)
+	kinds := map[string]int{}
+	worst := 0.0 // largest |truth - reported| / bound, cross-node
+	bad := 0
+	for i, r := range rows {
+		truth, err := groundtruth.Cycles(fk, "jm", r.FromNode, r.ToNode, r.StartTSC, r.EndTSC)
+		must(t, err)
+		miss := math.Abs(truth - r.Cycles)
+		if !(miss <= r.ErrorCycles+groundtruth.SlackCycles) {
+			if bad++; bad <= 10 {
+				t.Errorf("row %d: tuple %d %s/%q -> %s/%q: truth %.1f cycles, reported %.1f ± %.1f",
+					i+2, r.TupleID, r.FromNode, r.FromChannel, r.ToNode, r.ToChannel, truth, r.Cycles, r.ErrorCycles)
+			}
+		}
+		kinds[r.Kind]++
+		if r.FromNode != r.ToNode {
+			kinds["cross-node"]++
+			worst = max(worst, miss/(r.ErrorCycles+groundtruth.SlackCycles))
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d of %d durations off the truth by more than their bound", bad, len(rows))
+	}
+	if kinds["cross-node"] == 0 {
+		t.Errorf("no duration crosses nodes: %v", kinds)
+	}
+	t.Logf("ground truth: %d durations (%v) each within its bound; cross-node, the truth needed at most %.2f of its bound", len(rows), kinds, worst)
+}
+
+// checkKilled reads analyze's integrity lines for run 3: the files of tm1
+// (SIGKILL) are named as not closed, each with what it misses, and each
+// decodes to its last whole frame (records in frames written before the
+// kill); tm0's (SIGTERM) are not named: complete.
+func checkKilled(t *testing.T, stdout, dir string) {
+	t.Helper()
+	i := strings.Index(stdout, "\nlogs:")
+	if i < 0 {
+		t.Fatalf("analyze run 3: no logs: section\n%s", stdout)
+	}
+	integrity := stdout[i+1:]
+	if j := strings.Index(integrity, "\n"); j >= 0 {
+		// The section: its first line, and those indented under it.
+		for k := j + 1; k < len(integrity); {
+			next := strings.IndexByte(integrity[k:], '\n')
+			if next < 0 || !strings.HasPrefix(integrity[k:], "  ") {
+				integrity = integrity[:k]
+				break
+			}
+			k += next + 1
+		}
+	}
+	t.Logf("run 3 (tm0 SIGTERM, tm1 SIGKILL):\n%s", integrity)
+	for _, n := range []string{"tm0", "tm1"} {
+		files, _ := filepath.Glob(filepath.Join(dir, n, "*.cplog*"))
+		if len(files) == 0 {
+			t.Errorf("run 3: %s left no files", n)
+		}
+		decoded := 0
+		for _, path := range files {
+			named := strings.Contains(integrity, "("+path+")")
+			switch {
+			case n == "tm0" && named:
+				t.Errorf("%s (tm0, stopped with SIGTERM) is named damaged or incomplete", path)
+			case n == "tm1" && !named:
+				t.Errorf("%s (tm1, killed) is not named damaged or incomplete", path)
+			}
+			f, err := logfile.Open(path)
+			if err != nil {
+				t.Errorf("%s does not open: %v", path, err)
+				continue
+			}
+			if f.Header.Counter() {
+				err = f.Counters(func(logfile.CounterRecord) error { decoded++; return nil })
+			} else {
+				err = f.Records(func(logfile.Record) error { decoded++; return nil })
+			}
+			f.Close()
+			if err != nil && !errors.Is(err, logfile.ErrDamaged) {
+				t.Errorf("%s: %v", path, err)
+			}
+		}
+		t.Logf("run 3: %s's %d files hold %d records", n, len(files), decoded)
+		if decoded == 0 {
+			t.Errorf("run 3: %s's files hold no record: the kill came before any frame was written", n)
+		}
+	}
+	if !strings.Contains(integrity, "not closed") || !strings.Contains(integrity, "are not in the file") {
+		t.Errorf("run 3: analyze does not say the killed TaskManager's channels were not closed, and what they miss")
 	}
 }

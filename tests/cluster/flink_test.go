@@ -2,8 +2,12 @@
 // Flink cluster, a JobManager and TaskManagers each its own JVM, assembled
 // from Maven Central (tests/cluster/flink: `mvn package` copies what a
 // distribution's lib/ holds), the instrumented job submitted as a job jar
-// over REST. WIP: on loopback, one TaskManager; namespaces per node, the
-// TSC clients and rounds, cancel and SIGTERM come next (notes).
+// over REST. TestFlinkStandalone runs it on loopback with one TaskManager;
+// TestFlinkClusterInNamespaces gives the JobManager and two TaskManagers
+// a node each (network namespaces, own counters) and runs the job to its
+// end, cancels a second run, and stops a third with SIGTERM on one
+// TaskManager and SIGKILL on the other, holding the results to the ground
+// truth (tests/internal/groundtruth).
 package cluster
 
 import (

@@ -3,7 +3,6 @@ package multinode
 import (
 	"fmt"
 	"math"
-	"math/bits"
 	"slices"
 	"sort"
 	"strings"
@@ -12,42 +11,19 @@ import (
 	"cloudprofiler/internal/analyze"
 	"cloudprofiler/internal/results"
 	"cloudprofiler/minrtt"
+	"cloudprofiler/tests/internal/groundtruth"
 	"cloudprofiler/tsc"
 )
 
-// Ground truth. Every namespace reads the same hardware TSC; a node's counter
-// is fake = floor(raw * q / 2^32) + off (tsc.Fake). So a logged value gives
-// back the hardware TSC it was read at, to within one raw cycle, and any
-// duration's true length is known exactly.
+// Ground truth (package groundtruth): a logged value gives back the
+// hardware TSC it was read at, to within one raw cycle, so any duration's
+// true length is known exactly.
+var (
+	rawOf  = groundtruth.RawOf
+	rawMid = groundtruth.RawMid
+)
 
-// rawOf returns the hardware TSC values [lo, hi] that f maps to v: every raw
-// with floor(raw*q/2^32) == v - off. For rates near 1 the range holds one or
-// two values; for rates above 1 some v are never produced, and then hi is
-// lo - 1 (v lies between raw values hi and lo).
-func rawOf(f tsc.Fake, v uint64) (lo, hi uint64) {
-	x := v - uint64(f.Offset) // floor(raw*q/2^32), two's complement like Apply
-	// lo = ceil(x*2^32 / q), hi = ceil((x+1)*2^32 / q) - 1.
-	ceilDiv := func(x uint64) uint64 {
-		q, r := bits.Div64(x>>32, x<<32, f.RateQ32)
-		if r != 0 {
-			q++
-		}
-		return q
-	}
-	return ceilDiv(x), ceilDiv(x+1) - 1
-}
-
-// rawMid is the midpoint of rawOf, as a float (exact for values below 2^53).
-func rawMid(f tsc.Fake, v uint64) float64 {
-	lo, hi := rawOf(f, v)
-	return float64(lo) + (float64(hi)-float64(lo))/2
-}
-
-// slackCycles is the quantization slack of the check, in reference cycles:
-// each end's raw TSC is known to within one cycle (rawOf), so a truth taken
-// at the midpoints is off by at most about 1 cycle, plus float rounding of
-// the analyzer's values. Three cycles (about 1 ns) covers it with room.
-const slackCycles = 3.0
+const slackCycles = groundtruth.SlackCycles
 
 // duration is one row of durations.parquet (the analyzer's output).
 type duration struct {
@@ -81,12 +57,11 @@ func readDurations(path string) ([]duration, error) {
 
 // truthCycles is a row's true length in reference cycles.
 func truthCycles(fakes map[string]tsc.Fake, ref string, d duration) (float64, error) {
-	ff, ok1 := fakes[d.fromNode]
-	tf, ok2 := fakes[d.toNode]
-	if !ok1 || !ok2 {
-		return 0, fmt.Errorf("line %d: unknown node %q or %q", d.line, d.fromNode, d.toNode)
+	c, err := groundtruth.Cycles(fakes, ref, d.fromNode, d.toNode, d.start, d.end)
+	if err != nil {
+		return 0, fmt.Errorf("line %d: %v", d.line, err)
 	}
-	return (rawMid(tf, d.end) - rawMid(ff, d.start)) * fakes[ref].Rate(), nil
+	return c, nil
 }
 
 // verdict is what checking every row found.

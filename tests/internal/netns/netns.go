@@ -307,3 +307,10 @@ func lastLines(s string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// Kill sends SIGKILL to p's process group (as kill -9 does, nothing runs
+// after it) and waits for it to end.
+func (p *Proc) Kill() {
+	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+}
