@@ -10,8 +10,12 @@ import java.nio.charset.StandardCharsets;
  *
  * <p>The native library is loaded once per JVM when this class initialises
  * (see {@link #libraryPath()} for where from); a JVM shutdown hook then
- * closes every channel. Loading never throws here: a failure is kept and
- * {@link #openChannel} throws it, naming every place it looked.
+ * closes every channel, when this class is on the JVM's own classpath (a
+ * job's classloader, as for a fat jar in Flink, gets none: the hook would
+ * keep that classloader for the JVM's life; the library's atexit hook and
+ * SIGTERM handler close every channel then). Loading never throws here: a
+ * failure is kept and {@link #openChannel} throws it, naming every place it
+ * looked.
  *
  * <p>The hot path, {@link #logTS(long, long)}, never allocates and never
  * throws: it returns 0 or a negative {@code ERR_*} code. The batch call
@@ -109,13 +113,33 @@ public final class CloudProfiler {
         }
         LOAD_ERROR = err;
         LOADED = err == null;
-        if (LOADED) {
-            try {
-                Runtime.getRuntime().addShutdownHook(
-                        new Thread(CloudProfiler::closeAllChannels, "cloudprofiler-close-all"));
-            } catch (IllegalStateException shuttingDown) {
-                // The JVM is already shutting down: the library's atexit hook flushes.
-            }
+        if (LOADED) addShutdownHook();
+    }
+
+    /**
+     * A JVM shutdown hook that closes every channel, unless this class came
+     * from a classloader below the JVM's own (a job's, in Flink or Storm):
+     * a hook lives as long as the JVM and would keep that classloader, its
+     * classes and the library's binding to it, so that no later job could
+     * load the library (one classloader per JNI library). The library's
+     * atexit hook and SIGTERM handler close every channel at exit anyway.
+     * The hook thread is made so that it holds on to no job's classloader
+     * either: its context classloader is this class's, and it is created
+     * under doPrivileged, so its inherited access-control context has only
+     * this class's protection domain, not those of the job's code on the
+     * stack that first used this class.
+     */
+    @SuppressWarnings("removal") // AccessController: deprecated for removal, still what JDK 17's Thread captures
+    private static void addShutdownHook() {
+        ClassLoader own = CloudProfiler.class.getClassLoader();
+        if (!NativeLibrary.onJvmClasspath(own)) return;
+        Thread hook = java.security.AccessController.doPrivileged(
+                (java.security.PrivilegedAction<Thread>) () -> new Thread(CloudProfiler::closeAllChannels, "cloudprofiler-close-all"));
+        hook.setContextClassLoader(own);
+        try {
+            Runtime.getRuntime().addShutdownHook(hook);
+        } catch (IllegalStateException shuttingDown) {
+            // The JVM is already shutting down: the library's atexit hook flushes.
         }
     }
 

@@ -44,7 +44,13 @@ import java.util.Set;
  *     this process's user and not writable by group or others: otherwise
  *     nothing is loaded from them.
  * </ol>
- * A JNI library can be loaded into one classloader only: a second one gets a
+ * A JNI library can be loaded into one classloader only. A job's
+ * classloader that finds the library bound to another one (the jar in a fat
+ * job jar, Flink's child-first loading) asks for a garbage collection and
+ * tries again for up to {@value #OTHER_LOADER_WAIT_MS} ms: a finished job's
+ * classloader, once collected, lets go of the library (the JNI glue keeps
+ * no reference into Java), so jobs that follow one another each load it.
+ * While the other classloader lives (a job still running) it gets a
  * {@link CloudProfilerException} saying where the jar belongs.
  */
 final class NativeLibrary {
@@ -52,6 +58,8 @@ final class NativeLibrary {
     static final String EXTRACT_DIR_PROPERTY = "cloudprofiler.extract.dir";
     static final String RESOURCE = "/resources/Linux-amd64/libcloudprofiler.so";
     static final String FILE_NAME = "libcloudprofiler.so";
+    /** How long a job's classloader waits for another one to let go of the library. */
+    static final long OTHER_LOADER_WAIT_MS = 3000;
 
     private static String path;
     private static String how;
@@ -129,11 +137,52 @@ final class NativeLibrary {
         try {
             System.load(file);
         } catch (UnsatisfiedLinkError e) {
-            explainIfOtherClassLoader(e);
-            throw new CloudProfilerException("cloudprofiler: loading " + file + " (" + via + ") failed: " + e.getMessage(), e);
+            if (!waitForOtherLoader(file, e)) {
+                explainIfOtherClassLoader(e);
+                throw new CloudProfilerException("cloudprofiler: loading " + file + " (" + via + ") failed: " + e.getMessage(), e);
+            }
         }
         path = file;
         how = via;
+    }
+
+    /**
+     * After "already loaded in another classloader", in a classloader below
+     * the JVM's own: collects garbage and loads again, every 100 ms for up
+     * to OTHER_LOADER_WAIT_MS, in case that other classloader is a finished
+     * job's, unreachable but not yet collected. True once loaded.
+     */
+    private static boolean waitForOtherLoader(String file, UnsatisfiedLinkError e) {
+        if (!String.valueOf(e.getMessage()).contains("another classloader")
+                || onJvmClasspath(NativeLibrary.class.getClassLoader())) {
+            return false;
+        }
+        long deadline = System.nanoTime() + OTHER_LOADER_WAIT_MS * 1_000_000L;
+        while (System.nanoTime() < deadline) {
+            System.gc();
+            try {
+                Thread.sleep(100); // the JDK unloads a collected classloader's libraries on its cleaner thread
+            } catch (InterruptedException ie) {
+                Thread.currentThread().interrupt();
+                return false;
+            }
+            try {
+                System.load(file);
+                return true;
+            } catch (UnsatisfiedLinkError again) {
+                if (!String.valueOf(again.getMessage()).contains("another classloader")) throw again;
+            }
+        }
+        return false;
+    }
+
+    /** True if l is the system classloader or one of its parents (null: the boot loader). */
+    static boolean onJvmClasspath(ClassLoader l) {
+        if (l == null) return true;
+        for (ClassLoader s = ClassLoader.getSystemClassLoader(); s != null; s = s.getParent()) {
+            if (s == l) return true;
+        }
+        return false;
     }
 
     private static void explainIfOtherClassLoader(UnsatisfiedLinkError e) {
@@ -141,7 +190,8 @@ final class NativeLibrary {
         if (!m.contains("another classloader")) return;
         throw new CloudProfilerException("cloudprofiler: " + m + ". A JVM loads a JNI library into one classloader"
                 + " only, and this copy of the io.cloudprofiler classes was loaded by a second one ("
-                + NativeLibrary.class.getClassLoader() + "). Load the cloudprofiler jar once, from a classloader"
+                + NativeLibrary.class.getClassLoader() + ") while the first still lives (a job still running: "
+                + OTHER_LOADER_WAIT_MS + " ms of garbage collection did not free it). Load the cloudprofiler jar once, from a classloader"
                 + " every job shares: in Flink, copy it into flink/lib/ and leave it out of the job jar (a job jar"
                 + " that must carry it also needs 'io.cloudprofiler' in classloader.parent-first-patterns.additional,"
                 + " so that the copy in flink/lib/ is the one used); in Storm, put it on the worker classpath"
