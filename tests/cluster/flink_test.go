@@ -69,13 +69,26 @@ type cluster struct {
 	procs []*exec.Cmd
 }
 
-func startCluster(t *testing.T, e flinkEnv, taskManagers int) *cluster {
+// clusterOpts is what a standalone cluster is started with.
+type clusterOpts struct {
+	taskManagers, slots int
+	// noBinding leaves the binding's jar out of lib/ (the classpath): the
+	// job jar must carry it.
+	noBinding bool
+	// conf is added to config.yaml (YAML, top-level keys).
+	conf string
+}
+
+func startCluster(t *testing.T, e flinkEnv, o clusterOpts) *cluster {
 	dir := t.TempDir()
 	jars, err := filepath.Glob(filepath.Join(e.lib, "*.jar"))
 	if err != nil || len(jars) == 0 {
 		t.Fatalf("%s: no jars (cd tests/cluster/flink && mvn package)", e.lib)
 	}
-	c := &cluster{t: t, dir: dir, cp: strings.Join(append(jars, e.binding), ":")}
+	if !o.noBinding {
+		jars = append(jars, e.binding)
+	}
+	c := &cluster{t: t, dir: dir, cp: strings.Join(jars, ":")}
 	t.Cleanup(c.stop)
 	rest, rpc := freePort(t), freePort(t)
 	c.rest = fmt.Sprintf("http://127.0.0.1:%d", rest)
@@ -88,11 +101,11 @@ func startCluster(t *testing.T, e flinkEnv, taskManagers int) *cluster {
 taskmanager:
   bind-host: 127.0.0.1
   host: 127.0.0.1
-  numberOfTaskSlots: 2
+  numberOfTaskSlots: %d
   memory: {process: {size: 1200m}}
 rest: {address: 127.0.0.1, bind-address: 127.0.0.1, port: %d}
 parallelism: {default: 2}
-`, rpc, rest)), 0o644))
+%s`, rpc, o.slots, rest, o.conf)), 0o644))
 	must(t, os.WriteFile(filepath.Join(conf, "log4j.properties"), []byte(`rootLogger.level = INFO
 rootLogger.appenderRef.file.ref = Main
 appender.main.name = Main
@@ -113,7 +126,7 @@ appender.main.layout.pattern = %d{HH:mm:ss,SSS} %-5p %c{1} - %m%n
 	c.java(nil, append(append(append(opens, "-Xmx400m"), log("jobmanager")...),
 		"-cp", c.cp, "org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint", "--configDir", conf)...)
 	jvm, dyn := tmResources(t, c.cp, conf, log("bashjavautils"))
-	for i := 0; i < taskManagers; i++ {
+	for i := 0; i < o.taskManagers; i++ {
 		args := append(append(append(append([]string{}, opens...), jvm...), log(fmt.Sprint("taskmanager-", i))...),
 			"-cp", c.cp, "org.apache.flink.runtime.taskexecutor.TaskManagerRunner", "--configDir", conf)
 		args = append(args, dyn...)
@@ -122,14 +135,14 @@ appender.main.layout.pattern = %d{HH:mm:ss,SSS} %-5p %c{1} - %m%n
 	// Up when every TaskManager registered.
 	deadline := time.Now().Add(90 * time.Second)
 	for {
-		var o struct {
+		var ov struct {
 			TaskManagers int `json:"taskmanagers"`
 		}
-		if c.get("/overview", &o) == nil && o.TaskManagers == taskManagers {
+		if c.get("/overview", &ov) == nil && ov.TaskManagers == o.taskManagers {
 			return c
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d TaskManagers registered within 90 s (logs in %s)", o.TaskManagers, taskManagers, dir)
+			t.Fatalf("%d of %d TaskManagers registered within 90 s (logs in %s)", ov.TaskManagers, o.taskManagers, dir)
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
@@ -197,6 +210,16 @@ func (c *cluster) get(path string, v any) error {
 
 // submit uploads a job jar and runs its entry class; the job's id.
 func (c *cluster) submit(jar, entry string, args ...string) string {
+	job, answer := c.trySubmit(jar, entry, args...)
+	if job == "" {
+		c.t.Fatalf("/jars/run: %s", answer)
+	}
+	return job
+}
+
+// trySubmit uploads a job jar and runs its entry class: the job's id, or
+// "" and the REST API's answer when no job was submitted.
+func (c *cluster) trySubmit(jar, entry string, args ...string) (job, answer string) {
 	t := c.t
 	var body bytes.Buffer
 	mw := multipart.NewWriter(&body)
@@ -226,20 +249,7 @@ func (c *cluster) submit(jar, entry string, args ...string) string {
 		JobID string `json:"jobid"`
 	}
 	json.Unmarshal(b, &run)
-	if run.JobID == "" {
-		// A main that reads its JobExecutionResult fails after submitting
-		// in detached mode: the job may still be there.
-		var jobs struct {
-			Jobs []struct{ JID string } `json:"jobs"`
-		}
-		must(t, c.get("/jobs/overview", &jobs))
-		if len(jobs.Jobs) == 0 {
-			t.Fatalf("/jars/%s/run: %s", id, b)
-		}
-		run.JobID = jobs.Jobs[len(jobs.Jobs)-1].JID
-		t.Logf("/jars/run answered %s; job %s was submitted", trimErr(b), run.JobID)
-	}
-	return run.JobID
+	return run.JobID, string(b)
 }
 
 func trimErr(b []byte) string {
@@ -285,7 +295,7 @@ func must(t *testing.T, err error) {
 // tuple at every stage.
 func TestFlinkStandalone(t *testing.T) {
 	e := needFlink(t)
-	c := startCluster(t, e, 1)
+	c := startCluster(t, e, clusterOpts{taskManagers: 1, slots: 2})
 	const tuples = 20000
 	job := c.submit(e.jobJar, "io.cloudprofiler.examples.flink.ProfiledJob", "--tuples", fmt.Sprint(tuples), "--parallelism", "2")
 	c.wait(job, 2*time.Minute, "FINISHED")

@@ -80,13 +80,19 @@ public final class ProfiledJob {
         public long counterPeriodNanos = 10_000_000L;
         /** Distinct keys of the keyBy. */
         public int keys = 64;
+        /**
+         * The enrich map throws at this tuple id in the job's first attempt
+         * (-1: never): a job that fails once and is restarted, as the
+         * cluster's restart strategy says.
+         */
+        public long failAt = -1;
 
         @Override
         public String toString() {
             return "tuples=" + tuples + " parallelism=" + parallelism + " rate="
                     + (rate > 0 ? rate + "/s" : "unlimited") + " chaining=" + chaining + " bufferTimeoutMs="
                     + (bufferTimeoutMs < 0 ? "default" : bufferTimeoutMs) + " counterPeriodNs=" + counterPeriodNanos
-                    + " keys=" + keys;
+                    + " keys=" + keys + (failAt >= 0 ? " failAt=" + failAt : "");
         }
     }
 
@@ -109,7 +115,7 @@ public final class ProfiledJob {
                 TypeInformation.of(Event.class));
         final int keys = opt.keys;
         env.fromSource(source, WatermarkStrategy.noWatermarks(), "source")
-                .map(new Enrich(keys)).name("enrich")
+                .map(new Enrich(keys, opt.failAt)).name("enrich")
                 .keyBy(e -> e.key, Types.INT) // hash-partitioned: tuples cross from every enrich to every count subtask
                 .process(new Count()).name("count")
                 .sinkTo(new Sink(opt.counterPeriodNanos)).name("sink");
@@ -141,12 +147,14 @@ public final class ProfiledJob {
 
     /** Map: derives the key and a value from the id. */
     public static final class Enrich extends RichMapFunction<Event, Event> {
-        private static final long serialVersionUID = 1L;
+        private static final long serialVersionUID = 2L;
         private final int keys;
+        private final long failAt;
         private transient Marks marks;
 
-        Enrich(int keys) {
+        Enrich(int keys, long failAt) {
             this.keys = keys;
+            this.failAt = failAt;
         }
 
         @Override
@@ -156,6 +164,9 @@ public final class ProfiledJob {
 
         @Override
         public Event map(Event e) {
+            if (e.id == failAt && getRuntimeContext().getTaskInfo().getAttemptNumber() == 0) {
+                throw new IllegalStateException("ProfiledJob --fail-at " + failAt + ": the first attempt fails here, as asked");
+            }
             marks.in(e.id);
             e.value = mix(e.id);
             e.key = (int) Long.remainderUnsigned(e.value, keys);
@@ -259,9 +270,10 @@ public final class ProfiledJob {
                 case "--buffer-timeout-ms" -> o.bufferTimeoutMs = Long.parseLong(value(args, ++i, a));
                 case "--counter-period-ms" -> o.counterPeriodNanos = Long.parseLong(value(args, ++i, a)) * 1_000_000L;
                 case "--keys" -> o.keys = Integer.parseInt(value(args, ++i, a));
+                case "--fail-at" -> o.failAt = Long.parseLong(value(args, ++i, a));
                 default -> throw new IllegalArgumentException("unknown argument " + a + "; usage: ProfiledJob"
                         + " [--tuples N] [--parallelism P] [--rate TUPLES_PER_S] [--chaining]"
-                        + " [--buffer-timeout-ms MS] [--counter-period-ms MS] [--keys K]");
+                        + " [--buffer-timeout-ms MS] [--counter-period-ms MS] [--keys K] [--fail-at TUPLE_ID]");
             }
         }
         return o;
