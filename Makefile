@@ -142,11 +142,16 @@ test-report: $(LIB) $(TOOL) $(BUILD)/demo $(BUILD)/stage
 .PHONY: test-cluster
 test-cluster: java
 	cd tests/cluster/flink && $(MVN) package
+	cd tests/cluster/storm && $(MVN) package && cd zookeeper && $(MVN) package
 	cd examples/flink && $(MVN) $(JAVA_PROPS) package -DskipTests
+	cd examples/storm && $(MVN) $(JAVA_PROPS) package -DskipTests
 	CP_TOOL=$(abspath $(TOOL)) CP_FLINK_LIB=$(abspath tests/cluster/flink/target/lib) \
 	CP_BINDING_JAR=$(abspath bindings/java/target/cloudprofiler-java-0.1.0.jar) \
 	CP_FLINK_JOB_JAR=$(abspath examples/flink/target/cloudprofiler-flink-example-0.1.0.jar) \
-	$(GO) test -count=1 -v -timeout 8m ./tests/cluster
+	CP_STORM_LIB=$(abspath tests/cluster/storm/target/lib) CP_STORM_LIB_WORKER=$(abspath tests/cluster/storm/target/lib-worker) \
+	CP_ZOOKEEPER_LIB=$(abspath tests/cluster/storm/target/zookeeper) \
+	CP_STORM_TOPOLOGY_JAR=$(abspath examples/storm/target/cloudprofiler-storm-example-0.1.0.jar) \
+	$(GO) test -count=1 -v -timeout 12m ./tests/cluster
 
 # Capacity against a known truth (tests/capacity): the C pipeline
 # examples/pipeline/tandem.c (source -> A -> B -> sink, known work per tuple)

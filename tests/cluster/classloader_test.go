@@ -140,9 +140,9 @@ func (c *cluster) failsNaming(job string, fix ...string) {
 	}
 	// The line of the exception that says it (JSON: lines are \n escapes).
 	if i := strings.Index(ex, fix[0]); i >= 0 {
-		from := strings.LastIndex(ex[:i], `\n`) + 1
-		if from == 0 {
-			from = max(0, i-200)
+		from := max(0, i-200)
+		if nl := strings.LastIndex(ex[:i], `\n`); nl >= 0 {
+			from = nl + len(`\n`)
 		}
 		m := ex[from:]
 		if j := strings.Index(m, `\n`); j > 0 {

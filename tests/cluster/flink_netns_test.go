@@ -4,24 +4,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"cloudprofiler/internal/analyze"
-	"cloudprofiler/internal/capacity"
 	"cloudprofiler/internal/logfile"
-	"cloudprofiler/internal/results"
-	"cloudprofiler/tests/internal/groundtruth"
 	"cloudprofiler/tests/internal/netns"
 	"cloudprofiler/tests/internal/testrun"
-	"cloudprofiler/tsc"
 )
 
 // nsCluster is a standalone Flink cluster with a node (a network
@@ -77,7 +69,7 @@ func TestFlinkClusterInNamespaces(t *testing.T) {
 		t.Fatalf("%s: no jars (cd tests/cluster/flink && mvn package)", e.lib)
 	}
 	cp := strings.Join(append(jars, e.binding), ":")
-	logs, rounds := filepath.Join(dir, "logs"), filepath.Join(dir, "rounds")
+	logs := filepath.Join(dir, "logs")
 	// Blocks of 4096 records (the default is 65536): a TaskManager killed
 	// with SIGKILL loses at most its ring (8 blocks a channel) and what
 	// the last frame did not hold; with small blocks, run 3's two seconds
@@ -87,21 +79,8 @@ func TestFlinkClusterInNamespaces(t *testing.T) {
 	}
 
 	// TSC server and clients; a round before.
-	server := l.HubIP + ":7400"
-	srv := l.Start("tsc-server", l.Hub, nil, e.tool, "tsc-server", "--listen", server, "--out", rounds, "--probes", "300")
-	srv.WaitOutput(t, "listening on", 10*time.Second)
-	var tsc []*netns.Proc
-	for _, n := range nodes {
-		tsc = append(tsc, l.Start("tsc-client-"+n, l.NS[n], env(n), e.tool, "tsc-client", "--server", server, "--node", n))
-	}
-	round := func(label string) {
-		out, err := l.Run(60*time.Second, l.Hub, nil, e.tool, "tsc-round", "--server", server, "--label", label, "--wait-nodes", "3", "--wait-timeout", "20s")
-		if err != nil {
-			t.Fatalf("tsc-round %s: %v", label, err)
-		}
-		t.Logf("round %s: %s", label, strings.TrimSpace(out))
-	}
-	round("before")
+	clk := startClocks(t, l, e.tool, dir, nodes, env)
+	clk.round("before")
 
 	// The cluster.
 	conf := filepath.Join(dir, "conf")
@@ -189,34 +168,18 @@ parallelism: {default: 2}
 	go func() { defer wg.Done(); c.tms[1].Kill() }()
 	wg.Wait()
 	stopped := c.collect(logs, "run3-sigterm-kill9")
-	round("after")
+	clk.round("after")
 	c.jm.Stop(20 * time.Second)
-	for _, p := range append(tsc, srv) {
-		p.Stop(5 * time.Second)
-	}
+	clk.stop()
+	rounds := clk.Rounds
 
 	// Run 1, analyzed with the rounds: every file complete, every tuple at
 	// every stage exactly once, every duration within its strict bound of
 	// the ground truth, the cross-node hops too.
-	out1 := filepath.Join(dir, "out-run1")
-	a := testrun.Run(2*time.Minute, nil, e.tool, "analyze", "--rounds", rounds, "--logs", finished, "--out", out1, "--ref", "jm", "--strict", "--quiet")
-	if a.Err != nil {
-		t.Fatalf("analyze run 1: %v\n%s%s", a.Err, a.Stdout, a.Stderr)
-	}
-	t.Logf("run 1: %s", a.Stdout[:strings.Index(a.Stdout, "logs:")])
-	if !strings.Contains(a.Stdout, "all 20 files complete and undamaged") || !strings.Contains(a.Stdout, fmt.Sprintf("%d tuples", tuples)) {
-		t.Fatalf("analyze run 1:\n%s", a.Stdout)
-	}
-	for _, n := range []string{"tm0", "tm1"} {
-		if files, _ := filepath.Glob(filepath.Join(finished, n, "*.cplog*")); len(files) == 0 {
-			t.Errorf("TaskManager %s wrote no channel files: parallelism 2 on two one-slot TaskManagers should use both", n)
-		}
-	}
-	checkStagesOnce(t, finished, tuples)
-	checkTruth(t, out1)
+	checkFinished(t, e.tool, rounds, finished, filepath.Join(dir, "out-run1"), "jm", []string{"tm0", "tm1"}, 0, tuples, 9, fakes)
 
 	// Run 2, cancelled: its files closed, complete, and part of the tuples.
-	a = testrun.Run(2*time.Minute, nil, e.tool, "analyze", "--rounds", rounds, "--logs", cancelled, "--out", filepath.Join(dir, "out-run2"), "--ref", "jm", "--strict", "--quiet", "--no-durations")
+	a := testrun.Run(2*time.Minute, nil, e.tool, "analyze", "--rounds", rounds, "--logs", cancelled, "--out", filepath.Join(dir, "out-run2"), "--ref", "jm", "--strict", "--quiet", "--no-durations")
 	if a.Err != nil {
 		t.Fatalf("analyze run 2 (cancelled): %v\n%s%s", a.Err, a.Stdout, a.Stderr)
 	}
@@ -310,100 +273,6 @@ func (c *nsCluster) collect(logs, name string) string {
 		}
 	}
 	return to
-}
-
-// checkStagesOnce reads every channel file of a finished run and checks
-// that each mark (operator and role, over its instances) holds every tuple
-// id 0..n-1 exactly once: nothing lost, nothing twice.
-func checkStagesOnce(t *testing.T, dir string, n int) {
-	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(dir, "*", "*.cplog*"))
-	seen := map[string][]uint8{} // "operator role" -> times each id was seen
-	for _, path := range files {
-		f, err := logfile.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, ok := capacity.ParseName(f.Header.Name)
-		if !ok || f.Header.Counter() {
-			f.Close()
-			continue
-		}
-		k := m.Operator + " " + m.Role.String()
-		if seen[k] == nil {
-			seen[k] = make([]uint8, n)
-		}
-		err = f.Records(func(r logfile.Record) error {
-			if r.TupleID < 0 || r.TupleID >= int64(n) {
-				return fmt.Errorf("tuple id %d, want 0..%d", r.TupleID, n-1)
-			}
-			seen[k][r.TupleID]++
-			return nil
-		})
-		f.Close()
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-	}
-	if len(seen) != 9 {
-		t.Errorf("%d marks (operator, role) in the files, want 9: %v", len(seen), slices.Sorted(maps.Keys(seen)))
-	}
-	for k, ids := range seen {
-		lost, twice := 0, 0
-		for _, c := range ids {
-			switch {
-			case c == 0:
-				lost++
-			case c > 1:
-				twice++
-			}
-		}
-		if lost > 0 || twice > 0 {
-			t.Errorf("%s: %d of %d tuple ids missing, %d seen more than once", k, lost, n, twice)
-		}
-	}
-}
-
-// checkTruth holds every duration of durations.parquet to the ground
-// truth (package groundtruth): each node's counter is a known function of
-// the one hardware TSC, so the true length of every duration is known;
-// the reported one must be within its strict bound of it.
-func checkTruth(t *testing.T, out string) {
-	t.Helper()
-	fk := map[string]tsc.Fake{}
-	for n, s := range fakes {
-		f, err := tsc.ParseFake(s)
-		must(t, err)
-		fk[n] = f
-	}
-	rows, err := results.ReadAll[analyze.DurationRow](filepath.Join(out, "durations.parquet"))
-	must(t, err)
-	kinds := map[string]int{}
-	worst := 0.0 // largest |truth - reported| / bound, cross-node
-	bad := 0
-	for i, r := range rows {
-		truth, err := groundtruth.Cycles(fk, "jm", r.FromNode, r.ToNode, r.StartTSC, r.EndTSC)
-		must(t, err)
-		miss := math.Abs(truth - r.Cycles)
-		if !(miss <= r.ErrorCycles+groundtruth.SlackCycles) {
-			if bad++; bad <= 10 {
-				t.Errorf("row %d: tuple %d %s/%q -> %s/%q: truth %.1f cycles, reported %.1f ± %.1f",
-					i+2, r.TupleID, r.FromNode, r.FromChannel, r.ToNode, r.ToChannel, truth, r.Cycles, r.ErrorCycles)
-			}
-		}
-		kinds[r.Kind]++
-		if r.FromNode != r.ToNode {
-			kinds["cross-node"]++
-			worst = max(worst, miss/(r.ErrorCycles+groundtruth.SlackCycles))
-		}
-	}
-	if bad > 0 {
-		t.Errorf("%d of %d durations off the truth by more than their bound", bad, len(rows))
-	}
-	if kinds["cross-node"] == 0 {
-		t.Errorf("no duration crosses nodes: %v", kinds)
-	}
-	t.Logf("ground truth: %d durations (%v) each within its bound; cross-node, the truth needed at most %.2f of its bound", len(rows), kinds, worst)
 }
 
 // checkKilled reads analyze's integrity lines for run 3: the files of tm1

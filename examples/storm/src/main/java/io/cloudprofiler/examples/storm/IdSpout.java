@@ -10,6 +10,8 @@ import org.apache.storm.topology.OutputFieldsDeclarer;
 import org.apache.storm.topology.base.BaseRichSpout;
 import org.apache.storm.tuple.Fields;
 import org.apache.storm.tuple.Values;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * Emits exactly {@code count} tuples (id, key), ids {@link #FIRST_ID} ..
@@ -25,6 +27,7 @@ import org.apache.storm.tuple.Values;
  */
 public class IdSpout extends BaseRichSpout {
     private static final long serialVersionUID = 1L;
+    private static final Logger LOG = LoggerFactory.getLogger(IdSpout.class);
 
     /** The first tuple id: 2^36. */
     public static final long FIRST_ID = 1L << 36;
@@ -88,7 +91,11 @@ public class IdSpout extends BaseRichSpout {
 
     @Override
     public void ack(Object msgId) {
-        ACKED.incrementAndGet();
+        if (ACKED.incrementAndGet() == count) {
+            // On a cluster, the worker's log says when the run is complete
+            // (tests/cluster waits for this line before killing the topology).
+            LOG.info("IdSpout: all {} tuples acked", count);
+        }
     }
 
     @Override

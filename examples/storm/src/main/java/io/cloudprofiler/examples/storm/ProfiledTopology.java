@@ -6,12 +6,15 @@ import java.util.Map;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.storm.Config;
 import org.apache.storm.StormSubmitter;
+import org.apache.storm.generated.KillOptions;
 import org.apache.storm.generated.StormTopology;
 import org.apache.storm.topology.OutputFieldsDeclarer;
 import org.apache.storm.topology.TopologyBuilder;
 import org.apache.storm.tuple.Fields;
 import org.apache.storm.tuple.Tuple;
 import org.apache.storm.tuple.Values;
+import org.apache.storm.utils.NimbusClient;
+import org.apache.storm.utils.Utils;
 
 /**
  * spout -(shuffle)-> transform x2 -(fieldsGrouping "key")-> keyed x2 -(shuffle)-> sink.
@@ -124,23 +127,47 @@ public final class ProfiledTopology {
     /**
      * Submits the topology to a real cluster: {@code storm jar
      * target/cloudprofiler-storm-example-0.1.0.jar
-     * io.cloudprofiler.examples.storm.ProfiledTopology NAME [TUPLES]}.
+     * io.cloudprofiler.examples.storm.ProfiledTopology NAME [TUPLES [WORKERS]]}
+     * (defaults: 1,000,000 tuples, 1 worker; with 2 workers on two
+     * supervisors, tuples cross machines). When every tuple has been acked,
+     * the spout's worker log says "IdSpout: all N tuples acked".
+     * {@code ... ProfiledTopology --kill NAME [WAIT_SECS]} kills it (what
+     * {@code storm kill} does: the spouts are deactivated, WAIT_SECS later,
+     * default 1, the supervisors stop the workers with SIGTERM).
      * The library in each worker reads CP_LOG_DIR (and the other CP_*
-     * variables) from the worker's environment: this passes the submitting
-     * shell's $CP_LOG_DIR on as topology.environment. Each node keeps its
-     * workers' logs in its own directory: collect them for `analyze`.
+     * variables) from the worker's environment, which it inherits from its
+     * supervisor: set them there. If the submitting shell has CP_LOG_DIR,
+     * it is passed on as topology.environment, for every worker. Each node
+     * keeps its workers' logs in its own directory: collect them for
+     * `analyze`.
      */
     public static void main(String[] args) throws Exception {
-        if (args.length < 1 || args.length > 2) {
-            System.err.println("usage: storm jar JAR " + ProfiledTopology.class.getName() + " NAME [TUPLES]");
+        if (args.length >= 2 && args.length <= 3 && args[0].equals("--kill")) {
+            kill(args[1], args.length > 2 ? Integer.parseInt(args[2]) : 1);
+            return;
+        }
+        if (args.length < 1 || args.length > 3 || args[0].startsWith("-")) {
+            System.err.println("usage: storm jar JAR " + ProfiledTopology.class.getName() + " NAME [TUPLES [WORKERS]]\n"
+                    + "       storm jar JAR " + ProfiledTopology.class.getName() + " --kill NAME [WAIT_SECS]");
             System.exit(2);
         }
         long tuples = args.length > 1 ? Long.parseLong(args[1]) : 1_000_000L;
         Config conf = config();
+        if (args.length > 2) conf.setNumWorkers(Integer.parseInt(args[2]));
         String logDir = System.getenv("CP_LOG_DIR");
         if (logDir != null) {
             conf.put(Config.TOPOLOGY_ENVIRONMENT, Map.of("CP_LOG_DIR", logDir));
         }
         StormSubmitter.submitTopology(args[0], conf, build(tuples));
+    }
+
+    /** Kills a running topology through Nimbus (storm.yaml's nimbus.seeds), as {@code storm kill -w WAIT_SECS} does. */
+    static void kill(String name, int waitSecs) throws Exception {
+        KillOptions opts = new KillOptions();
+        opts.set_wait_secs(waitSecs);
+        try (NimbusClient nimbus = NimbusClient.getConfiguredClient(Utils.readStormConfig())) {
+            nimbus.getClient().killTopologyWithOpts(name, opts);
+        }
+        System.out.println("killed " + name + " (workers stopped " + waitSecs + " s after the spouts)");
     }
 }

@@ -1,0 +1,239 @@
+package cluster
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"cloudprofiler/tests/internal/netns"
+)
+
+// Storm as users run it (issue 16): ZooKeeper (the server from Maven
+// Central), Nimbus, and two Supervisors, each on a node of its own (a
+// network namespace, its own CP_NODE and counter), the Supervisors
+// launching the worker JVMs the way a distribution does (storm.home with
+// lib-worker/, conf/, log4j2/). The topology jar (examples/storm, shaded:
+// it carries the binding) is submitted with StormSubmitter, runs until its
+// spout has every tuple acked, and is killed through Nimbus: the
+// Supervisors stop their workers with SIGTERM.
+
+type stormEnv struct{ tool, lib, libWorker, zookeeper, topologyJar string }
+
+func needStorm(t *testing.T) stormEnv {
+	t.Helper()
+	e := stormEnv{tool: os.Getenv("CP_TOOL"), lib: os.Getenv("CP_STORM_LIB"), libWorker: os.Getenv("CP_STORM_LIB_WORKER"),
+		zookeeper: os.Getenv("CP_ZOOKEEPER_LIB"), topologyJar: os.Getenv("CP_STORM_TOPOLOGY_JAR")}
+	if e.tool == "" || e.lib == "" || e.libWorker == "" || e.zookeeper == "" || e.topologyJar == "" {
+		t.Skip("CP_TOOL, CP_STORM_LIB, CP_STORM_LIB_WORKER, CP_ZOOKEEPER_LIB and CP_STORM_TOPOLOGY_JAR are not set: run `make test-cluster`")
+	}
+	return e
+}
+
+// stormFakes are the nodes' counters, rates and origins apart.
+var stormFakes = map[string]string{"nimbus": "1:0", "sup0": "0.99971:50000000000", "sup1": "1.00043:-3000000000"}
+
+// stormHome makes a node's storm.home: conf/storm.yaml, log4j2/ for the
+// daemons and the workers, lib-worker/ (the workers' classpath, as a
+// distribution has it), logs/ and the local state.
+func stormHome(t *testing.T, dir, node, ip, nimbus string, e stormEnv) string {
+	t.Helper()
+	home := filepath.Join(dir, "storm-"+node)
+	for _, d := range []string{"conf", "log4j2", "logs", "local", "extlib"} {
+		must(t, os.MkdirAll(filepath.Join(home, d), 0o755))
+	}
+	must(t, os.Symlink(e.libWorker, filepath.Join(home, "lib-worker")))
+	// The EvenScheduler spreads a topology's workers over the supervisors'
+	// slots (one each here): the resource-aware default would pack every
+	// executor into one worker on one machine.
+	must(t, os.WriteFile(filepath.Join(home, "conf", "storm.yaml"), []byte(fmt.Sprintf(`storm.zookeeper.servers: ["%s"]
+storm.zookeeper.port: 2181
+nimbus.seeds: ["%s"]
+nimbus.thrift.port: 6627
+storm.local.dir: "%s"
+storm.local.hostname: "%s"
+storm.log.dir: "%s"
+storm.scheduler: "org.apache.storm.scheduler.DefaultScheduler"
+supervisor.slots.ports: [6700]
+worker.heap.memory.mb: 256
+worker.childopts: "-Xmx%%HEAP-MEM%%m -XX:-UsePerfData"
+topology.worker.logwriter.childopts: "-Xmx64m -XX:-UsePerfData"
+supervisor.childopts: "-Xmx256m"
+nimbus.childopts: "-Xmx256m"
+topology.worker.max.heap.size.mb: 256.0
+`, nimbus, nimbus, filepath.Join(home, "local"), ip, filepath.Join(home, "logs"))), 0o644))
+	xml := func(file string) string {
+		return `<?xml version="1.0" encoding="UTF-8"?>
+<Configuration monitorInterval="0">
+  <Appenders>
+    <File name="F" fileName="` + file + `">
+      <PatternLayout pattern="%d{HH:mm:ss.SSS} %-5p %c{1} - %m%n"/>
+    </File>
+  </Appenders>
+  <Loggers>
+    <Root level="info"><AppenderRef ref="F"/></Root>
+    <Logger name="STDERR" level="info"/>
+    <Logger name="STDOUT" level="info"/>
+  </Loggers>
+</Configuration>
+`
+	}
+	must(t, os.WriteFile(filepath.Join(home, "log4j2", "cluster.xml"), []byte(xml("${sys:storm.log.dir}/${sys:logfile.name}")), 0o644))
+	must(t, os.WriteFile(filepath.Join(home, "log4j2", "worker.xml"),
+		[]byte(xml("${sys:workers.artifacts}/${sys:storm.id}/${sys:worker.port}/${sys:logfile.name}")), 0o644))
+	return home
+}
+
+// TestStormClusterInNamespaces: ZooKeeper and Nimbus on node "nimbus", a
+// Supervisor with one slot on each of "sup0" and "sup1"; the topology with
+// two workers (one per supervisor: tuples cross nodes), run until every
+// tuple is acked, then killed; analyze with the rounds: every file
+// complete, every tuple id once at every mark, every duration within its
+// strict bound of the ground truth.
+func TestStormClusterInNamespaces(t *testing.T) {
+	e := needStorm(t)
+	if why := netns.Available(); why != "" {
+		t.Skip(why)
+	}
+	dir := t.TempDir()
+	nodes := []string{"nimbus", "sup0", "sup1"}
+	l := netns.New(t, "storm", nodes, dir)
+	logs := filepath.Join(dir, "logs")
+	env := func(node string) []string {
+		return []string{"CP_NODE=" + node, "CP_FAKE_TSC=" + stormFakes[node], "CP_LOG_DIR=" + filepath.Join(logs, node), "CP_BLOCK_RECORDS=4096"}
+	}
+	nimbusIP := l.IP["nimbus"]
+
+	// TSC server and clients; a round before.
+	clk := startClocks(t, l, e.tool, dir, nodes, env)
+	clk.round("before")
+
+	homes := map[string]string{}
+	for _, n := range nodes {
+		homes[n] = stormHome(t, dir, n, l.IP[n], nimbusIP, e)
+	}
+	tmp := filepath.Join(dir, "tmp")
+	must(t, os.MkdirAll(tmp, 0o755))
+	daemon := func(node, name, class string, cp ...string) *netns.Proc {
+		home := homes[node]
+		args := []string{"java", "-Xmx256m", "-XX:-UsePerfData", "-Djava.io.tmpdir=" + tmp,
+			"-Dstorm.home=" + home, "-Dstorm.log.dir=" + filepath.Join(home, "logs"), "-Dlogfile.name=" + name + ".log",
+			"-Dlog4j.configurationFile=" + filepath.Join(home, "log4j2", "cluster.xml"),
+			"-cp", strings.Join(append(cp, filepath.Join(home, "conf")), ":"), class}
+		return l.Start(name+"-"+node, l.NS[node], append(env(node), "STORM_CONF_DIR="+filepath.Join(home, "conf")), args...)
+	}
+	zk := l.Start("zookeeper", l.NS["nimbus"], nil, "java", "-Xmx128m", "-XX:-UsePerfData", "-Djava.io.tmpdir="+tmp,
+		"-Dzookeeper.admin.enableServer=false", "-cp", filepath.Join(e.zookeeper, "*"),
+		"org.apache.zookeeper.server.ZooKeeperServerMain", "2181", filepath.Join(dir, "zookeeper"))
+	zk.WaitOutput(t, "binding to port", 30*time.Second)
+	nimbus := daemon("nimbus", "nimbus", "org.apache.storm.daemon.nimbus.Nimbus", filepath.Join(e.lib, "*"))
+	sups := []*netns.Proc{
+		daemon("sup0", "supervisor", "org.apache.storm.daemon.supervisor.Supervisor", filepath.Join(e.lib, "*")),
+		daemon("sup1", "supervisor", "org.apache.storm.daemon.supervisor.Supervisor", filepath.Join(e.lib, "*")),
+	}
+	// Up when both supervisors are registered in ZooKeeper.
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		out, err := l.Run(30*time.Second, l.NS["nimbus"], nil, "java", "-Xmx64m", "-XX:-UsePerfData", "-cp", filepath.Join(e.zookeeper, "*"),
+			"org.apache.zookeeper.ZooKeeperMain", "-server", nimbusIP+":2181", "ls", "/storm/supervisors")
+		if n := supervisorsIn(out); n == 2 {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("%d of 2 supervisors registered within 90 s (ZooKeeper: %q %v)\n%s", n, out, err, tails(dir))
+		}
+		time.Sleep(time.Second)
+	}
+
+	// The topology: 20,000 tuples over two workers, submitted with
+	// StormSubmitter from the nimbus node (its storm.yaml names Nimbus).
+	const tuples = 20000
+	client := func(args ...string) string {
+		argv := append([]string{"java", "-Xmx128m", "-XX:-UsePerfData", "-Djava.io.tmpdir=" + tmp, "-Dstorm.jar=" + e.topologyJar,
+			"-Dlog4j.configurationFile=" + filepath.Join(homes["nimbus"], "log4j2", "cluster.xml"), "-Dstorm.log.dir=" + filepath.Join(homes["nimbus"], "logs"), "-Dlogfile.name=client.log",
+			"-cp", strings.Join([]string{filepath.Join(e.libWorker, "*"), e.topologyJar, filepath.Join(homes["nimbus"], "conf")}, ":"),
+			"io.cloudprofiler.examples.storm.ProfiledTopology"}, args...)
+		out, err := l.Run(2*time.Minute, l.NS["nimbus"], nil, argv...)
+		if err != nil {
+			t.Fatalf("ProfiledTopology %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return out
+	}
+	client("profiled", fmt.Sprint(tuples), "2")
+	deadline = time.Now().Add(3 * time.Minute)
+	for !acked(homes, tuples) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the spout's worker did not log 'all %d tuples acked' within 3 minutes\n%s", tuples, tails(dir))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Logf("%s", strings.TrimSpace(client("--kill", "profiled", "1")))
+	// The supervisors stop the workers with SIGTERM: wait until none is left.
+	deadline = time.Now().Add(time.Minute)
+	for workers(dir) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d workers still running a minute after the kill", workers(dir))
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	clk.round("after")
+	for _, p := range append(sups, nimbus, zk) {
+		p.Stop(20 * time.Second)
+	}
+	clk.stop()
+	checkFinished(t, e.tool, clk.Rounds, logs, filepath.Join(dir, "out"), "nimbus", []string{"sup0", "sup1"}, 1<<36, tuples, 8, stormFakes)
+}
+
+// supervisorsIn counts the ids ZooKeeperMain listed ("[id1, id2]").
+func supervisorsIn(out string) int {
+	i, j := strings.LastIndex(out, "["), strings.LastIndex(out, "]")
+	if i < 0 || j < i+1 || strings.TrimSpace(out[i+1:j]) == "" {
+		return 0
+	}
+	return len(strings.Split(out[i+1:j], ","))
+}
+
+// acked says whether a worker's log has the spout's "all N tuples acked".
+func acked(homes map[string]string, n int) bool {
+	for _, h := range homes {
+		files, _ := filepath.Glob(filepath.Join(h, "logs", "workers-artifacts", "*", "*", "worker.log"))
+		for _, f := range files {
+			if b, _ := os.ReadFile(f); strings.Contains(string(b), fmt.Sprintf("IdSpout: all %d tuples acked", n)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// workers counts the worker JVMs of this test's Storm (their command line
+// names the worker's main class and a storm.home under dir).
+func workers(dir string) int {
+	n := 0
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		if strings.Contains(s, "org.apache.storm.daemon.worker.Worker") && strings.Contains(s, dir) && !strings.Contains(s, "org.apache.storm.LogWriter") {
+			n++
+		}
+	}
+	return n
+}
+
+// tails is the end of every log and output file under dir: what a failed
+// test shows (its directory is removed).
+func tails(dir string) string {
+	var b strings.Builder
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && (strings.HasSuffix(p, ".log") || strings.HasSuffix(p, ".err") || strings.HasSuffix(p, ".out")) {
+			fmt.Fprintf(&b, "== %s\n%s\n", p, netns.Tail(p))
+		}
+		return nil
+	})
+	return b.String()
+}
