@@ -151,6 +151,7 @@ test-cluster: java
 	CP_STORM_LIB=$(abspath tests/cluster/storm/target/lib) CP_STORM_LIB_WORKER=$(abspath tests/cluster/storm/target/lib-worker) \
 	CP_ZOOKEEPER_LIB=$(abspath tests/cluster/storm/target/zookeeper) \
 	CP_STORM_TOPOLOGY_JAR=$(abspath examples/storm/target/cloudprofiler-storm-example-0.1.0.jar) \
+	CP_STORM_THIN_JAR=$(abspath examples/storm/target/original-cloudprofiler-storm-example-0.1.0.jar) \
 	$(GO) test -count=1 -v -timeout 12m ./tests/cluster
 
 # Capacity against a known truth (tests/capacity): the C pipeline

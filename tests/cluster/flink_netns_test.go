@@ -145,7 +145,7 @@ parallelism: {default: 2}
 	jar := c.upload(e.jobJar)
 	job := c.run(jar, "--tuples", fmt.Sprint(tuples), "--parallelism", "2")
 	c.waitState(job, 2*time.Minute, "FINISHED")
-	finished := c.collect(logs, "run1-finished")
+	finished := collect(t, logs, "run1-finished")
 
 	// Run 2: long (100 s at 20,000 tuples/s), cancelled once both
 	// TaskManagers have logged for two seconds. Cancelling closes the
@@ -155,7 +155,7 @@ parallelism: {default: 2}
 	c.waitLogging(job, logs)
 	c.curl("-X", "PATCH", c.rest+"/jobs/"+job+"?mode=cancel")
 	c.waitState(job, time.Minute, "CANCELED")
-	cancelled := c.collect(logs, "run2-cancelled")
+	cancelled := collect(t, logs, "run2-cancelled")
 
 	// Run 3: long again; mid-run, tm0 gets SIGTERM (a daemon stopped: the
 	// binding's shutdown path closes its channels) and tm1 SIGKILL (a
@@ -167,7 +167,7 @@ parallelism: {default: 2}
 	go func() { defer wg.Done(); c.tms[0].Stop(20 * time.Second) }()
 	go func() { defer wg.Done(); c.tms[1].Kill() }()
 	wg.Wait()
-	stopped := c.collect(logs, "run3-sigterm-kill9")
+	stopped := collect(t, logs, "run3-sigterm-kill9")
 	clk.round("after")
 	c.jm.Stop(20 * time.Second)
 	clk.stop()
@@ -258,22 +258,6 @@ func (c *nsCluster) waitLogging(job, logs string) {
 	time.Sleep(2 * time.Second)
 }
 
-// collect moves every node's files out of logs into dir/name/<node>/: one
-// run's logs, as they are collected from the machines after it.
-func (c *nsCluster) collect(logs, name string) string {
-	to := filepath.Join(filepath.Dir(logs), name)
-	nodes, err := os.ReadDir(logs)
-	must(c.t, err)
-	for _, n := range nodes {
-		files, err := os.ReadDir(filepath.Join(logs, n.Name()))
-		must(c.t, err)
-		must(c.t, os.MkdirAll(filepath.Join(to, n.Name()), 0o755))
-		for _, f := range files {
-			must(c.t, os.Rename(filepath.Join(logs, n.Name(), f.Name()), filepath.Join(to, n.Name(), f.Name())))
-		}
-	}
-	return to
-}
 
 // checkKilled reads analyze's integrity lines for run 3: the files of tm1
 // (SIGKILL) are named as not closed, each with what it misses, and each

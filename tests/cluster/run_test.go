@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -178,4 +179,23 @@ func checkTruth(t *testing.T, out string, fakes map[string]string, ref string) {
 		t.Errorf("no duration crosses nodes: %v", kinds)
 	}
 	t.Logf("ground truth: %d durations (%v) each within its bound; cross-node, the truth needed at most %.2f of its bound", len(rows), kinds, worst)
+}
+
+// collect moves every node's files out of logs into <logs>/../name/<node>/:
+// one run's logs, as they are collected from the machines after it (a
+// worker's CP_LOG_DIR belongs to its node: the next run writes there too).
+func collect(t *testing.T, logs, name string) string {
+	t.Helper()
+	to := filepath.Join(filepath.Dir(logs), name)
+	nodes, err := os.ReadDir(logs)
+	must(t, err)
+	for _, n := range nodes {
+		files, err := os.ReadDir(filepath.Join(logs, n.Name()))
+		must(t, err)
+		must(t, os.MkdirAll(filepath.Join(to, n.Name()), 0o755))
+		for _, f := range files {
+			must(t, os.Rename(filepath.Join(logs, n.Name(), f.Name()), filepath.Join(to, n.Name(), f.Name())))
+		}
+	}
+	return to
 }

@@ -20,14 +20,15 @@ import (
 // spout has every tuple acked, and is killed through Nimbus: the
 // Supervisors stop their workers with SIGTERM.
 
-type stormEnv struct{ tool, lib, libWorker, zookeeper, topologyJar string }
+type stormEnv struct{ tool, lib, libWorker, zookeeper, topologyJar, thinJar, binding string }
 
 func needStorm(t *testing.T) stormEnv {
 	t.Helper()
 	e := stormEnv{tool: os.Getenv("CP_TOOL"), lib: os.Getenv("CP_STORM_LIB"), libWorker: os.Getenv("CP_STORM_LIB_WORKER"),
-		zookeeper: os.Getenv("CP_ZOOKEEPER_LIB"), topologyJar: os.Getenv("CP_STORM_TOPOLOGY_JAR")}
-	if e.tool == "" || e.lib == "" || e.libWorker == "" || e.zookeeper == "" || e.topologyJar == "" {
-		t.Skip("CP_TOOL, CP_STORM_LIB, CP_STORM_LIB_WORKER, CP_ZOOKEEPER_LIB and CP_STORM_TOPOLOGY_JAR are not set: run `make test-cluster`")
+		zookeeper: os.Getenv("CP_ZOOKEEPER_LIB"), topologyJar: os.Getenv("CP_STORM_TOPOLOGY_JAR"),
+		thinJar: os.Getenv("CP_STORM_THIN_JAR"), binding: os.Getenv("CP_BINDING_JAR")}
+	if e.tool == "" || e.lib == "" || e.libWorker == "" || e.zookeeper == "" || e.topologyJar == "" || e.thinJar == "" || e.binding == "" {
+		t.Skip("CP_TOOL, CP_STORM_LIB, CP_STORM_LIB_WORKER, CP_ZOOKEEPER_LIB, CP_STORM_TOPOLOGY_JAR, CP_STORM_THIN_JAR and CP_BINDING_JAR are not set: run `make test-cluster`")
 	}
 	return e
 }
@@ -146,13 +147,17 @@ func TestStormClusterInNamespaces(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 
-	// The topology: 20,000 tuples over two workers, submitted with
-	// StormSubmitter from the nimbus node (its storm.yaml names Nimbus).
+	// A topology: 20,000 tuples over two workers, submitted with
+	// StormSubmitter from the nimbus node (its storm.yaml names Nimbus) as
+	// `storm jar` would (the client's classpath: storm-client, extlib/,
+	// the jar), run until its spout has every tuple acked, then killed:
+	// the supervisors stop the workers with SIGTERM. Its files are then
+	// collected (moved out of the nodes' CP_LOG_DIR) before the next run.
 	const tuples = 20000
-	client := func(args ...string) string {
-		argv := append([]string{"java", "-Xmx128m", "-XX:-UsePerfData", "-Djava.io.tmpdir=" + tmp, "-Dstorm.jar=" + e.topologyJar,
+	client := func(jar string, args ...string) string {
+		argv := append([]string{"java", "-Xmx128m", "-XX:-UsePerfData", "-Djava.io.tmpdir=" + tmp, "-Dstorm.jar=" + jar,
 			"-Dlog4j.configurationFile=" + filepath.Join(homes["nimbus"], "log4j2", "cluster.xml"), "-Dstorm.log.dir=" + filepath.Join(homes["nimbus"], "logs"), "-Dlogfile.name=client.log",
-			"-cp", strings.Join([]string{filepath.Join(e.libWorker, "*"), e.topologyJar, filepath.Join(homes["nimbus"], "conf")}, ":"),
+			"-cp", strings.Join([]string{filepath.Join(e.libWorker, "*"), e.binding, jar, filepath.Join(homes["nimbus"], "conf")}, ":"),
 			"io.cloudprofiler.examples.storm.ProfiledTopology"}, args...)
 		out, err := l.Run(2*time.Minute, l.NS["nimbus"], nil, argv...)
 		if err != nil {
@@ -160,29 +165,41 @@ func TestStormClusterInNamespaces(t *testing.T) {
 		}
 		return out
 	}
-	client("profiled", fmt.Sprint(tuples), "2")
-	deadline = time.Now().Add(3 * time.Minute)
-	for !acked(homes, tuples) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the spout's worker did not log 'all %d tuples acked' within 3 minutes\n%s", tuples, tails(dir))
+	run := func(name, jar string) string {
+		client(jar, name, fmt.Sprint(tuples), "2")
+		deadline := time.Now().Add(3 * time.Minute)
+		for !acked(homes, name, tuples) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the spout's worker did not log 'all %d tuples acked' within 3 minutes\n%s", name, tuples, tails(dir))
+			}
+			time.Sleep(500 * time.Millisecond)
 		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	t.Logf("%s", strings.TrimSpace(client("--kill", "profiled", "1")))
-	// The supervisors stop the workers with SIGTERM: wait until none is left.
-	deadline = time.Now().Add(time.Minute)
-	for workers(dir) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d workers still running a minute after the kill", workers(dir))
+		t.Logf("%s", strings.TrimSpace(client(jar, "--kill", name, "1")))
+		deadline = time.Now().Add(time.Minute)
+		for workers(dir) > 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d workers still running a minute after the kill", name, workers(dir))
+			}
+			time.Sleep(300 * time.Millisecond)
 		}
-		time.Sleep(300 * time.Millisecond)
+		return collect(t, logs, name)
 	}
+	// Run 1: the shaded jar, which carries the binding (the supervisor puts
+	// its resources/Linux-amd64/ on the workers' java.library.path).
+	shaded := run("shaded", e.topologyJar)
+	// Run 2: a thin topology jar, the binding in each supervisor's
+	// extlib/ (on every worker's classpath), as README recommends.
+	for _, n := range []string{"sup0", "sup1"} {
+		must(t, os.Symlink(e.binding, filepath.Join(homes[n], "extlib", filepath.Base(e.binding))))
+	}
+	thin := run("thin", e.thinJar)
 	clk.round("after")
 	for _, p := range append(sups, nimbus, zk) {
 		p.Stop(20 * time.Second)
 	}
 	clk.stop()
-	checkFinished(t, e.tool, clk.Rounds, logs, filepath.Join(dir, "out"), "nimbus", []string{"sup0", "sup1"}, 1<<36, tuples, 8, stormFakes)
+	checkFinished(t, e.tool, clk.Rounds, shaded, filepath.Join(dir, "out-shaded"), "nimbus", []string{"sup0", "sup1"}, 1<<36, tuples, 8, stormFakes)
+	checkFinished(t, e.tool, clk.Rounds, thin, filepath.Join(dir, "out-thin"), "nimbus", []string{"sup0", "sup1"}, 1<<36, tuples, 8, stormFakes)
 }
 
 // supervisorsIn counts the ids ZooKeeperMain listed ("[id1, id2]").
@@ -194,10 +211,11 @@ func supervisorsIn(out string) int {
 	return len(strings.Split(out[i+1:j], ","))
 }
 
-// acked says whether a worker's log has the spout's "all N tuples acked".
-func acked(homes map[string]string, n int) bool {
+// acked says whether a worker of topology name (its id is name-N-TIME)
+// logged the spout's "all N tuples acked".
+func acked(homes map[string]string, name string, n int) bool {
 	for _, h := range homes {
-		files, _ := filepath.Glob(filepath.Join(h, "logs", "workers-artifacts", "*", "*", "worker.log"))
+		files, _ := filepath.Glob(filepath.Join(h, "logs", "workers-artifacts", name+"-*", "*", "worker.log"))
 		for _, f := range files {
 			if b, _ := os.ReadFile(f); strings.Contains(string(b), fmt.Sprintf("IdSpout: all %d tuples acked", n)) {
 				return true
