@@ -258,7 +258,6 @@ func (c *nsCluster) waitLogging(job, logs string) {
 	time.Sleep(2 * time.Second)
 }
 
-
 // checkKilled reads analyze's integrity lines for run 3: the files of tm1
 // (SIGKILL) are named as not closed, each with what it misses, and each
 // decodes to its last whole frame (records in frames written before the
