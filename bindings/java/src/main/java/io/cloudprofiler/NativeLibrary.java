@@ -44,9 +44,9 @@ import java.util.Set;
  *     this process's user and not writable by group or others: otherwise
  *     nothing is loaded from them.
  * </ol>
- * A JNI library can be loaded into one classloader only. A job's
- * classloader that finds the library bound to another one (the jar in a fat
- * job jar, Flink's child-first loading) asks for a garbage collection and
+ * A JNI library can be loaded into one classloader only. A classloader
+ * that finds the library bound to another one (a job's, with the jar in a
+ * fat job jar and Flink's child-first loading) asks for a garbage collection and
  * tries again for up to {@value #OTHER_LOADER_WAIT_MS} ms: a finished job's
  * classloader, once collected, lets go of the library (the JNI glue keeps
  * no reference into Java), so jobs that follow one another each load it.
@@ -147,16 +147,14 @@ final class NativeLibrary {
     }
 
     /**
-     * After "already loaded in another classloader", in a classloader below
-     * the JVM's own: collects garbage and loads again, every 100 ms for up
-     * to OTHER_LOADER_WAIT_MS, in case that other classloader is a finished
-     * job's, unreachable but not yet collected. True once loaded.
+     * After "already loaded in another classloader": collects garbage and
+     * loads again, every 100 ms for up to OTHER_LOADER_WAIT_MS, in case that
+     * other classloader is a finished job's, unreachable but not yet
+     * collected. True once loaded; false (the first error stands) when the
+     * time is up or another error comes.
      */
     private static boolean waitForOtherLoader(String file, UnsatisfiedLinkError e) {
-        if (!String.valueOf(e.getMessage()).contains("another classloader")
-                || onJvmClasspath(NativeLibrary.class.getClassLoader())) {
-            return false;
-        }
+        if (!String.valueOf(e.getMessage()).contains("another classloader")) return false;
         long deadline = System.nanoTime() + OTHER_LOADER_WAIT_MS * 1_000_000L;
         while (System.nanoTime() < deadline) {
             System.gc();
@@ -170,7 +168,7 @@ final class NativeLibrary {
                 System.load(file);
                 return true;
             } catch (UnsatisfiedLinkError again) {
-                if (!String.valueOf(again.getMessage()).contains("another classloader")) throw again;
+                if (!String.valueOf(again.getMessage()).contains("another classloader")) return false;
             }
         }
         return false;
