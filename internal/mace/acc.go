@@ -123,9 +123,14 @@ type Acc struct {
 	// Tuples seen, and in-to-out pairs with a negative difference.
 	seen, negative uint64
 	// Per rate: sub-windows per reference cycle, and the tuple's sub-window
-	// (Tuple works them out once a tuple).
+	// (Tuple works them out once a tuple; more rates than Tuple's stack
+	// array holds use this, cache-line sized, never shared).
 	inv   []float64
 	fines []int
+	// Each worker has its own Acc, made one after the other: padding keeps
+	// this one's fields (seen is written on every tuple) off the cache
+	// lines of the next object, another worker's Acc perhaps.
+	_ [64]byte
 }
 
 // NewAcc is a worker's accumulator.
@@ -143,7 +148,9 @@ func NewAcc(cfg *Config) (*Acc, error) {
 	for _, r := range cfg.Rates {
 		a.inv = append(a.inv, sub/(r*cfg.Width))
 	}
-	a.fines = make([]int, len(cfg.Rates))
+	// At least a cache line (64 bytes): a smaller slice could share a
+	// line, or Go's 16-byte tiny block, with another worker's.
+	a.fines = make([]int, len(cfg.Rates), max(len(cfg.Rates), 8))
 	n := a.n[0]
 	a.tuples = make([]uint64, n)
 	a.latMax = make([]float64, n)
@@ -200,10 +207,17 @@ func (a *Acc) Tuple(id int64, evs []capacity.Event, journey bool) {
 	if c := cfg.Chans[evs[0].Ch]; c.Inst >= 0 && c.Role != capacity.RoleIn && cfg.Insts[c.Inst].HasIn {
 		a.orphans[c.Inst]++
 	}
-	for r := range a.fines {
-		a.fines[r] = a.fine(stim, r)
+	// The tuple's sub-window per rate, on the stack: written for every
+	// tuple, it must not share a cache line with another worker's data.
+	var buf [8]int
+	fines := a.fines
+	if len(fines) <= len(buf) {
+		fines = buf[:len(fines)]
 	}
-	w0 := a.fines[0] / sub
+	for r := range fines {
+		fines[r] = a.fine(stim, r)
+	}
+	w0 := fines[0] / sub
 	sampled := uint64(id)*0x9E3779B97F4A7C15>>(64-sampleShift) == 0
 	marked := false
 	for i := range evs {
@@ -214,7 +228,7 @@ func (a *Acc) Tuple(id int64, evs []capacity.Event, journey bool) {
 		marked = true
 		j := c.Inst
 		for r := range cfg.Rates {
-			a.counts[r][j*a.n[r]*sub+a.fines[r]]++
+			a.counts[r][j*a.n[r]*sub+fines[r]]++
 		}
 		// Where the input came from.
 		up := int32(-1)
