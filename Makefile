@@ -160,7 +160,7 @@ test-cluster: java
 # estimates against its truth, and `gen maxrate` against the predicted rate.
 .PHONY: test-capacity
 test-capacity: $(LIB) $(TOOL) $(BUILD)/tandem
-	$(call with-tmp,CP_TOOL=$(abspath $(TOOL)) CP_TANDEM=$(abspath $(BUILD)/tandem) $(GO) test -count=1 -v -timeout 5m ./tests/capacity/)
+	$(call with-tmp,CP_TOOL=$(abspath $(TOOL)) CP_TANDEM=$(abspath $(BUILD)/tandem) $(GO) test -count=1 -v -timeout 10m ./tests/capacity/)
 
 # The critical-path analysis against a known truth (tests/critpath): tandem
 # under heavy and light load, as a fork-join, with a burst, and halving an
@@ -176,7 +176,7 @@ test-critpath: $(LIB) $(TOOL) $(BUILD)/tandem
 # that way, A and B on one CPU flagged, bad input never panics.
 .PHONY: test-mace
 test-mace: $(LIB) $(TOOL) $(BUILD)/tandem
-	$(call with-tmp,CP_TOOL=$(abspath $(TOOL)) CP_TANDEM=$(abspath $(BUILD)/tandem) $(GO) test -count=1 -v -timeout 5m ./tests/mace/)
+	$(call with-tmp,CP_TOOL=$(abspath $(TOOL)) CP_TANDEM=$(abspath $(BUILD)/tandem) $(GO) test -count=1 -v -timeout 10m ./tests/mace/)
 
 # The Python wheel (bindings/python): build/wheel/cloudprofiler-*-py3-none-
 # linux_<machine>.whl, with the library just built inside (setup.py copies

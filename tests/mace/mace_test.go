@@ -148,8 +148,8 @@ func TestMaceOnOff(t *testing.T) {
 	tl := needTools(t)
 	dir := t.TempDir()
 	// The truth is runs on this machine: a stall of it in one run moves
-	// its latencies, not the analysis (testrun.Retry: up to four attempts).
-	testrun.Retry(t, 4, func(try int) []string { return onOff(t, tl, filepath.Join(dir, fmt.Sprint("try-", try))) })
+	// its latencies, not the analysis (testrun.Retry: up to five attempts, pausing between them).
+	testrun.Retry(t, 5, func(try int) []string { return onOff(t, tl, filepath.Join(dir, fmt.Sprint("try-", try))) })
 }
 
 // onOff is one attempt of TestMaceOnOff: what it found wrong.

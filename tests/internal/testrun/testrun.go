@@ -98,7 +98,11 @@ func ReadCSV(path string, cols []string) ([]map[string]string, error) {
 // the log. For tests that compare an analysis with a truth the machine
 // realises: a stall of the machine (the other vCPU busy, the kernel's
 // throttling of real-time threads) disturbs one run now and then, never
-// the analysis of it.
+// the analysis of it. After a failed attempt it pauses (10 s, 20 s, ...:
+// RetryPause times the attempt's number) before the next: on this VM
+// disturbances come in spells of a few minutes (once, three critpath
+// measurements in a row and then four Mace attempts failed, and the next
+// dozen passed), which attempts back to back would all fall into.
 func Retry(t testing.TB, n int, attempt func(try int) []string) {
 	t.Helper()
 	for try := 1; ; try++ {
@@ -112,6 +116,11 @@ func Retry(t testing.TB, n int, attempt func(try int) []string) {
 			}
 			return
 		}
-		t.Logf("try %d of %d: %d problem(s), run again (the machine may have disturbed a run):\n  %s", try, n, len(ps), strings.Join(ps, "\n  "))
+		pause := time.Duration(try) * RetryPause
+		t.Logf("try %d of %d: %d problem(s), run again in %v (the machine may have disturbed a run):\n  %s", try, n, len(ps), pause, strings.Join(ps, "\n  "))
+		time.Sleep(pause)
 	}
 }
+
+// RetryPause is Retry's pause after a first failed attempt.
+var RetryPause = 10 * time.Second
