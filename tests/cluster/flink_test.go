@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -260,26 +261,15 @@ func trimErr(b []byte) string {
 	return s
 }
 
-// wait polls a job until it is in one of the states, or fails the test.
+// wait polls a job until it is in one of the states (state), and fails
+// the test if it FAILED instead.
 func (c *cluster) wait(job string, limit time.Duration, states ...string) string {
-	deadline := time.Now().Add(limit)
-	for {
-		var j struct{ State string }
-		if err := c.get("/jobs/"+job, &j); err == nil {
-			for _, s := range states {
-				if j.State == s {
-					return s
-				}
-			}
-			if j.State == "FAILED" {
-				c.t.Fatalf("job %s FAILED (logs in %s)", job, c.dir)
-			}
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("job %s: not %v within %s (logs in %s)", job, states, limit, c.dir)
-		}
-		time.Sleep(200 * time.Millisecond)
+	c.t.Helper()
+	s := c.state(job, limit, append(states, "FAILED")...)
+	if s == "FAILED" && !slices.Contains(states, "FAILED") {
+		c.t.Fatalf("job %s FAILED (logs in %s)", job, c.dir)
 	}
+	return s
 }
 
 func must(t *testing.T, err error) {
