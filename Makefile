@@ -18,7 +18,7 @@ GOSRC   := $(shell find libcp internal handlers tsc cmd minrtt confserver datage
 
 all: wheel demo
 
-build: $(LIB) $(TOOL) $(BUILD)/demo $(BUILD)/stage $(BUILD)/tandem
+build: $(LIB) $(TOOL) $(BUILD)/demo $(BUILD)/stage $(BUILD)/tandem $(BUILD)/udpstage
 
 $(LIB): $(GOSRC)
 	@mkdir -p $(BUILD)
@@ -36,6 +36,9 @@ $(BUILD)/stage: examples/pipeline/stage.c $(LIB) capi/cloudprofiler.h
 	$(CC) $(CFLAGS) $< -o $@ $(CLINK)
 
 $(BUILD)/tandem: examples/pipeline/tandem.c $(LIB) capi/cloudprofiler.h
+	$(CC) $(CFLAGS) $< -o $@ $(CLINK) -lm
+
+$(BUILD)/udpstage: examples/pipeline/udpstage.c $(LIB) capi/cloudprofiler.h
 	$(CC) $(CFLAGS) $< -o $@ $(CLINK) -lm
 
 $(BUILD)/%: tests/c/%.c $(LIB) capi/cloudprofiler.h
