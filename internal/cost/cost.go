@@ -1,0 +1,207 @@
+// Package cost is the cost model that the capacity analysis, Mace and the
+// report share: what one tuple costs an operator instance in a window of
+// the run, from the marks it logs (README, "Capacity").
+//
+// An instance works on a tuple from its in to its out (its own work), then
+// hands it on: from its out to its sent where it marks sent, a hand-off
+// that either did its own work (a send, a push) or waited for room in a
+// full downstream queue; then it takes the next tuple, from its departure
+// (sent, else out) to the next in. That last gap is work only while the
+// instance is backlogged, when the next tuple was already waiting at its
+// departure (its hand-off record no later than the departure); otherwise
+// the gap holds waiting for input, which is not the instance's cost. So a
+// tuple costs
+//
+//	own (in to out, every tuple)
+//	+ send (out to sent when it did not wait for room downstream)
+//	+ take (departure to the next in, while backlogged)
+//
+// and time blocked by a full downstream is the downstream's, never this
+// instance's. An instance's capacity is one over that cost taken over the
+// tuples it took while backlogged (their own work and their take: from
+// one departure to the next): the tuples it departs per second while it
+// has a backlog, which is what the run shows whenever it was saturated
+// (tests/capacity holds it to that). The own work of every tuple is not
+// the same number on a shared machine: tuples queue when the machine is
+// busy, and then they are slower too (by 3-6% at low loads here, with a
+// second process spinning). Only a span with too few backlogged tuples
+// takes every tuple's own work and the run's take.
+//
+// The analysis that walks each instance's visits in time order (package
+// critpath: it knows each in's previous departure) feeds an Acc; the
+// sums are integers of reference cycles, so the result does not depend on
+// how tuples were shared out among workers. Windows are cut into cells,
+// and the cells are the batches of a jackknife: a cost's interval comes
+// from how much the cost moves between batches of the run, not from the
+// spread of single tuples, so a few preempted tuples (a heavy tail) and
+// cost that drifts with what else runs on the machine widen it honestly.
+package cost
+
+import (
+	"fmt"
+	"math"
+)
+
+// Grid is a set of consecutive windows of the run, each cut into Sub
+// cells: the windows a result is reported in, the cells its intervals'
+// batches.
+type Grid struct {
+	T0    float64 // the first window's start, reference cycles
+	Width float64 // one window, reference cycles
+	N     int     // windows
+	Sub   int     // cells per window, at least 1
+}
+
+// Check says what is wrong with g.
+func (g Grid) Check() error {
+	if !(g.Width > 0) || math.IsInf(g.Width, 0) || math.IsNaN(g.T0) || math.IsInf(g.T0, 0) || g.N < 1 || g.Sub < 1 {
+		return fmt.Errorf("cost: a grid of %d windows of %v cycles from %v, %d cells each", g.N, g.Width, g.T0, g.Sub)
+	}
+	return nil
+}
+
+func (g Grid) cells() int { return g.N * g.Sub }
+
+// cellOf is the cell of time t (reference cycles), clamped to the grid.
+func (g Grid) cellOf(t int64) int {
+	x := (float64(t) - g.T0) / g.Width * float64(g.Sub)
+	if !(x > 0) {
+		return 0
+	}
+	if n := g.cells(); x >= float64(n) {
+		return n - 1
+	}
+	return int(x)
+}
+
+// Cell holds one instance's sums in one cell of a grid: reference cycles
+// and how many they are of. BOwn is the own work of the backlogged visits
+// (TakeN of them).
+type Cell struct {
+	Own, BOwn, Send, Blocked, Take int64
+	OwnN, SendN, BlockedN, TakeN   uint32
+}
+
+// CellBytes is what an Acc keeps per instance and cell.
+const CellBytes = 56
+
+func (c *Cell) add(o *Cell) {
+	c.Own += o.Own
+	c.BOwn += o.BOwn
+	c.Send += o.Send
+	c.Blocked += o.Blocked
+	c.Take += o.Take
+	c.OwnN += o.OwnN
+	c.SendN += o.SendN
+	c.BlockedN += o.BlockedN
+	c.TakeN += o.TakeN
+}
+
+// Acc sums the visits one worker saw, on every grid it was made for.
+type Acc struct {
+	grids []Grid
+	insts int
+	cells [][]Cell // per grid: inst*cells + cell
+}
+
+// NewAcc makes an empty accumulator for insts instances on the grids.
+func NewAcc(insts int, grids ...Grid) (*Acc, error) {
+	a := &Acc{grids: grids, insts: insts}
+	for _, g := range grids {
+		if err := g.Check(); err != nil {
+			return nil, err
+		}
+		a.cells = append(a.cells, make([]Cell, insts*g.cells()))
+	}
+	return a, nil
+}
+
+// Bytes is what NewAcc(insts, grids...) takes.
+func Bytes(insts int, grids ...Grid) int64 {
+	var b int64
+	for _, g := range grids {
+		b += int64(insts) * int64(g.cells()) * CellBytes
+	}
+	return b
+}
+
+// Grids are the grids a was made for.
+func (a *Acc) Grids() []Grid { return a.grids }
+
+func (a *Acc) at(k, inst int, t int64) *Cell {
+	g := &a.grids[k]
+	return &a.cells[k][inst*g.cells()+g.cellOf(t)]
+}
+
+// Own adds a visit's own work: its in to its out (in the cell of its in),
+// for a visit that handed its tuple on (a filter's other visits have no
+// out: their work shows in the take of the next visit, when it waited).
+func (a *Acc) Own(inst int, in, out int64) {
+	if a == nil || out < in {
+		return
+	}
+	for k := range a.grids {
+		c := a.at(k, inst, in)
+		c.Own += out - in
+		c.OwnN++
+	}
+}
+
+// Send adds a hand-off that did its own work, out to sent (in the cell of
+// the out).
+func (a *Acc) Send(inst int, out, sent int64) { a.handOff(inst, out, sent, false) }
+
+// Blocked adds a hand-off that waited for room downstream (out to sent).
+func (a *Acc) Blocked(inst int, out, sent int64) { a.handOff(inst, out, sent, true) }
+
+func (a *Acc) handOff(inst int, out, sent int64, blocked bool) {
+	if a == nil || sent < out {
+		return
+	}
+	for k := range a.grids {
+		c := a.at(k, inst, out)
+		if blocked {
+			c.Blocked += sent - out
+			c.BlockedN++
+		} else {
+			c.Send += sent - out
+			c.SendN++
+		}
+	}
+}
+
+// Take adds a visit taken while backlogged: the gap from the instance's
+// previous departure to its in, whose tuple was already waiting at that
+// departure, and its own work (in to out: out = in where it has no out
+// mark, or did not hand this tuple on); in the cell of the in.
+func (a *Acc) Take(inst int, dep, in, out int64) {
+	if a == nil || in < dep {
+		return
+	}
+	own := max(out-in, 0)
+	for k := range a.grids {
+		c := a.at(k, inst, in)
+		c.Take += in - dep
+		c.BOwn += own
+		c.TakeN++
+	}
+}
+
+// Merge adds o's sums into a (made for the same instances and grids).
+func (a *Acc) Merge(o *Acc) {
+	if a == nil || o == nil {
+		return
+	}
+	for k := range a.cells {
+		for i := range o.cells[k] {
+			a.cells[k][i].add(&o.cells[k][i])
+		}
+	}
+}
+
+// Cells is instance inst's cells on grid k (window w's are [w*Sub,
+// (w+1)*Sub)).
+func (a *Acc) Cells(k, inst int) []Cell {
+	n := a.grids[k].cells()
+	return a.cells[k][inst*n : (inst+1)*n]
+}
