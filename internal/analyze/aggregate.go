@@ -46,6 +46,8 @@ type worker struct {
 	sorted     []event   // a tuple's records in order (translate)
 	idx        [16]uint8 // and their order
 	hops, rets []event
+	anaHops    []event   // hops with each process's records in time order (repeats)
+	anaErrs    []float64 // and their bounds
 	capEvs     []capacity.Event
 	cpEvs      []critpath.Event
 	hopErr     []float64        // per hop of the tuple, its bound (critpath.go)
@@ -113,17 +115,26 @@ func (w *worker) tuple(evs []event) error {
 	w.hops, w.rets = hops, rets
 	// evs are sorted by estimate: a stable sort by rank keeps that within
 	// a channel.
-	inRank := true
-	for i := 1; i < len(hops) && inRank; i++ {
-		inRank = w.rank[hops[i-1].ch] <= w.rank[hops[i].ch]
+	inRank, repeats := true, false
+	for i := 1; i < len(hops); i++ {
+		inRank = inRank && w.rank[hops[i-1].ch] <= w.rank[hops[i].ch]
+		repeats = repeats || hops[i-1].ch == hops[i].ch
 	}
 	if !inRank {
 		slices.SortStableFunc(hops, func(x, y event) int { return w.rank[x.ch] - w.rank[y.ch] })
 	}
+	// The operator analyses take a process's records in time order: where
+	// a channel repeats (a 1->N operator upstream, the same id handed on
+	// several times), rank order would put all of an instance's ins before
+	// its outs.
+	ana := hops
+	if repeats {
+		ana = w.timeOrdered(hops)
+	}
 	if w.cap != nil {
-		w.capacityTuple(hops)
-		if w.mace != nil && len(hops) > 0 {
-			w.maceTuple(hops[0].id, w.capEvs)
+		w.capacityTuple(ana)
+		if w.mace != nil && len(ana) > 0 {
+			w.maceTuple(ana[0].id, w.capEvs)
 		}
 	}
 	errs, durs, sers := append(w.hopErr[:0], 0), append(w.hopDur[:0], 0), append(w.hopSeries[:0], nil)
@@ -161,7 +172,10 @@ func (w *worker) tuple(evs []event) error {
 		case len(hops) == 2:
 			e2eErr = errs[1]
 		}
-		if err := w.critPathTuple(hops, errs, e2eErr); err != nil {
+		if repeats {
+			errs = w.timeOrderedErrs(hops, errs)
+		}
+		if err := w.critPathTuple(ana, errs, e2eErr); err != nil {
 			return err
 		}
 	}
@@ -190,6 +204,52 @@ func (w *worker) tuple(evs []event) error {
 		}
 	}
 	return nil
+}
+
+// timeOrdered is the tuple's records in hop order with each run of
+// consecutive records of one process sorted by time (a copy).
+func (w *worker) timeOrdered(hops []event) []event {
+	out := append(w.anaHops[:0], hops...)
+	w.a.procRuns(out, func(i, j int) {
+		slices.SortStableFunc(out[i:j], func(x, y event) int {
+			switch {
+			case x.est < y.est:
+				return -1
+			case x.est > y.est:
+				return 1
+			}
+			return 0
+		})
+	})
+	w.anaHops = out
+	return out
+}
+
+// procRuns calls f with each run [i, j) of consecutive records of one
+// process.
+func (a *analysis) procRuns(hops []event, f func(i, j int)) {
+	for i := 0; i < len(hops); {
+		j := i + 1
+		for j < len(hops) && a.procOf[hops[j].ch] == a.procOf[hops[i].ch] {
+			j++
+		}
+		f(i, j)
+		i = j
+	}
+}
+
+// timeOrderedErrs is the hops' bounds for timeOrdered's records: a run of
+// one process keeps the bound of the hop into it on its first record, and
+// its hops within are exact (one clock).
+func (w *worker) timeOrderedErrs(hops []event, errs []float64) []float64 {
+	out := append(w.anaErrs[:0], errs...)
+	w.a.procRuns(hops, func(i, j int) {
+		for k := i + 1; k < j; k++ {
+			out[k] = 0
+		}
+	})
+	w.anaErrs = out
+	return out
 }
 
 // duration computes and records one duration from x to y. For a return

@@ -338,10 +338,12 @@ func (a *analysis) run() (*Result, error) {
 	if err := a.writeThroughput(); err != nil {
 		return nil, err
 	}
-	if err := a.writeCapacity(); err != nil {
+	// The walk of the visits (the critical path's) sums the cost model
+	// that capacity and Mace read.
+	if err := a.writeCritPath(); err != nil {
 		return nil, err
 	}
-	if err := a.writeCritPath(); err != nil {
+	if err := a.writeCapacity(); err != nil {
 		return nil, err
 	}
 	if err := a.writeMace(); err != nil {

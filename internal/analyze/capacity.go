@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"cloudprofiler/internal/capacity"
+	"cloudprofiler/internal/cost"
 	"cloudprofiler/internal/logfile"
 )
 
@@ -35,7 +36,14 @@ type capState struct {
 	tupleMark bool           // some tuple channel marks: tuples are fed
 	win       capacity.Windows
 	acc       *capacity.Acc // the workers' merged accumulator
+	// grid is the cost model's grid on the capacity windows (package
+	// cost; the critical-path analysis's walk of the visits sums it):
+	// each window cut into costCells batches for the intervals.
+	grid cost.Grid
 }
+
+// costCells is how many batches a capacity window's cost interval takes.
+const costCells = 8
 
 // checkCapacityConfig fills the defaults and refuses bad values.
 func checkCapacityConfig(cfg *Config) error {
@@ -101,16 +109,17 @@ func (a *analysis) capacityWindows() error {
 		return fmt.Errorf("analyze: %w", err)
 	}
 	insts := int64(len(a.cap.plan.Instances))
-	per := insts * int64(win.N) * capacity.CellBytes
+	grid := cost.Grid{T0: win.T0, Width: win.Width, N: win.N, Sub: costCells}
+	per := insts*int64(win.N)*capacity.CellBytes + cost.Bytes(int(insts), grid)
 	budget := max(a.cfg.MemBytes/4, 16<<20)
 	if per*int64(a.cfg.Workers) > budget {
-		need := time.Duration(math.Ceil(float64(insts*int64(a.cfg.Workers)*capacity.CellBytes)*(t1-t0)/a.model.RefHz()/float64(budget))) * time.Second
+		need := time.Duration(math.Ceil(float64(insts*int64(a.cfg.Workers)*(capacity.CellBytes+costCells*cost.CellBytes))*(t1-t0)/a.model.RefHz()/float64(budget))) * time.Second
 		return fmt.Errorf("analyze: capacity: the tuple records span %s s: %d windows of %s for %d operator instances on %d workers would take %d MiB, "+
 			"more than a quarter of --mem-mb; give --window %s or more, or --no-capacity",
 			strconv.FormatFloat((t1-t0)/a.model.RefHz(), 'f', 3, 64), win.N, a.cfg.Window, insts, a.cfg.Workers,
 			per*int64(a.cfg.Workers)>>20, need)
 	}
-	a.cap.win = win
+	a.cap.win, a.cap.grid = win, grid
 	return nil
 }
 
@@ -178,7 +187,11 @@ func (a *analysis) writeCapacity() error {
 			return fmt.Errorf("analyze: %w", err)
 		}
 	}
-	res := plan.Rows(a.cap.acc, win, counts, capacity.Config{Hz: a.model.RefHz(), MinTuples: a.cfg.MinTuples,
+	var costs *cost.Acc
+	if a.cap.tupleMark {
+		costs = a.cp.costs
+	}
+	res := plan.Rows(a.cap.acc, win, counts, costs, capacity.Config{Hz: a.model.RefHz(), MinTuples: a.cfg.MinTuples,
 		TargetRate: a.cfg.TargetRate, Rank: a.rank})
 	a.res.Capacity = res
 	if err := writeTable(a, "capacity.parquet", res.Rows); err != nil {
@@ -191,57 +204,36 @@ func (a *analysis) writeCapacity() error {
 
 // capacityCSVHeader is capacity.csv's first line: capacity.Row's columns.
 const capacityCSVHeader = "level,window,start_s,end_s,operator,instance,node,pid,method,tuples_in,tuples_out,arrivals_per_s," +
-	"departures_per_s,busy_share,blocked_share,service_rate,service_rate_low,service_rate_high,headroom,selectivity," +
-	"instances,skew,reach,capacity,max_source_rate,bottleneck,parallelism_needed,note\n"
+	"departures_per_s,busy_share,blocked_share,own_us,handoff_us,cost_us,cost_low_us,cost_high_us,backlogged," +
+	"service_rate,service_rate_low,service_rate_high,capacity,capacity_low,capacity_high,load,headroom,selectivity," +
+	"instances,skew,reach,lost,max_source_rate,bottleneck,parallelism_needed,note\n"
 
 // writeCapacityCSV writes capacity.csv: the header, then the rows. A NaN
 // is an empty field (every CSV reader takes it for missing), numbers are
 // exact (the shortest form that reads back the same), infinities +Inf and
 // -Inf, bottleneck true or false.
 func writeCapacityCSV(w io.Writer, rows []capacity.Row) error {
-	if _, err := io.WriteString(w, capacityCSVHeader); err != nil {
-		return err
-	}
-	var b []byte
-	num := func(v float64) {
-		b = append(b, ',')
-		if !math.IsNaN(v) {
-			b = strconv.AppendFloat(b, v, 'g', -1, 64)
-		}
-	}
-	integer := func(v int64) {
-		b = append(b, ',')
-		b = strconv.AppendInt(b, v, 10)
-	}
-	for i := range rows {
-		r := &rows[i]
-		b = append(b[:0], r.Level...)
-		integer(r.Window)
-		num(r.StartS)
-		num(r.EndS)
-		b = appendCSV(b, r.Operator)
-		b = appendCSV(b, r.Instance)
-		b = appendCSV(b, r.Node)
-		integer(r.PID)
+	return writeCSV(w, capacityCSVHeader, rows, func(b []byte, r *capacity.Row) []byte {
+		b = append(b, r.Level...)
+		b = appendInt(b, r.Window)
+		b = appendNum(appendNum(b, r.StartS), r.EndS)
+		b = appendCSV(appendCSV(appendCSV(b, r.Operator), r.Instance), r.Node)
+		b = appendInt(b, r.PID)
 		b = appendCSV(b, r.Method)
-		integer(r.TuplesIn)
-		integer(r.TuplesOut)
-		for _, v := range []float64{r.ArrivalsPerS, r.DeparturesPerS, r.BusyShare, r.BlockedShare, r.ServiceRate,
-			r.ServiceRateLow, r.ServiceRateHigh, r.Headroom, r.Selectivity} {
-			num(v)
+		b = appendInt(appendInt(b, r.TuplesIn), r.TuplesOut)
+		for _, v := range []float64{r.ArrivalsPerS, r.DeparturesPerS, r.BusyShare, r.BlockedShare, r.OwnUS, r.HandOffUS, r.CostUS, r.CostLowUS, r.CostHighUS} {
+			b = appendNum(b, v)
 		}
-		integer(r.Instances)
-		for _, v := range []float64{r.Skew, r.Reach, r.Capacity, r.MaxSourceRate} {
-			num(v)
+		b = appendInt(b, r.Backlogged)
+		for _, v := range []float64{r.ServiceRate, r.ServiceRateLow, r.ServiceRateHigh, r.Capacity, r.CapacityLow, r.CapacityHigh, r.Load, r.Headroom, r.Selectivity} {
+			b = appendNum(b, v)
 		}
-		b = append(b, ',')
-		b = strconv.AppendBool(b, r.Bottleneck)
-		integer(r.ParallelismNeeded)
-		b = appendCSV(b, r.Note)
-		b = append(b, '\n')
-		if _, err := w.Write(b); err != nil {
-			return err
-		}
-	}
-	return nil
+		b = appendInt(b, r.Instances)
+		b = appendNum(appendNum(b, r.Skew), r.Reach)
+		b = appendInt(b, r.Lost)
+		b = appendNum(b, r.MaxSourceRate)
+		b = strconv.AppendBool(append(b, ','), r.Bottleneck)
+		b = appendInt(b, r.ParallelismNeeded)
+		return appendCSV(b, r.Note)
+	})
 }

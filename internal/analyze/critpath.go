@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"cloudprofiler/internal/capacity"
+	"cloudprofiler/internal/cost"
 	"cloudprofiler/internal/critpath"
 )
 
@@ -35,6 +36,9 @@ type cpState struct {
 	deps   []*critpath.DepIndex
 	budget atomic.Int64
 	fast   bool
+	// costs is the cost model the walk of the visits summed (package
+	// cost): grid 0 the capacity windows', grid 1 Mace's (when planned).
+	costs *cost.Acc
 }
 
 // planDepIndexes says which channels' counters decoding indexes: the out
@@ -111,7 +115,12 @@ func checkCritPathConfig(cfg *Config) error {
 func (a *analysis) critPathPlan() (*capacity.Plan, error) {
 	if a.cfg.NoCriticalPath {
 		a.res.CritPathNote = "critical path: not analysed (--no-critical-path)"
-		return nil, nil
+		if a.cap.plan == nil || !a.cap.plan.TupleMarks() {
+			return nil, nil
+		}
+		// The capacity analysis and Mace take their costs from the walk
+		// of the visits: it runs, its paths and breakdown are not written.
+		a.res.CritPathNote = "critical path: not written (--no-critical-path); the operators' visits were still walked for the cost model of capacity and Mace"
 	}
 	if a.cp.plan != nil {
 		return a.cp.plan, nil
@@ -172,7 +181,7 @@ func (a *analysis) newCritPath(rank []int) (*critpath.Analysis, error) {
 				r = max(r, rank[ch])
 			}
 		}
-		insts[i] = critpath.Instance{Operator: in.Operator, HasIn: in.Has(capacity.RoleIn),
+		insts[i] = critpath.Instance{Operator: in.Operator, HasIn: in.Has(capacity.RoleIn), HasOut: in.Has(capacity.RoleOut), HasSent: in.Has(capacity.RoleSent),
 			Lineage: in.Has(capacity.RoleLineage), Rank: r}
 		if a.cp.fast && in.Has(capacity.RoleIn) {
 			insts[i].Deps = a.cp.deps[depChan(in)]
@@ -184,7 +193,20 @@ func (a *analysis) newCritPath(rank []int) (*critpath.Analysis, error) {
 	}
 	return critpath.New(critpath.Config{Chans: chans, Insts: insts, Hz: a.model.RefHz(),
 		Slice: a.cfg.Slice.Seconds() * a.model.RefHz(), Mem: a.cfg.MemBytes / 8, Workers: a.cfg.Workers, Dir: dir,
-		Fast: a.cp.fast})
+		Fast: a.cp.fast, Costs: a.costGrids()})
+}
+
+// costGrids are the grids the cost model is summed on: the capacity
+// windows' (when the capacity analysis has tuples), then Mace's.
+func (a *analysis) costGrids() []cost.Grid {
+	if a.cap.plan == nil || !a.cap.tupleMark || a.cap.plan != a.cp.plan {
+		return nil
+	}
+	g := []cost.Grid{a.cap.grid}
+	if a.mace.cfg != nil {
+		g = append(g, a.mace.grid)
+	}
+	return g
 }
 
 // critPathTuple feeds one tuple's hops, in rank order, with each hop's
@@ -209,6 +231,10 @@ func (a *analysis) writeCritPath() error {
 	res, err := an.Finish(a.t0)
 	if err != nil {
 		return fmt.Errorf("analyze: %w", err)
+	}
+	a.cp.costs = res.Costs
+	if a.cfg.NoCriticalPath {
+		return nil
 	}
 	a.res.CritPath = res
 	path := filepath.Join(a.cfg.Out, "criticalpath.csv")

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 
+	"cloudprofiler/internal/capacity"
 	"cloudprofiler/internal/chart"
 	"cloudprofiler/internal/critpath"
 )
@@ -58,12 +59,19 @@ func capacityHTML(b *strings.Builder, r *Result) {
 		}
 		return fmt.Sprintf("%.3f", v)
 	}
-	fmt.Fprintf(b, `<h2>Capacity</h2><p class="note">Operators as the channel names mark them (OPERATOR[#INSTANCE] in, out, sent, count). Service rate: tuples over their own service time (in to out), with its 95%% interval; headroom: service rate over arrival rate; busy and blocked: shares of the time. Windows of %g s from the run's first tuple record are in capacity.csv; below, the whole run. Fewer than %d paired tuples: not enough data.</p>`,
+	fmt.Fprintf(b, `<h2>Capacity</h2><p class="note">Operators as the channel names mark them (OPERATOR[#INSTANCE] in, out, sent, count). Cost: what a tuple costs an instance, its own work (in to out) and its hand-off (the send, and taking the next tuple while backlogged); capacity: one over the cost, the tuples it takes a second while backlogged, with its 95%% interval; load: the offered rate over capacity (above 1 it cannot keep up); lost: tuples it handed on that never reached the next operator. Windows of %g s from the run's first tuple record are in capacity.csv; below, the whole run. Fewer than %d tuples: not enough data.</p>`,
 		c.Windows.Width/cfg.Hz, cfg.MinTuples)
 	if c.Bottleneck != "" {
-		fmt.Fprintf(b, "<p>Bottleneck: <b>%s</b>. The highest source rate the topology is predicted to sustain: <b>%s tuples/s</b>.</p>", esc(c.Bottleneck), f(c.MaxSource))
+		fmt.Fprintf(b, "<p>Bottleneck: <b>%s</b>. The highest source rate the topology sustains: <b>%s tuples/s</b>; the run offered %s tuples/s.", esc(c.Bottleneck), f(c.MaxSource), f(c.SourceRate))
+		if c.Saturated > 0 {
+			fmt.Fprintf(b, " While %s was saturated (%d of %d windows) it took %s tuples/s, %s/s at the source.", esc(c.Bottleneck), c.Saturated, c.Windows.N, f(c.CarriedRate), f(c.CarriedSource))
+		}
+		b.WriteString("</p>")
 	} else {
-		b.WriteString("<p>No bottleneck found: no operator has both a service rate and arrivals (mark its in and out).</p>")
+		b.WriteString("<p>No bottleneck found: no operator has both a capacity and arrivals (mark its in and out).</p>")
+	}
+	for _, s := range append(append([]string{}, c.Moved...), c.Disagree...) {
+		fmt.Fprintf(b, `<p class="note">%s</p>`, esc(s))
 	}
 	// Bars: each operator's max_source_rate.
 	type bar struct {
@@ -100,7 +108,7 @@ func capacityHTML(b *strings.Builder, r *Result) {
 		}
 		b.WriteString("</svg>")
 	}
-	b.WriteString(`<table><tr><th>operator</th><th>instance</th><th>method</th><th>instances</th><th>arrivals/s</th><th>departures/s</th><th>service rate/s</th><th>95% interval</th><th>busy</th><th>blocked</th><th>headroom</th><th>selectivity</th><th>skew</th><th>reach</th><th>capacity/s</th><th>max source/s</th>`)
+	b.WriteString(`<table><tr><th>operator</th><th>instance</th><th>method</th><th>instances</th><th>arrivals/s</th><th>own µs</th><th>hand-off µs</th><th>cost µs</th><th>capacity/s</th><th>95% interval</th><th>load</th><th>selectivity</th><th>skew</th><th>reach</th><th>lost</th><th>max source/s</th>`)
 	if cfg.TargetRate > 0 {
 		fmt.Fprintf(b, "<th>parallelism for %s/s</th>", f(cfg.TargetRate))
 	}
@@ -120,17 +128,25 @@ func capacityHTML(b *strings.Builder, r *Result) {
 		if x.Level == "operator" {
 			name = "<b>" + name + "</b>"
 		}
+		capa, lo, hi := x.Capacity, x.CapacityLow, x.CapacityHigh
+		if x.Method == capacity.MethodBC {
+			capa, lo, hi = x.ServiceRate, x.ServiceRateLow, x.ServiceRateHigh
+		}
 		ci := "–"
-		if !math.IsNaN(x.ServiceRateLow) {
-			ci = f(x.ServiceRateLow) + " – " + f(x.ServiceRateHigh)
+		if !math.IsNaN(lo) {
+			ci = f(lo) + " – " + f(hi)
 		}
 		style := ""
 		if x.Bottleneck {
 			style = ` style="background:#fde0e0"`
 		}
+		lost := "–"
+		if x.Level == "operator" && x.Method == capacity.MethodInOut && !math.IsNaN(x.Reach) {
+			lost = fmt.Sprint(x.Lost)
+		}
 		fmt.Fprintf(b, `<tr%s><td class="l">%s</td><td class="l">%s</td><td class="l">%s</td><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td>`,
-			style, name, esc(x.Instance), esc(x.Method), x.Instances, f(x.ArrivalsPerS), f(x.DeparturesPerS), f(x.ServiceRate), ci,
-			sh(x.BusyShare), sh(x.BlockedShare), sh(x.Headroom), sh(x.Selectivity), sh(x.Skew), sh(x.Reach), f(x.Capacity), f(x.MaxSourceRate))
+			style, name, esc(x.Instance), esc(x.Method), x.Instances, f(x.ArrivalsPerS), f(x.OwnUS), f(x.HandOffUS), f(x.CostUS), f(capa), ci,
+			sh(x.Load), sh(x.Selectivity), sh(x.Skew), sh(x.Reach), lost, f(x.MaxSourceRate))
 		if cfg.TargetRate > 0 {
 			p := "–"
 			if x.ParallelismNeeded > 0 {
@@ -375,7 +391,7 @@ func maceHTML(b *strings.Builder, r *Result) {
 		return
 	}
 	b.WriteString(`<h2>Mace: the largest latency predicted from load</h2>`)
-	fmt.Fprintf(b, `<p class="note">Tuples are grouped by their stimulus (their first record) in windows of %.4g s. Mace (Chandramouli et al.) is the work each node (an operator instance's thread) is behind at a window's end, from each instance's cost per tuple and the tuples that reach it; the predicted largest latency adds the excess before each 32nd of a window to its load. Every window is in mace.csv, the costs in mace-costs.csv.</p>`, m.WindowS)
+	fmt.Fprintf(b, `<p class="note">Tuples are grouped by their stimulus (their first record) in windows of %.4g s. Mace (Chandramouli et al.) is how long the work each node (an operator instance's thread) is behind at a window's end takes it to do, from each instance's cost per tuple (the cost model, as capacity's, window by window) and the tuples that reach it; the predicted largest latency is the time a node takes to do its excess before a 32nd of a window and that 32nd's work. Every window is in mace.csv, the costs in mace-costs.csv.</p>`, m.WindowS)
 	// The measured run's windows: Mace, predicted and measured, on one
 	// scale (microseconds), by the window's start.
 	var mc, pr, me chart.Series
@@ -399,8 +415,11 @@ func maceHTML(b *strings.Builder, r *Result) {
 	b.WriteString(`<table><tr><th>scenario</th><th>worst Mace s</th><th>predicted worst s</th><th>measured worst s</th><th>windows within the bounds</th><th>busiest node</th><th>its load</th><th>latency bounded up to</th></tr>`)
 	for _, s := range m.Scenarios {
 		meas, within := "-", "-"
-		if !math.IsNaN(s.WorstMeasuredS) {
+		switch {
+		case !math.IsNaN(s.WorstMeasuredS) && s.Excess:
 			meas = fmt.Sprintf("%.6f (%+.2f%%)", s.WorstMeasuredS, 100*(s.WorstLatencyS/s.WorstMeasuredS-1))
+		case !math.IsNaN(s.WorstMeasuredS):
+			meas = fmt.Sprintf("%.6f (no excess: at most w + e = %.6f s)", s.WorstMeasuredS, m.WindowS+m.EpsS)
 		}
 		if !math.IsNaN(s.Within) {
 			within = fmt.Sprintf("%.1f%% of %d", 100*s.Within, s.Windows)

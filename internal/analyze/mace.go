@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"cloudprofiler/internal/capacity"
+	"cloudprofiler/internal/cost"
 	"cloudprofiler/internal/mace"
 )
 
@@ -32,7 +33,13 @@ type maceState struct {
 	whatIfs []mace.WhatIf
 	costs   map[string]float64 // --mace-costs: another run's, by operator
 	acc     *mace.Acc          // the workers' merged counts
+	// grid is the cost model's grid on Mace's windows (by the time of
+	// each in), each cut in maceCostCells batches.
+	grid cost.Grid
 }
+
+// maceCostCells is how many batches a Mace window's cost interval takes.
+const maceCostCells = 4
 
 // checkMaceConfig fills the defaults and refuses bad values (planMace reads
 // the what-ifs and --mace-costs).
@@ -105,11 +112,12 @@ func (a *analysis) planMace() error {
 	if err := cfg.Check(); err != nil {
 		return fmt.Errorf("analyze: %w", err)
 	}
-	if need := mace.Bytes(cfg) * int64(a.cfg.Workers); need > max(a.cfg.MemBytes/4, 16<<20) {
+	grid := cost.Grid{T0: win.T0, Width: cfg.Width, N: int(math.Max(1, math.Ceil((win.T1-win.T0)/cfg.Width))), Sub: maceCostCells}
+	if need := (mace.Bytes(cfg) + cost.Bytes(len(insts), grid)) * int64(a.cfg.Workers); need > max(a.cfg.MemBytes/4, 16<<20) {
 		return fmt.Errorf("analyze: Mace: %d windows of %s for %d operator instances on %d workers would take %d MiB, more than a quarter of --mem-mb; give a wider --mace-window, or --no-mace",
 			int(math.Ceil((win.T1-win.T0)/cfg.Width)), a.cfg.MaceWindow, len(insts), a.cfg.Workers, need>>20)
 	}
-	a.mace = maceState{cfg: cfg, whatIfs: whatIfs, costs: costs}
+	a.mace = maceState{cfg: cfg, whatIfs: whatIfs, costs: costs, grid: grid}
 	return nil
 }
 
@@ -144,16 +152,21 @@ func (a *analysis) writeMace() error {
 		return nil
 	}
 	a.mace.acc = nil
-	// The overhead per tuple of a backlogged instance: the critical-path
-	// analysis's (none without it).
-	var overhead []float64
-	if cp := a.res.CritPath; cp != nil {
-		overhead = make([]float64, len(cp.Overhead))
-		for j, v := range cp.Overhead {
-			overhead[j] = v / a.model.RefHz()
-		}
+	// The cost model the walk of the visits summed (grid 1: Mace's).
+	cm := mace.CostModel{Acc: a.cp.costs, Grid: 1}
+	if cm.Acc != nil && len(cm.Acc.Grids()) < 2 {
+		cm.Acc = nil
 	}
-	res, err := mace.Finish(acc, a.mace.whatIfs, a.mace.costs, a.cfg.MaceFit, overhead)
+	for i := range a.cap.plan.Instances {
+		in := &a.cap.plan.Instances[i]
+		cm.Opts = append(cm.Opts, cost.Options{Hz: a.model.RefHz(), MinTake: 10, HasSend: in.Has(capacity.RoleSent)})
+		f := 1.0
+		if a.res.Capacity != nil {
+			f = a.res.Capacity.Offered(in.Operator)
+		}
+		cm.Offered = append(cm.Offered, f)
+	}
+	res, err := mace.Finish(acc, a.mace.whatIfs, a.mace.costs, a.cfg.MaceFit, cm)
 	if err != nil {
 		return fmt.Errorf("analyze: %w", err)
 	}
@@ -187,15 +200,16 @@ func writeMaceCSV(w io.Writer, rows []mace.Row) error {
 	})
 }
 
-const maceCostsCSVHeader = "operator,instance,cost_s,service_s,overhead_s,tuples,from\n"
+const maceCostsCSVHeader = "operator,instance,cost_s,service_s,handoff_s,tuples,from,min_window_cost_s,max_window_cost_s\n"
 
 func writeMaceCostsCSV(w io.Writer, rows []mace.Cost) error {
 	return writeCSV(w, maceCostsCSVHeader, rows, func(b []byte, r *mace.Cost) []byte {
 		b = appendCSV(b[:0], r.Operator)[1:]
 		b = appendCSV(b, r.Instance)
-		b = appendNum(appendNum(appendNum(b, r.CostS), r.ServiceS), r.OverheadS)
+		b = appendNum(appendNum(appendNum(b, r.CostS), r.ServiceS), r.HandOffS)
 		b = appendInt(b, int64(r.Tuples))
-		return appendCSV(b, r.From)
+		b = appendCSV(b, r.From)
+		return appendNum(appendNum(b, r.MinS), r.MaxS)
 	})
 }
 

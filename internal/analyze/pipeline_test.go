@@ -205,7 +205,7 @@ func matchesReference(t *testing.T, base Config, dir string, minRows int, spillM
 
 			require.NotNil(t, a.cap.acc)
 			var cb strings.Builder
-			crows := a.cap.plan.Rows(a.cap.acc, a.cap.win, nil, capacity.Config{Hz: a.model.RefHz(), MinTuples: 30, Rank: a.rank}).Rows
+			crows := a.cap.plan.Rows(a.cap.acc, a.cap.win, nil, a.cp.costs, capacity.Config{Hz: a.model.RefHz(), MinTuples: 30, Rank: a.rank}).Rows
 			require.NotEmpty(t, crows)
 			require.NoError(t, writeCapacityCSV(&cb, crows))
 			if capacityCSV == "" {

@@ -87,6 +87,16 @@ type Acc struct {
 	seq     uint64
 	// negative counts tuples whose out came before their in (left out).
 	negative uint64
+	// The topology's counts (topology.go): per operator its in and out
+	// records; per pair of operators (from*ops+to) the tuples that went
+	// from one's outs to the other's ins, and the copies lost on the way
+	// (outs with no in after them); per operator the outs after which the
+	// tuple reached no other operator. And the span of the tuples' first
+	// records (the source's).
+	topo     topoCounts
+	seen     []opSeen // a tuple's operators (scratch)
+	srcFirst float64
+	srcLast  float64
 }
 
 // NewAcc makes an empty accumulator for the plan's instances over win.
@@ -94,7 +104,8 @@ func NewAcc(p *Plan, win Windows) *Acc {
 	ni, no := len(p.Instances), len(p.Operators)
 	return &Acc{p: p, ch: p.ch, win: win, inv: 1 / win.Width, nf: float64(win.N),
 		cells: make([]cell, ni*win.N), inSeq: make([]uint64, ni), outSeq: make([]uint64, ni),
-		inEst: make([]float64, ni), outEst: make([]float64, ni), inWin: make([]int, ni), outWin: make([]int, ni), opSeq: make([]uint64, no), reached: make([]uint64, no)}
+		inEst: make([]float64, ni), outEst: make([]float64, ni), inWin: make([]int, ni), outWin: make([]int, ni), opSeq: make([]uint64, no), reached: make([]uint64, no),
+		topo: newTopoCounts(no), srcFirst: math.Inf(1), srcLast: math.Inf(-1)}
 }
 
 // window is the window a reference estimate falls in (clamped to the run).
@@ -124,6 +135,7 @@ func (a *Acc) Tuple(evs []Event) {
 		if !marked {
 			marked = true
 			a.counted++
+			a.srcFirst, a.srcLast = math.Min(a.srcFirst, evs[0].Est), math.Max(a.srcLast, evs[0].Est)
 		}
 		if a.opSeq[c.op] != seq {
 			a.opSeq[c.op] = seq
@@ -180,6 +192,9 @@ func (a *Acc) Tuple(evs []Event) {
 			}
 		}
 	}
+	if marked {
+		a.countTopology(evs)
+	}
 }
 
 // span adds the time from..to (from in window w0, to in w1 > w0) to the
@@ -222,6 +237,8 @@ func (a *Acc) Merge(o *Acc) {
 	}
 	a.counted += o.counted
 	a.negative += o.negative
+	a.topo.merge(&o.topo)
+	a.srcFirst, a.srcLast = math.Min(a.srcFirst, o.srcFirst), math.Max(a.srcLast, o.srcLast)
 }
 
 // u128 is an unsigned 128-bit sum.

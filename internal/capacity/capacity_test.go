@@ -10,11 +10,13 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"cloudprofiler/internal/cost"
 	"cloudprofiler/internal/logfile"
 )
 
@@ -144,25 +146,85 @@ func find(t *testing.T, rows []Row, level, op string, window int64, method strin
 	return Row{}
 }
 
+// walk sums the cost model as the critical-path analysis's walk does, for
+// tuples whose records are in hop order (one process's in time order):
+// each instance's visits (an in, its last out after it, the tuple's
+// record before the in) in the order of their ins; a visit whose tuple was
+// handed off no later than the previous visit's departure was taken while
+// backlogged.
+func walk(t *testing.T, p *Plan, grid cost.Grid, tuples [][]Event) *cost.Acc {
+	t.Helper()
+	type visit struct{ h, in, dep float64 }
+	per := make([][]visit, len(p.Instances))
+	for _, evs := range tuples {
+		for i, e := range evs {
+			inst, role := p.Role(int(e.Ch))
+			if inst < 0 || role != RoleIn {
+				continue
+			}
+			v := visit{h: math.Inf(1), in: e.Est, dep: e.Est}
+			if i > 0 {
+				v.h = evs[i-1].Est
+			}
+			for k := i + 1; k < len(evs); k++ {
+				ik, rk := p.Role(int(evs[k].Ch))
+				if ik != inst || rk == RoleIn {
+					break
+				}
+				if rk == RoleOut {
+					v.dep = evs[k].Est
+				}
+			}
+			per[inst] = append(per[inst], v)
+		}
+	}
+	acc, err := cost.NewAcc(len(p.Instances), grid)
+	require.NoError(t, err)
+	for j, vs := range per {
+		if !p.Instances[j].Has(RoleOut) {
+			continue
+		}
+		sort.Slice(vs, func(a, b int) bool { return vs[a].in < vs[b].in })
+		for k, v := range vs {
+			acc.Own(j, int64(v.in), int64(v.dep))
+			if k > 0 && v.h <= vs[k-1].dep {
+				acc.Take(j, int64(vs[k-1].dep), int64(v.in), int64(v.dep))
+			}
+		}
+	}
+	return acc
+}
+
+// rowsOf feeds the tuples to an Acc and the walk, and makes the rows.
+func rowsOf(t *testing.T, p *Plan, win Windows, tuples [][]Event, cfg Config) *Result {
+	t.Helper()
+	acc := NewAcc(p, win)
+	for _, tu := range tuples {
+		acc.Tuple(tu)
+	}
+	costs := walk(t, p, cost.Grid{T0: win.T0, Width: win.Width, N: win.N, Sub: 8}, tuples)
+	return p.Rows(acc, win, nil, costs, cfg)
+}
+
 // Hz 1e9: a cycle is a nanosecond; windows of 1 s.
 func TestWindowsArrivalsBusyBlocked(t *testing.T) {
 	p := plan1(t)
 	win, err := NewWindows(0, 2.5e9, 1e9)
 	require.NoError(t, err)
-	require.Equal(t, 3, win.N)
-	acc := NewAcc(p, win)
-	// 1: arrives (src out) in window 0, served 0.2-0.7 us, blocked 0.1 us.
-	acc.Tuple([]Event{{0, 100}, {1, 200}, {2, 700}, {3, 800}})
-	// 2: src out in window 0, op in at 0.9 s, out at 2.1 s: busy in three windows.
-	acc.Tuple([]Event{{0, 0.8e9}, {4, 0.85e9}, {1, 0.9e9}, {2, 2.1e9}, {3, 2.2e9}})
-	// 3: no src record: it arrives with its in (window 1); out before in: left out.
-	acc.Tuple([]Event{{1, 1.5e9}, {2, 1.4e9}})
-	// 4: an in without out, an out without in (another tuple), a sent without out.
-	acc.Tuple([]Event{{0, 2.4e9}, {1, 2.45e9}})
-	acc.Tuple([]Event{{2, 2.46e9}, {3, 2.47e9}})
-	// 5: unmarked records only: not counted.
-	acc.Tuple([]Event{{4, 1e9}})
-	res := p.Rows(acc, win, nil, Config{Hz: 1e9, MinTuples: 1})
+	tuples := [][]Event{
+		// 1: arrives (src out) in window 0, served 0.2-0.7 us, blocked 0.1 us.
+		{{0, 100}, {1, 200}, {2, 700}, {3, 800}},
+		// 2: src out in window 0, op in at 0.9 s, out at 2.1 s: busy in three windows.
+		{{0, 0.8e9}, {4, 0.85e9}, {1, 0.9e9}, {2, 2.1e9}, {3, 2.2e9}},
+		// 3: no src record: it arrives with its in (window 1); out before in: left out.
+		{{1, 1.5e9}, {2, 1.4e9}},
+		// 4: an in without out, an out without in (another tuple), a sent without out.
+		{{0, 2.4e9}, {1, 2.45e9}},
+		{{2, 2.46e9}, {3, 2.47e9}},
+		// 5: unmarked records only: not counted.
+		{{4, 1e9}},
+	}
+	res := rowsOf(t, p, win, tuples, Config{Hz: 1e9, MinTuples: 1})
 	rows := res.Rows
 	require.EqualValues(t, 5, res.Counted)
 	require.EqualValues(t, 1, res.Negative)
@@ -175,14 +237,15 @@ func TestWindowsArrivalsBusyBlocked(t *testing.T) {
 	require.InDelta(t, 100/1e9, w0.BlockedShare, 1e-12)
 	require.Equal(t, 0.5, w0.Selectivity)
 	require.Equal(t, "n/1/", w0.Instance)
-	// Paired in window 0: tuples 1 and 2, 500 ns and 1.2 s.
+	// Own work of the visits in window 0: tuples 1 and 2, 500 ns and 1.2 s;
+	// never backlogged: the capacity is an upper bound and says so.
 	require.InDelta(t, 2/(1.2+500e-9), w0.ServiceRate, 1e-9)
+	require.InDelta(t, 2/(1.2+500e-9), w0.Capacity, 1e-9)
+	require.Contains(t, w0.Note, "never backlogged")
 	w1 := find(t, rows, "instance", "op", 1, MethodInOut)
 	require.Equal(t, 1.0, w1.BusyShare)
 	require.EqualValues(t, 1, w1.TuplesIn)
 	require.Equal(t, 1.0, w1.ArrivalsPerS) // tuple 3 arrives with its in
-	require.Equal(t, "not enough data: 0 paired tuples (< 1)", w1.Note)
-	require.True(t, math.IsNaN(w1.ServiceRate))
 	w2 := find(t, rows, "instance", "op", 2, MethodInOut)
 	require.Equal(t, 0.5, w2.StartS-1.5) // the last window ends with the run: 2 .. 2.5 s
 	require.Equal(t, 2.5, w2.EndS)
@@ -200,57 +263,65 @@ func TestWindowsArrivalsBusyBlocked(t *testing.T) {
 	require.True(t, math.IsNaN(src.ServiceRate))
 	require.Contains(t, src.Note, `no in mark`)
 	require.Equal(t, 3/2.5, src.DeparturesPerS)
-	require.Equal(t, 3.0/5, src.Reach) // tuples 3 and the lone out's never reached it
 	op := find(t, rows, "operator", "op", -1, MethodInOut)
-	require.Equal(t, 1.0, op.Reach)
+	// src hands 3 tuples on, 3 reach op (one of them from outside), so
+	// nothing is lost; op's reach is per src tuple that went there.
+	require.EqualValues(t, 0, op.Lost)
 	require.Equal(t, "op", res.Bottleneck)
 	require.True(t, op.Bottleneck)
 	// one instance: capacity is its rate, max source rate that over reach
-	require.InDelta(t, whole.ServiceRate, op.Capacity, 1e-9)
-	require.InDelta(t, op.Capacity, op.MaxSourceRate, 1e-9)
+	require.InDelta(t, whole.Capacity, op.Capacity, 1e-9)
+	require.InDelta(t, op.Capacity/op.Reach, op.MaxSourceRate, 1e-9)
 }
 
-// The 95 % interval is the delta method's on the mean service time.
-func TestServiceRateInterval(t *testing.T) {
+// The capacity comes from the tuples taken while backlogged: their own
+// work and their take, departure to departure; the service rate from
+// every tuple's own work; both with a jackknife interval over the
+// batches.
+func TestCapacityFromBackloggedTuples(t *testing.T) {
 	p := plan1(t)
-	win, err := NewWindows(0, 100e9, 1000e9)
+	win, err := NewWindows(0, 100e9, 10e9)
 	require.NoError(t, err)
-	acc := NewAcc(p, win)
 	r := rand.New(rand.NewSource(1))
-	var sum, sq float64
+	var tuples [][]Event
+	var ownAll, ownB, takeB float64
+	var nB int
+	dep := 0.0
 	const n = 5000
 	for i := 0; i < n; i++ {
-		in := float64(i) * 1e7
-		s := 2000 + math.Round(r.ExpFloat64()*3000) // whole cycles: exact in fixed point
-		sum += s
-		sq += s * s
-		acc.Tuple([]Event{{1, in}, {2, in + s}})
+		h := float64(i) * 2e7 // one every 20 ms...
+		if i%2 == 1 {
+			h = dep - 10 // ...every other one already waiting
+		}
+		in := math.Max(h, dep) + 1000
+		s := 2000 + math.Round(r.ExpFloat64()*3000)
+		ownAll += s
+		if h <= dep && i > 0 {
+			ownB += s
+			takeB += in - dep
+			nB++
+		}
+		dep = in + s
+		tuples = append(tuples, []Event{{0, h}, {1, in}, {2, dep}})
 	}
-	res := p.Rows(acc, win, nil, Config{Hz: 2e9, MinTuples: 30})
+	res := rowsOf(t, p, win, tuples, Config{Hz: 2e9, MinTuples: 30})
 	row := find(t, res.Rows, "instance", "op", -1, MethodInOut)
-	mean := sum / n / 2e9
-	sd := math.Sqrt((sq-sum*sum/n)/(n-1)) / 2e9
-	h := 1.96 * sd / math.Sqrt(n)
-	require.InEpsilon(t, 1/mean, row.ServiceRate, 1e-12)
-	require.InEpsilon(t, 1/(mean+h), row.ServiceRateLow, 1e-9)
-	require.InEpsilon(t, 1/(mean-h), row.ServiceRateHigh, 1e-9)
+	require.EqualValues(t, nB, row.Backlogged)
+	require.InEpsilon(t, 2e9*float64(nB)/(ownB+takeB), row.Capacity, 1e-9)
+	require.InEpsilon(t, 2e9*n/ownAll, row.ServiceRate, 1e-9)
+	require.Less(t, row.CapacityLow, row.Capacity)
+	require.Greater(t, row.CapacityHigh, row.Capacity)
+	require.InDelta(t, (ownB+takeB)/float64(nB)/2e9*1e6, row.CostUS, 1e-6)
+	require.InDelta(t, 1000/2e9*1e6, row.HandOffUS, 1e-6)
 
-	// Few tuples: not enough data, in every row; the interval reaches +Inf
-	// when the mean is within it.
-	acc = NewAcc(p, win)
-	acc.Tuple([]Event{{1, 0}, {2, 10}})
-	acc.Tuple([]Event{{1, 100}, {2, 1100}})
-	res = p.Rows(acc, win, nil, Config{Hz: 1e9, MinTuples: 3})
+	// Few tuples: not enough data.
+	res = rowsOf(t, p, win, tuples[:2], Config{Hz: 1e9, MinTuples: 3})
 	for _, r := range res.Rows {
-		if r.Operator == "op" {
-			require.Equal(t, "not enough data: 2 paired tuples (< 3)", r.Note)
-			require.True(t, math.IsNaN(r.ServiceRate))
+		if r.Operator == "op" && r.Level == "instance" {
+			require.Contains(t, r.Note, "not enough data: 2 tuples with an in and an out (< 3)")
+			require.True(t, math.IsNaN(r.Capacity))
 		}
 	}
-	res = p.Rows(acc, win, nil, Config{Hz: 1e9, MinTuples: 2})
-	row = find(t, res.Rows, "instance", "op", -1, MethodInOut)
-	require.InDelta(t, 2/1010e-9, row.ServiceRate, 1e-3)
-	require.True(t, math.IsInf(row.ServiceRateHigh, 1))
 }
 
 // csvOf prints the rows, a line each, every field exact (NaN as NaN).
@@ -276,11 +347,12 @@ func TestMergeIsOrderIndependent(t *testing.T) {
 		out := in + r.ExpFloat64()*3e6
 		tuples = append(tuples, []Event{{0, at}, {1, in}, {2, out}, {3, out + r.Float64()*1e5}})
 	}
+	costs := walk(t, p, cost.Grid{T0: 0, Width: win.Width, N: win.N, Sub: 8}, tuples)
 	one := NewAcc(p, win)
 	for _, tu := range tuples {
 		one.Tuple(tu)
 	}
-	want := csvOf(t, p.Rows(one, win, nil, Config{Hz: 1e9, MinTuples: 30}).Rows)
+	want := csvOf(t, p.Rows(one, win, nil, costs, Config{Hz: 1e9, MinTuples: 30}).Rows)
 	for _, workers := range []int{2, 3, 7} {
 		accs := make([]*Acc, workers)
 		for i := range accs {
@@ -292,42 +364,53 @@ func TestMergeIsOrderIndependent(t *testing.T) {
 		for _, a := range accs[1:] {
 			accs[0].Merge(a)
 		}
-		require.Equal(t, want, csvOf(t, p.Rows(accs[0], win, nil, Config{Hz: 1e9, MinTuples: 30}).Rows), "%d workers", workers)
+		require.Equal(t, want, csvOf(t, p.Rows(accs[0], win, nil, costs, Config{Hz: 1e9, MinTuples: 30}).Rows), "%d workers", workers)
 	}
 	require.Greater(t, strings.Count(want, "\n"), 60)
 }
 
 // Skew-aware capacity, reach and DS2's parallelism on a small topology:
 // "a" (two instances, 3:1 arrivals, 1 us and 2 us), then "f" (filters out
-// half), then "z" (0.5 us).
+// half), then "z" (0.5 us). Every tuple waits at each instance (handed off
+// before the previous departure, taken at once): capacity is 1 / own work.
 func TestTopology(t *testing.T) {
 	p, err := NewPlan([]Channel{
 		{Node: "n", PID: 1, Name: "a#0 in", Tuples: true}, {Node: "n", PID: 1, Name: "a#0 out", Tuples: true},
 		{Node: "n", PID: 1, Name: "a#1 in", Tuples: true}, {Node: "n", PID: 1, Name: "a#1 out", Tuples: true},
 		{Node: "n", PID: 2, Name: "z in", Tuples: true}, {Node: "n", PID: 2, Name: "z out", Tuples: true},
 		{Node: "n", PID: 3, Name: "f in", Tuples: true}, {Node: "n", PID: 3, Name: "f out", Tuples: true},
+		{Node: "n", PID: 4, Name: "src out", Tuples: true},
 	})
 	require.NoError(t, err)
 	win, err := NewWindows(0, 1e9, 1e9)
 	require.NoError(t, err)
-	acc := NewAcc(p, win)
+	var tuples [][]Event
+	var a0, a1, f, z float64 // each instance's last departure
 	for i := 0; i < 4000; i++ {
-		t0 := float64(i) * 2e5
-		ev := []Event{{0, t0}, {1, t0 + 1000}}
+		h := float64(i) * 10
+		ev := []Event{{8, h}}
 		if i%4 == 3 {
-			ev = []Event{{2, t0}, {3, t0 + 2000}}
+			a1 = math.Max(a1, h) + 2000
+			ev = append(ev, Event{2, a1 - 2000}, Event{3, a1})
+		} else {
+			a0 = math.Max(a0, h) + 1000
+			ev = append(ev, Event{0, a0 - 1000}, Event{1, a0})
 		}
-		ev = append(ev, Event{6, t0 + 5000})
+		hf := ev[len(ev)-1].Est
+		f = math.Max(f, hf) + 100
+		ev = append(ev, Event{6, f - 100})
 		if i%2 == 0 {
-			ev = append(ev, Event{7, t0 + 5100}, Event{4, t0 + 6000}, Event{5, t0 + 6500})
+			ev = append(ev, Event{7, f})
+			z = math.Max(z, f) + 500
+			ev = append(ev, Event{4, z - 500}, Event{5, z})
 		}
-		acc.Tuple(ev)
+		tuples = append(tuples, ev)
 	}
-	rank := []int{0, 1, 2, 3, 6, 7, 4, 5}
-	res := p.Rows(acc, win, nil, Config{Hz: 1e9, MinTuples: 30, TargetRate: 2e6, Rank: rank})
+	rank := []int{1, 2, 3, 4, 7, 8, 5, 6, 0}
+	res := rowsOf(t, p, win, tuples, Config{Hz: 1e9, MinTuples: 30, TargetRate: 2e6, Rank: rank})
 	a := find(t, res.Rows, "operator", "a", -1, MethodInOut)
-	f := find(t, res.Rows, "operator", "f", -1, MethodInOut)
-	z := find(t, res.Rows, "operator", "z", -1, MethodInOut)
+	fr := find(t, res.Rows, "operator", "f", -1, MethodInOut)
+	zr := find(t, res.Rows, "operator", "z", -1, MethodInOut)
 	// operators in hop order
 	var order []string
 	for _, r := range res.Rows {
@@ -335,31 +418,96 @@ func TestTopology(t *testing.T) {
 			order = append(order, r.Operator)
 		}
 	}
-	require.Equal(t, []string{"a", "f", "z"}, order)
+	require.Equal(t, []string{"src", "a", "f", "z"}, order)
 	require.EqualValues(t, 2, a.Instances)
 	require.InDelta(t, 1.5, a.Skew, 1e-12) // 3000 / mean(3000, 1000)
-	require.InDelta(t, 2/((3*1e-6+2e-6)/4), a.ServiceRate, 1e-3)
 	// min(1e6 / 0.75, 0.5e6 / 0.25)
-	require.InDelta(t, 1e6/0.75, a.Capacity, 1e-3)
-	require.Equal(t, 1.0, a.Reach)
-	require.Equal(t, 1.0, f.Reach)
-	require.Equal(t, 0.5, f.Selectivity)
-	require.Equal(t, 0.5, z.Reach)
-	require.InDelta(t, 2e6, z.Capacity, 1e-3)
-	require.InDelta(t, 4e6, z.MaxSourceRate, 1e-3)
-	require.InDelta(t, 1e7, f.MaxSourceRate, 1e-2)
+	require.InDelta(t, 1e6/0.75, a.Capacity, 1)
+	require.InDelta(t, 1.0, a.Reach, 1e-12)
+	require.InDelta(t, 1.0, fr.Reach, 1e-12)
+	require.Equal(t, 0.5, fr.Selectivity)
+	require.InDelta(t, 0.5, zr.Reach, 1e-12)
+	require.EqualValues(t, 0, fr.Lost, "a filter loses nothing")
+	require.InDelta(t, 2e6, zr.Capacity, 1)
+	require.InDelta(t, 4e6, zr.MaxSourceRate, 2)
 	require.True(t, a.Bottleneck)
-	require.False(t, z.Bottleneck || f.Bottleneck)
+	require.False(t, zr.Bottleneck || fr.Bottleneck)
 	require.Equal(t, "a", res.Bottleneck)
-	// DS2: ceil(2e6 * reach / mean instance rate)
-	require.EqualValues(t, 3, a.ParallelismNeeded) // 2e6 / 0.75e6 = 2.67
-	require.EqualValues(t, 1, z.ParallelismNeeded) // 1e6 / 2e6
-	require.EqualValues(t, 1, f.ParallelismNeeded) // 2e6 / 1e7
+	// DS2: ceil(2e6 * reach / mean instance capacity)
+	require.EqualValues(t, 3, a.ParallelismNeeded)  // 2e6 / 0.75e6 = 2.67
+	require.EqualValues(t, 1, zr.ParallelismNeeded) // 1e6 / 2e6
 	var text bytes.Buffer
 	require.NoError(t, res.WriteText(&text))
 	require.Contains(t, text.String(), "bottleneck: a (*)")
 	require.Contains(t, text.String(), "parallelism for a source rate of 2000000 tuples/s")
-	require.Contains(t, text.String(), "a 3, f 1, z 1")
+	require.Contains(t, text.String(), "a 3, ")
+	require.Contains(t, text.String(), "z 1")
+}
+
+// A 1->3 split (the same id handed on three times), then a 10% loss on
+// the way to the next operator: reach counts the copies, loss is said and
+// counted as loss, not as the next operator's filtering.
+func TestSplitAndLoss(t *testing.T) {
+	p, err := NewPlan([]Channel{
+		{Node: "n", PID: 1, Name: "src out", Tuples: true},
+		{Node: "n", PID: 2, Name: "split in", Tuples: true}, {Node: "n", PID: 2, Name: "split out", Tuples: true},
+		{Node: "n", PID: 3, Name: "down in", Tuples: true}, {Node: "n", PID: 3, Name: "down out", Tuples: true},
+		{Node: "n", PID: 4, Name: "sink in", Tuples: true},
+	})
+	require.NoError(t, err)
+	win, err := NewWindows(0, 1e9, 1e9)
+	require.NoError(t, err)
+	var tuples [][]Event
+	var sp, dn float64
+	lost := 0
+	for i := 0; i < 3000; i++ {
+		h := float64(i) * 10
+		sp = math.Max(sp, h) + 3000
+		ev := []Event{{0, h}, {1, sp - 3000}, {2, sp - 2000}, {2, sp - 1000}, {2, sp}}
+		// Copies 0..2 reach down unless lost (1 in 10 tuples loses its
+		// last copy); down works 1 us on each; the sink takes them.
+		var ds []Event
+		for c := 0; c < 3; c++ {
+			if c == 2 && i%10 == 0 {
+				lost++
+				continue
+			}
+			dn = math.Max(dn, sp-float64(2-c)*1000) + 1000
+			ds = append(ds, Event{3, dn - 1000}, Event{4, dn}, Event{5, dn + 10})
+		}
+		// In hop order, one process's records in time order: down's
+		// ins and outs interleaved, then the sink's.
+		for _, e := range ds {
+			if e.Ch != 5 {
+				ev = append(ev, e)
+			}
+		}
+		for _, e := range ds {
+			if e.Ch == 5 {
+				ev = append(ev, e)
+			}
+		}
+		tuples = append(tuples, ev)
+	}
+	res := rowsOf(t, p, win, tuples, Config{Hz: 1e9, MinTuples: 30, TargetRate: 1e6})
+	split := find(t, res.Rows, "operator", "split", -1, MethodInOut)
+	down := find(t, res.Rows, "operator", "down", -1, MethodInOut)
+	sink := find(t, res.Rows, "operator", "sink", -1, MethodInOut)
+	require.InDelta(t, 3, split.Selectivity, 1e-12)
+	require.InDelta(t, 1, split.Reach, 1e-12)
+	require.InDelta(t, 3, down.Reach, 1e-12, "every tuple sends three copies down, one of which is lost in 1 of 10")
+	require.EqualValues(t, lost, split.Lost)
+	require.Contains(t, split.Note, "never reached down")
+	require.InDelta(t, 1, down.Selectivity, 1e-12)
+	require.InDelta(t, 3, sink.Reach, 1e-12)
+	// split: 3 us a tuple (backlogged); down: 1 us a copy, 3 copies a
+	// source tuple: the bottleneck is down at 1e6/3 source tuples a second.
+	require.InDelta(t, 1e9/3000, split.Capacity, 1)
+	require.InDelta(t, 1e6, down.Capacity, 1)
+	require.InDelta(t, 1e6/3, down.MaxSourceRate, 1)
+	require.Equal(t, "down", res.Bottleneck)
+	require.EqualValues(t, 3, down.ParallelismNeeded)
+	require.EqualValues(t, lost, res.Lost)
 }
 
 // writeServiceRateFile writes a CP_SERVICERATE channel's file as the library
@@ -420,7 +568,7 @@ func TestReadCountAndBeardChamberlainRows(t *testing.T) {
 	require.NoError(t, err)
 	win, err := NewWindows(0, 2.5e9, 1e9)
 	require.NoError(t, err)
-	res := p.Rows(nil, win, []*CountSeries{s}, Config{Hz: 1e9, MinTuples: 30})
+	res := p.Rows(nil, win, []*CountSeries{s}, nil, Config{Hz: 1e9, MinTuples: 30})
 	var bc []Row
 	for _, r := range res.Rows {
 		require.Equal(t, MethodBC, r.Method)
@@ -450,10 +598,10 @@ func TestReadCountAndBeardChamberlainRows(t *testing.T) {
 	require.True(t, errors.Is(err, logfile.ErrDamaged), "%v", err)
 	require.NotEmpty(t, s.Periods)
 	require.Less(t, len(s.Periods), 25)
-	res = p.Rows(nil, win, []*CountSeries{s}, Config{Hz: 1e9, MinTuples: 30})
+	res = p.Rows(nil, win, []*CountSeries{s}, nil, Config{Hz: 1e9, MinTuples: 30})
 	require.NotEmpty(t, res.Rows)
 	// No estimate at all: said so.
-	res = p.Rows(nil, win, []*CountSeries{{Periods: s.Periods}}, Config{Hz: 1e9, MinTuples: 30})
+	res = p.Rows(nil, win, []*CountSeries{{Periods: s.Periods}}, nil, Config{Hz: 1e9, MinTuples: 30})
 	require.Contains(t, res.Rows[0].Note, "no converged estimate")
 	require.True(t, math.IsNaN(res.Rows[1].ServiceRate))
 }

@@ -3,8 +3,10 @@ package capacity
 import (
 	"fmt"
 	"math"
-	"math/big"
 	"sort"
+	"strings"
+
+	"cloudprofiler/internal/cost"
 )
 
 // Row is one row of capacity.parquet and capacity.csv (README, "Capacity").
@@ -30,28 +32,51 @@ type Row struct {
 	// in the window, per second; departures: out records per second.
 	ArrivalsPerS   float64 `parquet:"arrivals_per_s"`
 	DeparturesPerS float64 `parquet:"departures_per_s"`
-	// Own service time (in to out) and time blocked (out to sent) inside
-	// the window over its length (operator rows: the mean over instances).
+	// Own work (in to out) and time blocked (out to sent) inside the
+	// window over its length (operator rows: the mean over instances).
 	BusyShare    float64 `parquet:"busy_share"`
 	BlockedShare float64 `parquet:"blocked_share"`
-	// Tuples paired in the window (by their in) over their own service time,
-	// and its 95 % confidence interval (the delta method on the mean
-	// service time). Operator rows: the instances together (the pooled rate
-	// of one instance times the instances that served tuples).
+	// The cost model (package cost), per tuple taken, in microseconds: its
+	// own work (in to out), its hand-off (the send where sent is marked,
+	// and taking the next tuple while backlogged), their sum and the sum's
+	// 95% interval. Operator rows: the instances' mean, weighted by the
+	// tuples each took.
+	OwnUS      float64 `parquet:"own_us"`
+	HandOffUS  float64 `parquet:"handoff_us"`
+	CostUS     float64 `parquet:"cost_us"`
+	CostLowUS  float64 `parquet:"cost_low_us"`
+	CostHighUS float64 `parquet:"cost_high_us"`
+	// Backlogged: tuples taken while the instance was backlogged (their
+	// take measured).
+	Backlogged int64 `parquet:"backlogged"`
+	// Service rate: tuples over their own work alone (in to out), and its
+	// 95% interval. Operator rows: the instances' sum.
 	ServiceRate     float64 `parquet:"service_rate"`
 	ServiceRateLow  float64 `parquet:"service_rate_low"`
 	ServiceRateHigh float64 `parquet:"service_rate_high"`
-	Headroom        float64 `parquet:"headroom"`    // service rate / arrival rate
-	Selectivity     float64 `parquet:"selectivity"` // tuples out / tuples in
-	Instances       int64   `parquet:"instances"`   // operator rows: instances with records in the window (instance rows: 1)
-	Skew            float64 `parquet:"skew"`        // operator rows: max instance arrivals / mean instance arrivals
-	// Topology, on the operators' whole-run in/out rows: the share of the
-	// tuples that reach the operator, the highest arrival rate its instances
-	// sustain given how arrivals are shared among them, that over reach
-	// (the source rate at which it saturates), whether it is the smallest,
-	// and with a target source rate the instances it needs (DS2's rule).
+	// Capacity: tuples per second taken while backlogged, 1 / cost (what
+	// the instance departs per second while it has a backlog), and its
+	// interval. Operator rows: the highest arrival rate its instances
+	// sustain given how arrivals are shared among them.
+	Capacity     float64 `parquet:"capacity"`
+	CapacityLow  float64 `parquet:"capacity_low"`
+	CapacityHigh float64 `parquet:"capacity_high"`
+	// Load: arrivals over capacity (the whole-run operator rows: the
+	// source's rate times reach over capacity, the offered load; above 1
+	// the operator cannot keep up). Headroom: its inverse.
+	Load        float64 `parquet:"load"`
+	Headroom    float64 `parquet:"headroom"`
+	Selectivity float64 `parquet:"selectivity"` // tuples out / tuples in
+	Instances   int64   `parquet:"instances"`   // operator rows: instances with records in the window (instance rows: 1)
+	Skew        float64 `parquet:"skew"`        // operator rows: max instance arrivals / mean instance arrivals
+	// Topology, on the operators' whole-run in/out rows: the copies of a
+	// source tuple that reach the operator (lost ones included; a 1->N
+	// operator upstream makes it more than 1), the tuples it handed on
+	// that never reached the next operator, the source rate at which it
+	// saturates (capacity over reach), whether that is the smallest, and
+	// with a target source rate the instances it needs (DS2's rule).
 	Reach             float64 `parquet:"reach"`
-	Capacity          float64 `parquet:"capacity"`
+	Lost              int64   `parquet:"lost"`
 	MaxSourceRate     float64 `parquet:"max_source_rate"`
 	Bottleneck        bool    `parquet:"bottleneck"`
 	ParallelismNeeded int64   `parquet:"parallelism_needed"`
@@ -67,11 +92,14 @@ const (
 // Config is how the rows are made.
 type Config struct {
 	Hz         float64 // reference cycles per second
-	MinTuples  int     // fewer paired tuples in a row: no service rate ("not enough data")
+	MinTuples  int     // fewer tuples in a row: no service rate or capacity ("not enough data")
 	TargetRate float64 // source tuples per second: parallelism_needed (0: none)
 	// Rank is each channel's place in the hop order (nil: none): operators
 	// come in the order of their first channel.
 	Rank []int
+	// MinTake: a window with fewer backlogged tuples takes its hand-off
+	// from the whole run (default 10).
+	MinTake int
 }
 
 // Result is the capacity analysis: the rows and what the summary says.
@@ -84,7 +112,37 @@ type Result struct {
 	Counted    uint64 // tuples with a marked record
 	Bottleneck string // the operator with the smallest max_source_rate ("" if none)
 	MaxSource  float64
+	// SourceRate is the run's source rate: marked tuples over the span of
+	// their first records (NaN: a span of 0).
+	SourceRate float64
+	// Saturated: the bottleneck's windows where at least SaturatedShare of
+	// its tuples were taken while backlogged, and what it carried in them
+	// (tuples it took a second), and that as a source rate (over reach).
+	Saturated       int
+	CarriedRate     float64
+	CarriedSource   float64
+	Moved           []string // instances whose cost moved between windows beyond its interval
+	Disagree        []string // Beard & Chamberlain against the in/out capacity
+	Lost            uint64   // copies lost between operators, in all
+	HasCosts        bool     // the cost model was there (else no capacity: said)
+	bcByOperator    map[string]float64
+	inOutByOperator map[string]float64
+	offered         map[string]float64
 }
+
+// Offered is what the source's tuples offer an operator over what arrived
+// at it: 1 without loss upstream, more where copies were lost on the way
+// (they did not load it, but were meant to); 1 where unknown.
+func (r *Result) Offered(op string) float64 {
+	if v, ok := r.offered[op]; ok && v > 0 && !math.IsInf(v, 0) {
+		return v
+	}
+	return 1
+}
+
+// SaturatedShare is the share of a window's tuples taken while backlogged
+// from which the instance counts as saturated in it.
+const SaturatedShare = 0.95
 
 // agg is a sum of cells.
 type agg struct {
@@ -112,53 +170,26 @@ func (c *cell) active() bool {
 	return c.in|c.out|c.arrivals|c.paired|c.busy|c.blocked != 0
 }
 
-func bigOf(u u128) *big.Int {
-	b := new(big.Int).SetUint64(u.hi)
-	b.Lsh(b, 64)
-	return b.Or(b, new(big.Int).SetUint64(u.lo))
-}
-
-// serviceRate is k over the mean service time of n tuples (sum svc, sum of
-// squares sq, fixed point), with the delta method's 95 % interval.
-func serviceRate(n uint64, svc, sq u128, k int, hz float64) (rate, lo, hi float64) {
-	mean := svc.float() / fixScale / float64(n) / hz // seconds
-	kf := float64(k)
-	if n < 2 {
-		return kf / mean, 0, math.Inf(1)
-	}
-	// Variance exactly: (n*SS - S^2) / (n(n-1)), in fixed units squared.
-	bn := new(big.Int).SetUint64(n)
-	num := new(big.Int).Mul(bn, bigOf(sq))
-	s := bigOf(svc)
-	num.Sub(num, new(big.Int).Mul(s, s))
-	den := new(big.Int).Mul(bn, new(big.Int).SetUint64(n-1))
-	v, _ := new(big.Rat).SetFrac(num, den).Float64()
-	sd := math.Sqrt(math.Max(v, 0)) / fixScale / hz
-	h := 1.96 * sd / math.Sqrt(float64(n))
-	rate, lo, hi = kf/mean, kf/(mean+h), math.Inf(1)
-	if mean > h {
-		hi = kf / (mean - h)
-	}
-	return rate, lo, hi
-}
-
 // maker builds the rows.
 type maker struct {
-	p    *Plan
-	acc  *Acc
-	win  Windows
-	cfg  Config
-	runS float64 // the run's length, seconds
-	res  *Result
+	p     *Plan
+	acc   *Acc
+	costs *cost.Acc // grid 0: the windows (nil: no cost model)
+	win   Windows
+	cfg   Config
+	runS  float64 // the run's length, seconds
+	res   *Result
 	// Per operator: its whole-run in/out row (-1: none) and its instances'
-	// arrivals and service rates over the run.
+	// arrivals and capacities over the run.
 	opRow []int
 	inst  [][]instTotal
 }
 
 type instTotal struct {
 	arrivals uint64
-	rate     float64
+	est      cost.Estimate
+	label    string
+	windows  []cost.Estimate // per window (nil where the instance has none)
 }
 
 // span is window w's start and end, seconds since t0 (w = -1: the run).
@@ -174,17 +205,22 @@ func (m *maker) span(w int) (float64, float64) {
 	return start, end
 }
 
-// fill sets a row's counts, rates and shares from g over seconds.
-// has: the roles the instances have; k: instances that served tuples
-// (the service rate's multiple); kb, ks: instances whose busy and blocked
-// time count (the shares' denominators).
-func (m *maker) fill(r *Row, g *agg, seconds float64, has [5]bool, k, kb, ks int) {
+func nanRow(r *Row) {
 	nan := math.NaN()
+	r.ArrivalsPerS, r.DeparturesPerS, r.BusyShare, r.BlockedShare = nan, nan, nan, nan
+	r.OwnUS, r.HandOffUS, r.CostUS, r.CostLowUS, r.CostHighUS = nan, nan, nan, nan, nan
+	r.ServiceRate, r.ServiceRateLow, r.ServiceRateHigh = nan, nan, nan
+	r.Capacity, r.CapacityLow, r.CapacityHigh, r.Load, r.Headroom, r.Selectivity = nan, nan, nan, nan, nan, nan
+	r.Skew, r.Reach, r.MaxSourceRate = nan, nan, nan
+}
+
+// fill sets a row's counts and shares from g over seconds. has: the roles
+// the instances have; kb, ks: instances whose busy and blocked time count
+// (the shares' denominators).
+func (m *maker) fill(r *Row, g *agg, seconds float64, has [5]bool, kb, ks int) {
 	r.Method = MethodInOut
 	r.TuplesIn, r.TuplesOut = int64(g.in), int64(g.out)
-	r.ArrivalsPerS, r.DeparturesPerS, r.BusyShare, r.BlockedShare = nan, nan, nan, nan
-	r.ServiceRate, r.ServiceRateLow, r.ServiceRateHigh, r.Headroom, r.Selectivity = nan, nan, nan, nan, nan
-	r.Skew, r.Reach, r.Capacity, r.MaxSourceRate = nan, nan, nan, nan
+	nanRow(r)
 	cyc := seconds * m.cfg.Hz
 	if has[RoleIn] {
 		r.ArrivalsPerS = float64(g.arrivals) / seconds
@@ -202,13 +238,30 @@ func (m *maker) fill(r *Row, g *agg, seconds float64, has [5]bool, k, kb, ks int
 		if ks > 0 && has[RoleSent] {
 			r.BlockedShare = g.blocked.float() / fixScale / cyc / float64(ks)
 		}
-		switch {
-		case g.paired == 0 || int(g.paired) < m.cfg.MinTuples:
-			r.Note = fmt.Sprintf("not enough data: %d paired tuples (< %d)", g.paired, m.cfg.MinTuples)
-		default:
-			r.ServiceRate, r.ServiceRateLow, r.ServiceRateHigh = serviceRate(g.paired, g.svc, g.sq, max(k, 1), m.cfg.Hz)
-			r.Headroom = r.ServiceRate / r.ArrivalsPerS
-		}
+	}
+}
+
+// setCost puts an instance's estimate into its row.
+func (m *maker) setCost(r *Row, e *cost.Estimate) {
+	r.Backlogged = int64(e.Backlogged)
+	if e.Tuples == 0 || int(e.Tuples) < m.cfg.MinTuples {
+		addNote(r, fmt.Sprintf("not enough data: %d tuples with an in and an out (< %d)", e.Tuples, m.cfg.MinTuples))
+		return
+	}
+	us := func(s float64) float64 { return s * 1e6 }
+	r.OwnUS, r.CostUS, r.CostLowUS, r.CostHighUS = us(e.OwnS), us(e.CostS), us(e.CostLowS), us(e.CostHighS)
+	r.HandOffUS = us(e.TakeS)
+	if !math.IsNaN(e.SendS) {
+		r.HandOffUS += us(e.SendS)
+	}
+	r.ServiceRate, r.ServiceRateLow, r.ServiceRateHigh = e.ServiceRate, e.ServiceLow, e.ServiceHigh
+	r.Capacity, r.CapacityLow, r.CapacityHigh = e.Capacity, e.CapacityLow, e.CapacityHigh
+	r.Headroom, r.Load = r.Capacity/r.ArrivalsPerS, r.ArrivalsPerS/r.Capacity
+	switch e.TakeFrom {
+	case cost.TakeRun:
+		addNote(r, fmt.Sprintf("hand-off from the whole run (%d backlogged tuples here)", e.Backlogged))
+	case cost.TakeNone:
+		addNote(r, "never backlogged: taking the next tuple is not measured, so the capacity is an upper bound")
 	}
 }
 
@@ -239,13 +292,19 @@ func addNote(r *Row, s string) {
 // in/out rows (whole run, then each window) and its instances' (each the
 // whole run, then its windows), then the Beard & Chamberlain rows of its
 // count channels. acc is the workers' merged accumulator (nil when no
-// tuple channel marks); counts holds each instance's count channel
-// (indexed like Plan.Instances; nil entries, or nil, where there is none).
-func (p *Plan) Rows(acc *Acc, win Windows, counts []*CountSeries, cfg Config) *Result {
+// tuple channel marks); costs the cost model summed on the windows (its
+// grid 0: win's windows; nil: none, and then no capacity); counts holds
+// each instance's count channel (indexed like Plan.Instances; nil entries,
+// or nil, where there is none).
+func (p *Plan) Rows(acc *Acc, win Windows, counts []*CountSeries, costs *cost.Acc, cfg Config) *Result {
 	if cfg.MinTuples < 1 {
 		cfg.MinTuples = 1
 	}
-	m := &maker{p: p, acc: acc, win: win, cfg: cfg, res: &Result{Windows: win, Config: cfg, Ignored: p.Ignored},
+	if cfg.MinTake < 1 {
+		cfg.MinTake = 10
+	}
+	m := &maker{p: p, acc: acc, costs: costs, win: win, cfg: cfg,
+		res:   &Result{Windows: win, Config: cfg, Ignored: p.Ignored, SourceRate: math.NaN(), HasCosts: costs != nil},
 		opRow: make([]int, len(p.Operators)), inst: make([][]instTotal, len(p.Operators))}
 	for i := range m.opRow {
 		m.opRow[i] = -1
@@ -256,12 +315,17 @@ func (p *Plan) Rows(acc *Acc, win Windows, counts []*CountSeries, cfg Config) *R
 	}
 	if acc != nil {
 		m.res.Negative, m.res.Counted = acc.negative, acc.counted
+		if span := (acc.srcLast - acc.srcFirst) / cfg.Hz; span > 0 {
+			m.res.SourceRate = float64(acc.counted) / span
+		}
 	}
+	m.res.bcByOperator, m.res.inOutByOperator = map[string]float64{}, map[string]float64{}
 	for _, oi := range m.operatorOrder() {
 		m.operator(oi)
 		m.beardChamberlain(oi, counts)
 	}
 	m.topology()
+	m.disagreements()
 	return m.res
 }
 
@@ -300,6 +364,11 @@ func tupleRoles(in *Instance) (has [5]bool, any bool) {
 	return has, any
 }
 
+// options are the cost model's options for an instance.
+func (m *maker) options(in *Instance) cost.Options {
+	return cost.Options{Hz: m.cfg.Hz, MinTake: m.cfg.MinTake, HasSend: in.Has(RoleSent)}
+}
+
 // operator makes an operator's in/out rows and its instances'.
 func (m *maker) operator(oi int) {
 	op := &m.p.Operators[oi]
@@ -310,11 +379,13 @@ func (m *maker) operator(oi int) {
 		cells       []cell
 		first, last int // active windows (last -1: no records)
 		total       agg
+		t           instTotal
 	}
 	var runs []instRun
 	var opHas [5]bool
 	for _, ii := range op.Instances {
-		has, any := tupleRoles(&m.p.Instances[ii])
+		in := &m.p.Instances[ii]
+		has, any := tupleRoles(in)
 		if !any {
 			continue
 		}
@@ -328,6 +399,17 @@ func (m *maker) operator(oi int) {
 				ir.total.add(c)
 			}
 		}
+		ir.t = instTotal{arrivals: ir.total.arrivals, label: in.Label()}
+		ir.t.est = cost.Estimate{Capacity: math.NaN(), CapacityLow: math.NaN(), CapacityHigh: math.NaN(), CostS: math.NaN()}
+		if m.costs != nil && has[RoleIn] && has[RoleOut] {
+			o := m.options(in)
+			ir.t.est = m.costs.Run(0, ii, o)
+			runTake := m.costs.RunTake(0, ii)
+			ir.t.windows = make([]cost.Estimate, n)
+			for w := range ir.t.windows {
+				ir.t.windows[w] = m.costs.Window(0, ii, w, o, runTake)
+			}
+		}
 		for r := range has {
 			opHas[r] = opHas[r] || has[r]
 		}
@@ -336,19 +418,16 @@ func (m *maker) operator(oi int) {
 	if len(runs) == 0 {
 		return
 	}
-	// The operator's instances over the run: those with records (k: that
-	// served tuples; kb, ks: with the marks for busy and blocked time).
+	// The operator's instances over the run: those with records (kb, ks:
+	// with the marks for busy and blocked time).
 	opFirst, opLast := n, -1
-	withRecords, k, kb, ks := 0, 0, 0, 0
+	withRecords, kb, ks := 0, 0, 0
 	for _, ir := range runs {
 		if ir.last < 0 {
 			continue
 		}
 		withRecords++
 		opFirst, opLast = min(opFirst, ir.first), max(opLast, ir.last)
-		if ir.total.paired > 0 {
-			k++
-		}
 		if ir.has[RoleIn] && ir.has[RoleOut] {
 			kb++
 			if ir.has[RoleSent] {
@@ -356,13 +435,28 @@ func (m *maker) operator(oi int) {
 			}
 		}
 	}
+	estOf := func(ir *instRun, w int) *cost.Estimate {
+		if w < 0 {
+			return &ir.t.est
+		}
+		if ir.t.windows == nil {
+			return nil
+		}
+		return &ir.t.windows[w]
+	}
 	opRow := func(w int) Row {
 		start, end := m.span(w)
 		r := Row{Level: "operator", Window: int64(w), StartS: start, EndS: end, Operator: op.Name}
 		var g agg
 		var arr []uint64
+		type share struct {
+			arrivals uint64
+			e        *cost.Estimate
+		}
+		var shares []share
 		active := 0
-		for _, ir := range runs {
+		for i := range runs {
+			ir := &runs[i]
 			if ir.last < 0 {
 				continue
 			}
@@ -380,10 +474,59 @@ func (m *maker) operator(oi int) {
 				arr = append(arr, x.arrivals)
 			}
 			g.addAgg(&x)
+			if e := estOf(ir, w); e != nil && e.Tuples > 0 && int(e.Tuples) >= m.cfg.MinTuples {
+				shares = append(shares, share{x.arrivals, e})
+			}
 		}
-		m.fill(&r, &g, end-start, opHas, k, kb, ks)
+		m.fill(&r, &g, end-start, opHas, kb, ks)
 		r.Instances = int64(active)
 		r.Skew = skew(arr)
+		// The cost model: the instances' costs weighted by their tuples;
+		// rates summed; capacity the arrival rate the instances sustain
+		// given how arrivals are shared among them.
+		var tuples, backlogged uint64
+		var own, hand, cst, opArr float64
+		sr, srLo, srHi := 0.0, 0.0, 0.0
+		for _, s := range shares {
+			k := float64(s.e.Tuples)
+			tuples += s.e.Tuples
+			backlogged += s.e.Backlogged
+			own += k * s.e.OwnS
+			h := s.e.TakeS
+			if !math.IsNaN(s.e.SendS) {
+				h += s.e.SendS
+			}
+			hand += k * h
+			cst += k * s.e.CostS
+			sr += s.e.ServiceRate
+			srLo += s.e.ServiceLow
+			srHi += s.e.ServiceHigh
+			opArr += float64(s.arrivals)
+		}
+		r.Backlogged = int64(backlogged)
+		if tuples > 0 {
+			r.OwnUS, r.HandOffUS, r.CostUS = own/float64(tuples)*1e6, hand/float64(tuples)*1e6, cst/float64(tuples)*1e6
+			r.ServiceRate, r.ServiceRateLow, r.ServiceRateHigh = sr, srLo, srHi
+		}
+		if opArr > 0 {
+			c, lo, hi := math.Inf(1), math.NaN(), math.NaN()
+			for _, s := range shares {
+				if s.arrivals == 0 {
+					continue
+				}
+				f := float64(s.arrivals) / opArr
+				if v := s.e.Capacity / f; v < c {
+					c, lo, hi = v, s.e.CapacityLow/f, s.e.CapacityHigh/f
+				}
+			}
+			if !math.IsInf(c, 1) {
+				r.Capacity, r.CapacityLow, r.CapacityHigh = c, lo, hi
+				r.Headroom, r.Load = r.Capacity/r.ArrivalsPerS, r.ArrivalsPerS/r.Capacity
+			}
+		} else if len(shares) == 1 {
+			e := shares[0].e
+			r.Capacity, r.CapacityLow, r.CapacityHigh = e.Capacity, e.CapacityLow, e.CapacityHigh
+		}
 		return r
 	}
 	whole := opRow(-1)
@@ -391,13 +534,17 @@ func (m *maker) operator(oi int) {
 	if withRecords < len(runs) {
 		addNote(&whole, fmt.Sprintf("%d of %d instances without records", len(runs)-withRecords, len(runs)))
 	}
+	if m.costs == nil && opHas[RoleIn] && opHas[RoleOut] {
+		addNote(&whole, "no cost model (the visits were not walked): no capacity")
+	}
 	m.opRow[oi] = len(m.res.Rows)
 	m.res.Rows = append(m.res.Rows, whole)
 	for w := max(opFirst, 0); w <= opLast; w++ {
 		m.res.Rows = append(m.res.Rows, opRow(w))
 	}
 
-	for _, ir := range runs {
+	for i := range runs {
+		ir := &runs[i]
 		in := &m.p.Instances[ir.ii]
 		ikb, iks := 0, 0
 		if ir.has[RoleIn] && ir.has[RoleOut] {
@@ -410,8 +557,11 @@ func (m *maker) operator(oi int) {
 			start, end := m.span(w)
 			r := Row{Level: "instance", Window: int64(w), StartS: start, EndS: end, Operator: op.Name,
 				Instance: in.Label(), Node: in.Node, PID: int64(in.PID)}
-			m.fill(&r, g, end-start, ir.has, 1, ikb, iks)
+			m.fill(&r, g, end-start, ir.has, ikb, iks)
 			r.Instances = 1
+			if e := estOf(ir, w); e != nil {
+				m.setCost(&r, e)
+			}
 			return r
 		}
 		total := ir.total
@@ -420,14 +570,63 @@ func (m *maker) operator(oi int) {
 		if ir.last < 0 {
 			addNote(&r, "no records")
 		}
-		m.inst[oi] = append(m.inst[oi], instTotal{arrivals: total.arrivals, rate: r.ServiceRate})
+		m.inst[oi] = append(m.inst[oi], ir.t)
 		m.res.Rows = append(m.res.Rows, r)
+		var moved []int
 		for w := max(ir.first, 0); w <= ir.last; w++ {
 			var g agg
 			g.add(&ir.cells[w])
-			m.res.Rows = append(m.res.Rows, instRow(w, &g))
+			wr := instRow(w, &g)
+			if e := estOf(ir, w); e != nil && int(e.Tuples) >= m.cfg.MinTuples && cost.Moved(*e, ir.t.est) {
+				moved = append(moved, w)
+				addNote(&wr, fmt.Sprintf("cost moved: %s a tuple here against %s over the run, beyond this window's interval", fmtUS(e.CostS), fmtUS(ir.t.est.CostS)))
+			}
+			m.res.Rows = append(m.res.Rows, wr)
+		}
+		if len(moved) > 0 {
+			m.res.Moved = append(m.res.Moved, m.movedText(op.Name, in.Label(), ir.t, moved))
 		}
 	}
+}
+
+// fmtUS writes seconds as microseconds for people.
+func fmtUS(s float64) string {
+	us := s * 1e6
+	if math.Abs(us) >= 100 {
+		return fmt.Sprintf("%.0f us", us)
+	}
+	return fmt.Sprintf("%.3g us", us)
+}
+
+// movedText says where an instance's cost moved beyond its interval.
+func (m *maker) movedText(op, label string, t instTotal, moved []int) string {
+	lo, hi := -1, -1
+	for _, w := range moved {
+		e := t.windows[w]
+		if lo < 0 || e.CostS < t.windows[lo].CostS {
+			lo = w
+		}
+		if hi < 0 || e.CostS > t.windows[hi].CostS {
+			hi = w
+		}
+	}
+	counted := 0
+	for _, e := range t.windows {
+		if int(e.Tuples) >= m.cfg.MinTuples && !math.IsNaN(e.CostLowS) {
+			counted++
+		}
+	}
+	var ws []string
+	for i, w := range moved {
+		if i == 8 {
+			ws = append(ws, fmt.Sprintf("... (%d more)", len(moved)-i))
+			break
+		}
+		ws = append(ws, fmt.Sprint(w))
+	}
+	return fmt.Sprintf("%s (%s): its cost moved beyond its interval in %d of %d windows (%s): from %s (window %d) to %s (window %d), %s over the run; "+
+		"a CPU shared with other work, a garbage collection or a change of phase does that, and a capacity from one window does not hold in another",
+		op, label, len(moved), counted, strings.Join(ws, ", "), fmtUS(t.windows[lo].CostS), lo, fmtUS(t.windows[hi].CostS), hi, fmtUS(t.est.CostS))
 }
 
 // skew is the largest over the mean of the instances' arrivals.
@@ -471,8 +670,8 @@ func (m *maker) beardChamberlain(oi int, counts []*CountSeries) {
 		}
 		opInst++
 		base := Row{Level: "instance", Operator: op.Name, Instance: in.Label(), Node: in.Node, PID: int64(in.PID),
-			Method: MethodBC, Instances: 1, ArrivalsPerS: nan, BusyShare: nan, BlockedShare: nan,
-			ServiceRateLow: nan, ServiceRateHigh: nan, Selectivity: nan, Skew: nan, Reach: nan, Capacity: nan, MaxSourceRate: nan}
+			Method: MethodBC, Instances: 1}
+		nanRow(&base)
 		// Items per window (by each period's middle), and over the whole run.
 		perWin := map[int64]uint64{}
 		var total uint64
@@ -525,9 +724,8 @@ func (m *maker) beardChamberlain(oi int, counts []*CountSeries) {
 		return
 	}
 	r := Row{Level: "operator", Window: -1, StartS: 0, EndS: m.runS, Operator: op.Name, Method: MethodBC,
-		Instances: int64(opInst), TuplesOut: int64(opCount), ArrivalsPerS: nan, DeparturesPerS: nan, BusyShare: nan,
-		BlockedShare: nan, ServiceRate: nan, ServiceRateLow: nan, ServiceRateHigh: nan, Headroom: nan, Selectivity: nan,
-		Skew: nan, Reach: nan, Capacity: nan, MaxSourceRate: nan}
+		Instances: int64(opInst), TuplesOut: int64(opCount)}
+	nanRow(&r)
 	if opLast > opFirst {
 		r.DeparturesPerS = opCount / ((opLast - opFirst) / m.cfg.Hz)
 	}
@@ -535,6 +733,7 @@ func (m *maker) beardChamberlain(oi int, counts []*CountSeries) {
 		r.ServiceRate = opRate
 		r.Headroom = r.ServiceRate / r.DeparturesPerS
 		r.Note = "sum of the instances' medians"
+		m.res.bcByOperator[op.Name] = opRate
 		if opRated < opInst {
 			r.Note += fmt.Sprintf(" (%d of %d instances converged)", opRated, opInst)
 		}
@@ -563,60 +762,115 @@ func median(v []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// topology fills the operators' whole-run in/out rows: reach, capacity,
-// max_source_rate, bottleneck, parallelism_needed.
+// topology fills the operators' whole-run in/out rows: reach, lost,
+// capacity, load, max_source_rate, bottleneck, parallelism_needed; and
+// what the bottleneck carried while it was saturated.
 func (m *maker) topology() {
 	if m.acc == nil {
 		return
 	}
-	best := -1
+	flows := m.acc.topo.flows()
+	reach := m.acc.topo.reach(m.operatorOrder(), m.acc.counted, flows)
+	m.res.offered = map[string]float64{}
+	best, bestOp := -1, -1
 	for oi, ri := range m.opRow {
 		if ri < 0 {
 			continue
 		}
 		r := &m.res.Rows[ri]
-		if m.acc.counted > 0 {
-			r.Reach = float64(m.acc.reached[oi]) / float64(m.acc.counted)
+		f := flows[oi]
+		if f.Ins > 0 {
+			r.Reach = reach[oi]
+			// What was offered against what arrived (lost copies did not
+			// load the operator, but were meant to).
+			m.res.offered[r.Operator] = r.Reach * float64(m.acc.counted) / float64(f.Ins)
 		}
-		// capacity: min over instances of rate_i / share_i, share_i being
-		// the instance's share of the operator's arrivals.
-		var opArr uint64
-		var rates []float64
-		for _, it := range m.inst[oi] {
-			opArr += it.arrivals
-			if !math.IsNaN(it.rate) {
-				rates = append(rates, it.rate)
+		if f.Lost > 0 {
+			r.Lost = int64(f.Lost)
+			m.res.Lost += f.Lost
+			to := "the next operator"
+			if f.LostTo >= 0 {
+				to = m.p.Operators[f.LostTo].Name
+			}
+			addNote(r, fmt.Sprintf("%d of the %d tuples it handed on never reached %s: lost (or still in flight when the logs ended), not filtered; reach counts them", f.Lost, f.Outs, to))
+		}
+		if r.Reach > 0 && !math.IsNaN(r.Capacity) {
+			r.MaxSourceRate = r.Capacity / r.Reach
+			if !math.IsNaN(m.res.SourceRate) {
+				r.Load = m.res.SourceRate * r.Reach / r.Capacity
+				r.Headroom = 1 / r.Load
 			}
 		}
-		if opArr > 0 && len(rates) > 0 {
-			c := math.Inf(1)
+		if m.cfg.TargetRate > 0 && r.Reach > 0 {
+			mean, k := 0.0, 0
 			for _, it := range m.inst[oi] {
-				if it.arrivals > 0 && !math.IsNaN(it.rate) {
-					c = math.Min(c, it.rate/(float64(it.arrivals)/float64(opArr)))
+				if !math.IsNaN(it.est.Capacity) && int(it.est.Tuples) >= m.cfg.MinTuples {
+					mean += it.est.Capacity
+					k++
 				}
 			}
-			if !math.IsInf(c, 1) {
-				r.Capacity = c
+			if k > 0 {
+				r.ParallelismNeeded = int64(math.Ceil(m.cfg.TargetRate * r.Reach / (mean / float64(k))))
 			}
-		}
-		if r.Reach > 0 {
-			r.MaxSourceRate = r.Capacity / r.Reach
-		}
-		if len(rates) > 0 && m.cfg.TargetRate > 0 && r.Reach > 0 {
-			mean := 0.0
-			for _, x := range rates {
-				mean += x
-			}
-			mean /= float64(len(rates))
-			r.ParallelismNeeded = int64(math.Ceil(m.cfg.TargetRate * r.Reach / mean))
 		}
 		if !math.IsNaN(r.MaxSourceRate) && (best < 0 || r.MaxSourceRate < m.res.Rows[best].MaxSourceRate) {
-			best = ri
+			best, bestOp = ri, oi
+		}
+		m.res.inOutByOperator[r.Operator] = r.Capacity
+	}
+	if best < 0 {
+		return
+	}
+	b := &m.res.Rows[best]
+	b.Bottleneck = true
+	m.res.Bottleneck, m.res.MaxSource = b.Operator, b.MaxSourceRate
+	// What the bottleneck carried while saturated: the windows where every
+	// instance of it took SaturatedShare of its tuples backlogged.
+	var tuples uint64
+	var secs float64
+	for w := 0; w < m.win.N; w++ {
+		sat, any := true, false
+		var k uint64
+		for _, it := range m.inst[bestOp] {
+			if it.windows == nil {
+				continue
+			}
+			e := it.windows[w]
+			if e.Tuples == 0 {
+				continue
+			}
+			any = true
+			k += e.Tuples
+			if float64(e.Backlogged) < SaturatedShare*float64(e.Tuples) {
+				sat = false
+			}
+		}
+		if any && sat {
+			start, end := m.span(w)
+			m.res.Saturated++
+			tuples += k
+			secs += end - start
 		}
 	}
-	if best >= 0 {
-		b := &m.res.Rows[best]
-		b.Bottleneck = true
-		m.res.Bottleneck, m.res.MaxSource = b.Operator, b.MaxSourceRate
+	if m.res.Saturated > 0 && secs > 0 {
+		m.res.CarriedRate = float64(tuples) / secs
+		m.res.CarriedSource = m.res.CarriedRate / b.Reach
 	}
+}
+
+// disagreements says where an operator's Beard & Chamberlain estimate and
+// its in/out capacity, from the same run, differ by more than 20%.
+func (m *maker) disagreements() {
+	for op, bc := range m.res.bcByOperator {
+		c, ok := m.res.inOutByOperator[op]
+		if !ok || math.IsNaN(c) || !(bc > 0) {
+			continue
+		}
+		if d := bc/c - 1; math.Abs(d) > 0.2 {
+			m.res.Disagree = append(m.res.Disagree, fmt.Sprintf("%s: Beard & Chamberlain's %s/s and the in/out capacity %s/s differ by %+.0f%%: "+
+				"the estimator counts items over unblocked sampling periods (own work and hand-off, with waits for input inside a period), "+
+				"the in/out capacity per tuple taken while backlogged; trust the in/out capacity where the operator marks in and out", op, rate(bc), rate(c), 100*d))
+		}
+	}
+	sort.Strings(m.res.Disagree)
 }

@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"cloudprofiler/internal/capacity"
+	"cloudprofiler/internal/cost"
 )
 
 // Channel is one channel of the analysis as pass 1 reads it; its place in
@@ -29,6 +30,8 @@ type Channel struct {
 type Instance struct {
 	Operator string
 	HasIn    bool // it marks its ins (else it is a source: its records are hand-offs only)
+	HasOut   bool // it marks its outs: its own work per tuple is in to out (the cost model's)
+	HasSent  bool // it marks its sents
 	Lineage  bool // it logs lineage: a tuple whose last record is its in was absorbed into another
 	Rank     int  // its in's place in the hop order: the highest is furthest downstream
 	// Deps is the raw counters of its departures (with Config.Fast).
@@ -55,6 +58,10 @@ type Config struct {
 	// record) or whose departure is after its out. Between two such visits
 	// the instance worked without a break: its own path.
 	Fast bool
+	// Costs are the grids the cost model is summed on (package cost: each
+	// visit's own work, its send or time blocked, and its take while the
+	// instance was backlogged); none: no cost model.
+	Costs []cost.Grid
 }
 
 // Event is one record of a tuple, in hop order: its channel, its estimate
@@ -113,6 +120,11 @@ func New(cfg Config) (*Analysis, error) {
 	}
 	if !(cfg.Slice > 0) {
 		return nil, errors.New("critical path: the slice must be positive")
+	}
+	for _, g := range cfg.Costs {
+		if err := g.Check(); err != nil {
+			return nil, fmt.Errorf("critical path: %w", err)
+		}
 	}
 	a := &Analysis{cfg: cfg}
 	ops := map[string]int{}
@@ -229,7 +241,7 @@ type Collector struct {
 	instDep                              []int64 // with Config.Fast: per instance, its last departure (noD: none)
 	cur                                  []int   // with Config.Fast: per instance, its index's cursor
 	pend                                 []pendVisit
-	ov                                   overhead // with Config.Fast: the hand-off overheads pass 1 saw
+	cost                                 *cost.Acc // with Config.Fast: the cost model's sums (nil: none)
 	sink                                 uint64
 }
 
@@ -245,6 +257,9 @@ type run struct {
 // NewCollector makes a worker's collector.
 func (a *Analysis) NewCollector() *Collector {
 	c := &Collector{a: a}
+	if a.cfg.Fast {
+		c.cost = a.newCostAcc()
+	}
 	a.mu.Lock()
 	a.cols = append(a.cols, c)
 	a.mu.Unlock()
@@ -579,9 +594,15 @@ func (c *Collector) flushPend() error {
 			raw := a.cfg.Insts[j].Deps.inBlock(p.block, p.raw)
 			d := p.est - float64(p.raw-raw)*p.rate
 			v.D = min(int64(math.Floor(d+0.5)), v.In)
-			if v.Up != noHandOff && v.H <= v.D {
-				c.ov.add(len(a.cfg.Insts), j, v.In-v.D)
+			if v.Up != noHandOff && v.H <= v.D && a.cfg.Insts[j].HasOut {
+				c.cost.Take(j, v.D, v.In, v.Dep)
 			}
+		}
+		// Its own work: to its last out (no sent here). A tuple it did
+		// not hand on (a filter's) has none to measure: its work shows in
+		// the take of the next, when that one waited.
+		if a.cfg.Insts[j].HasOut && v.Dep != v.In {
+			c.cost.Own(j, v.In, v.Dep)
 		}
 		if v.Up != noHandOff && p.journey {
 			var q int64
@@ -695,4 +716,16 @@ func (c *Collector) close() {
 		c.f.Close()
 		c.f = nil
 	}
+}
+
+// newCostAcc is an empty cost model for the configured grids (nil: none).
+func (a *Analysis) newCostAcc() *cost.Acc {
+	if len(a.cfg.Costs) == 0 {
+		return nil
+	}
+	acc, err := cost.NewAcc(len(a.cfg.Insts), a.cfg.Costs...)
+	if err != nil {
+		return nil // New refused the grids
+	}
+	return acc
 }

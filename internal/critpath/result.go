@@ -1,6 +1,7 @@
 package critpath
 
 import (
+	"cloudprofiler/internal/cost"
 	"fmt"
 	"math"
 	"slices"
@@ -44,12 +45,9 @@ type Result struct {
 	Breakdown []BreakdownRow
 	// What was read.
 	Tuples, Journeys, Absorbed, Visits uint64
-	// Overhead is, per instance (Config.Insts), the mean reference cycles
-	// from its previous departure to its next in when that tuple was
-	// already queued (NaN: never seen), over OverheadN such visits: what a
-	// busy instance spends per tuple outside its own service time.
-	Overhead  []float64
-	OverheadN []uint64
+	// Costs is the cost model's sums over every visit (nil without
+	// Config.Costs).
+	Costs *cost.Acc
 	// Walked is the visits pass 2 walked: all of them, or (Config.Fast)
 	// those where an instance waited or departed after its out.
 	Walked               uint64
@@ -119,7 +117,7 @@ func (a *Analysis) Finish(t0 float64) (*Result, error) {
 		res.Visits += c.visits
 	}
 	parts := a.reg.snapshot()
-	w := &walker{a: a, k: len(parts), t0: int64(math.Round(a.cfg.T0))}
+	w := &walker{a: a, k: len(parts), t0: int64(math.Round(a.cfg.T0)), cost: a.newCostAcc()}
 	w.width = max(int64(math.Round(a.cfg.Slice)), 1)
 	if hasEnd && tend > w.t0 {
 		w.tend = tend
@@ -143,15 +141,11 @@ func (a *Analysis) Finish(t0 float64) (*Result, error) {
 		}
 		w.advance(w.tend)
 		w.advance(math.MaxInt64)
-		for _, c := range a.cols {
-			w.ov.merge(&c.ov)
-		}
-		res.Overhead, res.OverheadN = make([]float64, len(a.cfg.Insts)), make([]uint64, len(a.cfg.Insts))
-		for j := range res.Overhead {
-			res.Overhead[j] = math.NaN()
-			if w.ov.n != nil && w.ov.n[j] > 0 {
-				res.Overhead[j], res.OverheadN[j] = w.ov.sum[j]/float64(w.ov.n[j]), w.ov.n[j]
+		if w.cost != nil {
+			for _, c := range a.cols {
+				w.cost.Merge(c.cost)
 			}
+			res.Costs = w.cost
 		}
 		if a.cfg.Fast {
 			// Each instance worked on up to its last departure (visits

@@ -3,6 +3,8 @@ package critpath
 import (
 	"math"
 	"sort"
+
+	"cloudprofiler/internal/cost"
 )
 
 // state is a path's vector (reference cycles per category) up to time t,
@@ -186,8 +188,8 @@ func (h *eventHeap) pop() event {
 // walker is pass 2.
 type walker struct {
 	a       *Analysis
-	ov      overhead // without Config.Fast: the hand-off overheads
-	k       int      // categories
+	cost    *cost.Acc // without Config.Fast: the cost model's sums (nil: none)
+	k       int       // categories
 	t0      int64
 	width   int64
 	n       int // slices
@@ -415,6 +417,9 @@ func (w *walker) depart(j int, t int64) {
 		}
 		if !followed {
 			w.accrue(&s.st, int(w.a.compute[w.a.opOf[j]]), t)
+			w.cost.Send(j, s.out, t)
+		} else {
+			w.cost.Blocked(j, s.out, t)
 		}
 	}
 	s.open = false
@@ -546,8 +551,15 @@ func (w *walker) arrive(v *Visit) {
 		if v.D != noD {
 			w.onPath(j, min(v.D, v.In))
 		}
-	} else if v.Up != noHandOff && s.born && v.H <= s.d && s.d <= v.In {
-		w.ov.add(len(w.insts), j, v.In-s.d)
+	} else {
+		if v.Up != noHandOff && s.born && v.H <= s.d && s.d <= v.In && a.cfg.Insts[j].HasOut {
+			w.cost.Take(j, s.d, v.In, v.Out)
+		}
+		// A visit without its out (a filter's, a cut file's) has no own
+		// work to measure: Out is then its in, or its sent.
+		if in := &a.cfg.Insts[j]; in.HasOut && v.Out != v.In && !(in.HasSent && v.Out == v.Dep) {
+			w.cost.Own(j, v.In, v.Out)
+		}
 	}
 	if !w.a.cfg.Fast && v.Up != noHandOff && v.Bucket != noBucket {
 		var q int64
@@ -660,34 +672,4 @@ func (w *walker) jump(s *istate, g *gapPath, in int64) {
 	w.scratch = g.vecAt(w.scratch, in)
 	copy(s.st.vec, w.scratch)
 	s.st.t = in
-}
-
-// overhead sums, per instance, the time from its previous departure to
-// its next in when the tuple was already queued (its hand-off no later
-// than that departure): what an instance busy with a backlog spends per
-// tuple outside its own service time (taking the next tuple, the marks).
-type overhead struct {
-	sum []float64
-	n   []uint64
-}
-
-func (o *overhead) add(insts, j int, gap int64) {
-	if o.sum == nil {
-		o.sum, o.n = make([]float64, insts), make([]uint64, insts)
-	}
-	o.sum[j] += float64(gap)
-	o.n[j]++
-}
-
-func (o *overhead) merge(x *overhead) {
-	if x.sum == nil {
-		return
-	}
-	if o.sum == nil {
-		o.sum, o.n = make([]float64, len(x.sum)), make([]uint64, len(x.sum))
-	}
-	for j := range x.sum {
-		o.sum[j] += x.sum[j]
-		o.n[j] += x.n[j]
-	}
 }

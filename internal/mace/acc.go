@@ -107,10 +107,6 @@ type Acc struct {
 	tuples []uint64
 	latMax []float64
 	latMin []float64
-	// Per instance and window (rate 1, the visit's stimulus): own service
-	// time (in to out, reference cycles) and the visits paired.
-	svc  []float64 // inst*n[0]+w
-	svcN []uint32
 	// Per instance: the channels its inputs came from (-1: a tuple's first
 	// record), up to maxUps, and whether there were more.
 	ups  [][]int32
@@ -120,8 +116,9 @@ type Acc struct {
 	// Per instance: tuples whose first record is its out or sent although
 	// it marks its ins (an id it made, without lineage).
 	orphans []uint64
-	// Tuples seen, and in-to-out pairs with a negative difference.
-	seen, negative uint64
+	// Tuples seen, and the span of their stimuli (reference cycles).
+	seen                uint64
+	stimFirst, stimLast float64
 	// Per rate: sub-windows per reference cycle, and the tuple's sub-window
 	// (Tuple works them out once a tuple; more rates than Tuple's stack
 	// array holds use this, cache-line sized, never shared).
@@ -158,7 +155,7 @@ func NewAcc(cfg *Config) (*Acc, error) {
 	for w := range a.latMax {
 		a.latMax[w], a.latMin[w] = math.Inf(-1), math.Inf(1)
 	}
-	a.svc, a.svcN = make([]float64, ni*n), make([]uint32, ni*n)
+	a.stimFirst, a.stimLast = math.Inf(1), math.Inf(-1)
 	a.ups, a.many, a.sample = make([][]int32, ni), make([]bool, ni), make([][]visit, ni)
 	a.orphans = make([]uint64, ni)
 	return a, nil
@@ -175,7 +172,7 @@ func Bytes(cfg *Config) int64 {
 		b += int64(cfg.windows(r)) * sub * ni * 4
 	}
 	n := int64(cfg.windows(1))
-	return b + n*24 + n*ni*12 + ni*(sampleCap*16+maxUps*4)
+	return b + n*24 + ni*(sampleCap*16+maxUps*4)
 }
 
 // fine is the sub-window of a stimulus at rate r, counted from the first
@@ -203,6 +200,12 @@ func (a *Acc) Tuple(id int64, evs []capacity.Event, journey bool) {
 		return // a record of a node the model does not reach
 	}
 	a.seen++
+	if stim < a.stimFirst {
+		a.stimFirst = stim
+	}
+	if stim > a.stimLast {
+		a.stimLast = stim
+	}
 	cfg := a.cfg
 	if c := cfg.Chans[evs[0].Ch]; c.Inst >= 0 && c.Role != capacity.RoleIn && cfg.Insts[c.Inst].HasIn {
 		a.orphans[c.Inst]++
@@ -244,29 +247,6 @@ func (a *Acc) Tuple(id int64, evs []capacity.Event, journey bool) {
 		}
 		if sampled && len(a.sample[j]) < sampleCap {
 			a.sample[j] = append(a.sample[j], visit{evs[i].Est, stim})
-		}
-		// Its own service time: to the instance's first out after it.
-		for k := i + 1; k < len(evs); k++ {
-			ck := cfg.Chans[evs[k].Ch]
-			if ck.Inst != j {
-				if ck.Inst >= 0 {
-					break
-				}
-				continue
-			}
-			if ck.Role == capacity.RoleIn {
-				break
-			}
-			if ck.Role == capacity.RoleOut {
-				s := evs[k].Est - evs[i].Est
-				if !(s >= 0) {
-					a.negative++
-					break
-				}
-				a.svc[j*a.n[0]+w0] += s
-				a.svcN[j*a.n[0]+w0]++
-				break
-			}
 		}
 	}
 	if !marked || !journey {
@@ -314,13 +294,9 @@ func (a *Acc) Merge(o *Acc) {
 			a.sample[j] = append(a.sample[j], o.sample[j][:min(room, len(o.sample[j]))]...)
 		}
 	}
-	for k := range a.svc {
-		a.svc[k] += o.svc[k]
-		a.svcN[k] += o.svcN[k]
-	}
 	for j, k := range o.orphans {
 		a.orphans[j] += k
 	}
 	a.seen += o.seen
-	a.negative += o.negative
+	a.stimFirst, a.stimLast = math.Min(a.stimFirst, o.stimFirst), math.Max(a.stimLast, o.stimLast)
 }

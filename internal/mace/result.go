@@ -5,6 +5,8 @@ import (
 	"math"
 	"sort"
 	"strings"
+
+	"cloudprofiler/internal/cost"
 )
 
 // Row is one window of one scenario (mace.csv). Seconds; NaN where there
@@ -31,32 +33,37 @@ type Row struct {
 	PredictedS float64
 	// Measured (the run as it was): tuples whose stimulus is in the window
 	// and their largest and smallest end-to-end latency; whether the
-	// largest lies within [Mace, bound + the largest latency of the
-	// windows without excess] (Result.FreeS).
+	// largest lies within [Mace, bound + the run's smallest latency].
 	Tuples       int64
 	MeasuredMaxS float64
 	MeasuredMinS float64
 	Within       bool
 }
 
-// Cost is one instance's cost per tuple as Mace used it: its own service
-// time (in to out) and the overhead per tuple while it had a backlog
-// (from its previous departure to its next in).
+// Cost is one instance's cost per tuple as Mace used it, from the cost
+// model (package cost): its own work (in to out) and its hand-off (the
+// send, and taking the next tuple while backlogged); over the run, and the
+// least and most of its windows'.
 type Cost struct {
-	Operator  string
-	Instance  string // node/pid/INSTANCE
-	CostS     float64
-	ServiceS  float64
-	OverheadS float64 // NaN: not measured (no critical-path analysis, or never backlogged)
-	Tuples    uint64  // the paired tuples it was measured on
-	From      string  // "this run", "this run's first N%", "--mace-costs"
+	Operator string
+	Instance string // node/pid/INSTANCE
+	CostS    float64
+	ServiceS float64
+	HandOffS float64 // NaN: not measured (never backlogged)
+	Tuples   uint64  // the tuples it was measured on
+	From     string  // "this run", "this run's first N%", "--mace-costs"
+	MinS     float64 // the least and the most of its windows' costs (NaN: one cost for the run)
+	MaxS     float64
 }
 
 // Scenario is a scenario's summary.
 type Scenario struct {
 	Name string
 	// The largest Mace over the windows, its window, and (measured) the
-	// largest measured latency.
+	// largest measured latency. Excess: some window had excess (else the
+	// latency is at most the window + one event everywhere + the run's
+	// smallest latency, and a relative error says nothing).
+	Excess         bool
 	WorstMaceS     float64
 	WorstWindow    int64
 	WorstMeasuredS float64
@@ -69,9 +76,10 @@ type Scenario struct {
 	// lies within the theorem's bounds.
 	Windows int
 	Within  float64
-	// The node whose long-run load (its work over the run's span) is the
-	// largest, that load in CPUs, and the input rate at which it reaches
-	// one: a multiplier of the measured run's, and in tuples per second.
+	// The node whose long-run load (its work over the span of the
+	// source's records) is the largest, that load in CPUs (above 1: it
+	// cannot keep up), and the input rate at which it reaches one: a
+	// multiplier of the measured run's, and in tuples per second.
 	Bottleneck    string
 	Load          float64
 	MaxRate       float64
@@ -82,30 +90,63 @@ type Scenario struct {
 type Result struct {
 	WindowS float64
 	EpsS    float64 // the cost of one event at every operator
-	// FreeS is the largest latency measured in windows without excess
-	// (nor excess before them): what the model leaves out, transfers and
-	// wake-ups; the bounds' slack.
-	FreeS     float64
+	// MinLatS is the run's smallest latency (a tuple that queued
+	// nowhere): what the model leaves out of every latency, transfers and
+	// wake-ups; the bound adds it.
+	MinLatS float64
+	// PerWindow: the measured run's costs are each window's (else one
+	// cost per instance for the run: --mace-fit, --mace-costs).
+	PerWindow bool
 	Rows      []Row
 	Scenarios []Scenario
 	Costs     []Cost
 	Flags     []string // where the run breaks the theorem's assumptions
 	Notes     []string // what is missing (no cost for an operator, ...)
 
-	few, busy int // measured windows with a node busy half of it or more, and of those with few tuples
+	few, busy int       // measured windows with a node busy half of it or more, and of those with few tuples
+	offered   []float64 // CostModel.Offered
+}
+
+// CostModel is what Mace reads of the cost model (package cost).
+type CostModel struct {
+	Acc  *cost.Acc      // nil: none (no operator has a cost)
+	Grid int            // Mace's grid in Acc: its windows, by the time of each in
+	Opts []cost.Options // per instance
+	// Offered is, per instance, the copies the source's tuples offered it
+	// over those that arrived (more than 1 where copies were lost on the
+	// way: they did not load it, but the long-run load counts them; nil:
+	// 1 everywhere).
+	Offered []float64
+}
+
+// minWindowTuples: a window whose instance took fewer tuples takes the
+// run's cost for it.
+const minWindowTuples = 10
+
+// instCost is an instance's cost: kappa over the run (seconds; NaN:
+// none), and per window of the measured run its cost and the tuples it
+// took then (nil: the run's cost everywhere).
+type instCost struct {
+	kappa float64
+	win   []float64
+	n     []uint64
 }
 
 // Finish makes the rows: the measured run and each what-if. Each
-// instance's cost per tuple is its mean own service time over the tuples
-// of the first windows that hold fit of the run's tuples (0 or 1: all of
-// them); costs, when not nil, are another run's by operator (seconds:
-// --mace-costs), used instead.
+// instance's cost per tuple comes from the cost model (cm): each window's
+// own, where the window holds enough of its tuples, else the run's; with
+// fit in (0, 1), one cost from the first windows that hold fit of the
+// run's tuples; costs, when not nil, are another run's by operator
+// (seconds: --mace-costs), one cost each.
 //
-// overhead, when not nil, is each instance's time per tuple outside its own
-// service time while it had a backlog (seconds; NaN: unknown): the
-// critical-path analysis measures it. The paper counts it in the cost
-// ("scheduling overhead is incorporated into the operator cost").
-func Finish(a *Acc, whatIfs []WhatIf, costs map[string]float64, fit float64, overhead []float64) (*Result, error) {
+// A node does its work at the speed the machine gave it in each window:
+// its instances' run cost over their cost in that window (a window where
+// an operator took twice as long a tuple ran it at half speed). Its
+// cumulative excess carries what it could not do into the next window, in
+// seconds of work at the run's cost; Mace at a window's end is the time
+// the largest excess takes to drain at the speeds of the windows after
+// it. With one cost for the run this is the paper's recursion exactly.
+func Finish(a *Acc, whatIfs []WhatIf, other map[string]float64, fit float64, cm CostModel) (*Result, error) {
 	cfg := a.cfg
 	res := &Result{WindowS: cfg.Width / cfg.Hz}
 	ops := map[string]bool{}
@@ -117,17 +158,18 @@ func Finish(a *Acc, whatIfs []WhatIf, costs map[string]float64, fit float64, ove
 			return nil, err
 		}
 	}
-	for op := range costs {
+	for op := range other {
 		if !ops[op] {
 			res.Notes = append(res.Notes, fmt.Sprintf("--mace-costs: operator %q is not in this run: its cost is not used", op))
 		}
 	}
-	cost := res.costs(a, costs, fit, overhead)
+	costs := res.costs(a, other, fit, cm)
+	res.offered = cm.Offered
 	// eps: one event's cost at each operator (its instances' mean).
 	opCost, opN := map[string]float64{}, map[string]int{}
 	for j, in := range cfg.Insts {
-		if !math.IsNaN(cost[j]) {
-			opCost[in.Operator] += cost[j]
+		if !math.IsNaN(costs[j].kappa) {
+			opCost[in.Operator] += costs[j].kappa
 			opN[in.Operator]++
 		}
 	}
@@ -147,14 +189,22 @@ func Finish(a *Acc, whatIfs []WhatIf, costs map[string]float64, fit float64, ove
 	for _, v := range a.latMin {
 		minLat = math.Min(minLat, v)
 	}
+	res.MinLatS = math.NaN()
+	if !math.IsInf(minLat, 1) {
+		res.MinLatS = math.Max(minLat/cfg.Hz, 0)
+	}
 	for _, w := range append([]WhatIf{Measured}, whatIfs...) {
 		r := rateIndex(cfg, w.Rate)
 		if r < 0 {
 			return nil, fmt.Errorf("mace: rate x%v was not counted (Config.Rates)", w.Rate)
 		}
-		res.scenario(a, &w, r, cost, eps(&w), minLat, minLat/cfg.Hz+eps(&w)-res.EpsS)
+		base := 0.0
+		if !math.IsNaN(res.MinLatS) {
+			base = math.Max(res.MinLatS+eps(&w)-res.EpsS, 0)
+		}
+		res.scenario(a, &w, r, costs, eps(&w), base)
 	}
-	res.flags(a, cost)
+	res.flags(a, costs, cm)
 	return res, nil
 }
 
@@ -167,13 +217,12 @@ func rateIndex(cfg *Config, r float64) int {
 	return -1
 }
 
-// costs is each instance's cost per tuple in seconds (NaN: none).
-func (res *Result) costs(a *Acc, other map[string]float64, fit float64, overhead []float64) []float64 {
+// costs is each instance's cost (kappa NaN: none).
+func (res *Result) costs(a *Acc, other map[string]float64, fit float64, cm CostModel) []instCost {
 	cfg := a.cfg
-	n := a.n[0]
-	cost := make([]float64, len(cfg.Insts))
+	out := make([]instCost, len(cfg.Insts))
 	from := "this run"
-	// The first windows that hold fit of the tuples.
+	n := a.n[0]
 	upto := n
 	if fit > 0 && fit < 1 {
 		var total, sum uint64
@@ -188,38 +237,77 @@ func (res *Result) costs(a *Acc, other map[string]float64, fit float64, overhead
 			}
 		}
 		from = fmt.Sprintf("this run's first %.4g%% of tuples (%d windows)", 100*fit, upto)
+	} else {
+		res.PerWindow = cm.Acc != nil && len(other) == 0
 	}
 	var missing []string
+	nan := math.NaN()
 	for j, in := range cfg.Insts {
-		var s float64
-		var k uint64
-		for p := 0; p < upto; p++ {
-			s += a.svc[j*n+p]
-			k += uint64(a.svcN[j*n+p])
-		}
-		c := Cost{Operator: in.Operator, Instance: in.Label, Tuples: k, From: from, CostS: math.NaN(), ServiceS: math.NaN(), OverheadS: math.NaN()}
-		if k > 0 {
-			c.ServiceS = s / float64(k) / cfg.Hz
-			c.CostS = c.ServiceS
-			if j < len(overhead) && !math.IsNaN(overhead[j]) {
-				c.OverheadS = overhead[j]
-				c.CostS += overhead[j]
+		c := Cost{Operator: in.Operator, Instance: in.Label, From: from, CostS: nan, ServiceS: nan, HandOffS: nan, MinS: nan, MaxS: nan}
+		ic := instCost{kappa: nan}
+		if cm.Acc != nil && in.HasIn && j < len(cm.Opts) {
+			o := cm.Opts[j]
+			var e cost.Estimate
+			if upto < n {
+				sub := cm.Acc.Grids()[cm.Grid].Sub
+				gn := cm.Acc.Grids()[cm.Grid].N
+				e = o.Estimate(cm.Acc.Cells(cm.Grid, j)[:min(upto, gn)*sub], nan)
+			} else {
+				e = cm.Acc.Run(cm.Grid, j, o)
+			}
+			if e.Tuples > 0 {
+				ic.kappa, c.CostS, c.ServiceS, c.Tuples = e.CostS, e.CostS, e.OwnS, e.Tuples
+				c.HandOffS = e.TakeS
+				if !math.IsNaN(e.SendS) {
+					c.HandOffS += e.SendS
+				}
+				if e.TakeFrom == cost.TakeNone {
+					c.HandOffS = nan
+				}
+			}
+			if res.PerWindow && e.Tuples > 0 {
+				g := cm.Acc.Grids()[cm.Grid]
+				runTake := cm.Acc.RunTake(cm.Grid, j)
+				ic.win, ic.n = make([]float64, g.N), make([]uint64, g.N)
+				for p := range ic.win {
+					we := cm.Acc.Window(cm.Grid, j, p, o, runTake)
+					ic.win[p], ic.n[p] = e.CostS, we.Tuples
+					if we.Tuples >= minWindowTuples && we.CostS > 0 {
+						ic.win[p] = we.CostS
+						c.MinS, c.MaxS = minNaN(c.MinS, we.CostS), maxNaN(c.MaxS, we.CostS)
+					}
+				}
 			}
 		}
 		if v, ok := other[in.Operator]; ok {
-			c.CostS, c.From = v, "--mace-costs"
+			c.CostS, c.From, c.MinS, c.MaxS = v, "--mace-costs", nan, nan
+			ic = instCost{kappa: v}
 		}
-		cost[j] = c.CostS
 		if math.IsNaN(c.CostS) && in.HasIn {
 			missing = append(missing, in.Operator+" ("+in.Label+")")
 		}
+		out[j] = ic
 		res.Costs = append(res.Costs, c)
 	}
 	if len(missing) > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("no cost per tuple for %s: no tuple with both its in and its out (mark \"OP out\" where it hands a tuple on); its load is left out of Mace",
 			strings.Join(missing, ", ")))
 	}
-	return cost
+	return out
+}
+
+func minNaN(a, b float64) float64 {
+	if math.IsNaN(a) || b < a {
+		return b
+	}
+	return a
+}
+
+func maxNaN(a, b float64) float64 {
+	if math.IsNaN(a) || b > a {
+		return b
+	}
+	return a
 }
 
 // nodes groups the instances into nodes: each its own, colocated
@@ -274,55 +362,133 @@ func nodes(cfg *Config, w *WhatIf) ([]int, []string) {
 }
 
 // scenario adds one scenario's rows and summary.
-func (res *Result) scenario(a *Acc, w *WhatIf, r int, cost []float64, eps, minLat, base float64) {
+func (res *Result) scenario(a *Acc, w *WhatIf, r int, costs []instCost, eps, base float64) {
 	cfg := a.cfg
 	n := a.n[r]
 	of, names := nodes(cfg, w)
 	width := cfg.Width / cfg.Hz
-	// Each node's load per window (seconds of CPU), and the run's.
-	load := make([][]float64, len(names)) // per window
-	fine := make([][]float64, len(names)) // per sub-window
-	for i := range load {
-		load[i] = make([]float64, n)
-		fine[i] = make([]float64, n*sub)
-	}
-	events := make([]int64, n)
-	for j, in := range cfg.Insts {
-		c := cost[j]
-		if f, ok := w.Cost[in.Operator]; ok {
-			c *= f
+	dt := width / sub
+	nf := n * sub
+	factor := func(j int) float64 {
+		if f, ok := w.Cost[cfg.Insts[j].Operator]; ok {
+			return f
 		}
-		row := a.counts[r][j*n*sub : (j+1)*n*sub]
+		return 1
+	}
+	// Each node's work per sub-window (seconds at the run's costs), and
+	// what it can do in each (seconds of such work: its speed then).
+	work := make([][]float64, len(names))
+	events := make([]int64, n)
+	for i := range work {
+		work[i] = make([]float64, nf)
+	}
+	for j := range cfg.Insts {
+		c := costs[j].kappa * factor(j)
+		row := a.counts[r][j*nf : (j+1)*nf]
 		for q, k := range row {
 			events[q/sub] += int64(k)
 			if !math.IsNaN(c) {
-				load[of[j]][q/sub] += float64(k) * c
-				fine[of[j]][q] += float64(k) * c
+				work[of[j]][q] += float64(k) * c
 			}
 		}
+	}
+	// The measured windows' speeds per node: its instances' run costs over
+	// their costs in the window, weighted by the tuples they took.
+	var speed [][]float64 // per node, per measured window (nil: 1 throughout)
+	if res.PerWindow {
+		mw := 0
+		for j := range costs {
+			mw = max(mw, len(costs[j].win))
+		}
+		speed = make([][]float64, len(names))
+		num := make([][]float64, len(names))
+		for i := range speed {
+			speed[i], num[i] = make([]float64, mw), make([]float64, mw)
+		}
+		for j, ic := range costs {
+			if ic.win == nil || math.IsNaN(ic.kappa) {
+				continue
+			}
+			f := factor(j)
+			for p := range ic.win {
+				k := float64(ic.n[p])
+				num[of[j]][p] += k * ic.kappa * f
+				speed[of[j]][p] += k * ic.win[p] * f
+			}
+		}
+		for i := range speed {
+			for p := range speed[i] {
+				if speed[i][p] > 0 && num[i][p] > 0 {
+					speed[i][p] = num[i][p] / speed[i][p]
+				} else {
+					speed[i][p] = 1
+				}
+			}
+		}
+	}
+	// can[i][q]: seconds of work node i does in sub-window q; cum its sums.
+	can := make([][]float64, len(names))
+	cum := make([][]float64, len(names))
+	for i := range can {
+		can[i] = make([]float64, nf)
+		cum[i] = make([]float64, nf+1)
+		for q := range can[i] {
+			v := 1.0
+			if speed != nil {
+				// The measured time this sub-window of the scenario stands for.
+				if p := int((float64(q) + 0.5) / sub * w.Rate); p < len(speed[i]) {
+					v = speed[i][p]
+				}
+			}
+			can[i][q] = v * dt
+			cum[i][q+1] = cum[i][q] + can[i][q]
+		}
+	}
+	// drain is how long node i takes, from the start of sub-window q, to
+	// do x seconds of work (at the speed of 1 past the scenario's end).
+	drain := func(i, q int, x float64) float64 {
+		if !(x > 0) {
+			return 0
+		}
+		c := cum[i]
+		target := c[q] + x
+		if target > c[nf] {
+			return float64(nf-q)*dt + (target - c[nf])
+		}
+		e := q + sort.Search(nf-q, func(k int) bool { return c[q+k+1] >= target })
+		return float64(e-q)*dt + (target-c[e])/can[i][e]*dt
 	}
 	ce := make([]float64, len(names))
 	sc := Scenario{Name: w.Name, WorstWindow: -1, WorstMeasuredS: math.NaN(), Within: math.NaN()}
 	within := 0
 	measured := w.Name == Measured.Name
 	for p := 0; p < n; p++ {
-		// The excess on the sub-windows; Mace at the window's end; the
-		// largest latency: a node's excess before a sub-window plus the
-		// sub-window's load.
+		// The excess on the sub-windows; the largest latency predicted (the
+		// theorem's Lemma 1, with arrivals even within a sub-window): the
+		// first tuple of a sub-window waits for the excess before it, the
+		// last for that and the sub-window's work, less the sub-window it
+		// arrived within.
 		pred := 0.0
-		for q := p * sub; q < (p+1)*sub; q++ {
-			for i := range ce {
-				if fine[i][q] > 0 {
-					pred = math.Max(pred, ce[i]+fine[i][q])
+		busiest := 0.0
+		for i := range ce {
+			load := 0.0
+			for q := p * sub; q < (p+1)*sub; q++ {
+				if work[i][q] > 0 {
+					pred = math.Max(pred, math.Max(drain(i, q, ce[i]), drain(i, q, ce[i]+work[i][q])-dt))
 				}
-				ce[i] = math.Max(0, ce[i]+fine[i][q]-width/sub)
+				load += work[i][q]
+				ce[i] = math.Max(0, ce[i]+work[i][q]-can[i][q])
 			}
+			busiest = math.Max(busiest, load)
 		}
 		best, node := 0.0, -1
 		for i := range ce {
-			if ce[i] > best || node < 0 {
-				best, node = ce[i], i
+			if d := drain(i, (p+1)*sub, ce[i]); d > best || node < 0 {
+				best, node = d, i
 			}
+		}
+		if best > 0 {
+			sc.Excess = true
 		}
 		row := Row{Scenario: w.Name, Window: int64(p), StartS: float64(p) * width, EndS: float64(p+1) * width,
 			Events: events[p], MaceS: best, BoundS: best + width + eps, PredictedS: pred + base,
@@ -331,10 +497,6 @@ func (res *Result) scenario(a *Acc, w *WhatIf, r int, cost []float64, eps, minLa
 			row.Node = names[node]
 		}
 		if measured {
-			busiest := 0.0
-			for i := range load {
-				busiest = math.Max(busiest, load[i][p])
-			}
 			if busiest >= width/2 && a.tuples[p] > 0 {
 				res.busy++
 				if a.tuples[p] < fewTuples {
@@ -349,6 +511,13 @@ func (res *Result) scenario(a *Acc, w *WhatIf, r int, cost []float64, eps, minLa
 				if !(row.MeasuredMaxS <= sc.WorstMeasuredS) {
 					sc.WorstMeasuredS = row.MeasuredMaxS
 				}
+				// The theorem's interval, and what the model leaves out of
+				// every latency (the run's smallest): no slack from the
+				// window's own measurement.
+				row.Within = row.MeasuredMaxS >= row.MaceS && row.MeasuredMaxS <= row.BoundS+base
+				if row.Within {
+					within++
+				}
 			}
 		}
 		if sc.WorstWindow < 0 || best > sc.WorstMaceS {
@@ -358,42 +527,31 @@ func (res *Result) scenario(a *Acc, w *WhatIf, r int, cost []float64, eps, minLa
 		res.Rows = append(res.Rows, row)
 	}
 	if measured && sc.Windows > 0 {
-		// What the model leaves out (transfers, wake-ups, a little
-		// queueing within a window): the largest latency of the windows
-		// with no excess before or after them; the smallest latency when
-		// every window had some.
-		rows := res.Rows[len(res.Rows)-n:]
-		free := math.Inf(-1)
-		for p := range rows {
-			if rows[p].Tuples > 0 && rows[p].MaceS == 0 && (p == 0 || rows[p-1].MaceS == 0) {
-				free = math.Max(free, rows[p].MeasuredMaxS)
-			}
-		}
-		if math.IsInf(free, -1) {
-			free = minLat / cfg.Hz
-		}
-		res.FreeS = free
-		for p := range rows {
-			r := &rows[p]
-			if r.Tuples > 0 {
-				r.Within = r.MeasuredMaxS >= r.MaceS && r.MeasuredMaxS <= r.BoundS+free+costSpread*r.MaceS
-				if r.Within {
-					within++
-				}
-			}
-		}
 		sc.Within = float64(within) / float64(sc.Windows)
 	}
 	sc.BaseS = base
-	// Long-run load: each node's work over the run's span at this rate.
-	span := (cfg.T1 - cfg.T0) / cfg.Hz / w.Rate
+	// Long-run load: each node's work over the span of the source's
+	// records at this rate.
+	span := (a.stimLast - a.stimFirst) / cfg.Hz / w.Rate
 	sc.Load = math.NaN()
 	if span > 0 {
-		for i := range load {
-			sum := 0.0
-			for _, v := range load[i] {
-				sum += v
+		offered := make([]float64, len(names))
+		for j := range cfg.Insts {
+			c := costs[j].kappa * factor(j)
+			if math.IsNaN(c) {
+				continue
 			}
+			f := 1.0
+			if j < len(res.offered) && res.offered[j] > 0 {
+				f = res.offered[j]
+			}
+			var k uint64
+			for _, v := range a.counts[r][j*nf : (j+1)*nf] {
+				k += uint64(v)
+			}
+			offered[of[j]] += float64(k) * f * c
+		}
+		for i, sum := range offered {
 			if l := sum / span; !(l <= sc.Load) {
 				sc.Load, sc.Bottleneck = l, names[i]
 			}
@@ -406,24 +564,19 @@ func (res *Result) scenario(a *Acc, w *WhatIf, r int, cost []float64, eps, minLa
 	res.Scenarios = append(res.Scenarios, sc)
 }
 
-// costSpread is the share of Mace the bound check allows on top: Mace is
-// a backlog of thousands of tuples counted at their mean cost, and a
-// machine that runs an operator 1% slower in a backlog than on average
-// (caches, interrupts) makes the backlog 1% longer.
-const costSpread = 0.01
-
 // Assumption checks' thresholds.
 const (
 	fewTuples     = 10   // a busy window with fewer tuples than this is coarse
 	shareBusy     = 0.5  // the others on a machine busy: this share of a window or more
 	shareIdle     = 0.1  // and idle: this share or less
 	minPaired     = 30   // tuples each side of the sharing check
-	sharingFactor = 1.25 // service time longer by this while the others are busy: a shared CPU
+	sharingFactor = 1.25 // own work longer by this while the others are busy: a shared CPU
 	disorder      = 0.01 // share of a sample's neighbours out of stimulus order
+	driftShare    = 0.1  // windows whose cost moved beyond its interval: this share or more is drift
 )
 
 // flags says where the run breaks the theorem's assumptions.
-func (res *Result) flags(a *Acc, cost []float64) {
+func (res *Result) flags(a *Acc, costs []instCost, cm CostModel) {
 	cfg := a.cfg
 	// Streams merging into one instance.
 	for j, in := range cfg.Insts {
@@ -441,43 +594,9 @@ func (res *Result) flags(a *Acc, cost []float64) {
 			res.Flags = append(res.Flags, fmt.Sprintf("fan-in: %s (%s) takes tuples from %s upstream channels: a FIFO over merged streams is not stimulus-time order, which the bound assumes", in.Operator, in.Label, what))
 		}
 	}
-	// Instances that appear to share a CPU: their service time grows
-	// while the others on their machine are busy.
-	n := a.n[0]
-	width := cfg.Width
-	for j, in := range cfg.Insts {
-		var busyS, idleS float64
-		var busyN, idleN uint64
-		var others []int
-		for k, o := range cfg.Insts {
-			if k != j && o.Machine == in.Machine {
-				others = append(others, k)
-			}
-		}
-		if len(others) == 0 {
-			continue
-		}
-		for p := 0; p < n; p++ {
-			b := 0.0
-			for _, k := range others {
-				b += a.svc[k*n+p] / width
-			}
-			switch {
-			case b >= shareBusy:
-				busyS += a.svc[j*n+p]
-				busyN += uint64(a.svcN[j*n+p])
-			case b <= shareIdle:
-				idleS += a.svc[j*n+p]
-				idleN += uint64(a.svcN[j*n+p])
-			}
-		}
-		if busyN >= minPaired && idleN >= minPaired {
-			f := (busyS / float64(busyN)) / (idleS / float64(idleN))
-			if f >= sharingFactor {
-				res.Flags = append(res.Flags, fmt.Sprintf("shared CPU: %s (%s) takes %.2fx as long per tuple while other operators on %s are busy: it appears to share a CPU with them; Mace counts one CPU per instance (model it with --what-if colocate:...)",
-					in.Operator, in.Label, f, in.Machine))
-			}
-		}
+	if cm.Acc != nil {
+		res.sharedCPU(cfg, cm)
+		res.drift(cfg, cm)
 	}
 	// Out of stimulus order.
 	for j, in := range cfg.Insts {
@@ -510,9 +629,101 @@ func (res *Result) flags(a *Acc, cost []float64) {
 				k, in.Operator, in.Label))
 		}
 	}
-	if a.negative > 0 {
-		res.Notes = append(res.Notes, fmt.Sprintf("%d in-to-out pair(s) with a negative difference were left out of the costs", a.negative))
-	}
 }
 
 func sortStrings(l []string) { sort.Strings(l) }
+
+// sharedCPU flags instances that appear to share a CPU: their own work
+// per tuple (the cost model's, by the window of each in) grows while the
+// others on their machine are busy.
+func (res *Result) sharedCPU(cfg *Config, cm CostModel) {
+	g := cm.Acc.Grids()[cm.Grid]
+	insts := min(len(cm.Opts), len(cfg.Insts))
+	width := g.Width
+	own := func(j, p int) (sum float64, n uint64) {
+		cells := cm.Acc.Cells(cm.Grid, j)[p*g.Sub : (p+1)*g.Sub]
+		for _, c := range cells {
+			sum += float64(c.Own)
+			n += uint64(c.OwnN)
+		}
+		return sum, n
+	}
+	for j := 0; j < insts; j++ {
+		in := &cfg.Insts[j]
+		if !in.HasIn {
+			continue
+		}
+		var others []int
+		for k := 0; k < insts; k++ {
+			if o := &cfg.Insts[k]; k != j && o.HasIn && o.Machine == in.Machine {
+				others = append(others, k)
+			}
+		}
+		if len(others) == 0 {
+			continue
+		}
+		var busyS, idleS float64
+		var busyN, idleN uint64
+		for p := 0; p < g.N; p++ {
+			b := 0.0
+			for _, k := range others {
+				s, _ := own(k, p)
+				b += s / width
+			}
+			s, n := own(j, p)
+			switch {
+			case b >= shareBusy:
+				busyS += s
+				busyN += n
+			case b <= shareIdle:
+				idleS += s
+				idleN += n
+			}
+		}
+		if busyN >= minPaired && idleN >= minPaired {
+			f := (busyS / float64(busyN)) / (idleS / float64(idleN))
+			if f >= sharingFactor {
+				res.Flags = append(res.Flags, fmt.Sprintf("shared CPU: %s (%s) takes %.2fx as long per tuple while other operators on %s are busy: it appears to share a CPU with them; Mace counts one CPU per instance (model it with --what-if colocate:...)",
+					in.Operator, in.Label, f, in.Machine))
+			}
+		}
+	}
+}
+
+// drift flags instances whose cost moved between windows beyond each
+// window's interval: the theorem takes a cost per event (a cost per
+// subinterval, its A-3 allows); Mace follows each window's cost in the
+// run it measured, but a prediction for another run cannot know when the
+// machine will be busy.
+func (res *Result) drift(cfg *Config, cm CostModel) {
+	g := cm.Acc.Grids()[cm.Grid]
+	for j := range cm.Opts {
+		if j >= len(cfg.Insts) || !cfg.Insts[j].HasIn {
+			continue
+		}
+		in := &cfg.Insts[j]
+		o := cm.Opts[j]
+		run := cm.Acc.Run(cm.Grid, j, o)
+		if run.Tuples == 0 {
+			continue
+		}
+		runTake := cm.Acc.RunTake(cm.Grid, j)
+		counted, moved := 0, 0
+		lo, hi := math.NaN(), math.NaN()
+		for p := 0; p < g.N; p++ {
+			e := cm.Acc.Window(cm.Grid, j, p, o, runTake)
+			if e.Tuples < minPaired || math.IsNaN(e.CostLowS) {
+				continue
+			}
+			counted++
+			if cost.Moved(e, run) {
+				moved++
+				lo, hi = minNaN(lo, e.CostS), maxNaN(hi, e.CostS)
+			}
+		}
+		if moved > 0 && float64(moved) >= driftShare*float64(counted) {
+			res.Flags = append(res.Flags, fmt.Sprintf("cost drift: %s (%s) cost %s to %s us a tuple in %d of %d windows, beyond their intervals, against %s us over the run (a CPU shared with other work, a garbage collection, a change of phase): Mace follows each window's cost here, but a what-if or another run's prediction cannot know when the machine will be busy",
+				in.Operator, in.Label, fmtUS(lo), fmtUS(hi), moved, counted, fmtUS(run.CostS)))
+		}
+	}
+}

@@ -12,8 +12,12 @@ import (
 func (res *Result) WriteText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Mace: the largest latency predicted from load (mace.csv has every window, mace-costs.csv the costs; README, \"Mace\")\n")
-	fmt.Fprintf(&b, "windows of %s s by stimulus (a tuple's first record); cost per tuple: each instance's mean own service time (in to out) plus its overhead while backlogged (previous departure to next in); one event at every operator: %s us\n",
-		fmtS(res.WindowS), fmtUS(res.EpsS))
+	costs := "each instance's cost in each window where it took enough tuples (else over the run)"
+	if !res.PerWindow {
+		costs = "one cost per instance for the run"
+	}
+	fmt.Fprintf(&b, "windows of %s s by stimulus (a tuple's first record); cost per tuple (the cost model, as capacity's): own work (in to out) + hand-off, %s; one event at every operator: %s us; the run's smallest latency: %s us\n",
+		fmtS(res.WindowS), costs, fmtUS(res.EpsS), fmtUS(res.MinLatS))
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "scenario\tworst Mace s\tpredicted worst s\tmeasured worst s\terror\twithin the bounds\tbusiest node\tload\tlatency bounded up to\t")
 	for _, s := range res.Scenarios {
@@ -21,6 +25,12 @@ func (res *Result) WriteText(w io.Writer) error {
 		if !math.IsNaN(s.WorstMeasuredS) {
 			measured = fmt.Sprintf("%.6f", s.WorstMeasuredS)
 			errs = fmt.Sprintf("%+.2f%%", 100*(s.WorstLatencyS/s.WorstMeasuredS-1))
+		}
+		if !s.Excess {
+			// No window had excess: the theorem bounds the latency by the
+			// window and one event everywhere; a relative error of a
+			// bound that is no point estimate says nothing.
+			errs = fmt.Sprintf("no excess: latency at most w + e = %s s (+ %s s)", fmtS(res.WindowS+res.EpsS), fmtS(s.BaseS))
 		}
 		if !math.IsNaN(s.Within) {
 			within = fmt.Sprintf("%.1f%% of %d windows", 100*s.Within, s.Windows)
@@ -39,19 +49,24 @@ func (res *Result) WriteText(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(&b, "  predicted worst: the largest over the windows of a node's excess before a 32nd of the window plus that 32nd's load, plus the run's smallest latency; within the bounds: Mace <= the window's largest latency <= 1.01 Mace + window + one event at every operator + the largest latency of the windows without excess (%s us: transfers, wake-ups)\n", fmtUS(res.FreeS))
+	b.WriteString("  predicted worst: the largest over the windows of the time a node takes, from a 32nd of the window, to do its excess before it and that 32nd's work, plus the run's smallest latency; " +
+		"within the bounds: Mace <= the window's largest latency <= Mace + window + one event at every operator + the run's smallest latency; load: a node's work over the span of the source's records (above 1 it cannot keep up)\n")
 	for _, c := range res.Costs {
 		if !math.IsNaN(c.CostS) {
-			ov := "no overhead measured"
-			if !math.IsNaN(c.OverheadS) {
-				ov = "overhead while backlogged " + fmtUS(c.OverheadS) + " us"
+			ho := "hand-off not measured (never backlogged)"
+			if !math.IsNaN(c.HandOffS) {
+				ho = "hand-off " + fmtUS(c.HandOffS) + " us"
 			}
-			fmt.Fprintf(&b, "  cost %s (%s): %s us a tuple (own service %s us over %d tuples, %s; %s)\n", c.Operator, c.Instance, fmtUS(c.CostS),
-				fmtUS(c.ServiceS), c.Tuples, c.From, ov)
+			span := ""
+			if !math.IsNaN(c.MinS) {
+				span = fmt.Sprintf("; %s to %s us in its windows", fmtUS(c.MinS), fmtUS(c.MaxS))
+			}
+			fmt.Fprintf(&b, "  cost %s (%s): %s us a tuple (own work %s us, %s, over %d tuples, %s%s)\n", c.Operator, c.Instance, fmtUS(c.CostS),
+				fmtUS(c.ServiceS), ho, c.Tuples, c.From, span)
 		}
 	}
 	if len(res.Flags) == 0 {
-		b.WriteString("assumptions: none broken that the logs show (no streams merging, no CPU shared, stimulus order kept, enough tuples in busy windows)\n")
+		b.WriteString("assumptions: none broken that the logs show (no streams merging, no CPU shared, costs steady, stimulus order kept, enough tuples in busy windows)\n")
 	} else {
 		b.WriteString("assumptions broken (the bounds may not hold):\n")
 		for _, f := range res.Flags {
@@ -65,7 +80,12 @@ func (res *Result) WriteText(w io.Writer) error {
 	return err
 }
 
-func fmtUS(s float64) string { return fmt.Sprintf("%.3f", s*1e6) }
+func fmtUS(s float64) string {
+	if math.IsNaN(s) {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f", s*1e6)
+}
 
 func orDash(s string) string {
 	if s == "" {
