@@ -162,8 +162,8 @@ test-cluster: java
 # at several loads, `analyze`'s capacity rows and the Beard & Chamberlain
 # estimates against its truth, and `gen maxrate` against the predicted rate.
 .PHONY: test-capacity
-test-capacity: $(LIB) $(TOOL) $(BUILD)/tandem
-	$(call with-tmp,CP_TOOL=$(abspath $(TOOL)) CP_TANDEM=$(abspath $(BUILD)/tandem) $(GO) test -count=1 -v -timeout 10m ./tests/capacity/)
+test-capacity: $(LIB) $(TOOL) $(BUILD)/tandem $(BUILD)/udpstage
+	$(call with-tmp,CP_TOOL=$(abspath $(TOOL)) CP_TANDEM=$(abspath $(BUILD)/tandem) CP_UDPSTAGE=$(abspath $(BUILD)/udpstage) $(GO) test -count=1 -v -timeout 10m ./tests/capacity/)
 
 # The critical-path analysis against a known truth (tests/critpath): tandem
 # under heavy and light load, as a fork-join, with a burst, and halving an

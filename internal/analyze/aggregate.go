@@ -115,13 +115,16 @@ func (w *worker) tuple(evs []event) error {
 	w.hops, w.rets = hops, rets
 	// evs are sorted by estimate: a stable sort by rank keeps that within
 	// a channel.
-	inRank, repeats := true, false
-	for i := 1; i < len(hops); i++ {
-		inRank = inRank && w.rank[hops[i-1].ch] <= w.rank[hops[i].ch]
-		repeats = repeats || hops[i-1].ch == hops[i].ch
+	inRank := true
+	for i := 1; i < len(hops) && inRank; i++ {
+		inRank = w.rank[hops[i-1].ch] <= w.rank[hops[i].ch]
 	}
 	if !inRank {
 		slices.SortStableFunc(hops, func(x, y event) int { return w.rank[x.ch] - w.rank[y.ch] })
+	}
+	repeats := false
+	for i := 1; i < len(hops) && !repeats; i++ {
+		repeats = hops[i-1].ch == hops[i].ch
 	}
 	// The operator analyses take a process's records in time order: where
 	// a channel repeats (a 1->N operator upstream, the same id handed on

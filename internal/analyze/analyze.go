@@ -197,6 +197,8 @@ type analysis struct {
 	tl         timelineState      // the report's aggregates over time and the trace's sample (timeline.go)
 	// per channel, its smallest and largest TSC (decode): the run's span
 	tscMin, tscMax []uint64
+	// per channel, the records decoded
+	chanRecords []uint64
 }
 
 // outputs are the files an analysis may write into Out. A run removes

@@ -94,6 +94,16 @@ func (a *analysis) doneDepIndexes() {
 			ok = false
 		}
 	}
+	// An instance with visits that hand nothing on (a filter's, a cut
+	// file's) departs at some of its ins, which the index of its outs
+	// does not hold: the walk in time order finds its departures.
+	for i := range a.cp.plan.Instances {
+		in := &a.cp.plan.Instances[i]
+		if in.Has(capacity.RoleIn) && in.Has(capacity.RoleOut) &&
+			a.chanRecords[in.Chans[capacity.RoleIn]] > a.chanRecords[in.Chans[capacity.RoleOut]] {
+			ok = false
+		}
+	}
 	if !ok {
 		a.cp.deps = nil
 	}

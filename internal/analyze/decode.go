@@ -41,6 +41,7 @@ func (a *analysis) decodeAll(ps *partitions, workers int) error {
 	sort.SliceStable(todo, func(x, y int) bool { return size[todo[x]] > size[todo[y]] })
 	var next atomic.Int64
 	var records atomic.Uint64
+	a.chanRecords = make([]uint64, len(a.chans))
 	errs := make([]error, workers)
 	var failed atomic.Bool
 	var wg sync.WaitGroup
@@ -59,6 +60,7 @@ func (a *analysis) decodeAll(ps *partitions, workers int) error {
 				}
 				n, err := a.decodeFile(todo[k], pw, alias)
 				records.Add(n)
+				a.chanRecords[todo[k]] = n
 				if err != nil {
 					errs[wk] = err
 					failed.Store(true)

@@ -10,10 +10,10 @@ type Estimate struct {
 	Tuples     uint64 // visits whose own work was measured (an in and an out)
 	Backlogged uint64 // visits taken while backlogged (their take measured): the cost's
 	Blocked    uint64 // hand-offs that waited for room downstream
-	// Mean seconds per tuple (NaN: not measured): own work (of every
-	// tuple), the send (where the instance marks sent), the take while
-	// backlogged; and BlockedS, the seconds blocked by a full downstream
-	// in all.
+	// The cost's parts, mean seconds per tuple (NaN: not measured): own
+	// work, the send (where the instance marks sent), the take while
+	// backlogged, OwnS + SendS + TakeS = CostS; and BlockedS, the seconds
+	// blocked by a full downstream in all.
 	OwnS, SendS, TakeS, BlockedS float64
 	// CostS: the backlogged tuples' own work and take, and the send; with
 	// too few backlogged tuples (TakeFrom), every tuple's own work, the
@@ -26,7 +26,9 @@ type Estimate struct {
 	// Capacity is 1 / CostS: tuples per second the instance takes and
 	// finishes while backlogged; Low and High its interval.
 	Capacity, CapacityLow, CapacityHigh float64
-	// ServiceRate is 1 / OwnS (own work only), with its interval.
+	// ServiceRate is one over the own work of every tuple of the span (own
+	// work only, not OwnS: that is the backlogged tuples'), with its
+	// interval.
 	ServiceRate, ServiceLow, ServiceHigh float64
 	// TakeFrom says where the cost comes from: TakeSpan (this span's
 	// backlogged visits), TakeRun (the span had fewer than MinTake: every
@@ -54,10 +56,10 @@ type Options struct {
 // MaxBatches bounds the batches of a whole run's interval.
 const MaxBatches = 32
 
-// cost is the cost of the totals in t (cycles per tuple) and its parts:
-// with minTake backlogged visits or more, theirs (own work and take) and
-// the send; else every tuple's own work, the send, and runTake (the run's
-// mean take in cycles; NaN: none, then 0).
+// cost is the cost of the totals in t (cycles per tuple) and its parts
+// (own + send + take = c): with minTake backlogged visits or more, theirs
+// (own work and take) and the send; else every tuple's own work, the
+// send, and runTake (the run's mean take in cycles; NaN: none, then 0).
 func (o *Options) cost(t *Cell, runTake float64) (c, own, send, take float64, from string) {
 	own, send, take = math.NaN(), math.NaN(), math.NaN()
 	if t.OwnN > 0 {
@@ -71,14 +73,12 @@ func (o *Options) cost(t *Cell, runTake float64) (c, own, send, take float64, fr
 		s = 0
 	}
 	switch {
-	case t.TakeN > 0 && int(t.TakeN) >= max(o.MinTake, 1):
+	case t.TakeN > 0 && (int(t.TakeN) >= max(o.MinTake, 1) || math.IsNaN(runTake)):
 		take, from = float64(t.Take)/float64(t.TakeN), TakeSpan
-		return float64(t.BOwn+t.Take)/float64(t.TakeN) + s, own, send, take, from
+		own = float64(t.BOwn) / float64(t.TakeN)
+		return own + s + take, own, send, take, from
 	case !math.IsNaN(runTake):
 		take, from = runTake, TakeRun
-	case t.TakeN > 0:
-		take, from = float64(t.Take)/float64(t.TakeN), TakeSpan
-		return float64(t.BOwn+t.Take)/float64(t.TakeN) + s, own, send, take, from
 	default:
 		take, from = 0, TakeNone
 	}
@@ -105,7 +105,8 @@ func (o *Options) Estimate(batches []Cell, runTake float64) Estimate {
 	}
 	c, own, send, take, from := o.cost(&t, runTake)
 	e.OwnS, e.SendS, e.TakeS, e.CostS, e.TakeFrom = own/o.Hz, send/o.Hz, take/o.Hz, c/o.Hz, from
-	e.Capacity, e.ServiceRate = o.Hz/c, o.Hz/own
+	all := float64(t.Own) / float64(t.OwnN)
+	e.Capacity, e.ServiceRate = o.Hz/c, o.Hz/all
 	// The jackknife: the cost without each batch in turn.
 	var costs, owns []float64
 	for i := range batches {
@@ -154,9 +155,9 @@ func (o *Options) Estimate(batches []Cell, runTake float64) Estimate {
 		}
 	}
 	if h := jackknife(owns); !math.IsNaN(h) {
-		e.ServiceLow, e.ServiceHigh = o.Hz/(own+h), math.Inf(1)
-		if own > h {
-			e.ServiceHigh = o.Hz / (own - h)
+		e.ServiceLow, e.ServiceHigh = o.Hz/(all+h), math.Inf(1)
+		if all > h {
+			e.ServiceHigh = o.Hz / (all - h)
 		}
 	}
 	return e

@@ -239,7 +239,8 @@ type Collector struct {
 	hasDep                               bool
 	visits                               uint64  // every visit, kept or not
 	instDep                              []int64 // with Config.Fast: per instance, its last departure (noD: none)
-	cur                                  []int   // with Config.Fast: per instance, its index's cursor
+	handBuf                              []int32
+	cur                                  []int // with Config.Fast: per instance, its index's cursor
 	pend                                 []pendVisit
 	cost                                 *cost.Acc // with Config.Fast: the cost model's sums (nil: none)
 	sink                                 uint64
@@ -346,9 +347,15 @@ func (c *Collector) Tuple(evs []Event, e2eErr float64) error {
 			c.pend = c.pend[:len(c.pend)+1]
 			v = &c.pend[len(c.pend)-1].v
 		}
-		*v = Visit{In: p[i], Out: p[sv.out], Dep: p[sv.end], Bucket: bk, Inst: sv.inst, Up: sv.up, Link: sv.link, Next: sv.next, D: noD}
+		vb := bk
+		if sv.copy {
+			// Its hand-off is not the record before it: the hop into it
+			// went to the breakdown as it is, nothing to split.
+			vb = noBucket
+		}
+		*v = Visit{In: p[i], Out: p[sv.out], Dep: p[sv.end], Bucket: vb, Inst: sv.inst, Up: sv.up, Link: sv.link, Next: sv.next, D: noD}
 		if i > 0 {
-			v.H = p[i-1]
+			v.H = p[sv.hand]
 			v.Err = float32(evs[i].Err)
 		}
 		if v.Dep > c.lastDep || !c.hasDep {
@@ -357,7 +364,7 @@ func (c *Collector) Tuple(evs []Event, e2eErr float64) error {
 		c.visits++
 		if a.cfg.Fast {
 			pv := &c.pend[len(c.pend)-1]
-			pv.raw, pv.est, pv.rate, pv.journey = evs[i].Raw, evs[i].Est, a.cfg.Chans[evs[i].Ch].Rate, journey
+			pv.raw, pv.est, pv.rate, pv.journey = evs[i].Raw, evs[i].Est, a.cfg.Chans[evs[i].Ch].Rate, journey && !sv.copy
 			if len(c.pend) == pendBatch {
 				if err := c.flushPend(); err != nil {
 					return err
@@ -409,6 +416,11 @@ type shapeHop struct {
 type shapeVisit struct {
 	in, out, end         int32
 	inst, up, link, next uint16
+	// hand is the record of its hand-off: the record before the in, but
+	// where the tuple's records repeat (copies of it: a 1->N operator
+	// upstream), the upstream departure its copy took (copy).
+	hand int32
+	copy bool
 }
 
 // maxShapes bounds the shapes a collector keeps; past it, a tuple's is
@@ -464,8 +476,9 @@ func (c *Collector) deriveShape(evs []Event) *shape {
 	last := &chans[evs[n-1].Ch]
 	sh.journey = !(last.Inst >= 0 && last.Role == capacity.RoleIn && a.cfg.Insts[last.Inst].Lineage && n > 1)
 	isIn := func(k int) bool { ck := &chans[evs[k].Ch]; return ck.Inst >= 0 && ck.Role == capacity.RoleIn }
+	hands := c.hands(evs)
 	for k := 0; k+1 < n; k++ {
-		if isIn(k + 1) {
+		if isIn(k+1) && int(hands[k+1]) == k {
 			sh.hops[k].handOff = true
 		}
 	}
@@ -483,14 +496,16 @@ func (c *Collector) deriveShape(evs []Event) *shape {
 		// other instance's mark between.
 		inst := ci.Inst
 		op := a.opOf[inst]
-		sv := shapeVisit{in: int32(i), out: int32(i), inst: uint16(inst), up: noHandOff}
+		sv := shapeVisit{in: int32(i), out: int32(i), inst: uint16(inst), up: noHandOff, hand: int32(i - 1)}
 		if i > 0 {
-			prev := &chans[evs[i-1].Ch]
+			h := int(hands[i])
+			sv.hand, sv.copy = int32(h), h != i-1
+			prev := &chans[evs[h].Ch]
 			sv.up = 0
 			if prev.Inst >= 0 && prev.Inst != inst && a.cfg.Insts[prev.Inst].HasIn {
 				sv.up = uint16(prev.Inst + 1)
 			}
-			sv.link = c.link(evs[i-1].Ch, evs[i].Ch)
+			sv.link = c.link(evs[h].Ch, evs[i].Ch)
 		}
 		end, out, sent := i, -1, -1
 		for k := i + 1; k < n; k++ {
@@ -540,7 +555,82 @@ func (c *Collector) deriveShape(evs []Event) *shape {
 		}
 		i = end + 1
 	}
+	// A copy's in whose hand-off is another record: the hop into it is no
+	// hand-off to split, it counts as it is.
+	for _, sv := range sh.visits {
+		if sv.copy {
+			sh.hops[sv.in-1] = c.plainHop(evs, int(sv.in)-1)
+		}
+	}
 	return sh
+}
+
+// hands is, for each record of a tuple, the record its tuple was handed
+// off at: the record before it, except where the tuple's records repeat
+// (copies: a 1->N operator upstream handed the same id on several times).
+// Then each process's records come in time order (package analyze orders
+// them so), and the k-th in of a run of one process's records takes the
+// k-th departure of the run before it (its sents where its instance marks
+// sent, else its outs; else the run's last record): first in, first out.
+func (c *Collector) hands(evs []Event) []int32 {
+	chans := c.a.cfg.Chans
+	n := len(evs)
+	h := c.handBuf[:0]
+	for i := 0; i < n; i++ {
+		h = append(h, int32(i-1))
+	}
+	c.handBuf = h
+	repeats := false
+	for i := 1; i < n && !repeats; i++ {
+		repeats = evs[i].Ch == evs[i-1].Ch
+	}
+	for i := 1; i < n && !repeats; i++ {
+		for k := 0; k < i && !repeats; k++ {
+			repeats = evs[k].Ch == evs[i].Ch
+		}
+	}
+	if !repeats {
+		return h
+	}
+	var deps []int32 // the departures of the run before
+	for i := 0; i < n; {
+		j := i + 1
+		for j < n && chans[evs[j].Ch].Proc == chans[evs[i].Ch].Proc {
+			j++
+		}
+		// The run [i, j): its ins take the departures before it in turn.
+		k := 0
+		for r := i; r < j; r++ {
+			cr := &chans[evs[r].Ch]
+			if cr.Inst < 0 || cr.Role != capacity.RoleIn || r == 0 {
+				continue
+			}
+			switch {
+			case k < len(deps):
+				h[r] = deps[k]
+			case len(deps) > 0:
+				h[r] = deps[len(deps)-1]
+			}
+			k++
+		}
+		// Its departures, for the run after it.
+		deps = deps[:0]
+		for r := i; r < j; r++ {
+			cr := &chans[evs[r].Ch]
+			if cr.Inst < 0 {
+				continue
+			}
+			sent := c.a.cfg.Insts[cr.Inst].HasSent
+			if (sent && cr.Role == capacity.RoleSent) || (!sent && cr.Role == capacity.RoleOut) {
+				deps = append(deps, int32(r))
+			}
+		}
+		if len(deps) == 0 {
+			deps = append(deps, int32(j-1))
+		}
+		i = j
+	}
+	return h
 }
 
 // pendVisit is a visit whose previous departure pass 1 has yet to look

@@ -415,10 +415,14 @@ func (w *walker) depart(j int, t int64) {
 				s.addBlocked(s.out, t, s.next)
 			}
 		}
+		// The cost model's send or time blocked: out to sent (without sent
+		// marks, the outs of one visit are its own work).
 		if !followed {
 			w.accrue(&s.st, int(w.a.compute[w.a.opOf[j]]), t)
-			w.cost.Send(j, s.out, t)
-		} else {
+			if w.a.cfg.Insts[j].HasSent {
+				w.cost.Send(j, s.out, t)
+			}
+		} else if w.a.cfg.Insts[j].HasSent {
 			w.cost.Blocked(j, s.out, t)
 		}
 	}
@@ -552,13 +556,22 @@ func (w *walker) arrive(v *Visit) {
 			w.onPath(j, min(v.D, v.In))
 		}
 	} else {
-		if v.Up != noHandOff && s.born && v.H <= s.d && s.d <= v.In && a.cfg.Insts[j].HasOut {
-			w.cost.Take(j, s.d, v.In, v.Out)
+		if in := &a.cfg.Insts[j]; v.Up != noHandOff && s.born && v.H <= s.d && s.d <= v.In && in.HasOut {
+			out := v.Out
+			if !in.HasSent {
+				out = v.Dep
+			}
+			w.cost.Take(j, s.d, v.In, out)
 		}
 		// A visit without its out (a filter's, a cut file's) has no own
-		// work to measure: Out is then its in, or its sent.
+		// work to measure: Out is then its in, or its sent. Without sent
+		// marks its own work runs to its last out (a 1->N operator's).
 		if in := &a.cfg.Insts[j]; in.HasOut && v.Out != v.In && !(in.HasSent && v.Out == v.Dep) {
-			w.cost.Own(j, v.In, v.Out)
+			if in.HasSent {
+				w.cost.Own(j, v.In, v.Out)
+			} else {
+				w.cost.Own(j, v.In, v.Dep)
+			}
 		}
 	}
 	if !w.a.cfg.Fast && v.Up != noHandOff && v.Bucket != noBucket {

@@ -48,6 +48,7 @@ const (
 // env is what the tests need from the build.
 type env struct {
 	tool, tandem string
+	udpstage     string // examples/pipeline/udpstage (CP_UDPSTAGE)
 	count        bool   // the library has CP_SERVICERATE (tandem can open count channels)
 	countWhy     string // why not
 	capacity     bool   // analyze has the capacity analysis
@@ -66,12 +67,12 @@ var (
 func needEnv(t *testing.T) env {
 	t.Helper()
 	envOnce.Do(func() {
-		e := env{tool: os.Getenv("CP_TOOL"), tandem: os.Getenv("CP_TANDEM")}
-		if e.tool == "" || e.tandem == "" {
-			envSkip = "CP_TOOL and CP_TANDEM (paths of build/cloudprofiler and build/tandem) are not set: run `make test-capacity`"
+		e := env{tool: os.Getenv("CP_TOOL"), tandem: os.Getenv("CP_TANDEM"), udpstage: os.Getenv("CP_UDPSTAGE")}
+		if e.tool == "" || e.tandem == "" || e.udpstage == "" {
+			envSkip = "CP_TOOL, CP_TANDEM and CP_UDPSTAGE (paths of build/cloudprofiler, build/tandem and build/udpstage) are not set: run `make test-capacity`"
 			return
 		}
-		for _, p := range []*string{&e.tool, &e.tandem} {
+		for _, p := range []*string{&e.tool, &e.tandem, &e.udpstage} {
 			abs, err := filepath.Abs(*p)
 			if err != nil {
 				envErr = err
@@ -279,8 +280,9 @@ func (r capRow) String() string {
 }
 
 var capColumns = strings.Split("level,window,start_s,end_s,operator,instance,node,pid,method,tuples_in,tuples_out,"+
-	"arrivals_per_s,departures_per_s,busy_share,blocked_share,service_rate,service_rate_low,service_rate_high,headroom,"+
-	"selectivity,instances,skew,reach,capacity,max_source_rate,bottleneck,parallelism_needed,note", ",")
+	"arrivals_per_s,departures_per_s,busy_share,blocked_share,own_us,handoff_us,cost_us,cost_low_us,cost_high_us,backlogged,"+
+	"service_rate,service_rate_low,service_rate_high,capacity,capacity_low,capacity_high,load,headroom,"+
+	"selectivity,instances,skew,reach,lost,max_source_rate,bottleneck,parallelism_needed,note", ",")
 
 func readCapacity(t *testing.T, out string) []capRow {
 	t.Helper()
