@@ -178,8 +178,8 @@ test-critpath: $(LIB) $(TOOL) $(BUILD)/tandem
 # of a run predicting another seed, rate=x2 and cost:B=0.5 against runs made
 # that way, A and B on one CPU flagged, bad input never panics.
 .PHONY: test-mace
-test-mace: $(LIB) $(TOOL) $(BUILD)/tandem
-	$(call with-tmp,CP_TOOL=$(abspath $(TOOL)) CP_TANDEM=$(abspath $(BUILD)/tandem) $(GO) test -count=1 -v -timeout 10m ./tests/mace/)
+test-mace: $(LIB) $(TOOL) $(BUILD)/udpstage
+	$(call with-tmp,CP_TOOL=$(abspath $(TOOL)) CP_UDPSTAGE=$(abspath $(BUILD)/udpstage) $(GO) test -count=1 -v -timeout 10m ./tests/mace/)
 
 # The Python wheel (bindings/python): build/wheel/cloudprofiler-*-py3-none-
 # linux_<machine>.whl, with the library just built inside (setup.py copies

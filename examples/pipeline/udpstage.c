@@ -33,6 +33,9 @@
 // runs on the machine. Its real cost is whatever the records show: the
 // calibration is not the truth.
 //
+// --rcvbuf BYTES sizes the receive buffer (past net.core.rmem_max when
+// run as root): the queue a backlog waits in, and above it datagrams drop.
+//
 // --split K hands every tuple on K times (the same id; a 1->K operator),
 // --keep K hands on only ids divisible by K (a filter), --drop P skips the
 // send of a share P of the copies after their "out" mark (the tuple is
@@ -162,7 +165,11 @@ static double calibrate(void) {
 static int udp_socket(long listen_port, long rcvbuf) {
   int fd = socket(AF_INET, SOCK_DGRAM, 0);
   if (fd < 0) die("socket");
-  if (rcvbuf > 0 && setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf) < 0) die("SO_RCVBUF");
+  // SO_RCVBUFFORCE passes net.core.rmem_max (root); else SO_RCVBUF, which
+  // the kernel caps there.
+  if (rcvbuf > 0 && setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof rcvbuf) < 0 &&
+      setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf) < 0)
+    die("SO_RCVBUF");
   if (listen_port >= 0) {
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)listen_port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};

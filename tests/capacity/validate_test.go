@@ -122,4 +122,3 @@ func insideVsOutside(t *testing.T, e env, dir string, listen func(logs string, e
 		ps.add("predicted %.0f/s against gen maxrate's %.0f/s: %s, want within 10%%", pred, outside, pct(relErr))
 	}
 }
-
