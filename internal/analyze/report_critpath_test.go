@@ -52,7 +52,7 @@ func TestCritPathSummaryAndReport(t *testing.T) {
 	require.Regexp(t, `\n +compute +parse +[0-9.]+ +[0-9.]+%\n`, sec, "compute within a process: no bound")
 	require.True(t, cp.AddUp)
 	require.Contains(t, sec, "parts add up exactly")
-	require.Contains(t, sec, fmt.Sprintf("tuples %d, journeys %d, absorbed by lineage 0, visits %d (walked in pass 2: %d), spilled 0 bytes", cp.Tuples, cp.Journeys, cp.Visits, cp.Walked))
+	require.Contains(t, sec, fmt.Sprintf("tuples %d, journeys %d (cut short 0), absorbed by lineage 0, visits %d (walked in pass 2: %d), spilled 0 bytes", cp.Tuples, cp.Journeys, cp.Visits, cp.Walked))
 	require.EqualValues(t, 3000, cp.Tuples)
 
 	b, err = os.ReadFile(filepath.Join(cfg.Out, "report.html"))

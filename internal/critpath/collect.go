@@ -107,6 +107,7 @@ type Analysis struct {
 	other    uint16
 	opOf     []int // instance -> operator
 	ops      []string
+	lastIn   int // the highest rank of an instance that marks its ins: a tuple that departs below it was cut
 
 	mu     sync.Mutex
 	cols   []*Collector
@@ -136,6 +137,12 @@ func New(cfg Config) (*Analysis, error) {
 			a.ops = append(a.ops, in.Operator)
 		}
 		a.opOf = append(a.opOf, o)
+	}
+	a.lastIn = math.MinInt
+	for _, in := range cfg.Insts {
+		if in.HasIn {
+			a.lastIn = max(a.lastIn, in.Rank)
+		}
 	}
 	for _, op := range a.ops {
 		a.compute = append(a.compute, a.reg.id(Part{KindCompute, op}))
@@ -182,6 +189,11 @@ const noBucket = math.MinInt32
 // posBuckets.
 const posBuckets = 64 << bucketBits
 
+// cutOffset moves the bucket of a cut journey (a tuple that left an
+// operator and never reached the next: lost, or in flight when the logs
+// ended) past the complete journeys': its group is its own.
+const cutOffset = 2*posBuckets + 1
+
 func bucketOf(v int64) int32 {
 	switch {
 	case v == 0:
@@ -201,7 +213,7 @@ type buckets []*bucket
 
 func (bs *buckets) at(k int32) *bucket {
 	if *bs == nil {
-		*bs = make(buckets, 2*posBuckets+1)
+		*bs = make(buckets, 2*posBuckets+1+cutOffset)
 	}
 	b := (*bs)[k+posBuckets]
 	if b == nil {
@@ -235,6 +247,7 @@ type Collector struct {
 	off    int64
 
 	tuples, journeys, absorbed, negative uint64
+	cut                                  uint64 // journeys cut short (lost)
 	lastDep                              int64
 	hasDep                               bool
 	visits                               uint64  // every visit, kept or not
@@ -326,6 +339,10 @@ func (c *Collector) Tuple(evs []Event, e2eErr float64) error {
 	if journey {
 		c.journeys++
 		bk = bucketOf(p[n-1] - p[0])
+		if sh.cut {
+			c.cut++
+			bk += cutOffset
+		}
 	} else {
 		c.absorbed++
 	}
@@ -400,6 +417,7 @@ type shape struct {
 	chans   []uint32 // its channels
 	marked  bool     // a record of an operator instance: else the tuple is not the analysis's
 	journey bool     // its end-to-end latency counts (not absorbed by lineage)
+	cut     bool     // it ends at an operator's departure with operators after it: lost, or in flight at the end
 	hops    []shapeHop
 	visits  []shapeVisit
 }
@@ -475,6 +493,7 @@ func (c *Collector) deriveShape(evs []Event) *shape {
 	}
 	last := &chans[evs[n-1].Ch]
 	sh.journey = !(last.Inst >= 0 && last.Role == capacity.RoleIn && a.cfg.Insts[last.Inst].Lineage && n > 1)
+	sh.cut = last.Inst >= 0 && (last.Role == capacity.RoleOut || last.Role == capacity.RoleSent) && a.cfg.Insts[last.Inst].Rank < a.lastIn
 	isIn := func(k int) bool { ck := &chans[evs[k].Ch]; return ck.Inst >= 0 && ck.Role == capacity.RoleIn }
 	hands := c.hands(evs)
 	for k := 0; k+1 < n; k++ {

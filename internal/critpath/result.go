@@ -1,12 +1,13 @@
 package critpath
 
 import (
-	"cloudprofiler/internal/cost"
 	"fmt"
 	"math"
 	"slices"
 	"sort"
 	"strings"
+
+	"cloudprofiler/internal/cost"
 )
 
 // PathRow is one row of criticalpath.csv: a category's share of a slice's
@@ -45,6 +46,7 @@ type Result struct {
 	Breakdown []BreakdownRow
 	// What was read.
 	Tuples, Journeys, Absorbed, Visits uint64
+	Cut                                uint64 // journeys cut short: their group "cut"
 	// Costs is the cost model's sums over every visit (nil without
 	// Config.Costs).
 	Costs *cost.Acc
@@ -115,6 +117,7 @@ func (a *Analysis) Finish(t0 float64) (*Result, error) {
 	}
 	for _, c := range a.cols {
 		res.Visits += c.visits
+		res.Cut += c.cut
 	}
 	parts := a.reg.snapshot()
 	w := &walker{a: a, k: len(parts), t0: int64(math.Round(a.cfg.T0)), cost: a.newCostAcc()}
@@ -229,9 +232,12 @@ func (w *walker) pathRows(parts []Part, res *Result) []PathRow {
 		share := make([]float64, w.k)
 		part := make([]float64, w.k)
 		// One path per instance: the one alive at the end, else (it was
-		// waiting) the one through its last departure. Every path has the
-		// slice's length; the one reported ends furthest downstream: the
-		// path to the slice's last output.
+		// waiting for input) the one through its last departure. Every
+		// path has the slice's length; the one reported ends furthest
+		// downstream: the path to the slice's last output. A wait is never
+		// on a path (Sager's Def. 3.12): the paths of instances waiting
+		// for input at the end count only when every activity was (the
+		// pipeline idle, waiting for its source).
 		byInst := map[int]int{}
 		for c, inst := range sl.insts {
 			if inst < 0 {
@@ -246,6 +252,15 @@ func (w *walker) pathRows(parts []Part, res *Result) []PathRow {
 			pick = append(pick, c)
 		}
 		slices.SortFunc(pick, func(x, y int) int { return sl.insts[x] - sl.insts[y] })
+		busy := pick[:0:0]
+		for _, c := range pick {
+			if !sl.idle[c] {
+				busy = append(busy, c)
+			}
+		}
+		if len(busy) > 0 {
+			pick = busy
+		}
 		if len(pick) == 0 {
 			notes = append(notes, "no activity in the slice (Sager's property 3.10): the path is unattributed")
 			share[w.a.unattrib] = L
@@ -323,22 +338,32 @@ func catName(p Part) (kind, name string) {
 	}
 }
 
-// breakdownRows makes the groups' rows: p99 (the buckets from the one that
-// holds p99), median (the buckets from p49's to p51's), all.
+// breakdownRows makes the groups' rows: of the complete journeys p99 (the
+// buckets from the one that holds p99), median (the buckets from p49's to
+// p51's) and all; then the cut ones (lost, or in flight at the end), apart.
 func breakdownRows(all map[int32]*bucket, parts []Part, hz float64) ([]BreakdownRow, bool) {
 	keys := make([]int32, 0, len(all))
+	var cut []int32
 	var n uint64
 	for k, b := range all {
-		if b.n > 0 {
+		switch {
+		case b.n == 0:
+		case k > posBuckets:
+			cut = append(cut, k)
+		default:
 			keys = append(keys, k)
 			n += b.n
 		}
 	}
-	if n == 0 {
+	if n == 0 && len(cut) == 0 {
 		return nil, true
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	sort.Slice(cut, func(i, j int) bool { return cut[i] < cut[j] })
 	at := func(q float64) int32 {
+		if len(keys) == 0 {
+			return 0
+		}
 		rank := uint64(math.Ceil(q * float64(n)))
 		var c uint64
 		for _, k := range keys {
@@ -355,9 +380,11 @@ func breakdownRows(all map[int32]*bucket, parts []Part, hz float64) ([]Breakdown
 	for _, g := range []struct {
 		name   string
 		lo, hi int32
-	}{{"p99", p99, math.MaxInt32}, {"median", p49, p51}, {"all", math.MinInt32, math.MaxInt32}} {
+		keys   []int32
+	}{{"p99", p99, math.MaxInt32, keys}, {"median", p49, p51, keys}, {"all", math.MinInt32, math.MaxInt32, keys},
+		{"cut", math.MinInt32, math.MaxInt32, cut}} {
 		t := &bucket{}
-		for _, k := range keys {
+		for _, k := range g.keys {
 			if k < g.lo || k > g.hi {
 				continue
 			}

@@ -12,8 +12,9 @@ import (
 )
 
 // TextGroups are the breakdown's groups the summary shows (breakdown.csv
-// has "all" too).
-var TextGroups = []string{"p99", "median"}
+// has "all" too): the complete journeys' p99 and median, and the journeys
+// cut short (lost, or in flight when the logs ended), apart.
+var TextGroups = []string{"p99", "median", "cut"}
 
 // WriteText writes the summary's section "Where the latency goes": the
 // run's critical path (each category's share of it, largest first, and its
@@ -36,8 +37,8 @@ func (r *Result) WriteText(w io.Writer) error {
 	} else {
 		fmt.Fprintln(w, "parts DO NOT add up: in some group the parts' sum differs from the end-to-end latency (breakdown.csv's total_cycles)")
 	}
-	fmt.Fprintf(w, "tuples %d, journeys %d, absorbed by lineage %d, visits %d (walked in pass 2: %d), spilled %s\n",
-		r.Tuples, r.Journeys, r.Absorbed, r.Visits, r.Walked, txtBytes(r.SpilledBytes))
+	fmt.Fprintf(w, "tuples %d, journeys %d (cut short %d), absorbed by lineage %d, visits %d (walked in pass 2: %d), spilled %s\n",
+		r.Tuples, r.Journeys, r.Cut, r.Absorbed, r.Visits, r.Walked, txtBytes(r.SpilledBytes))
 	if r.Walked < r.Visits {
 		fmt.Fprintln(w, "  each in's previous departure was looked up in pass 1: pass 2 walked only the visits where an instance waited")
 	}
@@ -135,7 +136,7 @@ func (r *Result) writePathText(w io.Writer) error {
 		consistent = fmt.Sprintf("%d inconsistent, the first: %s", r.Inconsistent, r.FirstInconsistency())
 	}
 	fmt.Fprintf(w, "critical path of the run (%s from t0; %s): each category's share of the path, largest first, "+
-		"and its critical participation\n", slicesText, consistent)
+		"and its critical participation (SnailTrail's: its share of every critical path of the slices, one from each activity at a slice's end that was not waiting)\n", slicesText, consistent)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "kind\tname\tshare\tparticipation\t")
 	for _, x := range rows {

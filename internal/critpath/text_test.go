@@ -95,7 +95,7 @@ func TestWriteText(t *testing.T) {
 	}
 
 	require.Contains(t, txt, "parts add up exactly")
-	require.Contains(t, txt, "tuples 210, journeys 200, absorbed by lineage 10, visits 400 (walked in pass 2: 400), spilled 3.0 MiB (3145728 bytes)\n")
+	require.Contains(t, txt, "tuples 210, journeys 200 (cut short 0), absorbed by lineage 10, visits 400 (walked in pass 2: 400), spilled 3.0 MiB (3145728 bytes)\n")
 	require.NotContains(t, txt, "looked up in pass 1")
 	res.Walked = 12
 	b.Reset()

@@ -348,6 +348,17 @@ func (w *walker) idleCand(j, k int, again bool) {
 	}
 }
 
+// dropIdle takes instance j's candidate "waiting for input" out of the
+// slice: its wait ended with another instance's hand-off.
+func (sl *sliceAcc) dropIdle(j int) {
+	for c := len(sl.insts) - 1; c >= 0; c-- {
+		if sl.insts[c] == j && sl.idle[c] {
+			delete(sl.idle, c)
+			sl.insts[c] = -1 - j
+		}
+	}
+}
+
 func (sl *sliceAcc) add(w *walker, inst int, vec, start []float64) {
 	c := make([]float64, len(vec))
 	for i := range c {
@@ -484,6 +495,9 @@ func (w *walker) resolve(j int, g *gapPath, limit int64) {
 		}
 		sl := &w.slices[k-1]
 		sl.pending--
+		if g.waiting {
+			sl.dropIdle(j)
+		}
 		if b > g.alive {
 			end := g.vecAt(nil, b)
 			var start []float64
@@ -516,6 +530,10 @@ type gapPath struct {
 	segs  [2]seg
 	ns    int
 	alive int64 // the path is alive (a candidate) at boundaries after this time
+	// waiting: the gap was a wait for another instance's hand-off, which
+	// is never on a critical path (Sager's Def. 3.12): the candidates the
+	// instance got as though it waited for input go.
+	waiting bool
 }
 
 type seg struct {
@@ -616,6 +634,7 @@ func (w *walker) arrive(v *Visit) {
 		g.segs[1] = seg{int(v.Link), v.H, v.In}
 		g.ns = 2
 	default:
+		g.waiting = true
 		u := &w.insts[v.Up-1]
 		if st, t, ok := u.lookup(v.H, a.cfg.Fast); ok {
 			g.base = st
