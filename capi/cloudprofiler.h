@@ -203,9 +203,10 @@ enum cp_log_format {
  *                        per channel as FASTPERIODICCOUNTER; the id is not
  *                        kept), LogTSMany adds n; CP_MarkBlocked says its input
  *                        was empty or its output full. The library samples the
- *                        count every period T (from CP_ARG_SR_MIN_PERIOD_NS,
- *                        doubled while periods are unblocked and regular, up to
- *                        CP_ARG_SR_MAX_PERIOD_NS), keeps the periods without a
+ *                        count every period T (from 1 ms, doubled while periods
+ *                        are unblocked and regular up to CP_ARG_SR_MAX_PERIOD_NS,
+ *                        halved while they are blocked but busy down to
+ *                        CP_ARG_SR_MIN_PERIOD_NS), keeps the periods without a
  *                        blocked mark, and estimates the non-blocking rate
  *                        (Gaussian filter, 95th percentile, running mean,
  *                        convergence test, restart): CP_ServiceRate reads it,
@@ -259,7 +260,7 @@ enum cp_arg {
   CP_ARG_DROP_WHEN_FULL = 100,
   /* CP_SERVICERATE's estimator (the paper leaves these open; README
    * "Capacity" says why each default):                          [default, range] */
-  CP_ARG_SR_MIN_PERIOD_NS = 200,  /* first sampling period T       [1e6, 1e6..1e9] */
+  CP_ARG_SR_MIN_PERIOD_NS = 200,  /* shortest sampling period T    [1e5, 5e4..1e9] */
   CP_ARG_SR_MAX_PERIOD_NS = 201,  /* widest T                      [16e6, min..1e9] */
   CP_ARG_SR_WINDOW = 202,         /* periods in the window S       [64, 8..4096] */
   CP_ARG_SR_WIDEN_AFTER = 203,    /* unblocked, regular periods before T doubles [16, 1..1e6] */

@@ -104,8 +104,8 @@ func (t Type) Args() []Arg {
 		// The estimator's (capi/cloudprofiler.h, CP_ARG_SR_*); the max
 		// period's lower bound is the min period's (checked in CheckArg).
 		return []Arg{periodArg,
-			{ArgSRMinPeriodNs, "sr_min_period_ns", 1_000_000, 1_000_000, 1_000_000_000},
-			{ArgSRMaxPeriodNs, "sr_max_period_ns", 16_000_000, 1_000_000, 1_000_000_000},
+			{ArgSRMinPeriodNs, "sr_min_period_ns", 100_000, 50_000, 1_000_000_000},
+			{ArgSRMaxPeriodNs, "sr_max_period_ns", 16_000_000, 50_000, 1_000_000_000},
 			{ArgSRWindow, "sr_window", 64, 8, 4096},
 			{ArgSRWidenAfter, "sr_widen_after", 16, 1, 1_000_000},
 			{ArgSRStablePPM, "sr_stable_ppm", 100_000, 1, 1_000_000},

@@ -52,7 +52,7 @@ func TestServiceRateArgs(t *testing.T) {
 	require.False(t, h.Ring())
 	require.NoError(t, h.CheckOpen(true), "any format: counter records as the counters write them")
 	cur := h.Defaults()
-	require.Equal(t, []int64{1_000_000_000, 1_000_000, 16_000_000, 64, 16, 100_000, 1000}, cur)
+	require.Equal(t, []int64{1_000_000_000, 100_000, 16_000_000, 64, 16, 100_000, 1000}, cur)
 	for i, n := range []int32{0, 200, 201, 202, 203, 204, 205} {
 		require.Equal(t, i, h.Index(n))
 	}
@@ -61,8 +61,8 @@ func TestServiceRateArgs(t *testing.T) {
 		require.ErrorIs(t, h.CheckArg(n, 1, cur), ErrArgNum, "arg %d", n)
 	}
 	require.ErrorIs(t, h.CheckArg(ArgDropWhenFull, 0, cur), ErrArgNum, "no ring")
-	ok := map[int32][2]int64{0: {1_000_000, 1 << 62}, ArgSRMinPeriodNs: {1_000_000, 16_000_000},
-		ArgSRMaxPeriodNs: {1_000_000, 1_000_000_000}, ArgSRWindow: {8, 4096}, ArgSRWidenAfter: {1, 1_000_000},
+	ok := map[int32][2]int64{0: {1_000_000, 1 << 62}, ArgSRMinPeriodNs: {50_000, 16_000_000},
+		ArgSRMaxPeriodNs: {100_000, 1_000_000_000}, ArgSRWindow: {8, 4096}, ArgSRWidenAfter: {1, 1_000_000},
 		ArgSRStablePPM: {1, 1_000_000}, ArgSRTolerancePPM: {1, 1_000_000}}
 	for n, r := range ok {
 		require.NoError(t, h.CheckArg(n, r[0], cur), "arg %d = %d", n, r[0])
@@ -72,7 +72,7 @@ func TestServiceRateArgs(t *testing.T) {
 			require.ErrorIs(t, h.CheckArg(n, r[1]+1, cur), ErrArgValue, "arg %d = %d", n, r[1]+1)
 		}
 	}
-	require.ErrorIs(t, h.CheckArg(ArgSRMaxPeriodNs, 999_999, cur), ErrArgValue)
+	require.ErrorIs(t, h.CheckArg(ArgSRMaxPeriodNs, 99_999, cur), ErrArgValue)
 	require.ErrorIs(t, h.CheckArg(ArgSRMinPeriodNs, 16_000_001, cur), ErrArgValue, "min above max")
 	require.ErrorIs(t, h.CheckArg(ArgSRMaxPeriodNs, 1_000_000_001, cur), ErrArgValue)
 	require.ErrorIs(t, h.CheckArg(ArgSRMinPeriodNs, 1_000_000_001, []int64{1e9, 1e6, 1e9, 64, 16, 1e5, 1e3}), ErrArgValue)

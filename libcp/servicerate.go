@@ -65,7 +65,7 @@ func (sr *srState) restart(c *channel, now int64) {
 	var v [3]C.uint64_t
 	C.cp_sr_sample(c.slot, &v[0])
 	sr.lastCount, sr.lastTSC = uint64(v[0]), uint64(v[2])
-	sr.period = sr.params.MinPeriod
+	sr.period = sr.params.Start()
 	sr.next = now + int64(sr.period)
 }
 
@@ -89,7 +89,7 @@ func (c *channel) srSample(now int64) {
 		samples = sr.est.Averaged() // the q's averaged into rate
 	}
 	if next <= 0 { // never from a valid estimator; keep sampling anyway
-		next = sr.params.MinPeriod
+		next = sr.params.Start()
 	}
 	sr.period = next
 	sr.mu.Unlock()

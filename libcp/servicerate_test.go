@@ -134,7 +134,7 @@ func TestServiceRateConvergesOnASteadyLoad(t *testing.T) {
 	require.True(t, lf.Header.Counter())
 	require.Equal(t, "SERVICERATE", lf.Header.Handler)
 	require.Equal(t, int64(1_000_000_000), lf.Header.CounterPeriod, "the period at open")
-	require.Equal(t, int64(1_000_000), lf.Header.Args["sr_min_period_ns"])
+	require.Equal(t, int64(100_000), lf.Header.Args["sr_min_period_ns"])
 	var evs []logfile.Event
 	for _, ev := range lf.Summary.Events {
 		if ev.Event == "service_rate" {
@@ -188,7 +188,7 @@ func TestServiceRateBlockedPeriodsAreLeftOut(t *testing.T) {
 	require.Equal(t, a0.Samples, a.Samples, "every period had a mark")
 	require.Greater(t, a.Periods-a0.Periods, int64(10), "300 ms of 1 ms periods, the sampler late at times")
 	require.Zero(t, a.Convergences)
-	require.InDelta(t, 0.001, a.PeriodS, 1e-12, "blocked periods never widen T")
+	require.LessOrEqual(t, a.PeriodS, 0.001, "blocked periods never widen T (busy ones may narrow it)")
 	require.NoError(t, closeChannel(ch, "close"))
 }
 
@@ -239,7 +239,7 @@ func TestServiceRateParameters(t *testing.T) {
 		arg int32
 		val int64
 	}{
-		{0, 999_999}, {200, 999_999}, {200, 1_000_000_001}, {201, 999_999}, {201, 1_000_000_001},
+		{0, 999_999}, {200, 49_999}, {200, 1_000_000_001}, {201, 49_999}, {201, 1_000_000_001},
 		{202, 7}, {202, 4097}, {203, 0}, {203, 1_000_001}, {204, 0}, {204, 1_000_001}, {205, 0}, {205, 1_000_001},
 		{200, 17_000_000}, // above the max period (16 ms)
 	} {

@@ -84,13 +84,12 @@
 //     answers END with the REPORT once the sink has taken every tuple of
 //     that stream. It runs until --streams streams ended, or SIGTERM/SIGINT.
 //
-// A and B run under SCHED_FIFO priority 1 when the process may (root), so a
-// busy process elsewhere on the machine does not preempt them inside a
-// tuple; the truth says whether that was granted. So do the source (or the
-// connections' threads) and the sink, which would otherwise starve A and B
-// (or hold B on a full output) while a busy process has their CPU. None of
-// them spins while it waits (A and B spin only while working); --no-rt
-// leaves them all to the normal scheduler.
+// Every thread runs under the normal scheduler, as a program on a shared
+// cloud VM does: a busy process elsewhere on the machine may preempt an
+// operator inside a tuple, and the tests that run tandem take their truth
+// from the records this run logged (and from what it measured with rdtsc),
+// never from the work it was told to do. None of the threads spins while it
+// waits (A and B spin only while working).
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -228,7 +227,6 @@ static struct {
   int rcvbuf;
   int count;              // open the count channels
   int marks;              // open the in/out/sent mark channels
-  int rt;                 // try SCHED_FIFO
   uint64_t seed;
   long long sr_args[6];   // CP_ARG_SR_* (-1: the default)
   long long count_record_ns;  // the count channels' counter records every (CP_ARG0; 0: the default)
@@ -240,7 +238,7 @@ static struct {
   int verbose;
   int64_t tick_ns;
   double on_s, off_s, off_rate;  // --on-off: --rate for on_s, off_rate for off_s, again (0: off)
-} opt = {.queue = 64, .tick_ns = 1000000, .poisson = 1, .count = 1, .marks = 1, .rt = 1, .seed = 1,
+} opt = {.queue = 64, .tick_ns = 1000000, .poisson = 1, .count = 1, .marks = 1, .seed = 1,
          .sr_args = {-1, -1, -1, -1, -1, -1}};
 
 static void usage(FILE *f) {
@@ -271,7 +269,6 @@ static void usage(FILE *f) {
           "  --no-count          no CP_SERVICERATE count channels (a library without them)\n"
           "  --no-marks          no in/out/sent mark channels: A and B instrumented with the count\n"
           "                      channels only (what the Beard & Chamberlain estimator is for)\n"
-          "  --no-rt             do not ask for SCHED_FIFO for A and B\n"
           "  --sr-min-period NS, --sr-max-period NS, --sr-window N, --sr-widen-after K,\n"
           "  --sr-stable-ppm P, --sr-tolerance-ppm P   the count channels' estimator (CP_ARG_SR_*)\n"
           "  --stop-after-estimates N  internal source: stop sending once B's count channel has converged\n"
@@ -398,8 +395,9 @@ static void parse_args(int argc, char **argv) {
     else if (ARG("--stop-after-estimates")) opt.stop_after = integer(v, a);
     else if (strcmp(a, "--no-count") == 0) opt.count = 0;
     else if (strcmp(a, "--no-marks") == 0) opt.marks = 0;
-    else if (strcmp(a, "--no-rt") == 0) opt.rt = 0;
-    else if (ARG("--burst")) opt.burst = integer(v, a);
+    else if (strcmp(a, "--no-rt") == 0) {
+      // accepted, as before: every thread runs under the normal scheduler
+    }    else if (ARG("--burst")) opt.burst = integer(v, a);
     else if (ARG("--on-off")) {
       char *e1, *e2, *e3;
       opt.on_s = strtod(v, &e1);
@@ -567,14 +565,6 @@ struct phase {
   uint64_t first_in, last_out;
 };
 
-// SCHED_FIFO priority 1 for the calling thread, when --no-rt is not given
-// and the process may (root). Returns 0 or the errno.
-static int rt_self(void) {
-  if (!opt.rt) return -1;
-  struct sched_param sp = {.sched_priority = 1};
-  return pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
-}
-
 struct op {
   const char *name;  // "A", "B"
   struct queue *in, *out;
@@ -588,8 +578,6 @@ struct op {
   uint64_t waits_in, waits_out;  // times it waited on an empty input, a full output
   uint64_t preempted, preempted_cycles;  // tuples whose spin saw a gap > 10 us, and the gaps' cycles
   uint64_t longest_gap;                  // the longest such gap, cycles (a stall: the RT throttle, a paused VM)
-  int rt_granted;
-  int rt_errno;
   // --burst: the first rec_n tuples' work, rdtsc at "in" and at "out".
   size_t rec_n;
   uint64_t *busy_start, *busy_end;
@@ -649,8 +637,6 @@ static uint64_t draw(const struct cost *c, uint64_t *s) {
 
 static void *op_main(void *arg) {
   struct op *o = arg;
-  o->rt_errno = rt_self();
-  o->rt_granted = o->rt_errno == 0;
   uint64_t rng = o->seed;
   const uint64_t gap_limit = (uint64_t)(tsc_hz0 * 10e-6);  // a spin step longer than 10 us: descheduled
   int64_t id;
@@ -687,11 +673,9 @@ static void *op_main(void *arg) {
   return NULL;
 }
 
-static int sink_rt, source_rt;  // rt_self's answers
 
 static void *sink_main(void *arg) {
   (void)arg;
-  sink_rt = rt_self();
   int64_t in = 0, out = 0;
   if (opt.marks) in = open_ch("sink#0 in", CP_BUFFER_IDENTITY), out = open_ch("sink#0 out", CP_BUFFER_IDENTITY);
   int64_t id;
@@ -712,7 +696,6 @@ static void *sink_main(void *arg) {
 // ---- --fork: the join ----
 
 static int64_t join_in, join_out, join_sent, join_lineage;
-static int join_rt;
 static uint64_t join_outputs, join_a_last, join_b_last, join_cycles;
 static uint64_t join_max_pending;
 
@@ -721,7 +704,6 @@ static uint64_t join_max_pending;
 // 2^40 + k with a lineage record per input, in arrival order.
 static void *join_main(void *arg) {
   (void)arg;
-  join_rt = rt_self();
   size_t ring = 1;
   while (ring < 4 * (size_t)opt.queue + 16) ring <<= 1;  // more pending than the queues hold cannot be
   struct slot {
@@ -986,7 +968,6 @@ static int cmp_gap(const void *a, const void *b) {
 
 static void *conn_main(void *arg) {
   struct conn *c = arg;
-  rt_self();  // as the source thread (it sleeps in poll, never spins)
   struct stream_report *s = calloc(1, sizeof *s);
   const char *why = NULL;
   int64_t t_first = 0;
@@ -1279,9 +1260,9 @@ static void print_op(const struct op *o, double hz, int last) {
          o->cost.dist == EXP ? "exp" : "det", nominal);
   print_phase(&all, hz);
   printf(",\"waits_input\":%llu,\"waits_output\":%llu,\"preempted_tuples\":%llu,\"preempted_s\":%.6f,"
-         "\"longest_gap_s\":%.6f,\"sched_fifo\":%s",
+         "\"longest_gap_s\":%.6f",
          (unsigned long long)o->waits_in, (unsigned long long)o->waits_out, (unsigned long long)o->preempted,
-         (double)o->preempted_cycles / hz, (double)o->longest_gap / hz, o->rt_granted ? "true" : "false");
+         (double)o->preempted_cycles / hz, (double)o->longest_gap / hz);
   if (o->phase_after > 0) {
     printf(",\"phase_after\":%lld,\"phases\":[{", o->phase_after);
     print_phase(&o->ph[0], hz);
@@ -1349,7 +1330,6 @@ static int source_done;  // atomic
 
 static void *source_main(void *arg) {
   (void)arg;
-  source_rt = rt_self();
   if (opt.listen) listen_source();
   else internal_source();
   q_close(&q_a);
@@ -1449,15 +1429,11 @@ int main(int argc, char **argv) {
 
   printf("{\"tsc_hz\":%.3f,\"elapsed_s\":%.6f,\"source\":{\"mode\":\"%s\",\"arrivals\":\"%s\",\"rate\":%.3f,\"rate2\":%.3f,"
          "\"stopped_after_estimates\":%s,"
-         "\"tuples\":%llu},\"queue\":%ld,\"seed\":%llu,\"count_channels\":%s,\"sched_fifo_asked\":%s,"
-         "\"sched_fifo\":%s,\"sched_fifo_error\":\"%s\",\"sched_fifo_source_sink\":%s,\"operators\":[",
+         "\"tuples\":%llu},\"queue\":%ld,\"seed\":%llu,\"count_channels\":%s,\"operators\":[",
          hz, (double)(run1.ns - run0.ns) / 1e9, opt.listen ? "listen" : "internal",
          opt.listen ? "tcp" : (opt.rate <= 0 ? "max" : opt.poisson ? "poisson" : "constant"), opt.rate,
          opt.rate2 > 0 ? opt.rate2 : opt.rate, __atomic_load_n(&stop_source, __ATOMIC_ACQUIRE) ? "true" : "false",
-         (unsigned long long)src_tuples, opt.queue, (unsigned long long)opt.seed, opt.count ? "true" : "false",
-         opt.rt ? "true" : "false", op_a.rt_granted && op_b.rt_granted ? "true" : "false",
-         op_a.rt_errno > 0 ? strerror(op_a.rt_errno) : op_b.rt_errno > 0 ? strerror(op_b.rt_errno) : "",
-         source_rt == 0 && sink_rt == 0 ? "true" : "false");
+         (unsigned long long)src_tuples, opt.queue, (unsigned long long)opt.seed, opt.count ? "true" : "false");
   print_op(&op_a, hz, 0);
   print_op(&op_b, hz, 1);
   printf("],\"sink\":{\"tuples\":%llu}", (unsigned long long)sink_tuples);
@@ -1467,10 +1443,9 @@ int main(int argc, char **argv) {
   }
   if (opt.fork)
     printf(",\"fork\":{\"outputs\":%llu,\"a_last\":%llu,\"b_last\":%llu,\"join_cycles\":%llu,\"max_pending\":%llu,"
-           "\"output_id_base\":%lld,\"sched_fifo_join\":%s}",
+           "\"output_id_base\":%lld}",
            (unsigned long long)join_outputs, (unsigned long long)join_a_last, (unsigned long long)join_b_last,
-           (unsigned long long)join_cycles, (unsigned long long)join_max_pending, (long long)1 << 40,
-           join_rt == 0 ? "true" : "false");
+           (unsigned long long)join_cycles, (unsigned long long)join_max_pending, (long long)1 << 40);
   printf(",\"estimates\":[");
   for (int i = 0; i < n_sr_trace; i++)
     printf("%s{\"op\":\"%s\",\"t_s\":%.6f,\"rate\":%.6f,\"b_tuples\":%llu,\"convergences\":%lld}", i ? "," : "",

@@ -2,7 +2,10 @@ package analyze
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+
+	"cloudprofiler/internal/capacity"
 )
 
 // A tuple's hops depend on the order of its channels. Reference estimates
@@ -184,5 +187,39 @@ func (a *analysis) rankChannels(ov orderVotes) ([]int, error) {
 		placed[pick] = true
 		rank[pick] = r
 	}
+	a.sentAfterOut(rank)
 	return rank, nil
+}
+
+// sentAfterOut puts each marked instance's sent channel right after its
+// out (the naming rule: the hand-off returned). The votes cannot: on a
+// shared machine the thread that handed a tuple on is often preempted
+// before it logs sent, while the next operator takes the tuple, works
+// and hands it on (seen with tandem and a busy second vCPU: "A sent" came
+// after "B sent" in most tuples, and the sink's hand-off became A's).
+func (a *analysis) sentAfterOut(rank []int) {
+	plan := a.cap.plan
+	if plan == nil {
+		plan = a.cp.plan
+	}
+	if plan == nil {
+		return
+	}
+	order := make([]int, len(rank))
+	for ch, r := range rank {
+		order[r] = ch
+	}
+	for i := range plan.Instances {
+		in := &plan.Instances[i]
+		out, sent := in.Chans[capacity.RoleOut], in.Chans[capacity.RoleSent]
+		if out < 0 || sent < 0 {
+			continue
+		}
+		order = slices.DeleteFunc(order, func(ch int) bool { return ch == sent })
+		at := slices.Index(order, out)
+		order = slices.Insert(order, at+1, sent)
+	}
+	for r, ch := range order {
+		rank[ch] = r
+	}
 }

@@ -212,3 +212,51 @@ func TestNegativeJourneysAddUp(t *testing.T) {
 	e := part(res.Breakdown, "all", "end-to-end", "")
 	require.Negative(t, e.TotalCycles)
 }
+
+// A saturated operator B between an unmarked source and a sink that marks
+// its ins: at every slice's end the sink is waiting for B's next tuple.
+// A wait never starts a path (Sager's Def. 3.12): every slice's path is
+// B's work, nothing of it "input"; and B, which holds the only path that
+// does not end in a wait, has a critical participation of 1 (SnailTrail's:
+// its share of every critical path of the slice). Before, the sink's wait
+// started each slice's path as "input" and halved B's participation.
+func TestLastInstanceWaitsAtSliceEnd(t *testing.T) {
+	{
+		chans := []Channel{
+			{Inst: -1, Proc: 0, Name: "src"},
+			{Inst: 0, Role: capacity.RoleIn, Proc: 1, Name: "B in"},
+			{Inst: 0, Role: capacity.RoleOut, Proc: 1, Name: "B out"},
+			{Inst: 1, Role: capacity.RoleIn, Proc: 2, Name: "sink in"},
+		}
+		insts := []Instance{{Operator: "B", HasIn: true, HasOut: true, Rank: 2}, {Operator: "sink", HasIn: true, Rank: 3}}
+		a, err := New(Config{Chans: chans, Insts: insts, Hz: 1e9, Slice: 10000, Mem: 1 << 30, Workers: 1, Dir: t.TempDir()})
+		require.NoError(t, err)
+		c := a.NewCollector()
+		var freeB int64
+		for i := 0; i < 5000; i++ {
+			s := 1000 + int64(i)*10 // every 10 cycles; B takes 30: always backlogged
+			bin := max(s+2, freeB)
+			bout := bin + 30
+			freeB = bout
+			evs := []Event{{0, float64(s), 0, 0}, {1, float64(bin), 0, 0}, {2, float64(bout), 0, 0}, {3, float64(bout + 5), 0, 0}}
+			require.NoError(t, c.Tuple(evs, 0))
+		}
+		res, err := a.Finish(1000)
+		require.NoError(t, err)
+		checkInvariants(t, res)
+		require.Zero(t, res.Inconsistent)
+		last := int64(res.Slices - 1)
+		for _, r := range res.Path {
+			if r.Slice == 0 || r.Slice == last || r.Level == "run" {
+				continue // the first slice holds B's first wait for input, the last its end
+			}
+			switch {
+			case r.Kind == "operator" && r.Name == "B":
+				require.InDelta(t, 1, r.Share, 1e-9, "slice %d", r.Slice)
+				require.InDelta(t, 1, r.Participation, 1e-9, "slice %d", r.Slice)
+			default:
+				require.Zero(t, r.Share, "slice %d: %s %s on the path", r.Slice, r.Kind, r.Name)
+			}
+		}
+	}
+}

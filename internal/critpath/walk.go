@@ -630,8 +630,11 @@ func (w *walker) arrive(v *Visit) {
 		g.segs[0] = seg{int(a.compute[op]), d, v.In}
 		g.ns = 1
 	case v.Up == 0:
-		g.segs[0] = seg{int(a.input), d, v.H}
-		g.segs[1] = seg{int(v.Link), v.H, v.In}
+		// A hand-off logged after the in (its thread preempted between
+		// the push and the record) ends the wait at the in.
+		h := min(max(v.H, d), v.In)
+		g.segs[0] = seg{int(a.input), d, h}
+		g.segs[1] = seg{int(v.Link), h, v.In}
 		g.ns = 2
 	default:
 		g.waiting = true
@@ -646,7 +649,7 @@ func (w *walker) arrive(v *Visit) {
 				g.ns = 2
 			}
 			g.alive = v.H
-		} else if u.open && u.dep == v.H && v.H >= v.In {
+		} else if u.open && u.dep == v.H && v.H >= v.In && u.st.t <= v.In {
 			// The sender logged its hand-off after the receiver logged
 			// the in (a race between two threads' records): the path
 			// comes from the sender as it was at the in.
@@ -663,6 +666,13 @@ func (w *walker) arrive(v *Visit) {
 			g.segs[0] = seg{cat, u.st.t, max(v.In, u.st.t)}
 			g.ns = 1
 			g.alive = u.st.t
+		} else if u.open && u.dep == v.H && v.H >= v.In {
+			// The same race, the sender's path already past the in (it
+			// worked on after its push, before its record): the wait is
+			// the link's, on the instance's own path.
+			g.segs[0] = seg{int(v.Link), d, v.In}
+			g.ns = 1
+			g.alive = d
 		} else {
 			// Not followed (property 3.9): the instance's own path, the
 			// gap unattributed.

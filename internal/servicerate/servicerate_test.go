@@ -13,15 +13,15 @@ import (
 func TestParamsValidate(t *testing.T) {
 	require.NoError(t, DefaultParams().Validate())
 	d := DefaultParams()
-	assert.Equal(t, Params{MinPeriod: time.Millisecond, MaxPeriod: 16 * time.Millisecond, Window: 64, WidenAfter: 16, StablePPM: 100000, TolerancePPM: 1000}, d)
+	assert.Equal(t, Params{MinPeriod: 100 * time.Microsecond, MaxPeriod: 16 * time.Millisecond, Window: 64, WidenAfter: 16, StablePPM: 100000, TolerancePPM: 1000}, d)
 
 	cases := []struct {
 		mod  func(*Params)
 		want string
 	}{
-		{func(p *Params) { p.MinPeriod = 999 * time.Microsecond }, "MinPeriod 999µs out of range [1ms, 1s]"},
-		{func(p *Params) { p.MinPeriod = 2 * time.Second; p.MaxPeriod = 2 * time.Second }, "MinPeriod 2s out of range [1ms, 1s]"},
-		{func(p *Params) { p.MaxPeriod = 500 * time.Microsecond }, "MaxPeriod 500µs out of range [MinPeriod (1ms), 1s]"},
+		{func(p *Params) { p.MinPeriod = 49 * time.Microsecond }, "MinPeriod 49µs out of range [50µs, 1s]"},
+		{func(p *Params) { p.MinPeriod = 2 * time.Second; p.MaxPeriod = 2 * time.Second }, "MinPeriod 2s out of range [50µs, 1s]"},
+		{func(p *Params) { p.MaxPeriod = 50 * time.Microsecond }, "MaxPeriod 50µs out of range [MinPeriod (100µs), 1s]"},
 		{func(p *Params) { p.MaxPeriod = 1001 * time.Millisecond }, "MaxPeriod 1.001s out of range"},
 		{func(p *Params) { p.Window = 7 }, "Window 7 out of range [8, 4096]"},
 		{func(p *Params) { p.Window = 4097 }, "Window 4097 out of range [8, 4096]"},
@@ -41,7 +41,7 @@ func TestParamsValidate(t *testing.T) {
 		}
 	}
 	// The edges are in range, and every fault is named at once.
-	require.NoError(t, Params{MinPeriod: time.Millisecond, MaxPeriod: time.Millisecond, Window: 8, WidenAfter: 1, StablePPM: 1, TolerancePPM: 1}.Validate())
+	require.NoError(t, Params{MinPeriod: 50 * time.Microsecond, MaxPeriod: 50 * time.Microsecond, Window: 8, WidenAfter: 1, StablePPM: 1, TolerancePPM: 1}.Validate())
 	require.NoError(t, Params{MinPeriod: time.Second, MaxPeriod: time.Second, Window: 4096, WidenAfter: 1000000, StablePPM: 1000000, TolerancePPM: 1000000}.Validate())
 	err := Params{}.Validate()
 	require.Error(t, err)
@@ -51,14 +51,14 @@ func TestParamsValidate(t *testing.T) {
 // New brings parameters into range instead of failing: the estimator works.
 func TestNewClamps(t *testing.T) {
 	e := New(Params{})
-	assert.Equal(t, Params{MinPeriod: time.Millisecond, MaxPeriod: time.Millisecond, Window: 8, WidenAfter: 1, StablePPM: 1, TolerancePPM: 1}, e.p)
+	assert.Equal(t, Params{MinPeriod: 50 * time.Microsecond, MaxPeriod: 50 * time.Microsecond, Window: 8, WidenAfter: 1, StablePPM: 1, TolerancePPM: 1}, e.p)
 	for range 100 {
-		e.Sample(10, 0.001, false)
+		e.Sample(10, 0.00005, false)
 	}
 	st := e.State()
 	assert.Equal(t, int64(100), st.Samples)
 	assert.True(t, st.Converged)
-	assert.InDelta(t, 10000, st.Rate, 1e-6)
+	assert.InDelta(t, 200000, st.Rate, 1e-6)
 }
 
 // The kernels are the paper's: Eq. 2 normalised (its raw values sum to
@@ -88,7 +88,7 @@ func TestKernels(t *testing.T) {
 // sliding: the next estimate comes 19 samples later.
 func TestConstantRateConvergesOnTime(t *testing.T) {
 	p := DefaultParams()
-	p.MaxPeriod = p.MinPeriod // no widening: every period is 1 ms
+	p.MinPeriod, p.MaxPeriod = time.Millisecond, time.Millisecond // no widening: every period is 1 ms
 	e := New(p)
 	var at []int
 	for i := 1; i <= 200; i++ {
@@ -134,7 +134,7 @@ func untilConverged(t *testing.T, e *Estimator, items uint64, seconds float64) {
 // follows the new statistics (here of a new, higher rate).
 func TestStateAfterReset(t *testing.T) {
 	p := DefaultParams()
-	p.MaxPeriod = p.MinPeriod
+	p.MinPeriod, p.MaxPeriod = time.Millisecond, time.Millisecond
 	p.Window = 8
 	e := New(p)
 	untilConverged(t, e, 10, 0.001)
@@ -199,7 +199,7 @@ func TestWidening(t *testing.T) {
 	p.MaxPeriod = 10 * time.Millisecond
 	e := New(p)
 	var got []time.Duration
-	T := p.MinPeriod
+	T := p.Start()
 	for i := range 100 {
 		next, _, _ := e.Sample(100, 1.1*T.Seconds(), false)
 		if next != T {
@@ -303,7 +303,7 @@ func TestBadInput(t *testing.T) {
 	}
 	st := e.State()
 	assert.Equal(t, State{Period: time.Millisecond, Periods: 64}, st)
-	e.p.MaxPeriod = e.p.MinPeriod // keep T at 1 ms for what follows
+	e.p.MinPeriod, e.p.MaxPeriod = time.Millisecond, time.Millisecond // keep T at 1 ms for what follows
 	// The estimator still works afterwards (the last bad period was
 	// marked: the first good one after it is discarded).
 	for range 200 {
@@ -383,7 +383,7 @@ func FuzzSample(f *testing.F) {
 // alone, soon after the change.
 func TestPhaseShiftRestart(t *testing.T) {
 	p := DefaultParams()
-	p.MaxPeriod = p.MinPeriod
+	p.MinPeriod, p.MaxPeriod = time.Millisecond, time.Millisecond
 	p.Window = 8
 	e := New(p)
 	untilConverged(t, e, 10, 0.001)

@@ -479,3 +479,20 @@ func retry(t *testing.T, n int, attempt func(try int) problems) {
 	t.Helper()
 	testrun.Retry(t, n, func(try int) []string { return attempt(try) })
 }
+
+// hog keeps a process spinning on the machine until the test ends: the
+// other tenant of a shared 2-vCPU VM.
+func hog(t *testing.T, e env) {
+	t.Helper()
+	p := start(t, nil, e.udpstage, "burn", "600")
+	t.Cleanup(func() { p.signal(syscall.SIGKILL) })
+}
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}

@@ -88,7 +88,7 @@ class Arg(enum.IntEnum):
     ARG0 = 0
     ARG1 = 1
     DROP_WHEN_FULL = 100
-    SR_MIN_PERIOD_NS = 200   # SERVICERATE: first sampling period T [1e6, 1e6..1e9]
+    SR_MIN_PERIOD_NS = 200   # SERVICERATE: shortest sampling period T [1e5, 5e4..1e9]
     SR_MAX_PERIOD_NS = 201   # widest T [16e6, min..1e9]
     SR_WINDOW = 202          # periods in the window S [64, 8..4096]
     SR_WIDEN_AFTER = 203     # unblocked, regular periods before T doubles [16, 1..1e6]

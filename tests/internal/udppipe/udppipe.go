@@ -261,12 +261,25 @@ func (t *Truth) add(dt float64) {
 }
 
 // Backlogged is instance inst's truth (its channels "INST in" and "INST
-// out"), its hand-offs the records of the channels up (the upstream's
-// outs: the k-th in of an id at inst takes the k-th of its records there,
-// by time), over the run and per window of the given seconds from T0
-// (the window of a visit's in).
+// out", and "INST sent" where it marks them: then a visit departs at its
+// sent), its hand-offs the records of the channels up (the upstream's
+// departures: the k-th in of an id at inst takes the k-th of its records
+// there, by time), over the run and per window of the given seconds from
+// T0 (the window of a visit's in).
 func (r *Records) Backlogged(inst string, up []string, window float64) (Truth, map[int]*Truth) {
+	run, groups := r.BackloggedBy(inst, up, func(_ int, in uint64) int {
+		return int(float64(in-r.T0) / r.Hz / window)
+	})
+	return run, groups
+}
+
+// BackloggedBy is Backlogged with the visits grouped by group (of the
+// visit's number in time order and its in).
+func (r *Records) BackloggedBy(inst string, up []string, group func(k int, in uint64) int) (Truth, map[int]*Truth) {
 	ins, outs := r.Chan[inst+" in"], r.Chan[inst+" out"]
+	if sent := r.Chan[inst+" sent"]; len(sent) > 0 {
+		outs = append(append([]Rec(nil), outs...), sent...)
+	}
 	hand := map[int64][]uint64{}
 	for _, u := range up {
 		for _, x := range r.Chan[u] {
@@ -320,13 +333,33 @@ func (r *Records) Backlogged(inst string, up []string, window float64) (Truth, m
 		}
 		dt := float64(v.dep-prev.dep) / r.Hz
 		run.add(dt)
-		w := int(float64(v.in-r.T0) / r.Hz / window)
+		w := group(k, v.in)
 		if wins[w] == nil {
 			wins[w] = &Truth{Rate: math.NaN()}
 		}
 		wins[w].add(dt)
 	}
 	return run, wins
+}
+
+// OwnRate is instance inst's visits over their own time, in to its last
+// out (or sent), per second.
+func (r *Records) OwnRate(inst string) float64 {
+	var secs float64
+	n := 0
+	last := map[int64]uint64{}
+	for _, c := range []string{inst + " out", inst + " sent"} {
+		for _, x := range r.Chan[c] {
+			last[x.ID] = max(last[x.ID], x.TSC)
+		}
+	}
+	for _, x := range r.Chan[inst+" in"] {
+		if d, ok := last[x.ID]; ok && d >= x.TSC {
+			secs += float64(d-x.TSC) / r.Hz
+			n++
+		}
+	}
+	return float64(n) / secs
 }
 
 // Copies counts, for each id, the records of the channels: how many
