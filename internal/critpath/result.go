@@ -2,8 +2,8 @@ package critpath
 
 import (
 	"fmt"
-	"os"
 	"math"
+	"os"
 	"slices"
 	"sort"
 	"strings"
