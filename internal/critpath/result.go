@@ -3,7 +3,6 @@ package critpath
 import (
 	"fmt"
 	"math"
-	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -253,15 +252,6 @@ func (w *walker) pathRows(parts []Part, res *Result) []PathRow {
 			pick = append(pick, c)
 		}
 		slices.SortFunc(pick, func(x, y int) int { return sl.insts[x] - sl.insts[y] })
-		if os.Getenv("CP_DBG") != "" {
-			for c, inst := range sl.insts {
-				sum := 0.0
-				for _, v := range sl.cands[c] {
-					sum += v
-				}
-				fmt.Fprintf(os.Stderr, "slice %d cand %d inst %d rank %d idle %v len/L %.4f vec %v\n", i, c, inst, sl.ranks[c], sl.idle[c], sum/L, sl.cands[c])
-			}
-		}
 		busy := pick[:0:0]
 		for _, c := range pick {
 			if !sl.idle[c] {
