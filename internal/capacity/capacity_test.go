@@ -605,3 +605,39 @@ func TestReadCountAndBeardChamberlainRows(t *testing.T) {
 	require.Contains(t, res.Rows[0].Note, "no converged estimate")
 	require.True(t, math.IsNaN(res.Rows[1].ServiceRate))
 }
+
+// An operator with both marks and a count channel: where Beard &
+// Chamberlain's estimate and the in/out capacity of the same run part by
+// more than 20%, the result says so; where they agree, nothing.
+func TestBeardChamberlainDisagreement(t *testing.T) {
+	p, err := NewPlan([]Channel{
+		{Node: "n", PID: 3, Name: "z in", Tuples: true},
+		{Node: "n", PID: 3, Name: "z out", Tuples: true},
+		{Node: "n", PID: 3, Name: "z count", ServiceRate: true},
+	})
+	require.NoError(t, err)
+	win, err := NewWindows(0, 1e9, 1e9)
+	require.NoError(t, err)
+	var tuples [][]Event
+	dep := 0.0
+	for i := 0; i < 5000; i++ { // backlogged, 100 us a tuple: 10,000/s
+		tuples = append(tuples, []Event{{0, dep}, {1, dep + 1e5}})
+		dep += 1e5
+	}
+	for _, c := range []struct {
+		bc   float64
+		says bool
+	}{{10500, false}, {13000, true}, {7000, true}} {
+		acc := NewAcc(p, win)
+		for _, tu := range tuples {
+			acc.Tuple(tu)
+		}
+		costs := walk(t, p, cost.Grid{T0: 0, Width: 1e9, N: 1, Sub: 8}, tuples)
+		s := &CountSeries{Estimates: []Estimate{{Est: 5e8, Rate: c.bc}}}
+		res := p.Rows(acc, win, []*CountSeries{s}, costs, Config{Hz: 1e9, MinTuples: 30})
+		require.Equal(t, c.says, len(res.Disagree) == 1, "B&C %.0f/s against 10,000/s: %v", c.bc, res.Disagree)
+		var b bytes.Buffer
+		require.NoError(t, res.WriteText(&b))
+		require.Equal(t, c.says, strings.Contains(b.String(), "disagree: z:"), b.String())
+	}
+}
