@@ -508,11 +508,12 @@ static uint64_t q_push(struct queue *q, int64_t id, int64_t count_ch, uint64_t *
 // queue is empty and closed (the input is over: empty for good, and so
 // marked, so that the count channel's periods after the last tuple do not
 // count as periods in which the operator could have worked).
-static int q_pop(struct queue *q, int64_t *id, int64_t count_ch, uint64_t *waits) {
+static int q_pop(struct queue *q, int64_t *id, int64_t count_ch, uint64_t *waits, uint64_t *wait_cycles) {
   pthread_mutex_lock(&q->mu);
   if (q->count == 0 && !q->closed) {
     mark(count_ch, CP_BLOCKED_INPUT);
     if (waits) (*waits)++;
+    uint64_t w0 = rdtsc();
     q->cons_waiting++;
     while (q->count == 0 && !q->closed) {
       if (!q->lazy) {
@@ -523,6 +524,7 @@ static int q_pop(struct queue *q, int64_t *id, int64_t count_ch, uint64_t *waits
       struct timespec ts = {.tv_sec = t / 1000000000, .tv_nsec = t % 1000000000};
       pthread_cond_timedwait(&q->not_empty, &q->mu, &ts);
     }
+    if (wait_cycles) *wait_cycles += rdtsc() - w0;
     q->cons_waiting--;
   }
   if (q->count == 0) {
@@ -576,6 +578,7 @@ struct op {
   struct phase ph[2];
   uint64_t tuples, cycles, spun, first_in, last_out;
   uint64_t waits_in, waits_out;  // times it waited on an empty input, a full output
+  uint64_t waited_in;            // cycles it waited on an empty input, in all
   uint64_t preempted, preempted_cycles;  // tuples whose spin saw a gap > 10 us, and the gaps' cycles
   uint64_t longest_gap;                  // the longest such gap, cycles (a stall: the RT throttle, a paused VM)
   // --burst: the first rec_n tuples' work, rdtsc at "in" and at "out".
@@ -643,7 +646,7 @@ static void *op_main(void *arg) {
   for (;;) {
     int phase = o->phase_after > 0 && (long long)o->tuples >= o->phase_after;
     uint64_t c = draw(phase ? &o->cost2 : &o->cost, &rng);  // before "in": the draw is not the work
-    if (!q_pop(o->in, &id, o->ch_count, &o->waits_in)) break;
+    if (!q_pop(o->in, &id, o->ch_count, &o->waits_in, &o->waited_in)) break;
     log_mark(o->ch_in, id, "LogTS in");
     uint64_t start = rdtsc();
     if (o->ch_count > 0) chk(LogTS(o->ch_count, id), "LogTS count");
@@ -679,7 +682,7 @@ static void *sink_main(void *arg) {
   int64_t in = 0, out = 0;
   if (opt.marks) in = open_ch("sink#0 in", CP_BUFFER_IDENTITY), out = open_ch("sink#0 out", CP_BUFFER_IDENTITY);
   int64_t id;
-  while (q_pop(&q_sink, &id, 0, NULL)) {
+  while (q_pop(&q_sink, &id, 0, NULL, NULL)) {
     log_mark(in, id, "LogTS sink in");
     log_mark(out, id, "LogTS sink out");
     sink_tuples++;
@@ -713,7 +716,7 @@ static void *join_main(void *arg) {
   if (!pend) die("out of memory");
   uint64_t seed = 0, cost = opt.join.value > 0 ? draw(&opt.join, &seed) : 0, pending = 0;
   int64_t id;
-  while (q_pop(&q_join, &id, 0, NULL)) {
+  while (q_pop(&q_join, &id, 0, NULL, NULL)) {
     log_mark(join_in, id, "LogTS join in");
     int64_t k = id >> 1;
     struct slot *sl = &pend[(size_t)k & (ring - 1)];
@@ -1259,9 +1262,10 @@ static void print_op(const struct op *o, double hz, int last) {
   printf("{\"name\":\"%s\",\"instance\":\"0\",\"dist\":\"%s\",\"nominal_cycles\":%.3f,", o->name,
          o->cost.dist == EXP ? "exp" : "det", nominal);
   print_phase(&all, hz);
-  printf(",\"waits_input\":%llu,\"waits_output\":%llu,\"preempted_tuples\":%llu,\"preempted_s\":%.6f,"
-         "\"longest_gap_s\":%.6f",
-         (unsigned long long)o->waits_in, (unsigned long long)o->waits_out, (unsigned long long)o->preempted,
+  printf(",\"waits_input\":%llu,\"waited_input_s\":%.6f,\"waits_output\":%llu,\"preempted_tuples\":%llu,"
+         "\"preempted_s\":%.6f,\"longest_gap_s\":%.6f",
+         (unsigned long long)o->waits_in, (double)o->waited_in / hz, (unsigned long long)o->waits_out,
+         (unsigned long long)o->preempted,
          (double)o->preempted_cycles / hz, (double)o->longest_gap / hz);
   if (o->phase_after > 0) {
     printf(",\"phase_after\":%lld,\"phases\":[{", o->phase_after);

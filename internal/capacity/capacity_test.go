@@ -186,6 +186,7 @@ func walk(t *testing.T, p *Plan, grid cost.Grid, tuples [][]Event) *cost.Acc {
 		}
 		sort.Slice(vs, func(a, b int) bool { return vs[a].in < vs[b].in })
 		for k, v := range vs {
+			acc.Visit(j, int64(v.in))
 			acc.Own(j, int64(v.in), int64(v.dep))
 			if k > 0 && v.h <= vs[k-1].dep {
 				acc.Take(j, int64(vs[k-1].dep), int64(v.in), int64(v.dep))
@@ -640,4 +641,37 @@ func TestBeardChamberlainDisagreement(t *testing.T) {
 		require.NoError(t, res.WriteText(&b))
 		require.Equal(t, c.says, strings.Contains(b.String(), "disagree: z:"), b.String())
 	}
+}
+
+// A feeds B through a queue of one: B is saturated and A, blocked by it,
+// takes its next tuple only once B took the last. A's take is time
+// blocked, which is B's: A's capacity leaves it out (an upper bound, said
+// so), and B is the bottleneck by far, not by a hair.
+func TestBlockedByASaturatedDownstream(t *testing.T) {
+	p, err := NewPlan([]Channel{
+		{Node: "n", PID: 1, Name: "src out", Tuples: true},
+		{Node: "n", PID: 2, Name: "a in", Tuples: true}, {Node: "n", PID: 2, Name: "a out", Tuples: true},
+		{Node: "n", PID: 3, Name: "b in", Tuples: true}, {Node: "n", PID: 3, Name: "b out", Tuples: true},
+	})
+	require.NoError(t, err)
+	win, err := NewWindows(0, 1e9, 1e9)
+	require.NoError(t, err)
+	var tuples [][]Event
+	var aDep, bIn, bDep float64
+	for i := 0; i < 5000; i++ {
+		h := float64(i)                  // the source is always ahead
+		ain := math.Max(aDep, bIn) + 100 // A takes the next once B took the last
+		aout := ain + 1000
+		bin := math.Max(aout+100, bDep)
+		bout := bin + 10000
+		aDep, bIn, bDep = aout, bin, bout
+		tuples = append(tuples, []Event{{0, h}, {1, ain}, {2, aout}, {3, bin}, {4, bout}})
+	}
+	res := rowsOf(t, p, win, tuples, Config{Hz: 1e9, MinTuples: 30})
+	a := find(t, res.Rows, "operator", "a", -1, MethodInOut)
+	b := find(t, res.Rows, "operator", "b", -1, MethodInOut)
+	require.Equal(t, "b", res.Bottleneck)
+	require.InDelta(t, 1e5, b.Capacity, 1e3)
+	require.InDelta(t, 1e6, a.Capacity, 1e4, "A's own work alone: 1 us")
+	require.Contains(t, a.Note, "b, downstream, was saturated throughout")
 }

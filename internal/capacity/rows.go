@@ -183,6 +183,105 @@ type maker struct {
 	// arrivals and capacities over the run.
 	opRow []int
 	inst  [][]instTotal
+	// flows: each operator's topology counts (nil without an Acc);
+	// blocked: per operator, the windows where the operator its copies go
+	// to was saturated (nil: none).
+	flows   []Flow
+	blocked [][]bool
+}
+
+// downstreamSaturated finds, for each operator, the windows where the
+// operator its copies go to was saturated: every instance of it with
+// enough tuples took SaturatedShare of them while backlogged.
+func (m *maker) downstreamSaturated() {
+	m.blocked = make([][]bool, len(m.p.Operators))
+	if m.acc == nil || m.costs == nil {
+		return
+	}
+	m.flows = m.acc.topo.flows()
+	sub := m.costs.Grids()[0].Sub
+	sat := make([][]bool, len(m.p.Operators))
+	for oi, op := range m.p.Operators {
+		sat[oi] = make([]bool, m.win.N)
+		for w := range sat[oi] {
+			any, all := false, true
+			for _, ii := range op.Instances {
+				var n, b uint64
+				for _, c := range m.costs.Cells(0, ii)[w*sub : (w+1)*sub] {
+					n += uint64(c.Visits)
+					b += uint64(c.TakeN)
+				}
+				if n < uint64(m.cfg.MinTuples) {
+					continue
+				}
+				any = true
+				all = all && float64(b) >= SaturatedShare*float64(n)
+			}
+			sat[oi][w] = any && all
+		}
+	}
+	for oi, op := range m.p.Operators {
+		y := m.flows[oi].Next
+		// A link that lost copies did not block its sender: a full
+		// receiver dropped them (UDP), and the sender's take is its own.
+		if y < 0 || y == oi || m.flows[oi].Lost > 0 {
+			continue
+		}
+		blocked := make([]bool, m.win.N)
+		var inS, outS int64
+		var inN, outN uint64
+		anyBlocked := false
+		for w, s := range sat[y] {
+			blocked[w] = s
+			anyBlocked = anyBlocked || s
+			for _, ii := range op.Instances {
+				for _, c := range m.costs.Cells(0, ii)[w*sub : (w+1)*sub] {
+					if s {
+						inS, inN = inS+c.Take, inN+uint64(c.TakeN)
+					} else {
+						outS, outN = outS+c.Take, outN+uint64(c.TakeN)
+					}
+				}
+			}
+		}
+		if !anyBlocked {
+			continue
+		}
+		// Where the take while the receiver was saturated is no longer
+		// than elsewhere, nothing blocked the sender.
+		if minTake := uint64(m.cfg.MinTake); inN >= minTake && outN >= minTake &&
+			float64(inS)/float64(inN) < blockedTakeFactor*float64(outS)/float64(outN) {
+			continue
+		}
+		m.blocked[oi] = blocked
+	}
+}
+
+// blockedTakeFactor: a take this much longer while the downstream was
+// saturated than while it was not holds time blocked by it.
+const blockedTakeFactor = 1.5
+
+// countActive counts the windows not blocked in which operator oi's
+// instances took tuples.
+func (m *maker) countActive(oi int, blocked []bool) int {
+	sub := m.costs.Grids()[0].Sub
+	k := 0
+	for w, b := range blocked {
+		if b {
+			continue
+		}
+		for _, ii := range m.p.Operators[oi].Instances {
+			var n uint32
+			for _, c := range m.costs.Cells(0, ii)[w*sub : (w+1)*sub] {
+				n += c.TakeN
+			}
+			if n > 0 {
+				k++
+				break
+			}
+		}
+	}
+	return k
 }
 
 type instTotal struct {
@@ -261,7 +360,7 @@ func (m *maker) setCost(r *Row, e *cost.Estimate) {
 	case cost.TakeRun:
 		addNote(r, fmt.Sprintf("hand-off from the whole run (%d backlogged tuples here)", e.Backlogged))
 	case cost.TakeNone:
-		addNote(r, "never backlogged: taking the next tuple is not measured, so the capacity is an upper bound")
+		addNote(r, "taking the next tuple is not measured (never backlogged, or only while its downstream was saturated), so the capacity is an upper bound")
 	}
 }
 
@@ -320,6 +419,7 @@ func (p *Plan) Rows(acc *Acc, win Windows, counts []*CountSeries, costs *cost.Ac
 		}
 	}
 	m.res.bcByOperator, m.res.inOutByOperator = map[string]float64{}, map[string]float64{}
+	m.downstreamSaturated()
 	for _, oi := range m.operatorOrder() {
 		m.operator(oi)
 		m.beardChamberlain(oi, counts)
@@ -403,11 +503,30 @@ func (m *maker) operator(oi int) {
 		ir.t.est = cost.Estimate{Capacity: math.NaN(), CapacityLow: math.NaN(), CapacityHigh: math.NaN(), CostS: math.NaN()}
 		if m.costs != nil && has[RoleIn] && has[RoleOut] {
 			o := m.options(in)
-			ir.t.est = m.costs.Run(0, ii, o)
-			runTake := m.costs.RunTake(0, ii)
+			cells := m.costs.Cells(0, ii)
+			if blocked := m.blocked[oi]; blocked != nil {
+				// The windows where the downstream was saturated: the take
+				// there cannot be told from time blocked (an operator that
+				// stops taking input while its output is full shows it in
+				// its take, sent marked or not), and the other windows'
+				// take stands in.
+				cells = append([]cost.Cell(nil), cells...)
+				sub := m.costs.Grids()[0].Sub
+				for w, b := range blocked {
+					if !b {
+						continue
+					}
+					for c := w * sub; c < (w+1)*sub; c++ {
+						cells[c].Take, cells[c].TakeN, cells[c].BOwn = 0, 0, 0
+					}
+				}
+			}
+			ir.t.est = o.RunOf(cells)
+			runTake := cost.TakeOf(cells)
 			ir.t.windows = make([]cost.Estimate, n)
+			sub := m.costs.Grids()[0].Sub
 			for w := range ir.t.windows {
-				ir.t.windows[w] = m.costs.Window(0, ii, w, o, runTake)
+				ir.t.windows[w] = o.Estimate(cells[w*sub:(w+1)*sub], runTake)
 			}
 		}
 		for r := range has {
@@ -531,6 +650,20 @@ func (m *maker) operator(oi int) {
 	}
 	whole := opRow(-1)
 	addNote(&whole, missing(opHas, op.Name))
+	if blocked := m.blocked[oi]; blocked != nil {
+		k := 0
+		for _, b := range blocked {
+			if b {
+				k++
+			}
+		}
+		down := m.p.Operators[m.flows[oi].Next].Name
+		if k == len(blocked) || m.countActive(oi, blocked) == 0 {
+			addNote(&whole, fmt.Sprintf("%s, downstream, was saturated throughout: taking the next tuple cannot be told from time blocked by it, so the hand-off is left out and the capacity is an upper bound", down))
+		} else {
+			addNote(&whole, fmt.Sprintf("%s, downstream, was saturated in %d of %d windows: there taking the next tuple cannot be told from time blocked by it, and the other windows' take stands in", down, k, len(blocked)))
+		}
+	}
 	if withRecords < len(runs) {
 		addNote(&whole, fmt.Sprintf("%d of %d instances without records", len(runs)-withRecords, len(runs)))
 	}
@@ -769,7 +902,10 @@ func (m *maker) topology() {
 	if m.acc == nil {
 		return
 	}
-	flows := m.acc.topo.flows()
+	flows := m.flows
+	if flows == nil {
+		flows = m.acc.topo.flows()
+	}
 	reach := m.acc.topo.reach(m.operatorOrder(), m.acc.counted, flows)
 	m.res.offered = map[string]float64{}
 	best, bestOp := -1, -1
@@ -840,8 +976,8 @@ func (m *maker) topology() {
 				continue
 			}
 			any = true
-			k += e.Tuples
-			if float64(e.Backlogged) < SaturatedShare*float64(e.Tuples) {
+			k += e.Visits
+			if float64(e.Backlogged) < SaturatedShare*float64(e.Visits) {
 				sat = false
 			}
 		}

@@ -115,6 +115,48 @@ func TestGridsAndMerge(t *testing.T) {
 	nilAcc.Merge(one)
 }
 
+// A backlogged visit's time is shared among the cells it spans by how
+// long it spent in each (Busy, Served): a visit preempted across a cell's
+// edge slows both cells, and the rate the backlog was served at in a cell
+// is what it was (a take and own work by the cell of the in put all of a
+// long visit in one cell).
+func TestServedByTime(t *testing.T) {
+	g := grid(4, 1) // cells of 1e9 cycles
+	a, _ := NewAcc(1, g)
+	// Cell 0: 4 visits of 0.2e9 from 0.1e9; the fifth runs from 0.9e9 to
+	// 1.5e9 (preempted over the edge); cell 1: 5 visits of 0.1e9 after it.
+	dep := int64(0.1e9)
+	for k := 0; k < 4; k++ {
+		a.Take(0, dep, dep+1000, dep+0.2e9)
+		dep += 0.2e9
+	}
+	a.Take(0, dep, dep+1000, 1.5e9)
+	dep = 1.5e9
+	for k := 0; k < 5; k++ {
+		a.Take(0, dep, dep, dep+0.1e9)
+		dep += 0.1e9
+	}
+	c := a.Cells(0, 0)
+	require.EqualValues(t, 0.9e9, c[0].Busy)
+	require.EqualValues(t, 1.0e9, c[1].Busy)
+	require.EqualValues(t, 4*ServedUnit+ServedUnit/6, c[0].Served)
+	require.EqualValues(t, 5*ServedUnit+ServedUnit-ServedUnit/6, c[1].Served)
+	require.EqualValues(t, 5, c[0].TakeN) // by the in: the long visit's time all in cell 0
+	require.EqualValues(t, 5, c[1].TakeN)
+	// Spread: the parts add up exactly, an empty span is one visit, spans
+	// past the grid's ends land in its first and last cells.
+	for _, s := range [][2]int64{{-5e9, 9e9}, {3, 3}, {0.5e9, 3.7e9}, {1e9, 2e9}} {
+		var cy, sv int64
+		g.spread(s[0], s[1], func(i int, cycles, served int64) {
+			require.True(t, i >= 0 && i < 4)
+			cy += cycles
+			sv += served
+		})
+		require.EqualValues(t, ServedUnit, sv, "%v", s)
+		require.EqualValues(t, s[1]-s[0], cy, "%v", s)
+	}
+}
+
 // A cost that moves between windows beyond a window's interval is said to
 // have moved; one within is not.
 func TestMoved(t *testing.T) {

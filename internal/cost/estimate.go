@@ -7,6 +7,7 @@ import (
 // Estimate is an instance's cost per tuple over a span of the run (a
 // window, or the whole run), in seconds, and the capacity it gives.
 type Estimate struct {
+	Visits     uint64 // every visit (a filter's without an out too)
 	Tuples     uint64 // visits whose own work was measured (an in and an out)
 	Backlogged uint64 // visits taken while backlogged (their take measured): the cost's
 	Blocked    uint64 // hand-offs that waited for room downstream
@@ -96,7 +97,7 @@ func (o *Options) Estimate(batches []Cell, runTake float64) Estimate {
 	for i := range batches {
 		t.add(&batches[i])
 	}
-	e.Tuples, e.Backlogged, e.Blocked = uint64(t.OwnN), uint64(t.TakeN), uint64(t.BlockedN)
+	e.Visits, e.Tuples, e.Backlogged, e.Blocked = uint64(t.Visits), uint64(t.OwnN), uint64(t.TakeN), uint64(t.BlockedN)
 	if t.BlockedN > 0 || o.HasSend {
 		e.BlockedS = float64(t.Blocked) / o.Hz
 	}
@@ -212,10 +213,13 @@ func (a *Acc) Window(k, inst, w int, o Options, runTake float64) Estimate {
 
 // RunTake is instance inst's mean take over the whole run (cycles; NaN:
 // never backlogged).
-func (a *Acc) RunTake(k, inst int) float64 {
+func (a *Acc) RunTake(k, inst int) float64 { return TakeOf(a.Cells(k, inst)) }
+
+// TakeOf is the mean take of the cells (cycles; NaN: none).
+func TakeOf(cells []Cell) float64 {
 	var s int64
 	var n uint64
-	for _, c := range a.Cells(k, inst) {
+	for _, c := range cells {
 		s += c.Take
 		n += uint64(c.TakeN)
 	}
@@ -227,8 +231,11 @@ func (a *Acc) RunTake(k, inst int) float64 {
 
 // Run is instance inst's estimate over the whole run on grid k: its cells
 // in up to MaxBatches consecutive batches, each about as many cells.
-func (a *Acc) Run(k, inst int, o Options) Estimate {
-	cells := a.Cells(k, inst)
+func (a *Acc) Run(k, inst int, o Options) Estimate { return o.RunOf(a.Cells(k, inst)) }
+
+// RunOf is the estimate over a run's cells (Run's; cells a caller may
+// have changed).
+func (o *Options) RunOf(cells []Cell) Estimate {
 	first, last := -1, -1
 	for i := range cells {
 		if cells[i].OwnN|cells[i].TakeN|cells[i].SendN|cells[i].BlockedN != 0 {
@@ -241,13 +248,14 @@ func (a *Acc) Run(k, inst int, o Options) Estimate {
 	if first < 0 {
 		return o.Estimate(nil, math.NaN())
 	}
+	runTake := TakeOf(cells)
 	cells = cells[first : last+1]
 	nb := min(MaxBatches, len(cells))
 	batches := make([]Cell, nb)
 	for i := range cells {
 		batches[i*nb/len(cells)].add(&cells[i])
 	}
-	return o.Estimate(batches, math.NaN())
+	return o.Estimate(batches, runTake)
 }
 
 // MovedFloor is the least move between a window's cost and the run's

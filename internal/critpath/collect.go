@@ -710,13 +710,19 @@ func (c *Collector) flushPend() error {
 		// Its own work: to its last out (no sent here). A tuple it did
 		// not hand on (a filter's) has none to measure: its work shows in
 		// the take of the next, when that one waited.
-		if a.cfg.Insts[j].HasOut && v.Dep != v.In {
-			c.cost.Own(j, v.In, v.Dep)
+		if a.cfg.Insts[j].HasOut {
+			c.cost.Visit(j, v.In)
+			if v.Dep != v.In {
+				c.cost.Own(j, v.In, v.Dep)
+			}
 		}
 		if v.Up != noHandOff && p.journey {
+			// Queued (the instance busy at the hand-off): the whole hop
+			// is queueing, up to the in; its take of the tuple (d..in, a
+			// preemption in it too) is the wait's end, not a transfer.
 			var q int64
 			if v.D != noD && v.D > v.H {
-				q = min(v.D, v.In) - v.H
+				q = v.In - v.H
 			}
 			tr := v.In - v.H - q
 			qe, te := 0.0, float64(v.Err)

@@ -33,10 +33,11 @@ func sim(t *testing.T, n int, gap, costA, costB, tr int64, mem int64) (*Result, 
 		aout := ain + costA
 		freeA = aout
 		bin := max(aout+tr, freeB)
-		// Queueing counts from the hand-off: while the tuple is in flight
-		// to a busy instance, it would wait anyway.
+		// Queueing counts from the hand-off to the in when B was busy at
+		// the hand-off: while the tuple is in flight to a busy instance,
+		// it would wait anyway, and B's take of it ends the wait.
 		if freeB > aout {
-			qB += min(freeB, bin) - aout
+			qB += bin - aout
 		}
 		bout := bin + costB
 		freeB = bout

@@ -280,7 +280,10 @@ func (w *walker) passBoundary(k int) {
 			continue // a source that marks only its hand-offs: no activity of its own here
 		}
 		switch s.mode {
-		case modeBusy:
+		case modeBusy, modeBlocked:
+			// Out..sent counts as its own work here: should it turn out
+			// to be blocked on the next instance, that one's candidate,
+			// further downstream, is the slice's path.
 			prev := append(w.tmp.vec[:0], s.st.bb...)
 			ok := s.st.bbIdx == k-1
 			w.accrue(&s.st, s.cat, b)
@@ -584,6 +587,9 @@ func (w *walker) arrive(v *Visit) {
 		// A visit without its out (a filter's, a cut file's) has no own
 		// work to measure: Out is then its in, or its sent. Without sent
 		// marks its own work runs to its last out (a 1->N operator's).
+		if a.cfg.Insts[j].HasOut {
+			w.cost.Visit(j, v.In)
+		}
 		if in := &a.cfg.Insts[j]; in.HasOut && v.Out != v.In && !(in.HasSent && v.Out == v.Dep) {
 			if in.HasSent {
 				w.cost.Own(j, v.In, v.Out)
@@ -594,8 +600,8 @@ func (w *walker) arrive(v *Visit) {
 	}
 	if !w.a.cfg.Fast && v.Up != noHandOff && v.Bucket != noBucket {
 		var q int64
-		if s.d > v.H {
-			q = min(s.d, v.In) - v.H
+		if s.d > v.H { // queued: up to the in (collect.go's flushPend)
+			q = v.In - v.H
 		}
 		tr := v.In - v.H - q
 		b := w.bk.at(v.Bucket)

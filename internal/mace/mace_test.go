@@ -103,6 +103,7 @@ func walk(t *testing.T, cfg *Config, tuples [][]capacity.Event) CostModel {
 		}
 		sort.Slice(vs, func(a, b int) bool { return vs[a].in < vs[b].in })
 		for k, v := range vs {
+			acc.Visit(j, int64(v.in))
 			acc.Own(j, int64(v.in), int64(v.dep))
 			if k > 0 && v.h <= vs[k-1].dep {
 				acc.Take(j, int64(vs[k-1].dep), int64(v.in), int64(v.dep))

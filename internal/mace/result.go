@@ -119,17 +119,67 @@ type CostModel struct {
 	Offered []float64
 }
 
-// minWindowTuples: a window whose instance took fewer tuples takes the
-// run's cost for it.
+// minWindowTuples: a window whose instance served fewer backlogged tuples
+// takes the run's cost for it.
 const minWindowTuples = 10
 
+// windowCosts is instance j's cost in each cell of Mace's cost grid
+// (per: the cells a window), and the backlogged tuples it served there;
+// with the least and most of its windows' costs. A cost is the run's,
+// kappa, times how much longer a backlogged tuple took there than over
+// the run, by time (cost.Cell's Busy and Served: a tuple preempted across
+// an edge slows both sides by its time in each). A window takes its own
+// where it served minWindowTuples or more (else kappa); a cell its own
+// where the instance was backlogged for half of it or more (else its
+// window's): a preemption of a few milliseconds slows a quarter of a
+// 10 ms window, not all of it, and a drain that ends inside the window
+// ends where the departures did.
+func windowCosts(cm CostModel, j int, kappa float64) (cell, n []float64, per int, minS, maxS float64) {
+	g := cm.Acc.Grids()[cm.Grid]
+	cells := cm.Acc.Cells(cm.Grid, j)
+	var busy, served int64
+	for _, c := range cells {
+		busy, served = busy+c.Busy, served+c.Served
+	}
+	minS, maxS = math.NaN(), math.NaN()
+	per = g.Sub
+	cell, n = make([]float64, len(cells)), make([]float64, len(cells))
+	if busy <= 0 || served <= 0 {
+		for i := range cell {
+			cell[i] = kappa
+		}
+		return cell, n, per, minS, maxS
+	}
+	ratio := func(b, s int64) float64 { return kappa * (float64(b) / float64(s)) / (float64(busy) / float64(served)) }
+	for p := 0; p < g.N; p++ {
+		win := kappa
+		var b, s int64
+		for _, c := range cells[p*per : (p+1)*per] {
+			b, s = b+c.Busy, s+c.Served
+		}
+		if float64(s)/cost.ServedUnit >= minWindowTuples && b > 0 {
+			win = ratio(b, s)
+			minS, maxS = minNaN(minS, win), maxNaN(maxS, win)
+		}
+		for i := p * per; i < (p+1)*per; i++ {
+			c := &cells[i]
+			cell[i], n[i] = win, float64(c.Served)/cost.ServedUnit
+			if c.Served > 0 && float64(c.Busy) >= g.Width/float64(per)/2 {
+				cell[i] = ratio(c.Busy, c.Served)
+			}
+		}
+	}
+	return cell, n, per, minS, maxS
+}
+
 // instCost is an instance's cost: kappa over the run (seconds; NaN:
-// none), and per window of the measured run its cost and the tuples it
-// took then (nil: the run's cost everywhere).
+// none), and per window of the measured run its cost and the backlogged
+// tuples it served then (nil: the run's cost everywhere).
 type instCost struct {
 	kappa float64
-	win   []float64
-	n     []uint64
+	win   []float64 // per cell of Mace's cost grid, per of them a window
+	n     []float64
+	per   int
 }
 
 // Finish makes the rows: the measured run and each what-if. Each
@@ -266,17 +316,7 @@ func (res *Result) costs(a *Acc, other map[string]float64, fit float64, cm CostM
 				}
 			}
 			if res.PerWindow && e.Tuples > 0 {
-				g := cm.Acc.Grids()[cm.Grid]
-				runTake := cm.Acc.RunTake(cm.Grid, j)
-				ic.win, ic.n = make([]float64, g.N), make([]uint64, g.N)
-				for p := range ic.win {
-					we := cm.Acc.Window(cm.Grid, j, p, o, runTake)
-					ic.win[p], ic.n[p] = e.CostS, we.Tuples
-					if we.Tuples >= minWindowTuples && we.CostS > 0 {
-						ic.win[p] = we.CostS
-						c.MinS, c.MaxS = minNaN(c.MinS, we.CostS), maxNaN(c.MaxS, we.CostS)
-					}
-				}
+				ic.win, ic.n, ic.per, c.MinS, c.MaxS = windowCosts(cm, j, e.CostS)
 			}
 		}
 		if v, ok := other[in.Operator]; ok {
@@ -400,11 +440,13 @@ func (res *Result) scenario(a *Acc, w *WhatIf, r int, costs []instCost, eps, bas
 	// was busy, so it takes the run's costs (at x0.5 on a shared VM the
 	// windows' speeds predicted +194% against a real run at half the
 	// rate, the run's costs -9%).
-	var speed [][]float64 // per node, per measured window (nil: 1 throughout)
+	var speed [][]float64 // per node, per cell of the measured windows (nil: 1 throughout)
+	per := 1              // cells a window
 	if res.PerWindow && w.Rate == 1 {
 		mw := 0
 		for j := range costs {
 			mw = max(mw, len(costs[j].win))
+			per = max(per, costs[j].per)
 		}
 		speed = make([][]float64, len(names))
 		num := make([][]float64, len(names))
@@ -417,7 +459,7 @@ func (res *Result) scenario(a *Acc, w *WhatIf, r int, costs []instCost, eps, bas
 			}
 			f := factor(j)
 			for p := range ic.win {
-				k := float64(ic.n[p])
+				k := ic.n[p]
 				num[of[j]][p] += k * ic.kappa * f
 				speed[of[j]][p] += k * ic.win[p] * f
 			}
@@ -441,7 +483,7 @@ func (res *Result) scenario(a *Acc, w *WhatIf, r int, costs []instCost, eps, bas
 		for q := range can[i] {
 			v := 1.0
 			if speed != nil {
-				if p := q / sub; p < len(speed[i]) {
+				if p := q * per / sub; p < len(speed[i]) {
 					v = speed[i][p]
 				}
 			}

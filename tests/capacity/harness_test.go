@@ -37,14 +37,6 @@ var (
 	direct = costs{"40us", "100us", 1e4}
 )
 
-const (
-	// A saturated B runs at 100% of a CPU under SCHED_FIFO, and the kernel
-	// throttles real-time threads that take more than 950 ms of a second
-	// (sched_rt_runtime_us): a 50 ms stall inside one tuple. Saturated runs
-	// stay below that.
-	satSeconds = 0.7
-)
-
 // env is what the tests need from the build.
 type env struct {
 	tool, tandem string
@@ -159,7 +151,6 @@ type opTruth struct {
 	PreemptedTuples int64        `json:"preempted_tuples"`
 	PreemptedS      float64      `json:"preempted_s"`
 	LongestGapS     float64      `json:"longest_gap_s"`
-	SchedFIFO       bool         `json:"sched_fifo"`
 	PhaseAfter      int64        `json:"phase_after"`
 	Phases          []phaseTruth `json:"phases"`
 	ServiceRate     *srAnswer    `json:"service_rate"`
@@ -181,10 +172,8 @@ type truth struct {
 		Rate   float64 `json:"rate"`
 		Tuples int64   `json:"tuples"`
 	} `json:"source"`
-	SchedFIFO    bool      `json:"sched_fifo"`
-	SchedFIFOErr string    `json:"sched_fifo_error"`
-	Operators    []opTruth `json:"operators"`
-	Sink         struct {
+	Operators []opTruth `json:"operators"`
+	Sink      struct {
 		Tuples int64 `json:"tuples"`
 	} `json:"sink"`
 	Estimates []estimate `json:"estimates"`
@@ -238,9 +227,6 @@ func runTandem(t *testing.T, e env, logs string, args ...string) *truth {
 	}
 	if tr.Sink.Tuples != tr.Source.Tuples || tr.op("B").Tuples != tr.Source.Tuples {
 		t.Fatalf("source sent %d, B took %d, sink %d", tr.Source.Tuples, tr.op("B").Tuples, tr.Sink.Tuples)
-	}
-	if !tr.SchedFIFO {
-		t.Logf("note: A and B run without SCHED_FIFO (%s): another busy process may preempt them inside a tuple", tr.SchedFIFOErr)
 	}
 	return tr
 }

@@ -42,38 +42,47 @@ func analyzed(t *testing.T, tl tools, logs, out, slice string) (slices []slicePa
 }
 
 // TestHeavyLoad: the source offers 1.5 times B's capacity (B 50 us, A 10
-// us, queues of 64): B's queue stays full and the source and A wait on it.
-// B holds at least 90% of the critical path over the run and in at least
-// half of the 100 ms slices (the source's 0.35 s of arrivals, 10,500
-// tuples, keep B busy for about 0.5 to 1 s with the other vCPU busy:
-// backpressure slows the source, not the number of tuples it sends).
+// us, queues of 64): B's queue stays full and the source and A wait on it
+// (the source's 0.35 s of arrivals, 10,500 tuples, keep B busy for about
+// 0.5 to 1 s with the other vCPU busy: backpressure slows the source, not
+// the number of tuples it sends). The truth from the same run: the time B
+// waited on an empty input (tandem measures it around its wait). While B
+// does not wait, B's work holds the path: the others wait on it (a wait
+// never starts a path, Sager's Def. 3.12). So B's share of the run's path
+// and its critical participation (SnailTrail's) are at least 0.9 of the
+// fraction of its span B did not wait, and B has the largest share in
+// every 100 ms slice. Not all of that fraction: a record's race (the
+// sender preempted between its push and its record) puts the link A -> B
+// on the path now and then.
 func TestHeavyLoad(t *testing.T) {
 	tl, logs, out := setup(t)
 	tr := pipeline(t, tl, logs, lazySink("--a-cost", "10us", "--b-cost", "50us", "--queue", "64", "--rate", "30000",
 		"--duration", "0.35s", "--seed", "11")...)
 	b := tr.op("B")
-	t.Logf("B took %d tuples in %.3f s: %.0f/s (capacity %.0f/s); waited %d times on its input", b.Tuples, tr.ElapsedS,
-		float64(b.Tuples)/tr.ElapsedS, tr.TscHz/b.MeanCycles, b.WaitsInput)
+	span := float64(b.LastOutTSC-b.FirstInTSC) / tr.TscHz
+	busy := 1 - b.WaitedInputS/span
+	t.Logf("B took %d tuples in %.3f s: %.0f/s (capacity %.0f/s); waited %d times on its input, %.3f s of its %.3f s: not waiting %.4f",
+		b.Tuples, tr.ElapsedS, float64(b.Tuples)/tr.ElapsedS, tr.TscHz/b.MeanCycles, b.WaitsInput, b.WaitedInputS, span, busy)
+	if busy < 0.5 {
+		t.Fatalf("B waited on its input %.0f%% of its span: the pipeline did not make B the bottleneck", 100*(1-busy))
+	}
 	slices, run := analyzed(t, tl, logs, out, "100ms")
-	if got := run.share("operator", "B"); got < 0.9 {
-		t.Errorf("over the run B holds %.3f of the critical path, want >= 0.9: %s", got, run)
-	}
-	// Most slices too; not all: the sink, woken lazily, and the kernel's
-	// throttle of real-time threads (50 ms a second) put a slice's end on
-	// the link B -> sink now and then, more so with the other vCPU busy.
-	mostSlices(t, slices, 0.5, "give B at least 0.9 of the critical path", func(s slicePath) bool { return s.share("operator", "B") >= 0.9 })
-	// The sink, the last instance, waits for B at nearly every slice's
-	// end, and A and the source wait on B's full queue: a wait never
-	// starts a path (Sager), and B holds the paths of the activities that
-	// do not wait: its critical participation (SnailTrail's) is near 1
-	// (internal/critpath's TestLastInstanceWaitsAtSliceEnd: exactly 1).
-	// Not exactly here: a starved moment now and then (the busy machine
-	// keeps the source from its queue) puts input and the link A -> B on
-	// a slice's path.
 	t.Logf("over the run: %s; B's participation %.4f", run, run.part("operator", "B"))
-	if p := run.part("operator", "B"); p < 0.9 {
-		t.Errorf("B's critical participation %.4f over the run, want >= 0.9: B holds the path and the others wait for it", p)
+	if got := run.share("operator", "B"); got < 0.9*busy {
+		t.Errorf("over the run B holds %.3f of the critical path, want >= 0.9 x %.4f (the fraction of its span it did not wait): %s", got, busy, run)
 	}
+	if p := run.part("operator", "B"); p < 0.9*busy {
+		t.Errorf("B's critical participation %.4f over the run, want >= 0.9 x %.4f (the fraction of its span it did not wait)", p, busy)
+	}
+	mostSlices(t, slices, 1, "give B the largest share of the path", func(s slicePath) bool {
+		b := s.share("operator", "B")
+		for _, r := range s.rows {
+			if !(r["kind"] == "operator" && r["name"] == "B") && r.num("share") >= b {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // mostSlices fails the test unless at least the fraction want of the slices
@@ -144,16 +153,22 @@ func TestForkJoin(t *testing.T) {
 // TestBurst: 400 tuples leave back to back into queues that hold them all
 // (A 5 us, B 20 us): they wait in A's and mostly in B's queue. The queueing
 // breakdown.csv charges to B over all tuples (group all, part queue, where
-// B) equals what tandem measured (burst_queue_cycles: the waits in B's queue
-// while B worked, from rdtsc at push, pop, in and out) within 5%; every
-// group's parts add up to its end-to-end total exactly.
+// B) equals the time they waited in B's queue, which tandem measures from
+// the push into it to the pop (rdtsc under the queue's lock:
+// burst_wait_cycles), within 5%; every group's parts add up to its
+// end-to-end total exactly. The waits count whether or not B was working
+// meanwhile (B preempted by the other vCPU's load, the tuples still wait):
+// the records show a wait, not why.
 func TestBurst(t *testing.T) {
 	tl, logs, out := setup(t)
 	const n = 400
-	// B must work through nearly all the time its burst tuples waited (the
-	// truth's two figures agree), else the run was disturbed (B kept from
-	// working: with the other vCPU busy and no real-time priority, about
-	// one run in two) and says little: up to ten runs of 0.1 s each.
+	// A run in which A was kept from working (preempted: its tuples'
+	// waits in its queue well above the time it worked through them) may
+	// have A's thread descheduled between its out and its sent while B
+	// took tuples: the records read that as A blocked by B (they cannot
+	// tell a preempted sender from a blocked one without the queue's
+	// size), and the tuples queued behind A count as queued at B. Such a
+	// run tests something else: up to ten runs of 0.1 s each.
 	var tr *truth
 	for attempt := 1; ; attempt++ {
 		if err := os.RemoveAll(logs); err != nil {
@@ -166,19 +181,19 @@ func TestBurst(t *testing.T) {
 		}
 		for _, name := range []string{"A", "B"} {
 			o := tr.op(name)
-			t.Logf("%s: burst tuples %d, queueing while it worked %.3f ms (whole waits %.3f ms, ahead x mean work %.3f ms); longest stall %.0f us",
-				name, o.BurstTuples, 1e3*float64(o.BurstQueueCycles)/tr.TscHz, 1e3*float64(o.BurstWaitCycles)/tr.TscHz,
+			t.Logf("%s: burst tuples %d, waits in its queue %.3f ms (while it worked %.3f ms, ahead x mean work %.3f ms); longest stall %.0f us",
+				name, o.BurstTuples, 1e3*float64(o.BurstWaitCycles)/tr.TscHz, 1e3*float64(o.BurstQueueCycles)/tr.TscHz,
 				1e3*o.BurstAheadCycles/tr.TscHz, 1e6*o.LongestGapS)
 			if o.BurstTuples != n || o.WaitsOutput != 0 {
 				t.Fatalf("%s: %d burst tuples (want %d), waited %d times on a full output (want none: the queues hold the burst)", name, o.BurstTuples, n, o.WaitsOutput)
 			}
 		}
-		b := tr.op("B")
-		if float64(b.BurstQueueCycles) >= 0.95*float64(b.BurstWaitCycles) {
+		a := tr.op("A")
+		if float64(a.BurstQueueCycles) >= 0.8*float64(a.BurstWaitCycles) {
 			break
 		}
-		msg := fmt.Sprintf("run %d: B's burst tuples waited %d cycles, B worked through only %d of them: B was kept from working (preempted)",
-			attempt, b.BurstWaitCycles, b.BurstQueueCycles)
+		msg := fmt.Sprintf("run %d: A's burst tuples waited %d cycles in its queue, A worked through only %d of them: A was kept from working (preempted)",
+			attempt, a.BurstWaitCycles, a.BurstQueueCycles)
 		if attempt == 10 {
 			t.Fatal(msg)
 		}
@@ -197,10 +212,10 @@ func TestBurst(t *testing.T) {
 	if !found {
 		t.Fatalf("breakdown.csv group all has no part queue where B: %v", groups["all"])
 	}
-	rel := float64(got)/float64(b.BurstQueueCycles) - 1
-	t.Logf("queueing charged to B: %d cycles; tandem measured %d: %+.2f%%", got, b.BurstQueueCycles, 100*rel)
+	rel := float64(got)/float64(b.BurstWaitCycles) - 1
+	t.Logf("queueing charged to B: %d cycles; tandem measured %d: %+.2f%%", got, b.BurstWaitCycles, 100*rel)
 	if rel < -0.05 || rel > 0.05 {
-		t.Errorf("breakdown.csv charges %d cycles of queueing to B, tandem measured %d (%+.2f%%, allowed 5%%)", got, b.BurstQueueCycles, 100*rel)
+		t.Errorf("breakdown.csv charges %d cycles of queueing to B, tandem measured %d waiting in B's queue (%+.2f%%, allowed 5%%)", got, b.BurstWaitCycles, 100*rel)
 	}
 	slices, run := criticalPath(t, out)
 	checkCriticalPath(t, slices, run, false)

@@ -86,6 +86,9 @@ type opTruth struct {
 	MeanCycles       float64 `json:"mean_cycles"`
 	SpunMean         float64 `json:"spun_mean_cycles"`
 	WaitsInput       int64   `json:"waits_input"`
+	WaitedInputS     float64 `json:"waited_input_s"`
+	FirstInTSC       uint64  `json:"first_in_tsc"`
+	LastOutTSC       uint64  `json:"last_out_tsc"`
 	WaitsOutput      int64   `json:"waits_output"`
 	PreemptedTuples  int64   `json:"preempted_tuples"`
 	LongestGapS      float64 `json:"longest_gap_s"`

@@ -89,22 +89,36 @@ func f(r map[string]string, col string) float64 {
 
 // truth is each window's largest latency, gen out to sink in, by the
 // window of the tuple's stimulus (its gen out) from the run's first
-// record, worked out of the records.
-func truth(recs *udppipe.Records) map[int]float64 {
+// record, worked out of the records. The frequency dump prints (to the
+// kHz) may differ from the registered one analyze takes by a few parts in
+// 10^8, a fraction of a microsecond over the run: a stimulus that close
+// to a window's edge may be either window's: per window, sure is the
+// largest latency without them, edge with them counted in both windows.
+func truth(recs *udppipe.Records) (worst, sure, edge map[int]float64) {
 	in := map[int64]uint64{}
 	for _, x := range recs.Chan["sink in"] {
 		in[x.ID] = x.TSC
 	}
-	worst := map[int]float64{}
+	worst, sure, edge = map[int]float64{}, map[int]float64{}, map[int]float64{}
+	const near = 1e-6 // s
 	for _, x := range recs.Chan["gen out"] {
 		end, ok := in[x.ID]
 		if !ok {
 			continue
 		}
-		w := int(float64(x.TSC-recs.T0) / recs.Hz / window)
-		worst[w] = math.Max(worst[w], float64(end-x.TSC)/recs.Hz)
+		at := float64(x.TSC-recs.T0) / recs.Hz
+		lat := float64(end-x.TSC) / recs.Hz
+		w := int(at / window)
+		worst[w] = math.Max(worst[w], lat)
+		edge[w] = math.Max(edge[w], lat)
+		lo, hi := int(max(at-near, 0)/window), int((at+near)/window)
+		if lo == w && hi == w {
+			sure[w] = math.Max(sure[w], lat)
+		}
+		edge[lo] = math.Max(edge[lo], lat)
+		edge[hi] = math.Max(edge[hi], lat)
 	}
-	return worst
+	return worst, sure, edge
 }
 
 // check compares a measured run's mace.csv with the truth of its records:
@@ -114,7 +128,7 @@ func truth(recs *udppipe.Records) map[int]float64 {
 // and whether the worst case held.
 func check(t *testing.T, tag string, rows []map[string]string, recs *udppipe.Records) (within, windows int, worstOK bool) {
 	t.Helper()
-	tr := truth(recs)
+	tr, sure, edge := truth(recs)
 	trueWorst, predWorst, eps, minLat := 0.0, 0.0, 0.0, math.Inf(1)
 	for _, r := range rows {
 		if r["scenario"] != "measured" {
@@ -130,8 +144,9 @@ func check(t *testing.T, tag string, rows []map[string]string, recs *udppipe.Rec
 		if r["within"] == "true" {
 			within++
 		}
-		if d := math.Abs(f(r, "measured_max_s") - tr[w]); d > 1e-6 {
-			t.Errorf("%s window %d: mace.csv measured %.9f s, the records %.9f s", tag, w, f(r, "measured_max_s"), tr[w])
+		if m := f(r, "measured_max_s"); math.Abs(m-tr[w]) > 1e-6 && (m < sure[w]-1e-6 || m > edge[w]+1e-6) {
+			t.Errorf("%s window %d: mace.csv measured %.9f s, the records %.9f s (%.9f to %.9f s with the stimuli within 1 us of its edges in either window)",
+				tag, w, m, tr[w], sure[w], edge[w])
 		}
 		trueWorst = math.Max(trueWorst, tr[w])
 		minLat = math.Min(minLat, f(r, "measured_min_s"))
@@ -188,16 +203,28 @@ func section(sum, head string) string {
 	return s
 }
 
-// TestMaceNoExcess: at a low constant rate no window has excess: every
-// Mace is 0, and the summary says "no excess" where a relative error of a
-// bound would mean nothing.
+// TestMaceNoExcess: tuples evenly spaced at 500/s (2 ms apart; B's 50 us
+// of work takes about 100 us with the other vCPU busy): no window has
+// excess (a sub-window of 312 us holds at most one tuple, and a window's
+// ten backlogged tuples it would take to slow a node's speed cannot come
+// at five a window), so every Mace is 0, and the summary says "no excess"
+// where a relative error of a bound would mean nothing. (Poisson arrivals
+// at 2,000/s bunch: four in a sub-window are excess where a tuple costs
+// 100 us.)
 func TestMaceNoExcess(t *testing.T) {
 	tl := needTools(t)
-	p := onOff(2000, 2000, 1, 0, 2, "work", 1)
+	p := onOff(500, 500, 1, 0, 2, "work", 1)
+	src := p.Stages[0].Args
+	for i := range src {
+		if src[i] == "--poisson" {
+			p.Stages[0].Args = append(src[:i:i], src[i+2:]...)
+			break
+		}
+	}
 	rows, sum, _ := tl.run(t, p, t.TempDir())
 	for _, r := range rows {
 		if r["scenario"] == "measured" && f(r, "mace_s") != 0 {
-			t.Errorf("window %s: Mace %s s at 2,000 tuples/s", r["window"], r["mace_s"])
+			t.Errorf("window %s: Mace %s s at 500 tuples/s", r["window"], r["mace_s"])
 		}
 	}
 	m := section(sum, "Mace:")
@@ -231,7 +258,8 @@ func TestMaceWhatIfRate(t *testing.T) {
 		}
 		_, _, recs := tl.run(t, onOff(20000, 200, 0.4, 2.6, 2, "sleep", try), filepath.Join(d, "x05"))
 		real := 0.0
-		for _, v := range truth(recs) {
+		worst, _, _ := truth(recs)
+		for _, v := range worst {
 			real = math.Max(real, v)
 		}
 		t.Logf("try %d: rate=x0.5 predicted worst %.6f s; the run at half the rate: %.6f s (%+.2f%%)", try, pred, real, 100*(pred/real-1))
