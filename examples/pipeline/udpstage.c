@@ -10,7 +10,7 @@
 //   udpstage op     NAME --listen PORT --to PORT[,PORT...] [--work-us W] [--sleep-us W]
 //                        [--exp SEED] [--phase SECONDS,WORK_US] [--split K]
 //                        [--keep K] [--drop P] [--rcvbuf BYTES]
-//   udpstage sink   NAME --listen PORT [--rcvbuf BYTES]
+//   udpstage sink   NAME --listen PORT [--rcvbuf BYTES] [--mark 0|1]
 //   udpstage burn   SECONDS                     spin one CPU (another tenant)
 //
 // Ids travel as 8-byte little-endian datagrams to 127.0.0.1; -1 ends the
@@ -19,7 +19,9 @@
 //   - a source logs "NAME out" right before it sends an id;
 //   - an op logs "NAME in" right after recvfrom returned the id, works,
 //     then for each copy it hands on logs "NAME out" right before sendto;
-//   - a sink logs "NAME in" right after recvfrom.
+//   - a sink logs "NAME in" right after recvfrom (--mark 0: nothing; a
+//     tuple's records then end at the last op's out, where a latency that
+//     leaves out the sink's own delays ends).
 // Several --to ports take the ids in turn (id modulo the ports): the
 // instances of the next operator.
 //
@@ -89,7 +91,7 @@ static void usage(const char *why) {
           "                         [--on-off ON,OFF,LOW] [--first-id K]\n"
           "       udpstage op NAME --listen PORT --to PORT[,PORT...] [--work-us W | --sleep-us W] [--exp SEED]\n"
           "                         [--phase SECONDS,WORK_US] [--split K] [--keep K] [--drop P] [--rcvbuf BYTES]\n"
-          "       udpstage sink NAME --listen PORT [--rcvbuf BYTES]\n"
+          "       udpstage sink NAME --listen PORT [--rcvbuf BYTES] [--mark 0|1]\n"
           "       udpstage burn SECONDS\n");
   exit(2);
 }
@@ -257,7 +259,7 @@ static int64_t open_ch(const char *role) {
 
 struct opts {
   struct dests to;
-  long listen, rcvbuf, tuples, split, keep;
+  long listen, rcvbuf, tuples, split, keep, mark;
   double rate, duration, work_us, sleep_us, drop, phase_at, phase_us, on, off, low;
   int has_phase, on_off, poisson, exp;
   uint64_t seed, exp_seed, first_id;
@@ -355,11 +357,11 @@ static int op(const struct opts *o) {
 static int sink(const struct opts *o) {
   if (o->listen <= 0) usage("sink: --listen is needed");
   int fd = udp_socket(o->listen, o->rcvbuf);
-  int64_t in = open_ch("in");
+  int64_t in = o->mark ? open_ch("in") : -1;
   uint64_t received = 0;
   int64_t id;
   while (recv_id(fd, &id, received ? 3000 : 60000)) {
-    check(LogTS(in, id), "LogTS in");
+    if (o->mark) check(LogTS(in, id), "LogTS in");
     received++;
   }
   check(CloseAllChannels(), "CloseAllChannels");
@@ -378,7 +380,7 @@ int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "burn") == 0) return burn(fnum(argv[2], "seconds"));
   if (argc < 3) usage(NULL);
   name = argv[2];
-  struct opts o = {.listen = -1, .split = 1, .keep = 1};
+  struct opts o = {.listen = -1, .split = 1, .keep = 1, .mark = 1};
   for (int i = 3; i < argc; i++) {
     const char *f = argv[i];
     if (i + 1 >= argc) usage("a flag without its value");
@@ -387,7 +389,9 @@ int main(int argc, char **argv) {
       parse_to(&o.to, v);
     else if (!strcmp(f, "--listen"))
       o.listen = inum(v, "--listen");
-    else if (!strcmp(f, "--rcvbuf"))
+    else if (!strcmp(f, "--mark")) {
+      if ((o.mark = inum(v, "--mark")) != 0 && o.mark != 1) usage("--mark 0|1");
+    } else if (!strcmp(f, "--rcvbuf"))
       o.rcvbuf = inum(v, "--rcvbuf");
     else if (!strcmp(f, "--rate"))
       o.rate = fnum(v, "--rate");

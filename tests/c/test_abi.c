@@ -394,7 +394,8 @@ static int test_service_rate(void) {
   CHECK(sr.period_s == 0.001 && sr.convergences == 0 && sr.converged == 0 && sr.reserved == 0,
         "at open: T %g, %lld convergences, converged %d, reserved %d", sr.period_s, (long long)sr.convergences,
         sr.converged, sr.reserved);
-  CHECK(ParameterizeChannel(ch, CP_ARG_SR_MIN_PERIOD_NS, 999999) == CP_ERR_BAD_ARG_VALUE, "min period < 1 ms");
+  CHECK(ParameterizeChannel(ch, CP_ARG_SR_MIN_PERIOD_NS, 49999) == CP_ERR_BAD_ARG_VALUE, "min period < 50 us");
+  CHECK(ParameterizeChannel(ch, CP_ARG_SR_MIN_PERIOD_NS, 50000) == 0, "min period 50 us");
   CHECK(ParameterizeChannel(ch, CP_ARG_SR_MAX_PERIOD_NS, 2000000000) == CP_ERR_BAD_ARG_VALUE, "max period > 1 s");
   CHECK(ParameterizeChannel(ch, CP_ARG_SR_MIN_PERIOD_NS, 20000000) == CP_ERR_BAD_ARG_VALUE, "min above max");
   CHECK(ParameterizeChannel(ch, CP_ARG_SR_WINDOW, 7) == CP_ERR_BAD_ARG_VALUE, "window 7");
