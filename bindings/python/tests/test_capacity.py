@@ -76,9 +76,10 @@ PIPELINE = """
 """ % N
 
 COLUMNS = ["level", "window", "start_s", "end_s", "operator", "instance", "node", "pid", "method", "tuples_in",
-           "tuples_out", "arrivals_per_s", "departures_per_s", "busy_share", "blocked_share", "service_rate",
-           "service_rate_low", "service_rate_high", "headroom", "selectivity", "instances", "skew", "reach",
-           "capacity", "max_source_rate", "bottleneck", "parallelism_needed", "note"]
+           "tuples_out", "arrivals_per_s", "departures_per_s", "busy_share", "blocked_share", "own_us", "handoff_us",
+           "cost_us", "cost_low_us", "cost_high_us", "backlogged", "service_rate", "service_rate_low",
+           "service_rate_high", "capacity", "capacity_low", "capacity_high", "load", "headroom", "selectivity",
+           "instances", "skew", "reach", "lost", "max_source_rate", "bottleneck", "parallelism_needed", "note"]
 
 
 @pytest.fixture(scope="module")

@@ -50,7 +50,8 @@ print(%r + _json.dumps({
     "log_dir": os.environ["CP_LOG_DIR"],
     "png": str(PNG),
     "capacity": {r.operator: {"tuples_in": int(r.tuples_in), "service_rate": float(r.service_rate),
-                              "busy_share": float(r.busy_share), "bottleneck": bool(r.bottleneck)}
+                              "busy_share": float(r.busy_share), "capacity": float(r.capacity),
+                              "max_source_rate": float(r.max_source_rate), "bottleneck": bool(r.bottleneck)}
                  for r in operators.itertuples()},
     "worker_rate": {"rate": float(worker_rate.rate), "periods": int(worker_rate.periods),
                     "converged": bool(worker_rate.converged)},
@@ -178,14 +179,19 @@ def test_notebook_runs_headless(tmp_path, monkeypatch):
     assert len(list(log_dir.glob("*.cplog"))) == len(CHANNELS) + 1, sorted(os.listdir(log_dir))
 
     # Capacity: each thread is an operator with a service rate over every
-    # tuple, one of them the bottleneck; the worker's counter was sampled.
+    # tuple and a capacity (own work and taking the next tuple while
+    # backlogged: never above what its own work allows by more than the
+    # interval's noise), one of them the bottleneck, the one whose capacity
+    # allows the lowest source rate; the worker's counter was sampled.
     cap = got["capacity"]
     assert sorted(cap) == ["sink", "source", "worker"], cap
     for op, r in cap.items():
         assert r["tuples_in"] == n and r["service_rate"] > 0 and 0 < r["busy_share"] <= 1, (op, r)
     assert sum(r["bottleneck"] for r in cap.values()) == 1, cap
-    slowest = min(cap, key=lambda op: cap[op]["service_rate"])
-    assert cap[slowest]["bottleneck"], cap
+    rated = {op: r for op, r in cap.items() if r["max_source_rate"] == r["max_source_rate"]}  # not NaN
+    assert rated, cap
+    slowest = min(rated, key=lambda op: rated[op]["max_source_rate"])
+    assert cap[slowest]["bottleneck"] and cap[slowest]["capacity"] > 0, cap
     assert got["worker_rate"]["periods"] > 0, got["worker_rate"]
     cap_cells = [c for c in code_cells if "capacity" in c.metadata.get("tags", [])]
     assert len(cap_cells) == 1, "the capacity cell is tagged 'capacity'"

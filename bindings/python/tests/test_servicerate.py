@@ -93,7 +93,7 @@ def test_mark_blocked_and_service_rate(logdir, uname):
     records, header = cp.read_log(find_log(logdir, uname))
     assert header.counter is True
     assert int(records["count"].sum()) == total
-    assert header["args"]["sr_min_period_ns"] == 1_000_000  # at open; the change is an event
+    assert header["args"]["sr_min_period_ns"] == 100_000  # at open (the default); the change is an event
     assert any(ev.get("args", {}).get("sr_min_period_ns") == 2_000_000 for ev in header.summary["events"])
 
 

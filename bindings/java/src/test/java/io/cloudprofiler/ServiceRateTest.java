@@ -47,7 +47,7 @@ class ServiceRateTest {
         long items = 0;
         try (Channel ch = Channel.open(name, LogFormat.BINARY, HandlerType.SERVICERATE)) {
             ServiceRate sr = ch.serviceRate();
-            assertEquals(0.001, sr.periodSeconds(), 1e-12, sr.toString());  // the default min period
+            assertEquals(0.001, sr.periodSeconds(), 1e-12, sr.toString());  // T starts at 1 ms
             assertEquals(0, sr.convergences(), sr.toString());
             assertFalse(sr.converged(), sr.toString());
             ch.parameterize(CloudProfiler.ARG_SR_MIN_PERIOD_NS, 2_000_000)
