@@ -49,7 +49,7 @@ type worker struct {
 	anaHops    []event   // hops with each process's records in time order (repeats)
 	anaErrs    []float64 // and their bounds
 	capEvs     []capacity.Event
-	cpEvs      []critpath.Event
+	ops        opBatch          // tuples for the operator analyses (opbatch.go)
 	hopErr     []float64        // per hop of the tuple, its bound (critpath.go)
 	hopDur     []float64        // and its estimate (timeline.go)
 	lastErr    float64          // the bound of the last duration computed
@@ -80,7 +80,7 @@ func (w *worker) partition(ps *partitions, k int) error {
 	if err := ps.read(k, &w.part); err != nil {
 		return err
 	}
-	return w.joinPartition(&w.part, func(evs []event) error {
+	err := w.joinPartition(&w.part, func(evs []event) error {
 		evs = w.translate(evs)
 		w.a.voteCached(w.votes, &w.vcache, evs)
 		if w.rank == nil {
@@ -89,6 +89,10 @@ func (w *worker) partition(ps *partitions, k int) error {
 		w.tuples++
 		return w.tuple(evs)
 	})
+	if err != nil {
+		return err
+	}
+	return w.ops.flush(w)
 }
 
 // tuple turns one tuple's events into durations: every hop between
@@ -134,12 +138,6 @@ func (w *worker) tuple(evs []event) error {
 	if repeats {
 		ana = w.timeOrdered(hops)
 	}
-	if w.cap != nil {
-		w.capacityTuple(ana)
-		if w.mace != nil && len(ana) > 0 {
-			w.maceTuple(ana[0].id, w.capEvs)
-		}
-	}
 	errs, durs, sers := append(w.hopErr[:0], 0), append(w.hopDur[:0], 0), append(w.hopSeries[:0], nil)
 	for i := 1; i < len(hops); i++ {
 		x, y := &hops[i-1], &hops[i]
@@ -167,7 +165,7 @@ func (w *worker) tuple(evs []event) error {
 	if w.tlRecs != nil || w.sampler != nil {
 		w.timelineTuple(hops, e2e, e2eSeries)
 	}
-	if w.cpc != nil && len(hops) > 0 {
+	if (w.cap != nil || w.cpc != nil) && len(hops) > 0 {
 		e2eErr := 0.0
 		switch {
 		case len(hops) >= 3:
@@ -178,7 +176,7 @@ func (w *worker) tuple(evs []event) error {
 		if repeats {
 			errs = w.timeOrderedErrs(hops, errs)
 		}
-		if err := w.critPathTuple(ana, errs, e2eErr); err != nil {
+		if err := w.ops.add(w, ana, errs, e2eErr); err != nil {
 			return err
 		}
 	}

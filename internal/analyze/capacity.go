@@ -131,17 +131,6 @@ func (a *analysis) newCapacityAcc() *capacity.Acc {
 	return capacity.NewAcc(a.cap.plan, a.cap.win)
 }
 
-// capacityTuple feeds one tuple's hops, in rank order, to the worker's
-// accumulator.
-func (w *worker) capacityTuple(hops []event) {
-	ce := w.capEvs[:0]
-	for k := range hops {
-		ce = append(ce, capacity.Event{Ch: hops[k].ch, Est: hops[k].est})
-	}
-	w.capEvs = ce
-	w.cap.Tuple(ce)
-}
-
 // writeCapacity reads the count channels, makes the rows and writes
 // capacity.parquet and capacity.csv.
 func (a *analysis) writeCapacity() error {

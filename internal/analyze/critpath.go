@@ -219,17 +219,6 @@ func (a *analysis) costGrids() []cost.Grid {
 	return g
 }
 
-// critPathTuple feeds one tuple's hops, in rank order, with each hop's
-// bound (errs[i]: hops[i-1] to hops[i]) and the end-to-end bound.
-func (w *worker) critPathTuple(hops []event, errs []float64, e2eErr float64) error {
-	ev := w.cpEvs[:0]
-	for k := range hops {
-		ev = append(ev, critpath.Event{Ch: hops[k].ch, Est: hops[k].est, Err: errs[k], Raw: hops[k].tsc})
-	}
-	w.cpEvs = ev
-	return w.cpc.Tuple(ev, e2eErr)
-}
-
 // writeCritPath finishes the analysis and writes criticalpath.csv and
 // breakdown.csv.
 func (a *analysis) writeCritPath() error {

@@ -137,18 +137,6 @@ func (a *analysis) newMaceAcc() *mace.Acc {
 	return acc
 }
 
-// maceTuple counts one tuple: its records as the capacity analysis takes
-// them (ce), its id, and whether it ends at a lineage mark (absorbed into
-// another tuple: its latency is that tuple's).
-func (w *worker) maceTuple(id int64, ce []capacity.Event) {
-	journey := true
-	if n := len(ce); n > 1 {
-		inst, role := w.a.cap.plan.Role(int(ce[n-1].Ch))
-		journey = !(inst >= 0 && role == capacity.RoleIn && w.a.cap.plan.Instances[inst].Has(capacity.RoleLineage))
-	}
-	w.mace.Tuple(id, ce, journey)
-}
-
 // writeMace finishes the analysis and writes mace.csv and mace-costs.csv.
 func (a *analysis) writeMace() error {
 	acc := a.mace.acc

@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/bits"
 	"unsafe"
+
+	"cloudprofiler/internal/pad"
 )
 
 // Event is one record of a tuple as the analysis hands it over: its
@@ -93,8 +95,14 @@ type Acc struct {
 	// (outs with no in after them); per operator the outs after which the
 	// tuple reached no other operator. And the span of the tuples' first
 	// records (the source's).
-	topo     topoCounts
-	seen     []opSeen // a tuple's operators (scratch)
+	topo topoCounts
+	seen []opSeen // a tuple's operators (scratch)
+	// The tuples' shapes, counted before the topology's counts take them
+	// (topology.go): key is the current tuple's (scratch), last the shape
+	// the tuple before had.
+	shapes   []topoShape
+	key      []uint32
+	last     int
 	srcFirst float64
 	srcLast  float64
 }
@@ -103,9 +111,9 @@ type Acc struct {
 func NewAcc(p *Plan, win Windows) *Acc {
 	ni, no := len(p.Instances), len(p.Operators)
 	return &Acc{p: p, ch: p.ch, win: win, inv: 1 / win.Width, nf: float64(win.N),
-		cells: make([]cell, ni*win.N), inSeq: make([]uint64, ni), outSeq: make([]uint64, ni),
-		inEst: make([]float64, ni), outEst: make([]float64, ni), inWin: make([]int, ni), outWin: make([]int, ni), opSeq: make([]uint64, no), reached: make([]uint64, no),
-		topo: newTopoCounts(no), srcFirst: math.Inf(1), srcLast: math.Inf(-1)}
+		cells: make([]cell, ni*win.N), inSeq: pad.Slice[uint64](ni), outSeq: pad.Slice[uint64](ni),
+		inEst: pad.Slice[float64](ni), outEst: pad.Slice[float64](ni), inWin: pad.Slice[int](ni), outWin: pad.Slice[int](ni), opSeq: pad.Slice[uint64](no), reached: pad.Slice[uint64](no),
+		seen: pad.Slice[opSeen](max(no, 4))[:0], key: pad.Slice[uint32](16)[:0], topo: newTopoCounts(no), srcFirst: math.Inf(1), srcLast: math.Inf(-1)}
 }
 
 // window is the window a reference estimate falls in (clamped to the run).
@@ -237,7 +245,7 @@ func (a *Acc) Merge(o *Acc) {
 	}
 	a.counted += o.counted
 	a.negative += o.negative
-	a.topo.merge(&o.topo)
+	a.topo.merge(o.topology())
 	a.srcFirst, a.srcLast = math.Min(a.srcFirst, o.srcFirst), math.Max(a.srcLast, o.srcLast)
 }
 

@@ -675,3 +675,47 @@ func TestBlockedByASaturatedDownstream(t *testing.T) {
 	require.InDelta(t, 1e6, a.Capacity, 1e4, "A's own work alone: 1 us")
 	require.Contains(t, a.Note, "b, downstream, was saturated throughout")
 }
+
+// The topology counted by shapes (each shape once, times its tuples) is
+// what counting every tuple gives, past maxShapes too (a tuple of a new
+// shape then counts at once), merged across workers.
+func TestTopologyByShapes(t *testing.T) {
+	var chans []Channel
+	for _, op := range []string{"a", "b", "c", "d"} {
+		chans = append(chans, Channel{Node: "n", PID: 1, Name: op + " in", Tuples: true}, Channel{Node: "n", PID: 1, Name: op + " out", Tuples: true})
+	}
+	p, err := NewPlan(chans)
+	require.NoError(t, err)
+	win, err := NewWindows(0, 1e9, 1e9)
+	require.NoError(t, err)
+	r := rand.New(rand.NewSource(7))
+	shaped := []*Acc{NewAcc(p, win), NewAcc(p, win)}
+	direct := NewAcc(p, win)
+	for i := 0; i < 20000; i++ {
+		var evs []Event
+		if i%3 == 0 { // a few common shapes
+			for c := 0; c < 2+2*(i%2); c++ {
+				evs = append(evs, Event{uint32(c), float64(i + c)})
+			}
+		} else { // and many rare ones
+			for c, n := 0, 1+r.Intn(7); c < n; c++ {
+				est := float64(i + c)
+				if r.Intn(20) == 0 {
+					est = math.NaN()
+				}
+				evs = append(evs, Event{uint32(r.Intn(len(chans))), est})
+			}
+		}
+		shaped[i%2].countTopology(evs)
+		var key []uint32
+		for _, e := range evs {
+			if c := direct.ch[e.Ch]; c.inst >= 0 && e.Est == e.Est && (c.role == RoleIn || c.role == RoleOut) {
+				key = append(key, e.Ch)
+			}
+		}
+		direct.countShape(key, 1)
+	}
+	require.Len(t, shaped[0].shapes, maxShapes)
+	shaped[0].Merge(shaped[1])
+	require.Equal(t, direct.topo, *shaped[0].topology())
+}

@@ -198,7 +198,7 @@ func (m *maker) downstreamSaturated() {
 	if m.acc == nil || m.costs == nil {
 		return
 	}
-	m.flows = m.acc.topo.flows()
+	m.flows = m.acc.topology().flows()
 	sub := m.costs.Grids()[0].Sub
 	sat := make([][]bool, len(m.p.Operators))
 	for oi, op := range m.p.Operators {
@@ -904,9 +904,9 @@ func (m *maker) topology() {
 	}
 	flows := m.flows
 	if flows == nil {
-		flows = m.acc.topo.flows()
+		flows = m.acc.topology().flows()
 	}
-	reach := m.acc.topo.reach(m.operatorOrder(), m.acc.counted, flows)
+	reach := m.acc.topology().reach(m.operatorOrder(), m.acc.counted, flows)
 	m.res.offered = map[string]float64{}
 	best, bestOp := -1, -1
 	for oi, ri := range m.opRow {

@@ -1,6 +1,11 @@
 package capacity
 
-import "math"
+import (
+	"math"
+	"slices"
+
+	"cloudprofiler/internal/pad"
+)
 
 // The topology's counts: how many tuples reach each operator, how many an
 // operator hands on (its selectivity, a split's K, a filter's share), and
@@ -21,9 +26,11 @@ type topoCounts struct {
 	ended []uint64 // per operator: outs after which the tuple reached no other operator's in
 }
 
+// newTopoCounts makes one worker's counts (padded: every tuple writes
+// them, package pad).
 func newTopoCounts(ops int) topoCounts {
-	return topoCounts{ops: ops, ins: make([]uint64, ops), outs: make([]uint64, ops), edge: make([]uint64, ops*ops),
-		sent: make([]uint64, ops*ops), lost: make([]uint64, ops*ops), ended: make([]uint64, ops)}
+	return topoCounts{ops: ops, ins: pad.Slice[uint64](ops), outs: pad.Slice[uint64](ops), edge: pad.Slice[uint64](ops * ops),
+		sent: pad.Slice[uint64](ops * ops), lost: pad.Slice[uint64](ops * ops), ended: pad.Slice[uint64](ops)}
 }
 
 func (t *topoCounts) merge(o *topoCounts) {
@@ -47,16 +54,68 @@ type opSeen struct {
 	ins, outs         uint32
 }
 
+// topoShape is a shape of tuple: the channels of its records that the
+// topology counts (an instance's in or out, translated), in order, and how
+// many tuples had it. Counting a shape once, times its tuples, is what
+// counting each of them gives, and most tuples share a few shapes: a
+// tuple costs a comparison with the one before's instead of the counting.
+type topoShape struct {
+	chs []uint32
+	n   uint64
+}
+
+// maxShapes bounds the shapes an Acc remembers; a tuple of another shape
+// is counted at once.
+const maxShapes = 64
+
 // countTopology counts one tuple: its records in hop order, with the
 // records of one process in time order (a 1->N operator's outs, then the
 // next operator's ins and outs interleaved).
 func (a *Acc) countTopology(evs []Event) {
-	seen := a.seen[:0]
+	key := a.key[:0]
 	for i := range evs {
 		c := a.ch[evs[i].Ch]
 		if c.inst < 0 || evs[i].Est != evs[i].Est || (c.role != RoleIn && c.role != RoleOut) {
 			continue
 		}
+		key = append(key, evs[i].Ch)
+	}
+	a.key = key
+	if a.last < len(a.shapes) && slices.Equal(a.shapes[a.last].chs, key) {
+		a.shapes[a.last].n++
+		return
+	}
+	for i := range a.shapes {
+		if slices.Equal(a.shapes[i].chs, key) {
+			a.shapes[i].n++
+			a.last = i
+			return
+		}
+	}
+	if len(a.shapes) < maxShapes {
+		a.shapes = append(a.shapes, topoShape{chs: slices.Clone(key), n: 1})
+		a.last = len(a.shapes) - 1
+		return
+	}
+	a.countShape(key, 1)
+}
+
+// topology is the topology's counts, the shapes counted so far in.
+func (a *Acc) topology() *topoCounts {
+	for i := range a.shapes {
+		if s := &a.shapes[i]; s.n > 0 {
+			a.countShape(s.chs, s.n)
+			s.n = 0
+		}
+	}
+	return &a.topo
+}
+
+// countShape counts n tuples whose counted records have the channels chs.
+func (a *Acc) countShape(chs []uint32, n uint64) {
+	seen := a.seen[:0]
+	for i, ch := range chs {
+		c := a.ch[ch]
 		k := -1
 		for j := range seen {
 			if seen[j].op == c.op {
@@ -84,8 +143,8 @@ func (a *Acc) countTopology(evs []Event) {
 	a.seen = seen
 	t := &a.topo
 	for _, s := range seen {
-		t.ins[s.op] += uint64(s.ins)
-		t.outs[s.op] += uint64(s.outs)
+		t.ins[s.op] += uint64(s.ins) * n
+		t.outs[s.op] += uint64(s.outs) * n
 	}
 	// Each operator that handed copies on: the operator whose first in
 	// comes first after its first out takes them.
@@ -100,14 +159,14 @@ func (a *Acc) countTopology(evs []Event) {
 			}
 		}
 		if next < 0 {
-			t.ended[x.op] += uint64(x.outs)
+			t.ended[x.op] += uint64(x.outs) * n
 			continue
 		}
 		y := seen[next]
-		t.edge[int(x.op)*t.ops+int(y.op)]++
-		t.sent[int(x.op)*t.ops+int(y.op)] += uint64(x.outs)
+		t.edge[int(x.op)*t.ops+int(y.op)] += n
+		t.sent[int(x.op)*t.ops+int(y.op)] += uint64(x.outs) * n
 		if x.outs > y.ins {
-			t.lost[int(x.op)*t.ops+int(y.op)] += uint64(x.outs - y.ins)
+			t.lost[int(x.op)*t.ops+int(y.op)] += uint64(x.outs-y.ins) * n
 		}
 	}
 }

@@ -152,6 +152,45 @@ func (a *Acc) at(k, inst int, t int64) *Cell {
 	return &a.cells[k][inst*g.cells()+g.cellOf(t)]
 }
 
+// Add counts one visit in one pass over the grids (what Visit, Own and
+// Take do one by one): its in; its own work, in to out, when own (it
+// handed its tuple on); and, when taken (backlogged: its tuple was
+// waiting at the instance's previous departure prev), the take prev..in
+// and the own work to dep (its out, or its last out without sent marks).
+func (a *Acc) Add(inst int, in, out int64, own bool, prev, dep int64, taken bool) {
+	if a == nil {
+		return
+	}
+	own = own && out >= in
+	taken = taken && in >= prev
+	bown := max(dep-in, 0)
+	for k := range a.grids {
+		g := &a.grids[k]
+		cells := a.cells[k][inst*g.cells() : (inst+1)*g.cells()]
+		ci := g.cellOf(in)
+		c := &cells[ci]
+		c.Visits++
+		if own {
+			c.Own += out - in
+			c.OwnN++
+		}
+		if taken {
+			c.Take += in - prev
+			c.BOwn += bown
+			c.TakeN++
+			if end := in + bown; g.cellOf(prev) == ci && g.cellOf(end) == ci {
+				c.Busy += end - prev // the span in one cell (most visits)
+				c.Served += ServedUnit
+			} else {
+				g.spread(prev, end, func(i int, cycles, served int64) {
+					cells[i].Busy += cycles
+					cells[i].Served += served
+				})
+			}
+		}
+	}
+}
+
 // Visit counts a visit (in the cell of its in).
 func (a *Acc) Visit(inst int, in int64) {
 	if a == nil {

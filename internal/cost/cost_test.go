@@ -226,3 +226,38 @@ func TestIntervalCoversHeavyTails(t *testing.T) {
 	require.GreaterOrEqual(t, jack, runs*90/100)
 	require.Less(t, delta, jack)
 }
+
+// Add counts a visit as Visit, Own and Take one by one do.
+func TestAddIsVisitOwnTake(t *testing.T) {
+	g1, g2 := grid(3, 4), grid(30, 1)
+	one, each := must(NewAcc(2, g1, g2)), must(NewAcc(2, g1, g2))
+	r := rand.New(rand.NewSource(3))
+	for i := 0; i < 20000; i++ {
+		j := r.Intn(2)
+		in := int64(r.Float64() * 3e9)
+		out := in + int64(r.Intn(3e6)) - 1e5 // now and then before the in
+		prev := in - int64(r.Intn(3e6)) + 1e5
+		dep := out + int64(r.Intn(1e5))
+		own, taken := r.Intn(3) > 0, r.Intn(2) > 0
+		one.Add(j, in, out, own, prev, dep, taken)
+		each.Visit(j, in)
+		if own {
+			each.Own(j, in, out)
+		}
+		if taken {
+			each.Take(j, prev, in, dep)
+		}
+	}
+	for k := range one.Grids() {
+		for j := 0; j < 2; j++ {
+			require.Equal(t, each.Cells(k, j), one.Cells(k, j))
+		}
+	}
+}
+
+func must(a *Acc, err error) *Acc {
+	if err != nil {
+		panic(err)
+	}
+	return a
+}

@@ -11,6 +11,7 @@ import (
 
 	"cloudprofiler/internal/capacity"
 	"cloudprofiler/internal/cost"
+	"cloudprofiler/internal/pad"
 )
 
 // Channel is one channel of the analysis as pass 1 reads it; its place in
@@ -168,8 +169,15 @@ type bucket struct {
 
 func (b *bucket) add(part uint16, v int64, err float64) {
 	if int(part) >= len(b.sum) {
-		b.sum = append(b.sum, make([]int64, int(part)+1-len(b.sum))...)
-		b.err = append(b.err, make([]float64, int(part)+1-len(b.err))...)
+		if int(part) >= cap(b.sum) {
+			// Padded (package pad): written for every journey of the bucket.
+			n := max(int(part)+1, 2*len(b.sum), 8)
+			sum, err := pad.Slice[int64](n), pad.Slice[float64](n)
+			copy(sum, b.sum)
+			copy(err, b.err)
+			b.sum, b.err = sum[:len(b.sum)], err[:len(b.err)]
+		}
+		b.sum, b.err = b.sum[:int(part)+1], b.err[:int(part)+1] // past len: zeros, never written
 	}
 	b.sum[part] += v
 	b.err[part] += err
@@ -270,7 +278,8 @@ type run struct {
 
 // NewCollector makes a worker's collector.
 func (a *Analysis) NewCollector() *Collector {
-	c := &Collector{a: a}
+	// Its scratch, written for every tuple, padded (package pad).
+	c := &Collector{a: a, pts: pad.Slice[int64](16)[:0], key: pad.Slice[byte](64)[:0], handBuf: pad.Slice[int32](16)[:0]}
 	if a.cfg.Fast {
 		c.cost = a.newCostAcc()
 	}
@@ -672,8 +681,8 @@ const pendBatch = 256
 func (c *Collector) flushPend() error {
 	a := c.a
 	if c.instDep == nil {
-		c.instDep = make([]int64, len(a.cfg.Insts))
-		c.cur = make([]int, len(a.cfg.Insts))
+		c.instDep = pad.Slice[int64](len(a.cfg.Insts))
+		c.cur = pad.Slice[int](len(a.cfg.Insts))
 		for k := range c.instDep {
 			c.instDep[k] = noD
 		}
@@ -699,22 +708,18 @@ func (c *Collector) flushPend() error {
 		if v.Dep > c.instDep[j] {
 			c.instDep[j] = v.Dep
 		}
+		taken := false
 		if p.block >= 0 {
 			raw := a.cfg.Insts[j].Deps.inBlock(p.block, p.raw)
 			d := p.est - float64(p.raw-raw)*p.rate
 			v.D = min(int64(math.Floor(d+0.5)), v.In)
-			if v.Up != noHandOff && v.H <= v.D && a.cfg.Insts[j].HasOut {
-				c.cost.Take(j, v.D, v.In, v.Dep)
-			}
+			taken = v.Up != noHandOff && v.H <= v.D
 		}
 		// Its own work: to its last out (no sent here). A tuple it did
 		// not hand on (a filter's) has none to measure: its work shows in
 		// the take of the next, when that one waited.
 		if a.cfg.Insts[j].HasOut {
-			c.cost.Visit(j, v.In)
-			if v.Dep != v.In {
-				c.cost.Own(j, v.In, v.Dep)
-			}
+			c.cost.Add(j, v.In, v.Dep, v.Dep != v.In, v.D, v.Dep, taken)
 		}
 		if v.Up != noHandOff && p.journey {
 			// Queued (the instance busy at the hand-off): the whole hop

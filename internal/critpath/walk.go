@@ -577,25 +577,16 @@ func (w *walker) arrive(v *Visit) {
 			w.onPath(j, min(v.D, v.In))
 		}
 	} else {
-		if in := &a.cfg.Insts[j]; v.Up != noHandOff && s.born && v.H <= s.d && s.d <= v.In && in.HasOut {
+		// A visit without its out (a filter's, a cut file's) has no own
+		// work to measure: Out is then its in, or its sent. Without sent
+		// marks its own work runs to its last out (a 1->N operator's).
+		if in := &a.cfg.Insts[j]; in.HasOut {
 			out := v.Out
 			if !in.HasSent {
 				out = v.Dep
 			}
-			w.cost.Take(j, s.d, v.In, out)
-		}
-		// A visit without its out (a filter's, a cut file's) has no own
-		// work to measure: Out is then its in, or its sent. Without sent
-		// marks its own work runs to its last out (a 1->N operator's).
-		if a.cfg.Insts[j].HasOut {
-			w.cost.Visit(j, v.In)
-		}
-		if in := &a.cfg.Insts[j]; in.HasOut && v.Out != v.In && !(in.HasSent && v.Out == v.Dep) {
-			if in.HasSent {
-				w.cost.Own(j, v.In, v.Out)
-			} else {
-				w.cost.Own(j, v.In, v.Dep)
-			}
+			taken := v.Up != noHandOff && s.born && v.H <= s.d && s.d <= v.In
+			w.cost.Add(j, v.In, out, v.Out != v.In && !(in.HasSent && v.Out == v.Dep), s.d, out, taken)
 		}
 	}
 	if !w.a.cfg.Fast && v.Up != noHandOff && v.Bucket != noBucket {

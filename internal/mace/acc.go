@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"cloudprofiler/internal/capacity"
+	"cloudprofiler/internal/pad"
 )
 
 // Channel is one channel of the analysis as Mace needs it.
@@ -145,19 +146,18 @@ func NewAcc(cfg *Config) (*Acc, error) {
 	for _, r := range cfg.Rates {
 		a.inv = append(a.inv, sub/(r*cfg.Width))
 	}
-	// At least a cache line (64 bytes): a smaller slice could share a
-	// line, or Go's 16-byte tiny block, with another worker's.
-	a.fines = make([]int, len(cfg.Rates), max(len(cfg.Rates), 8))
+	// Written for every tuple: padded (package pad).
+	a.fines = pad.Slice[int](len(cfg.Rates))
 	n := a.n[0]
-	a.tuples = make([]uint64, n)
-	a.latMax = make([]float64, n)
-	a.latMin = make([]float64, n)
+	a.tuples = pad.Slice[uint64](n)
+	a.latMax = pad.Slice[float64](n)
+	a.latMin = pad.Slice[float64](n)
 	for w := range a.latMax {
 		a.latMax[w], a.latMin[w] = math.Inf(-1), math.Inf(1)
 	}
 	a.stimFirst, a.stimLast = math.Inf(1), math.Inf(-1)
 	a.ups, a.many, a.sample = make([][]int32, ni), make([]bool, ni), make([][]visit, ni)
-	a.orphans = make([]uint64, ni)
+	a.orphans = pad.Slice[uint64](ni)
 	return a, nil
 }
 
@@ -254,8 +254,12 @@ func (a *Acc) Tuple(id int64, evs []capacity.Event, journey bool) {
 	}
 	lat := evs[len(evs)-1].Est - stim
 	a.tuples[w0]++
-	a.latMax[w0] = math.Max(a.latMax[w0], lat)
-	a.latMin[w0] = math.Min(a.latMin[w0], lat)
+	if lat > a.latMax[w0] {
+		a.latMax[w0] = lat
+	}
+	if lat < a.latMin[w0] {
+		a.latMin[w0] = lat
+	}
 }
 
 func containsUp(ups []int32, up int32) bool {

@@ -13,6 +13,8 @@ package timeline
 
 import (
 	"math"
+
+	"cloudprofiler/internal/pad"
 )
 
 // Grid is the buckets: N of Width reference cycles from T0.
@@ -93,7 +95,7 @@ type Series struct {
 
 // NewSeries is an empty series on a grid of n buckets.
 func NewSeries(n int) *Series {
-	s := &Series{max: make([]float64, n), hist: make([]uint32, n*Bins)}
+	s := &Series{max: pad.Slice[float64](n), hist: pad.Slice[uint32](n * Bins)} // one per worker, written for every tuple
 	for i := range s.max {
 		s.max[i] = math.Inf(-1)
 	}
@@ -168,7 +170,7 @@ type Records struct {
 
 // NewRecords is an empty count of chans channels on a grid of n buckets.
 func NewRecords(chans, n int) *Records {
-	return &Records{n: n, cnt: make([]uint64, chans*n)}
+	return &Records{n: n, cnt: pad.Slice[uint64](chans * n)} // one per worker, written for every record
 }
 
 // Add counts one record of channel ch in bucket b.
