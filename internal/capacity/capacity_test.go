@@ -643,19 +643,25 @@ func TestBeardChamberlainDisagreement(t *testing.T) {
 	}
 }
 
-// A feeds B through a queue of one: B is saturated and A, blocked by it,
-// takes its next tuple only once B took the last. A's take is time
-// blocked, which is B's: A's capacity leaves it out (an upper bound, said
-// so), and B is the bottleneck by far, not by a hair.
-func TestBlockedByASaturatedDownstream(t *testing.T) {
+// srcABPlan: a source's out, then A and B, each in its process, marking
+// in and out.
+func srcABPlan(t *testing.T) *Plan {
+	t.Helper()
 	p, err := NewPlan([]Channel{
 		{Node: "n", PID: 1, Name: "src out", Tuples: true},
 		{Node: "n", PID: 2, Name: "a in", Tuples: true}, {Node: "n", PID: 2, Name: "a out", Tuples: true},
 		{Node: "n", PID: 3, Name: "b in", Tuples: true}, {Node: "n", PID: 3, Name: "b out", Tuples: true},
 	})
 	require.NoError(t, err)
-	win, err := NewWindows(0, 1e9, 1e9)
-	require.NoError(t, err)
+	return p
+}
+
+// A feeds B through a queue of one: B is saturated and A, blocked by it,
+// takes its next tuple only once B took the last. A's take is time
+// blocked, which is B's: A's capacity leaves it out (an upper bound, said
+// so), and B is the bottleneck by far, not by a hair.
+func TestBlockedByASaturatedDownstream(t *testing.T) {
+	p := srcABPlan(t)
 	var tuples [][]Event
 	var aDep, bIn, bDep float64
 	for i := 0; i < 5000; i++ {
@@ -667,13 +673,42 @@ func TestBlockedByASaturatedDownstream(t *testing.T) {
 		aDep, bIn, bDep = aout, bin, bout
 		tuples = append(tuples, []Event{{0, h}, {1, ain}, {2, aout}, {3, bin}, {4, bout}})
 	}
+	// Windows of 1 s over the run's 50 ms: B is busy throughout the run.
+	win, err := NewWindows(0, bDep, 1e9)
+	require.NoError(t, err)
 	res := rowsOf(t, p, win, tuples, Config{Hz: 1e9, MinTuples: 30})
 	a := find(t, res.Rows, "operator", "a", -1, MethodInOut)
 	b := find(t, res.Rows, "operator", "b", -1, MethodInOut)
 	require.Equal(t, "b", res.Bottleneck)
 	require.InDelta(t, 1e5, b.Capacity, 1e3)
 	require.InDelta(t, 1e6, a.Capacity, 1e4, "A's own work alone: 1 us")
-	require.Contains(t, a.Note, "b, downstream, was saturated throughout")
+	require.Contains(t, a.Note, "b, downstream, was saturated and held it back wherever it had a backlog")
+}
+
+// A saturated B behind an A that is not held back (an unbounded queue
+// between them, as UDP's): A takes its bursts at its own speed, 1 us of
+// take and 1 us of work a tuple, five times what B departs. A's take is
+// its own and stays in its cost.
+func TestFastSenderBeforeASaturatedDownstreamKeepsItsTake(t *testing.T) {
+	p := srcABPlan(t)
+	var tuples [][]Event
+	var aDep, bDep float64
+	for i := 0; i < 9000; i++ {
+		h := float64(i/9) * 1e5 // 9 tuples every 100 us: 90,000/s, B busy 90%
+		ain := math.Max(aDep, h) + 1000
+		aout := ain + 1000
+		bin := math.Max(aout+100, bDep)
+		bout := bin + 10000
+		aDep, bDep = aout, bout
+		tuples = append(tuples, []Event{{0, h}, {1, ain}, {2, aout}, {3, bin}, {4, bout}})
+	}
+	win, err := NewWindows(0, bDep, 1e9)
+	require.NoError(t, err)
+	res := rowsOf(t, p, win, tuples, Config{Hz: 1e9, MinTuples: 30})
+	a := find(t, res.Rows, "operator", "a", -1, MethodInOut)
+	require.Equal(t, "b", res.Bottleneck)
+	require.InDelta(t, 5e5, a.Capacity, 5e3, "A's own work and take: 2 us")
+	require.NotContains(t, a.Note, "downstream")
 }
 
 // The topology counted by shapes (each shape once, times its tuples) is

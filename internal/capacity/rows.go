@@ -184,98 +184,132 @@ type maker struct {
 	opRow []int
 	inst  [][]instTotal
 	// flows: each operator's topology counts (nil without an Acc);
-	// blocked: per operator, the windows where the operator its copies go
-	// to was saturated (nil: none).
+	// blocked: per operator and cell of the cost grid, where the operator
+	// its copies go to held it back (nil: nowhere).
 	flows   []Flow
 	blocked [][]bool
 }
 
-// downstreamSaturated finds, for each operator, the windows where the
-// operator its copies go to was saturated: every instance of it with
-// enough tuples took SaturatedShare of them while backlogged.
+// downstreamSaturated finds, for each operator, the cells of the run
+// where the operator its copies go to held it back. That operator was
+// saturated there (every instance of it with visits in the cell spent at
+// least SaturatedBusy of it serving its backlog), and over those cells
+// this operator went no faster while backlogged than that one departed
+// (paced: at most pacedFactor times its departures, copies counted). Its
+// take there is then the time its full output kept it from taking the
+// next tuple: in Flink and Storm an operator whose output buffers are
+// full stops taking input, and the wait lands between its departure and
+// its next in, sent marked or not. A sender much faster than its saturated
+// receiver (over UDP, or with room downstream) is not paced, and its take
+// stands. The pace is taken over all those cells together (one cell's
+// rate, summed over instances that each wait part of it, swings by 2-3x);
+// the cells, not windows, since a window where the receiver filled up
+// halfway holds both kinds of take.
 func (m *maker) downstreamSaturated() {
 	m.blocked = make([][]bool, len(m.p.Operators))
 	if m.acc == nil || m.costs == nil {
 		return
 	}
 	m.flows = m.acc.topology().flows()
-	sub := m.costs.Grids()[0].Sub
+	g := m.costs.Grids()[0]
+	cells := g.N * g.Sub
+	cw := g.Width / float64(g.Sub)
+	runEnd := g.T0 + m.runS*m.cfg.Hz
+	// span is cell ci's part of the run (the last cell ends with the
+	// records), cycles.
+	span := func(ci int) float64 {
+		from := g.T0 + float64(ci)*cw
+		return max(0, min(from+cw, runEnd)-from)
+	}
 	sat := make([][]bool, len(m.p.Operators))
+	visits := make([]float64, len(m.p.Operators))
 	for oi, op := range m.p.Operators {
-		sat[oi] = make([]bool, m.win.N)
-		for w := range sat[oi] {
-			any, all := false, true
+		sat[oi] = make([]bool, cells)
+		for ci := range sat[oi] {
+			sp := span(ci)
+			any, all := false, sp > 0
 			for _, ii := range op.Instances {
-				var n, b uint64
-				for _, c := range m.costs.Cells(0, ii)[w*sub : (w+1)*sub] {
-					n += uint64(c.Visits)
-					b += uint64(c.TakeN)
-				}
-				if n < uint64(m.cfg.MinTuples) {
+				c := &m.costs.Cells(0, ii)[ci]
+				visits[oi] += float64(c.Visits)
+				if c.Visits == 0 {
 					continue
 				}
 				any = true
-				all = all && float64(b) >= SaturatedShare*float64(n)
+				all = all && float64(c.Busy) >= SaturatedBusy*sp
 			}
-			sat[oi][w] = any && all
+			sat[oi][ci] = any && all
 		}
 	}
 	for oi, op := range m.p.Operators {
 		y := m.flows[oi].Next
 		// A link that lost copies did not block its sender: a full
 		// receiver dropped them (UDP), and the sender's take is its own.
-		if y < 0 || y == oi || m.flows[oi].Lost > 0 {
+		if y < 0 || y == oi || m.flows[oi].Lost > 0 || visits[oi] == 0 {
 			continue
 		}
-		blocked := make([]bool, m.win.N)
-		var inS, outS int64
-		var inN, outN uint64
-		anyBlocked := false
-		for w, s := range sat[y] {
-			blocked[w] = s
-			anyBlocked = anyBlocked || s
-			for _, ii := range op.Instances {
-				for _, c := range m.costs.Cells(0, ii)[w*sub : (w+1)*sub] {
-					if s {
-						inS, inN = inS+c.Take, inN+uint64(c.TakeN)
-					} else {
-						outS, outN = outS+c.Take, outN+uint64(c.TakeN)
-					}
-				}
+		// Over the cells where y was saturated: y's departures per second
+		// (its visits), and this operator's backlogged rate, the sum over
+		// its instances of backlogged tuples per second of backlogged
+		// time (own work and take).
+		var yVisits, secs float64
+		var takeN uint64
+		rate := 0.0
+		any := false
+		for ci, s := range sat[y] {
+			if !s {
+				continue
+			}
+			any = true
+			secs += span(ci) / m.cfg.Hz
+			for _, ii := range m.p.Operators[y].Instances {
+				yVisits += float64(m.costs.Cells(0, ii)[ci].Visits)
 			}
 		}
-		if !anyBlocked {
+		if !any || secs == 0 {
 			continue
 		}
-		// Where the take while the receiver was saturated is no longer
-		// than elsewhere, nothing blocked the sender.
-		if minTake := uint64(m.cfg.MinTake); inN >= minTake && outN >= minTake &&
-			float64(inS)/float64(inN) < blockedTakeFactor*float64(outS)/float64(outN) {
+		for _, ii := range op.Instances {
+			var n uint64
+			var t int64
+			for ci, s := range sat[y] {
+				if c := &m.costs.Cells(0, ii)[ci]; s {
+					n += uint64(c.TakeN)
+					t += c.BOwn + c.Take
+				}
+			}
+			if n > 0 && t > 0 {
+				rate += float64(n) / (float64(t) / m.cfg.Hz)
+				takeN += n
+			}
+		}
+		// Copies: the receiver's visits per visit of the sender.
+		q := visits[y] / visits[oi]
+		if takeN < uint64(m.cfg.MinTake) || rate*q > pacedFactor*yVisits/secs {
 			continue
 		}
-		m.blocked[oi] = blocked
+		m.blocked[oi] = append([]bool(nil), sat[y]...)
 	}
 }
 
-// blockedTakeFactor: a take this much longer while the downstream was
-// saturated than while it was not holds time blocked by it.
-const blockedTakeFactor = 1.5
+// SaturatedBusy is the share of a cell an instance spends serving its
+// backlog from which it counts as saturated there (holding its senders
+// back).
+const SaturatedBusy = 0.75
 
-// countActive counts the windows not blocked in which operator oi's
-// instances took tuples.
+// pacedFactor: a sender whose backlogged rate is within this factor of
+// what its saturated receiver departed is held back by it.
+const pacedFactor = 2
+
+// countActive counts the cells not blocked in which operator oi's
+// instances took tuples while backlogged.
 func (m *maker) countActive(oi int, blocked []bool) int {
-	sub := m.costs.Grids()[0].Sub
 	k := 0
-	for w, b := range blocked {
+	for ci, b := range blocked {
 		if b {
 			continue
 		}
 		for _, ii := range m.p.Operators[oi].Instances {
-			var n uint32
-			for _, c := range m.costs.Cells(0, ii)[w*sub : (w+1)*sub] {
-				n += c.TakeN
-			}
-			if n > 0 {
+			if m.costs.Cells(0, ii)[ci].TakeN > 0 {
 				k++
 				break
 			}
@@ -505,18 +539,14 @@ func (m *maker) operator(oi int) {
 			o := m.options(in)
 			cells := m.costs.Cells(0, ii)
 			if blocked := m.blocked[oi]; blocked != nil {
-				// The windows where the downstream was saturated: the take
+				// The cells where the downstream held it back: the take
 				// there cannot be told from time blocked (an operator that
 				// stops taking input while its output is full shows it in
-				// its take, sent marked or not), and the other windows'
-				// take stands in.
+				// its take, sent marked or not), and the other cells' take
+				// stands in.
 				cells = append([]cost.Cell(nil), cells...)
-				sub := m.costs.Grids()[0].Sub
-				for w, b := range blocked {
-					if !b {
-						continue
-					}
-					for c := w * sub; c < (w+1)*sub; c++ {
+				for c, b := range blocked {
+					if b {
 						cells[c].Take, cells[c].TakeN, cells[c].BOwn = 0, 0, 0
 					}
 				}
@@ -658,10 +688,12 @@ func (m *maker) operator(oi int) {
 			}
 		}
 		down := m.p.Operators[m.flows[oi].Next].Name
+		g := m.costs.Grids()[0]
+		cell := fmt.Sprintf("%.3g s", g.Width/float64(g.Sub)/m.cfg.Hz)
 		if k == len(blocked) || m.countActive(oi, blocked) == 0 {
-			addNote(&whole, fmt.Sprintf("%s, downstream, was saturated throughout: taking the next tuple cannot be told from time blocked by it, so the hand-off is left out and the capacity is an upper bound", down))
+			addNote(&whole, fmt.Sprintf("%s, downstream, was saturated and held it back wherever it had a backlog (%d spans of %s): taking the next tuple cannot be told from time blocked by it, so the hand-off is left out and the capacity is an upper bound", down, k, cell))
 		} else {
-			addNote(&whole, fmt.Sprintf("%s, downstream, was saturated in %d of %d windows: there taking the next tuple cannot be told from time blocked by it, and the other windows' take stands in", down, k, len(blocked)))
+			addNote(&whole, fmt.Sprintf("%s, downstream, was saturated and held it back in %d spans of %s out of %d: there taking the next tuple cannot be told from time blocked by it, and the take elsewhere stands in", down, k, cell, len(blocked)))
 		}
 	}
 	if withRecords < len(runs) {

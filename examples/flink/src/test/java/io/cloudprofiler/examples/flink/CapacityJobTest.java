@@ -214,8 +214,16 @@ class CapacityJobTest {
         assertTrue(Files.exists(csv), "analyze wrote no capacity.csv");
         List<Map<String, String>> rows = readCsv(csv);
         Map<String, String> bottleneck = null;
+        // The whole run's rows, operators and instances, in the failure's message too: what
+        // analyze saw is then on record wherever the test ran.
+        StringBuilder seen = new StringBuilder();
         for (Map<String, String> r : rows) {
-            if (r.get("level").equals("operator") && r.get("window").equals("-1")) {
+            if (!r.get("window").equals("-1")) continue;
+            seen.append(String.format("%n  %-8s %-10s %-12s cost_us %s (own %s, hand-off %s) backlogged %s capacity %s"
+                    + " max_source_rate %s bottleneck %s note %s", r.get("level"), r.get("operator"), r.get("instance"),
+                    r.get("cost_us"), r.get("own_us"), r.get("handoff_us"), r.get("backlogged"), r.get("capacity"),
+                    r.get("max_source_rate"), r.get("bottleneck"), r.get("note")));
+            if (r.get("level").equals("operator")) {
                 System.out.printf("[capacity] capacity.csv %-10s cost_us %s capacity %10s [%s, %s] load %s"
                         + " max_source_rate %s bottleneck %s%n", r.get("operator"), r.get("cost_us"), r.get("capacity"),
                         r.get("capacity_low"), r.get("capacity_high"), r.get("load"), r.get("max_source_rate"), r.get("bottleneck"));
@@ -225,8 +233,8 @@ class CapacityJobTest {
                 }
             }
         }
-        assertNotNull(bottleneck, "no operator row of the whole run is the bottleneck in " + csv);
-        assertEquals(SCORE, bottleneck.get("operator"));
+        assertNotNull(bottleneck, "no operator row of the whole run is the bottleneck in " + csv + ":" + seen);
+        assertEquals(SCORE, bottleneck.get("operator"), "the bottleneck, in " + csv + ":" + seen);
         double capacity = Double.parseDouble(bottleneck.get("capacity"));
         double[] truth = backlogged(SCORE + "#0", "1-campaign");
         double lo = Double.parseDouble(bottleneck.get("capacity_low")), hi = Double.parseDouble(bottleneck.get("capacity_high"));

@@ -195,8 +195,8 @@ class CapacityTopologyTest {
         Path csv = outDir.resolve("capacity.csv");
         assertTrue(Files.exists(csv), "analyze wrote no capacity.csv");
         Map<String, String> bottleneck = bottleneckRow(csv);
-        assertNotNull(bottleneck, "no operator row of the whole run is the bottleneck in " + csv);
-        assertEquals(SCORE, bottleneck.get("operator"));
+        assertNotNull(bottleneck, "no operator row of the whole run is the bottleneck in " + csv + ":" + wholeRun(csv));
+        assertEquals(SCORE, bottleneck.get("operator"), "the bottleneck, in " + csv + ":" + wholeRun(csv));
         double capacity = Double.parseDouble(bottleneck.get("capacity"));
         double lo = Double.parseDouble(bottleneck.get("capacity_low")), hi = Double.parseDouble(bottleneck.get("capacity_high"));
         double[] truth = backlogged(SCORE + "#", "count");
@@ -248,6 +248,19 @@ class CapacityTopologyTest {
             }
         }
         return bottleneck;
+    }
+
+    /** capacity.csv's whole-run rows, operators and instances, for a failure's message: what analyze saw. */
+    static String wholeRun(Path csv) throws IOException {
+        StringBuilder b = new StringBuilder();
+        for (Map<String, String> r : AnalysisCsv.read(csv)) {
+            if (!r.get("window").equals("-1")) continue;
+            b.append(String.format("%n  %-8s %-10s %-12s cost_us %s (own %s, hand-off %s) backlogged %s capacity %s"
+                    + " max_source_rate %s bottleneck %s note %s", r.get("level"), r.get("operator"), r.get("instance"),
+                    r.get("cost_us"), r.get("own_us"), r.get("handoff_us"), r.get("backlogged"), r.get("capacity"),
+                    r.get("max_source_rate"), r.get("bottleneck"), r.get("note")));
+        }
+        return b.toString();
     }
 
     // ---- the marks, from the raw records
