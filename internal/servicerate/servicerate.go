@@ -341,7 +341,10 @@ func (e *Estimator) push(x float64) (bool, float64) {
 	for _, y := range e.f {
 		ss += (y - mean) * (y - mean)
 	}
-	q := mean + z95*math.Sqrt(ss/float64(len(e.f)-1))
+	// A 95th percentile of rates of at most maxRate is at most maxRate;
+	// mean + z·sd is not, where a few rates near it stand far above the
+	// rest (the fuzzer found 1.1e12).
+	q := min(mean+z95*math.Sqrt(ss/float64(len(e.f)-1)), maxRate)
 	return e.updateStats(q)
 }
 
