@@ -11,11 +11,16 @@ import (
 	"cloudprofiler/internal/critpath"
 )
 
-// trim keeps the last n-1 runes of a long label, after an ellipsis.
+// trim keeps the last n-1 runes of a long label, after an ellipsis; room
+// for less than one rune (a box narrower than a character) keeps nothing
+// (the element's title still names it).
 func trim(s string, n int) string {
 	r := []rune(s)
 	if len(r) <= n {
 		return s
+	}
+	if n < 1 {
+		return ""
 	}
 	return "…" + string(r[len(r)-n+1:])
 }

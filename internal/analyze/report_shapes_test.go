@@ -1,0 +1,93 @@
+package analyze
+
+import (
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"cloudprofiler/internal/logfile"
+	"cloudprofiler/minrtt"
+)
+
+// Topologies wider than the report's boxes were made for (an 11-stage
+// pipeline of marked operators, 16 of them, 12 plain channels, and names of
+// one character or of two hundred) make a report, not a panic: a box
+// narrower than a character once sliced its label out of range.
+func TestReportOfWideTopologies(t *testing.T) {
+	long := strings.Repeat("operator-with-a-very-long-name-", 7)
+	for _, c := range []struct {
+		name   string
+		stages int
+		marked bool
+		prefix string
+	}{
+		{"11 marked", 11, true, "s"},
+		{"16 marked", 16, true, "op"},
+		{"12 plain", 12, false, "ch"},
+		{"30 marked", 30, true, "x"},
+		{"long names", 11, true, long},
+		{"one-letter names", 11, true, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			nodes := []simNode{{"a", 2.4e9, 1e9}, {"b", 2.4e9 * 1.0002, 5e9}}
+			r := rand.New(rand.NewSource(3))
+			for i, rd := range []*minrtt.Round{simRound(r, 1, "before", 0, nodes), simRound(r, 2, "after", 60, nodes)} {
+				_, err := minrtt.WriteRound(filepath.Join(dir, "rounds"), rd)
+				require.NoError(t, err, "round %d", i)
+			}
+			logs := filepath.Join(dir, "logs")
+			require.NoError(t, os.MkdirAll(logs, 0o755))
+			var names []string
+			for s := 0; s < c.stages; s++ {
+				base := fmt.Sprintf("%s%d", c.prefix, s)
+				if c.prefix == "" {
+					base = string(rune('a' + s))
+				}
+				if c.marked {
+					names = append(names, base+" in", base+" out")
+				} else {
+					names = append(names, base)
+				}
+			}
+			lines := make([][]string, len(names))
+			for i := 0; i < 300; i++ {
+				tt := 1 + float64(i)*100e-6
+				for k := range names {
+					tt += 5e-6 + r.Float64()*5e-6
+					lines[k] = append(lines[k], fmt.Sprintf("%d,%d", i, nodes[k%2].at(tt)))
+				}
+			}
+			for k, n := range names {
+				node := nodes[k%2]
+				writeASCII(t, logs, logfile.Header{Node: node.name, Host: "h", PID: 10 + k%2, Channel: k + 1, Name: n,
+					Handler: "IDENTITY", TSCHz: node.hz}, lines[k])
+			}
+			out := filepath.Join(dir, "out")
+			_, err := Run(Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{logs}, Out: out, Ref: "a", Workers: 1})
+			require.NoError(t, err)
+			page, err := os.ReadFile(filepath.Join(out, "report.html"))
+			require.NoError(t, err)
+			require.Contains(t, string(page), "</html>")
+			require.Contains(t, string(page), `<section id="topology"`)
+		})
+	}
+}
+
+func TestTrim(t *testing.T) {
+	for _, c := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"abc", 3, "abc"}, {"abcdef", 3, "…ef"}, {"abcdef", 1, "…"}, {"abcdef", 0, ""}, {"abcdef", -4, ""}, {"", -1, ""},
+		{"αβγδ", 2, "…δ"},
+	} {
+		require.Equal(t, c.want, trim(c.s, c.n), "trim(%q, %d)", c.s, c.n)
+	}
+}
