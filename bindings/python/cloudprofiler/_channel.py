@@ -145,7 +145,12 @@ class Channel:
     def log(self, tuple_id):
         """Logs one event (LogTS). Returns True when accepted, False when the
         ring was full and the channel drops (Arg.DROP_WHEN_FULL=1); raises
-        CloudprofilerError otherwise (ChannelClosedError after close)."""
+        CloudprofilerError otherwise (ChannelClosedError after close).
+        tuple_id: an int (or an integer such as numpy.int64) within int64;
+        ValueError beyond it, TypeError for a bool, float or non-number, as
+        log_many and log_lineage do (ctypes alone would wrap 2**64+7 to 7)."""
+        if tuple_id.__class__ is not int or not -0x8000000000000000 <= tuple_id <= 0x7FFFFFFFFFFFFFFF:
+            tuple_id = _int64("tuple id", tuple_id)
         rc = self._logts(self.handle, tuple_id)
         if rc == 0:
             return True
@@ -204,11 +209,7 @@ class Channel:
         channel's handler to value (int64)."""
         self._check_open("parameterize")
         a = _enum(arg, Arg, "argument number")
-        if isinstance(value, bool) or not hasattr(value, "__index__"):
-            raise TypeError("argument value must be an int, not %s" % type(value).__name__)
-        v = value.__index__()
-        if not -(1 << 63) <= v <= _INT64_MAX:
-            raise ValueError("argument value %d is out of range (int64)" % v)
+        v = _int64("argument value", value)
         rc = self._lib.ParameterizeChannel(self.handle, int(a), v)
         if rc != 0:
             self._failed("ParameterizeChannel(%s, %d)" % (_nm(a) if isinstance(a, Arg) else a, v), rc)
@@ -221,12 +222,8 @@ class Channel:
         Returns True when accepted, False when dropped (Arg.DROP_WHEN_FULL=1);
         raises CloudprofilerError otherwise (BAD_HANDLER on another handler,
         BAD_ARG_VALUE for in_id -2**63; ChannelClosedError after close)."""
-        for what, v in (("out_id", out_id), ("in_id", in_id)):
-            if isinstance(v, bool) or not hasattr(v, "__index__"):
-                raise TypeError("%s must be an int, not %s" % (what, type(v).__name__))
-            if not -(1 << 63) <= v.__index__() <= _INT64_MAX:
-                raise ValueError("%s %d is out of range (int64)" % (what, v.__index__()))
-        rc = _lib.func("CP_LogLineage")(self.handle, out_id.__index__(), in_id.__index__())
+        out_id, in_id = _int64("out_id", out_id), _int64("in_id", in_id)
+        rc = _lib.func("CP_LogLineage")(self.handle, out_id, in_id)
         if rc == 0:
             return True
         if rc == ErrorCode.DROPPED:
@@ -360,6 +357,17 @@ def _close_all_at_exit():
         print("cloudprofiler: closing channels at exit: %s" % _lib.message(rc), file=sys.stderr)
 
 
+def _int64(what, v):
+    """v as an int the C ABI's int64 holds: TypeError for a bool or a
+    non-integer, ValueError beyond int64 (every call refuses the same way)."""
+    if isinstance(v, bool) or not hasattr(v, "__index__"):
+        raise TypeError("%s must be an int, not %s" % (what, type(v).__name__))
+    i = v.__index__()
+    if not -(1 << 63) <= i <= _INT64_MAX:
+        raise ValueError("%s %d is out of range (int64)" % (what, i))
+    return i
+
+
 _ndarray = _I64 = None  # numpy.ndarray and dtype int64, once numpy is imported
 
 
@@ -388,6 +396,12 @@ def as_int64(ids):
         seq = ids if isinstance(ids, (list, tuple)) else list(ids)
         # Let numpy infer the type (never a silent float->int cast), once.
         a = np.array(seq) if len(seq) else np.zeros(0, dtype=np.int64)
+        if a.dtype.kind not in "iu" and all(hasattr(v, "__index__") and not isinstance(v, bool) for v in seq):
+            # ints beyond int64 (numpy keeps them as objects, or, beside
+            # negative ones, makes floats of them): refused by value, as
+            # log() refuses them
+            for v in seq:
+                _int64("tuple id", v)
         if a.dtype.kind not in "iu":
             raise TypeError("log_many: ids must be ints within int64; from this %s numpy inferred %s "
                             "(a float, bool, non-number, or ints beyond int64 in it)"
@@ -398,8 +412,8 @@ def as_int64(ids):
             a = a.astype(np.int64)
         elif dt.kind == "u":
             if a.size and a.max() > _INT64_MAX:
-                raise ValueError("log_many: uint64 ids above 2**63-1 do not fit the library's int64 "
-                                 "tuple ids (max here %d)" % int(a.max()))
+                raise ValueError("log_many: tuple id %d is out of range (int64): uint64 ids above "
+                                 "2**63-1 do not fit the library's int64 tuple ids" % int(a.max()))
             a = a.astype(np.int64)
         else:
             raise TypeError("log_many needs integer tuple ids (int64); got dtype %s. Convert "

@@ -207,9 +207,11 @@ def test_log_many_inputs(logdir, uname):
             (np.array([True]), TypeError, "integer"),
             (np.array([2**63], dtype=np.uint64), ValueError, "int64"),
             ([1, 2.5], TypeError, "ints within int64.*float64"),
-            ([2**64], TypeError, "ints within int64"),
-            ([-1, 2**63], TypeError, "ints within int64"),
-            ([2**63], ValueError, "above 2\\*\\*63-1"),
+            ([2**64], ValueError, "tuple id 18446744073709551616 is out of range \\(int64\\)"),
+            ([-1, 2**63], ValueError, "tuple id 9223372036854775808 is out of range"),
+            ([2**63], ValueError, "tuple id 9223372036854775808 is out of range"),
+            ([2**100 + 5], ValueError, "out of range"),
+            ([-2**63 - 1], ValueError, "out of range"),
             ([True, False], TypeError, "bool"),
             (b"1234567", ValueError, "multiple of 8"),
             (5, TypeError, "log\\(\\)"),
@@ -221,6 +223,27 @@ def test_log_many_inputs(logdir, uname):
                 ch.log_many(ids)
     records, _ = read_ids(logdir, uname)
     assert records["tuple_id"].tolist() == want
+
+
+def test_log_refuses_what_int64_cannot_hold(logdir, uname):
+    """log() refuses, by value, the ids ctypes would wrap (2**64+7 became 7),
+    as log_many and log_lineage do; the extremes of int64 and numpy's
+    integers go through exactly."""
+    with cp.open_channel(uname, LF.BINARY_TSC, H.BUFFER_IDENTITY) as ch:
+        for v in (2**64 + 7, 2**63, -2**63 - 1, 2**100 + 5):
+            with pytest.raises(ValueError, match="tuple id %d is out of range \\(int64\\)" % v):
+                ch.log(v)
+            with pytest.raises(ValueError, match="out of range"):
+                ch.log_many([v])
+        for v in (True, 1.5, "7", None):
+            with pytest.raises(TypeError, match="tuple id must be an int"):
+                ch.log(v)
+        for v in (-2**63, 2**63 - 1, np.int64(-5), np.uint32(9), 0):
+            assert ch.log(v)
+        with pytest.raises(ValueError, match="out_id .* out of range"):
+            ch.log_lineage(2**64, 1)
+    records, _ = read_ids(logdir, uname)
+    assert records["tuple_id"].tolist() == [-2**63, 2**63 - 1, -5, 9, 0]
 
 
 def test_log_many_is_zero_copy():
