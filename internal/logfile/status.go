@@ -184,6 +184,10 @@ func (s *Summary) Problems(h *Header) []string {
 	}
 	if s.TruncatedBytes > 0 {
 		out = append(out, fmt.Sprintf("cut short: %d bytes after the last whole frame", s.TruncatedBytes))
+	} else if st := s.Status; s.Trailer == nil && st != nil && st.State == StateClosed && st.Errno == 0 {
+		// Closed with every record written, so the trailer was written
+		// after the last frame: the file was cut where a frame ended.
+		out = append(out, "cut short: the channel was closed, yet the file ends after a whole frame, before its trailer")
 	}
 	unwritten, why := s.Unwritten()
 	if unwritten > 0 {
