@@ -450,8 +450,10 @@ int64_t CP_LogOpen(const char *path);
  * the output with it: a damaged or hostile frame header cannot inflate it)} and, for files
  * that may hold counter records (counter and NET_CONF files),
  * "counter_record_size", "counter_columns" and "max_counter_records" for
- * CP_LogReadCounters. Returns the length (see above), CP_ERR_BAD_HANDLE,
- * CP_ERR_IO. */
+ * CP_LogReadCounters. Size buffers from the top-level "record_size": the
+ * header's own "record_size" is the file's records' (a counter file's is
+ * its columns' since the library of 2026-11; before, its tuple size, 16).
+ * Returns the length (see above), CP_ERR_BAD_HANDLE, CP_ERR_IO. */
 int64_t CP_LogInfo(int64_t r, char *buf, int64_t cap);
 
 /* Decodes every record into out, packed little-endian at record_size bytes

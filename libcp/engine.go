@@ -824,6 +824,12 @@ func (c *channel) writeHeader(name string) error {
 	}
 	if c.cur.Counter() {
 		h.CounterPeriod = c.period
+		if !c.netconf {
+			// The records the columns describe, as CP_LogRead writes
+			// them: a reader that sizes its buffer from the header's
+			// record_size must not come up short (it said 16 for 24).
+			h.RecordSize = 8 * len(h.Columns)
+		}
 	}
 	js, err := json.Marshal(h)
 	if err != nil {

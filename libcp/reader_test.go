@@ -182,6 +182,9 @@ func TestReaderCounters(t *testing.T) {
 		}
 		require.Equal(t, size, info.RecordSize, f.String())
 		require.Equal(t, cols, info.Columns)
+		// The file's header says the same: its columns and their size.
+		require.Equal(t, cols, info.Header.Columns, f.String())
+		require.Equal(t, size, info.Header.RecordSize, f.String())
 		require.Equal(t, size, info.CounterRecordSize)
 		require.GreaterOrEqual(t, info.MaxRecords, uint64(len(want)))
 		for _, counters := range []bool{false, true} {

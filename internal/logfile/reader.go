@@ -148,12 +148,16 @@ func (lf *File) setHeader(js []byte) error {
 	if lf.Header.Version != lf.version {
 		return fmt.Errorf("header JSON says version %d, the file's magic says %d", lf.Header.Version, lf.version)
 	}
-	lf.recSize = lf.Header.RecordSize
-	if lf.recSize != 16 && lf.recSize != 24 {
-		return fmt.Errorf("record size %d in header", lf.recSize)
-	}
 	if !lf.Header.Format2().Valid() {
 		return fmt.Errorf("format id %d in header", lf.Header.FormatID)
+	}
+	// A tuple file's record_size is its records' (16, or 24 with mono_ns);
+	// a counter file's is its columns' (24 or 32) since library 2026-11,
+	// the tuple size before.
+	lf.recSize = lf.Header.Format2().RecordSize()
+	rs := lf.Header.RecordSize
+	if rs != lf.recSize && !(lf.Header.Counter() && rs == 8*len(lf.Header.Columns) && (rs == 24 || rs == 32)) {
+		return fmt.Errorf("record size %d in header, for format %s with columns %v", rs, lf.Header.Format, lf.Header.Columns)
 	}
 	// FIRSTLAST frames hold 2 records; IDENTITY's hold 1.
 	lf.maxN = uint64(min(max(lf.Header.BlockRecords, 2), MaxBlockRecords))
