@@ -143,7 +143,11 @@ enum cp_log_format {
  *                        (TSC), count, skipped periods; the total at close.
  * CP_FASTPERIODICCOUNTER the same for a single writer (plain increment, no
  *                        atomic): several writers may under-count, nothing
- *                        breaks. One sampling goroutine keeps every counter
+ *                        breaks (a writer's stale store can step the count
+ *                        back: a period then counts only what it climbs
+ *                        above the highest value read, never a wrapped
+ *                        difference; the periods add up to the total at
+ *                        close). One sampling goroutine keeps every counter
  *                        channel's periods in lock step (aligned to multiples
  *                        of the period on CLOCK_MONOTONIC_RAW).
  * CP_NULLH               discards everything (checks the handle only).

@@ -8,8 +8,10 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"cloudprofiler/handlers"
 	"cloudprofiler/internal/logfile"
@@ -284,6 +286,75 @@ func TestPeriodicCountersCountExactly(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FASTPERIODICCOUNTER with eight writers on two CPUs (preempted between
+// the load and the store): the count is a plain load and
+// store, so increments are lost and the count can step back; no period
+// wraps (one read 18446744073705152100), the periods add up to the
+// trailer's total, and that is at most the events logged.
+func TestFastCounterWithSeveralWriters(t *testing.T) {
+	ch, c := open(t, "fpc writers", logfile.BinaryTSC, handlers.FastPeriodicCounter)
+	require.NoError(t, parameterize(ch, 0, 1_000_000)) // 1 ms
+	const writers, rounds, batch = 8, 400, 5000
+	var wg sync.WaitGroup
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ids := seqIDs(0, batch)
+			for r := 0; r < rounds; r++ {
+				for _, id := range ids {
+					if logTS(ch, id) != 0 {
+						t.Error("LogTS refused an event")
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, closeChannel(ch, "close"))
+	recs, lf := readCounters(t, c.path)
+	var sum uint64
+	for _, r := range recs {
+		require.Less(t, r.Count, uint64(writers*rounds*batch), "a period counts more events than were logged: %d", r.Count)
+		sum += r.Count
+	}
+	require.Equal(t, lf.Summary.Trailer.Total, sum, "the periods add up to the trailer's total")
+	require.LessOrEqual(t, sum, uint64(writers*rounds*batch))
+	t.Logf("%d events logged by %d threads, %d counted (%.2f%%) in %d periods", writers*rounds*batch, writers, sum,
+		100*float64(sum)/float64(writers*rounds*batch), len(recs))
+}
+
+// The step back itself, made on purpose: the count is stored below what a
+// period already read, as a writer preempted between its load and its
+// store does. The next period counts nothing rather than 2^64 minus the
+// step, and the periods add up to the trailer's total.
+func TestFastCounterStepsBack(t *testing.T) {
+	ch, c := open(t, "fpc step back", logfile.BinaryTSC, handlers.FastPeriodicCounter)
+	require.NoError(t, parameterize(ch, 0, 1_000_000)) // 1 ms
+	cc, err := lookup(ch)
+	require.NoError(t, err)
+	count := (*uint64)(unsafe.Pointer(&cc.slot.fpc_count))
+	for i := 0; i < 5000; i++ {
+		require.Zero(t, logTS(ch, int64(i)))
+	}
+	time.Sleep(5 * time.Millisecond) // a period read 5000
+	atomic.StoreUint64(count, 4000)  // a stale store: 1000 increments lost
+	time.Sleep(5 * time.Millisecond)
+	for i := 0; i < 3000; i++ {
+		require.Zero(t, logTS(ch, int64(i)))
+	}
+	require.NoError(t, closeChannel(ch, "close"))
+	recs, lf := readCounters(t, c.path)
+	var sum uint64
+	for _, r := range recs {
+		require.LessOrEqual(t, r.Count, uint64(8000), "a period wrapped")
+		sum += r.Count
+	}
+	require.Equal(t, uint64(7000), sum, "the count climbed to 5000, stepped back to 4000 and climbed to 7000")
+	require.Equal(t, sum, lf.Summary.Trailer.Total)
 }
 
 func TestCountersShareBoundaries(t *testing.T) {

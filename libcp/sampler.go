@@ -83,7 +83,7 @@ func (s *counterSampler) remove(c *channel, end uint64) uint64 {
 		// Counted outside the word: give an increment under way a moment
 		// to land before the final read.
 		time.Sleep(time.Millisecond)
-		total = c.count()
+		total = max(c.count(), c.last) // emit's: the highest seen
 	}
 	c.emit(readSync(), total, 0)
 	return total
@@ -146,10 +146,20 @@ func (s *counterSampler) sample() {
 	}
 }
 
-// emit writes one counter record: the events since the last one.
+// emit writes one counter record: the events since the last one. A
+// FASTPERIODICCOUNTER's count is a plain load and store (no locked
+// instruction on the hot path): with several writers an increment can
+// store a value below one another stored, and the count steps back.
+// Periods count only what it climbs above the highest value seen, so they
+// never wrap (a step back once read as 18446744073705152100 events) and
+// add up to the trailer's total: fewer than the events, as FASTPERIODIC-
+// COUNTER promises with several writers.
 func (c *channel) emit(sp logfile.Sync, total, skipped uint64) {
-	n := total - c.last
-	c.last = total
+	var n uint64
+	if total > c.last {
+		n = total - c.last
+		c.last = total
+	}
 	mono := uint64(0)
 	if c.format.HasMono() {
 		mono = uint64(sp.MonoRawNs)
