@@ -288,6 +288,7 @@ func (c *channel) close(reason string) error {
 		tr.Total = end
 	case c.cur.Counter():
 		tr.Total = sampler.remove(c, end)
+		tr.Unwritten = c.unwritten
 	case c.cur == handlers.FirstLast:
 		tr.Total = c.writeFirstLast()
 	case c.cur == handlers.Identity:

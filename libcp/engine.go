@@ -196,7 +196,8 @@ type channel struct {
 	// counter handlers (guarded by sampler.mu)
 	period   int64
 	boundary int64
-	last     uint64
+	last     uint64 // the count the records written hold
+	held     uint64 // periods whose record could not be written (the next carries them)
 
 	sr *srState // SERVICERATE: the estimator and its sampling (sampler.go)
 

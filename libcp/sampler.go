@@ -85,7 +85,11 @@ func (s *counterSampler) remove(c *channel, end uint64) uint64 {
 		time.Sleep(time.Millisecond)
 		total = max(c.count(), c.last) // emit's: the highest seen
 	}
-	c.emit(readSync(), total, 0)
+	if c.emit(readSync(), total, 0) != nil {
+		// The disk refused the last record too: what it held is said as
+		// unwritten (status, trailer, CloseChannel's error).
+		c.unwritten = max(total, c.last) - c.last
+	}
 	return total
 }
 
@@ -154,12 +158,16 @@ func (s *counterSampler) sample() {
 // never wrap (a step back once read as 18446744073705152100 events) and
 // add up to the trailer's total: fewer than the events, as FASTPERIODIC-
 // COUNTER promises with several writers.
-func (c *channel) emit(sp logfile.Sync, total, skipped uint64) {
+//
+// A record the disk refuses loses nothing: the next carries its events and
+// its period (one more skipped period), and meanwhile the status says how
+// many events wait, with the errno.
+func (c *channel) emit(sp logfile.Sync, total, skipped uint64) error {
 	var n uint64
 	if total > c.last {
 		n = total - c.last
-		c.last = total
 	}
+	skipped += c.held
 	mono := uint64(0)
 	if c.format.HasMono() {
 		mono = uint64(sp.MonoRawNs)
@@ -187,7 +195,15 @@ func (c *channel) emit(sp logfile.Sync, total, skipped uint64) {
 		binary.LittleEndian.PutUint64(rec[24:], skipped)
 		out = logfile.AppendFrame(nil, logfile.FrameHeader{Kind: logfile.KindCounter, N: 1, RawLen: uint32(len(rec))}, rec[:])
 	}
+	pending := (*uint64)(unsafe.Pointer(&c.slot.unwritten))
 	if err := c.append(out); err != nil {
 		c.setWriteErr(err)
+		c.held = skipped + 1
+		atomic.StoreUint64(pending, n)
+		return err
 	}
+	c.last += n
+	c.held = 0
+	atomic.StoreUint64(pending, 0)
+	return nil
 }
