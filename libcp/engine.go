@@ -456,6 +456,7 @@ func openChannel(name string, f logfile.Format, h handlers.Type) (int64, error) 
 	if err := os.MkdirAll(cfg.logDir, 0o755); err != nil {
 		return 0, fail(C.CP_ERR_IO, "log directory: %v", err)
 	}
+	warnOpenDir(cfg.logDir)
 	cur, args, drop := h, h.Defaults(), false
 	var conf *logfile.Conf
 	var confVersion uint64
@@ -531,17 +532,25 @@ func (c *channel) create(drop bool, confVersion uint64) error {
 	}
 	sfd := -1
 	undo := func() {
+		// Remove the name only while it is still the file made here
+		// (someone who can write the directory may have renamed another
+		// over it).
+		if same, _ := sameFileAt(fd, c.path); same {
+			os.Remove(c.path)
+		}
 		unix.Close(fd)
 		if sfd >= 0 {
 			unix.Close(sfd)
 		}
-		os.Remove(c.path)
 		freed = append(freed, freedSlot{idx, time.Time{}})
 	}
 	// pwrite on an O_APPEND fd appends (Linux): the status slots are
-	// rewritten in place through a second fd.
+	// rewritten in place through a second fd, opened from the first (the
+	// file itself, whatever its name has become since), never by the path
+	// again: a symlink renamed over the new file in between once had the
+	// status written into its target.
 	if fd, err = aboveStdio(fd); err == nil {
-		if sfd, err = unix.Open(c.path, unix.O_WRONLY|unix.O_CLOEXEC, 0); err == nil {
+		if sfd, err = reopenWrite(fd); err == nil {
 			sfd, err = aboveStdio(sfd)
 		}
 	}
@@ -979,4 +988,72 @@ func parameterize(h int64, argNum int32, val int64) error {
 		atomic.StoreInt64((*int64)(unsafe.Pointer(&c.slot.arg1)), val)
 	}
 	return c.writeMeta(logfile.KindEvent, logfile.Event{Event: "parameterize", Args: c.argMap(), Pos: atomic.LoadUint64(c.word()) & countMask})
+}
+
+// reopenWrite opens the file fd refers to again for writing, without
+// O_APPEND: through /proc/self/fd (the same inode, never a name in the log
+// directory), and checks that it is the same file.
+func reopenWrite(fd int) (int, error) {
+	sfd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(fd), unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		return -1, fmt.Errorf("reopen through /proc/self/fd (is /proc mounted?): %w", err)
+	}
+	var a, b unix.Stat_t
+	if err := unix.Fstat(fd, &a); err != nil {
+		unix.Close(sfd)
+		return -1, err
+	}
+	if err := unix.Fstat(sfd, &b); err != nil {
+		unix.Close(sfd)
+		return -1, err
+	}
+	if a.Dev != b.Dev || a.Ino != b.Ino {
+		unix.Close(sfd)
+		return -1, fmt.Errorf("reopened another file (device %d inode %d, not %d %d)", b.Dev, b.Ino, a.Dev, a.Ino)
+	}
+	return sfd, nil
+}
+
+// sameFileAt says whether path (not followed) names the file fd refers to.
+func sameFileAt(fd int, path string) (bool, error) {
+	var a, b unix.Stat_t
+	if err := unix.Fstat(fd, &a); err != nil {
+		return false, err
+	}
+	if err := unix.Lstat(path, &b); err != nil {
+		return false, err
+	}
+	return a.Dev == b.Dev && a.Ino == b.Ino, nil
+}
+
+// openDirWarned: the log directories warnOpenDir has spoken of.
+var openDirWarned sync.Map
+
+// warnOpenDir says once per directory, on stderr, that a log directory
+// others can write is one where they can rename, replace or remove its
+// files (the library writes only through the files it created; the
+// analysis reads whatever is there).
+func warnOpenDir(dir string) {
+	if msg := openDirProblem(dir); msg != "" {
+		if _, said := openDirWarned.LoadOrStore(dir, true); !said {
+			fmt.Fprintln(os.Stderr, "cloudprofiler: warning:", msg)
+		}
+	}
+}
+
+// openDirProblem says what is wrong with dir as a log directory ("": nothing).
+func openDirProblem(dir string) string {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return ""
+	}
+	mode := st.Mode & 0o7777
+	if mode&0o022 == 0 {
+		return ""
+	}
+	who := "others"
+	if mode&0o002 == 0 {
+		who = "its group"
+	}
+	return fmt.Sprintf("log directory %s (mode %04o) is writable by %s: they can rename, replace or remove the log files in it; use a directory only you can write (CP_LOG_DIR)", dir, mode, who)
 }

@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -591,4 +593,70 @@ func TestSigtermChild(t *testing.T) {
 	syscall.Kill(os.Getpid(), syscall.SIGTERM)
 	time.Sleep(10 * time.Second)
 	t.Fatal("still alive after SIGTERM")
+}
+
+// Someone who can write the log directory renames a symlink over each new
+// channel file, racing OpenChannel: the library writes through the file it
+// created only (the status's second descriptor is reopened from the first,
+// not by the path), so the symlink's target is never touched. (By path,
+// 2-157 of 1,000 opens wrote status frames into the target.)
+func TestOpenChannelSymlinkRace(t *testing.T) {
+	require.NoError(t, initLibrary())
+	dir := t.TempDir()
+	old := cfg.logDir
+	cfg.logDir = dir
+	t.Cleanup(func() { cfg.logDir = old })
+	target := filepath.Join(t.TempDir(), "victim")
+	require.NoError(t, os.WriteFile(target, []byte("victim"), 0o644))
+	stop := make(chan struct{})
+	done := make(chan int)
+	go func() {
+		swapped := 0
+		defer func() { done <- swapped }()
+		for k := 0; ; k++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ents, _ := os.ReadDir(dir)
+			for _, e := range ents {
+				if e.Type()&os.ModeSymlink != 0 || !strings.HasSuffix(e.Name(), ".cplog") {
+					continue
+				}
+				link := filepath.Join(dir, fmt.Sprintf(".link-%d", k))
+				if os.Symlink(target, link) == nil && os.Rename(link, filepath.Join(dir, e.Name())) == nil {
+					swapped++
+				}
+			}
+			runtime.Gosched()
+		}
+	}()
+	opened := 0
+	for i := 0; i < 1000; i++ {
+		ch, err := openChannel("race", logfile.BinaryTSC, handlers.BufferIdentity)
+		if err != nil {
+			continue
+		}
+		opened++
+		require.Zero(t, logTS(ch, int64(i)))
+		closeChannel(ch, "close")
+	}
+	close(stop)
+	swapped := <-done
+	b, err := os.ReadFile(target)
+	require.NoError(t, err)
+	require.Equal(t, "victim", string(b), "the symlink's target was written (%d opens, %d names swapped)", opened, swapped)
+	t.Logf("%d of 1000 opens, %d file names replaced by a symlink", opened, swapped)
+}
+
+// A log directory others can write is said to be one (once, on stderr).
+func TestOpenDirWritableByOthersWarns(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.Chmod(dir, 0o700))
+	require.Empty(t, openDirProblem(dir))
+	require.NoError(t, unix.Chmod(dir, 0o1777)) // os.Chmod takes os.ModeSticky, not 0o1000
+	require.Contains(t, openDirProblem(dir), "mode 1777) is writable by others")
+	require.NoError(t, os.Chmod(dir, 0o775))
+	require.Contains(t, openDirProblem(dir), "writable by its group")
 }
