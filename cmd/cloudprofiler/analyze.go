@@ -182,6 +182,9 @@ func runAnalyze(stdout, stderr io.Writer, args []string) error {
 		fmt.Fprintf(stdout, "trace: %s (%d tuples, the %d slowest among them; %d slices, %d flows): open it in ui.perfetto.dev or chrome://tracing\n",
 			cfg.Trace, t.Tuples, t.Slowest, t.Slices, t.Flows)
 	}
+	for _, s := range res.SkippedFiles {
+		fmt.Fprintf(stderr, "cloudprofiler: analyze: WARNING: %s\n", s)
+	}
 	bad := res.Incomplete()
 	for _, c := range bad {
 		for _, p := range c.Problems {

@@ -150,10 +150,13 @@ type Result struct {
 	Spilled   uint64 // records that went through the spill files
 	// Tuple ids with more than maxTupleEvents records (reused ids): left out.
 	SkippedTuples, SkippedRecords uint64
-	Pairs                         []*PairStats
-	Order                         []string // channel labels in the order hops follow
-	Runs                          []RunSpan
-	Files                         []string
+	// SkippedFiles: what the logs' directories held under a log's name that
+	// is no regular file (a FIFO would hang a reader), one sentence each.
+	SkippedFiles []string
+	Pairs        []*PairStats
+	Order        []string // channel labels in the order hops follow
+	Runs         []RunSpan
+	Files        []string
 	// Capacity is the capacity analysis (nil without one: CapacityNote
 	// says why).
 	Capacity     *capacity.Result
@@ -270,7 +273,7 @@ func prepare(cfg Config) (*analysis, error) {
 	if err := checkCapacityConfig(&cfg); err != nil {
 		return nil, err
 	}
-	chans, err := findChannels(cfg.Logs)
+	chans, skipped, err := findChannels(cfg.Logs)
 	if err != nil {
 		return nil, err
 	}
@@ -290,7 +293,7 @@ func prepare(cfg Config) (*analysis, error) {
 		}
 	}
 	a := &analysis{cfg: cfg, model: model, chans: chans, pairs: map[PairKey]*PairStats{}, t0: math.Inf(1),
-		res: &Result{Ref: model.Ref(), RefHz: model.RefHz(), Channels: chans}}
+		res: &Result{Ref: model.Ref(), RefHz: model.RefHz(), Channels: chans, SkippedFiles: skipped}}
 	a.linkReturnLogs()
 	a.indexChannels()
 	a.tscMin, a.tscMax = make([]uint64, len(chans)), make([]uint64, len(chans))

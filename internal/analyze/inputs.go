@@ -59,12 +59,14 @@ func (c *Channel) readDone(lf *logfile.File, err error) error {
 func (c *Channel) Label() string { return c.Node + "/" + c.Name }
 
 // findChannels walks each directory (or takes each file) for channel logs.
-func findChannels(paths []string) ([]*Channel, error) {
+// What a walk finds under a log's name that is no regular file (a FIFO, a
+// socket) is skipped, and said in skipped; a path named itself must be one.
+func findChannels(paths []string) (chans []*Channel, skipped []string, err error) {
 	var files []string
 	for _, p := range paths {
 		st, err := os.Stat(p)
 		if err != nil {
-			return nil, fmt.Errorf("logs: %w", err)
+			return nil, nil, fmt.Errorf("logs: %w", err)
 		}
 		if !st.IsDir() {
 			files = append(files, p)
@@ -75,12 +77,16 @@ func findChannels(paths []string) ([]*Channel, error) {
 				return err
 			}
 			if !d.IsDir() && (strings.HasSuffix(path, ".cplog") || strings.HasSuffix(path, ".cplog.txt")) {
+				if !d.Type().IsRegular() {
+					skipped = append(skipped, fmt.Sprintf("%s: skipped: %v (a %s)", path, logfile.ErrNotRegular, logfile.FileKind(d.Type())))
+					return nil
+				}
 				files = append(files, path)
 			}
 			return nil
 		})
 		if err != nil {
-			return nil, fmt.Errorf("logs: %w", err)
+			return nil, nil, fmt.Errorf("logs: %w", err)
 		}
 	}
 	sort.Strings(files)
@@ -99,13 +105,12 @@ func findChannels(paths []string) ([]*Channel, error) {
 	}
 	files = uniq
 	if len(files) == 0 {
-		return nil, fmt.Errorf("logs: no channel files (*.cplog, *.cplog.txt) under %s", strings.Join(paths, ", "))
+		return nil, nil, fmt.Errorf("logs: no channel files (*.cplog, *.cplog.txt) under %s", strings.Join(paths, ", "))
 	}
-	var chans []*Channel
 	for _, path := range files {
 		lf, err := logfile.Open(path)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		h := lf.Header
 		maxRecords := lf.MaxRecords
@@ -126,7 +131,7 @@ func findChannels(paths []string) ([]*Channel, error) {
 		}
 		chans = append(chans, c)
 	}
-	return chans, nil
+	return chans, skipped, nil
 }
 
 // isReturnLog says whether a FOX_START file is the return log (ReTACKs).

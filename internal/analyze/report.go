@@ -118,6 +118,9 @@ func (r *Result) WriteText(w io.Writer) error {
 		fmt.Fprintf(w, "left out: %d tuple ids with more than %d records each (%d records): ids reused?\n",
 			r.SkippedTuples, maxTupleEvents, r.SkippedRecords)
 	}
+	for _, s := range r.SkippedFiles {
+		fmt.Fprintf(w, "not read: %s\n", s)
+	}
 	if r.LineageChannels > 0 {
 		fmt.Fprintf(w, "lineage: %d channels, %d records: %d output ids joined to the last input logged for each\n",
 			r.LineageChannels, r.LineagePairs, r.LineageOutputs)

@@ -7,8 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"cloudprofiler/internal/logfile"
 	"cloudprofiler/minrtt"
@@ -90,4 +92,36 @@ func TestTrim(t *testing.T) {
 	} {
 		require.Equal(t, c.want, trim(c.s, c.n), "trim(%q, %d)", c.s, c.n)
 	}
+}
+
+// A FIFO under a log's name in the logs' directory: analyze does not wait
+// for a writer that never comes (it hung), it skips the FIFO and says so;
+// named itself, it is refused.
+func TestFIFOInLogsDirectory(t *testing.T) {
+	dir := t.TempDir()
+	writeTopology(t, dir, 2000, 4)
+	fifo := filepath.Join(dir, "logs", "stuck.cplog")
+	require.NoError(t, unix.Mkfifo(fifo, 0o644))
+	done := make(chan struct{})
+	var res *Result
+	var err error
+	go func() {
+		defer close(done)
+		res, err = Run(Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{filepath.Join(dir, "logs")},
+			Out: filepath.Join(dir, "out"), Ref: "a", Workers: 1, NoReport: true})
+	}()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("analyze hangs on a FIFO in the logs' directory")
+	}
+	require.NoError(t, err)
+	require.Len(t, res.SkippedFiles, 1)
+	require.Contains(t, res.SkippedFiles[0], "stuck.cplog: skipped: not a regular file (a FIFO)")
+	var b strings.Builder
+	require.NoError(t, res.WriteText(&b))
+	require.Contains(t, b.String(), "not read: "+fifo)
+
+	_, err = Run(Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{fifo}, Out: filepath.Join(dir, "out2"), Ref: "a"})
+	require.ErrorIs(t, err, logfile.ErrNotRegular)
 }

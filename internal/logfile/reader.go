@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // ErrForeign is returned for a file that is not a Cloudprofiler log.
@@ -105,9 +106,18 @@ type File struct {
 // is not an error here (Summary says so; Records and Counters return
 // ErrDamaged after reading everything that is whole).
 func Open(path string) (*File, error) {
-	f, err := os.Open(path)
+	// O_NONBLOCK: a FIFO (or a device) under a log's name must not hang
+	// the reader until someone writes to it; it is refused below.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%s: %w (a %s)", path, ErrNotRegular, FileKind(st.Mode()))
 	}
 	lf := &File{path: path, f: f}
 	if err := lf.index(); err != nil {
@@ -913,4 +923,25 @@ func (lf *File) Counters(fn func(CounterRecord) error) error {
 		}
 	}
 	return lf.damage()
+}
+
+// ErrNotRegular: a path that is no regular file (a FIFO, a socket, a
+// device, a directory) is never read as a log.
+var ErrNotRegular = errors.New("not a regular file")
+
+// FileKind names what a file that is not regular is.
+func FileKind(m os.FileMode) string {
+	switch {
+	case m&os.ModeNamedPipe != 0:
+		return "FIFO"
+	case m&os.ModeSocket != 0:
+		return "socket"
+	case m&os.ModeDevice != 0:
+		return "device"
+	case m&os.ModeSymlink != 0:
+		return "symbolic link"
+	case m.IsDir():
+		return "directory"
+	}
+	return "special file"
 }
