@@ -84,8 +84,11 @@
  *   CP_NODE=NAME  the node this process plays (default: the host name),
  *     1..64 characters of [A-Za-z0-9._-], written as "node" in every header.
  *
- * Not supported (Go runtime limits): fork() without exec after the library is
- * loaded, dlclose, loading two copies of the library into one process.
+ * Not supported (Go runtime limits): logging in a child made by fork()
+ * without exec (a buffered channel's records are lost there, an IDENTITY
+ * channel's land in the parent's file; a child that never logs exits
+ * normally: the atexit hook acts only in the process that loaded the
+ * library), dlclose, loading two copies of the library into one process.
  */
 #ifndef CLOUDPROFILER_H
 #define CLOUDPROFILER_H

@@ -387,11 +387,22 @@ int cp_install_sigterm(void) {
   return 1;
 }
 
+// The process that registered the hook: a child made by fork() without
+// exec inherits it, but not the Go runtime's threads, and a call into Go
+// there parks forever (a child that called exit(0) never ended).
+static pid_t hook_pid;
+
 static void on_exit_hook(void) {
   // If the host's SIGTERM handler called exit(), we are inside a signal
   // handler: entering Go is not safe there, and the raw flush already ran.
   if (atomic_load(&in_signal_chain)) return;
+  // A forked child: its channels are the parent's (the parent closes
+  // them); whatever it logged itself never had a drainer (README: fork).
+  if (getpid() != hook_pid) return;
   cpCloseAllAtExit();
 }
 
-void cp_register_atexit(void) { atexit(on_exit_hook); }
+void cp_register_atexit(void) {
+  hook_pid = getpid();
+  atexit(on_exit_hook);
+}

@@ -1030,6 +1030,52 @@ static int test_config_errors(void) {
   return 1;
 }
 
+// fork() without exec: a child that never logs and calls exit() ends (the
+// library's atexit hook, inherited, entered Go in the child and parked it
+// forever). The child runs here in a process of its own (--child-fork),
+// which forks the grandchild and waits for it at most 10 s.
+static int child_fork(void) {
+  int64_t ch = OpenChannel("kid fork", CP_ZSTD_TSC, CP_BUFFER_IDENTITY);
+  if (ch <= 0) return 2;
+  for (int i = 0; i < 1000; i++) LogTS(ch, i);
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) exit(0);  // the atexit hooks run, the library's among them
+  if (pid < 0) return 3;
+  for (int t = 0; t < 1000; t++) {
+    int st;
+    if (waitpid(pid, &st, WNOHANG) == pid) {
+      if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) return 4;
+      return CloseChannel(ch) == 0 ? 0 : 5;
+    }
+    usleep(10000);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  return 6;
+}
+
+static int test_fork_child_exits(void) {
+  char *dir = make_dir();
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("CP_LOG_DIR", dir, 1);
+    execl(self_path, self_path, "--child-fork", (char *)NULL);
+    _exit(127);
+  }
+  int status;
+  CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) != 6, "the forked child's exit(0) hung (killed after 10 s)");
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %#x", status);
+  char path[4096];
+  CHECK(find_file(dir, "-kid_fork.cplog", path, sizeof path), "no file");
+  decoded_t d;
+  decode(path, &d);
+  CHECK(d.dump_status == 0 && d.n == 1000 && contiguous_from_zero(&d), "%zu records: %s", d.n, d.err);
+  free(d.ids);
+  return 1;
+}
+
 // ---- FOX_START / FOX_END: SIGTERM loses nothing accepted, in any of the
 // three files (start, end, return log).
 
@@ -1197,6 +1243,7 @@ int main(int argc, char **argv) {
     return child_fake();
   }
   if (argc == 2 && strcmp(argv[1], "--child-config") == 0) return child_config();
+  if (argc == 2 && strcmp(argv[1], "--child-fork") == 0) return child_fork();
   if (argc == 2 && strcmp(argv[1], "--child-fox") == 0) return child_fox();
   if (argc == 4 && strcmp(argv[1], "--child-mt") == 0) {
     shared_t *sh = map_shared(argv[3], 0);
@@ -1239,6 +1286,7 @@ int main(int argc, char **argv) {
     {"atexit flushes and closes", test_atexit},
     {"CP_FAKE_TSC: every handler logs Fake.Apply of the raw TSC; CP_NODE in the header", test_fake_tsc},
     {"bad CP_FAKE_TSC or CP_NODE: CP_ERR_CONFIG, then a fixed environment opens", test_config_errors},
+    {"fork() without exec: a child that never logs and calls exit() ends", test_fork_child_exits},
     {"SIGTERM, FOX_START and FOX_END: start, end and return logs complete", test_fox_sigterm},
     {"IDENTITY on a full disk: torn records cut back, refused ones absent, every accepted one once", test_identity_full_disk},
   };

@@ -122,6 +122,36 @@ def test_fork_without_exec_is_refused(tmp_path):
     assert records["tuple_id"].tolist() == [1, 3]
 
 
+def test_fork_child_that_exits_ends(tmp_path):
+    """A child made by os.fork() that never logs and ends with sys.exit(0)
+    ends: the library's exit hook, inherited, no longer enters the Go
+    runtime in the child (it parked there forever)."""
+    r = run_child("""
+        import os, sys, time, cloudprofiler as cp
+        ch = cp.open_channel("fork exit", cp.LogFormat.BINARY_TSC, cp.Handler.BUFFER_IDENTITY)
+        ch.log(1)
+        pid = os.fork()
+        if pid == 0:
+            sys.exit(0)
+        for _ in range(1000):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done == pid:
+                print("child", os.waitstatus_to_exitcode(status), flush=True)
+                break
+            time.sleep(0.01)
+        else:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            print("child hung", flush=True)
+        ch.log(2)
+        ch.close()
+    """, tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "child 0" in r.stdout, r.stdout + r.stderr
+    records, _ = cp.read_log(find_log(tmp_path, "fork exit", _only_pid(tmp_path)))
+    assert records["tuple_id"].tolist() == [1, 2]
+
+
 def _only_pid(d):
     pids = {int(f.split("-")[-3]) for f in os.listdir(d) if ".cplog" in f}
     assert len(pids) == 1, os.listdir(d)
