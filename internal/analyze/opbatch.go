@@ -45,33 +45,30 @@ func (b *opBatch) add(w *worker, ana []event, errs []float64, e2eErr float64) er
 func (b *opBatch) flush(w *worker) error {
 	defer func() { b.evs, b.tuples = b.evs[:0], b.tuples[:0] }()
 	if w.cap != nil {
-		plan := w.a.cap.plan
+		// The records as capacity and Mace take them, made once.
+		ce := w.capEvs[:0]
+		for _, e := range b.evs {
+			ce = append(ce, capacity.Event{Ch: e.Ch, Est: e.Est})
+		}
+		w.capEvs = ce
 		from := 0
 		for _, t := range b.tuples {
-			ce := w.capEvs[:0]
-			for _, e := range b.evs[from:t.end] {
-				ce = append(ce, capacity.Event{Ch: e.Ch, Est: e.Est})
-			}
-			w.capEvs = ce
-			w.cap.Tuple(ce)
+			w.cap.Tuple(ce[from:t.end])
 			from = t.end
 		}
 		if w.mace != nil {
+			plan := w.a.cap.plan
 			from = 0
 			for _, t := range b.tuples {
-				ce := w.capEvs[:0]
-				for _, e := range b.evs[from:t.end] {
-					ce = append(ce, capacity.Event{Ch: e.Ch, Est: e.Est})
-				}
-				w.capEvs = ce
+				evs := ce[from:t.end]
 				// A tuple that ends at a lineage mark was absorbed into
 				// another: its latency is that tuple's.
 				journey := true
-				if n := len(ce); n > 1 {
-					inst, role := plan.Role(int(ce[n-1].Ch))
+				if n := len(evs); n > 1 {
+					inst, role := plan.Role(int(evs[n-1].Ch))
 					journey = !(inst >= 0 && role == capacity.RoleIn && plan.Instances[inst].Has(capacity.RoleLineage))
 				}
-				w.mace.Tuple(t.id, ce, journey)
+				w.mace.Tuple(t.id, evs, journey)
 				from = t.end
 			}
 		}

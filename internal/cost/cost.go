@@ -175,20 +175,28 @@ func (a *Acc) Add(inst int, in, out int64, own bool, prev, dep int64, taken bool
 			c.OwnN++
 		}
 		if taken {
-			c.Take += in - prev
-			c.BOwn += bown
-			c.TakeN++
-			if end := in + bown; g.cellOf(prev) == ci && g.cellOf(end) == ci {
-				c.Busy += end - prev // the span in one cell (most visits)
-				c.Served += ServedUnit
-			} else {
-				g.spread(prev, end, func(i int, cycles, served int64) {
-					cells[i].Busy += cycles
-					cells[i].Served += served
-				})
-			}
+			g.take(cells, ci, prev, in, bown)
 		}
 	}
+}
+
+// take adds a backlogged visit to one instance's cells of the grid: the
+// take prev..in and its own work bown in the cell of its in (ci), and the
+// span prev..in+bown by time (Busy, Served).
+func (g *Grid) take(cells []Cell, ci int, prev, in, bown int64) {
+	c := &cells[ci]
+	c.Take += in - prev
+	c.BOwn += bown
+	c.TakeN++
+	if end := in + bown; g.cellOf(prev) == ci && g.cellOf(end) == ci {
+		c.Busy += end - prev // the span in one cell (most visits)
+		c.Served += ServedUnit
+		return
+	}
+	g.spread(prev, in+bown, func(i int, cycles, served int64) {
+		cells[i].Busy += cycles
+		cells[i].Served += served
+	})
 }
 
 // Visit counts a visit (in the cell of its in).
@@ -248,16 +256,8 @@ func (a *Acc) Take(inst int, dep, in, out int64) {
 	}
 	own := max(out-in, 0)
 	for k := range a.grids {
-		c := a.at(k, inst, in)
-		c.Take += in - dep
-		c.BOwn += own
-		c.TakeN++
 		g := &a.grids[k]
-		cells := a.cells[k][inst*g.cells() : (inst+1)*g.cells()]
-		g.spread(dep, in+own, func(i int, cycles, served int64) {
-			cells[i].Busy += cycles
-			cells[i].Served += served
-		})
+		g.take(a.cells[k][inst*g.cells():(inst+1)*g.cells()], g.cellOf(in), dep, in, own)
 	}
 }
 

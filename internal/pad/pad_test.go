@@ -17,8 +17,6 @@ func TestSlice(t *testing.T) {
 		if len(s) != n || cap(s) != n {
 			t.Fatalf("n %d: len %d cap %d", n, len(s), cap(s))
 		}
-		full := s[:cap(s)]
-		_ = full
 		o := Slice[opSeen](n)
 		if len(o) != n || cap(o) != n {
 			t.Fatalf("n %d: len %d cap %d", n, len(o), cap(o))
