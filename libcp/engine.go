@@ -56,6 +56,7 @@ type config struct {
 	ringBlocks   uint64    // power of two
 	fake         *tsc.Fake // CP_FAKE_TSC, nil when unset
 	node         string    // CP_NODE, else the host name
+	run          string    // CP_RUN, "" when unset
 }
 
 // getenv reads the process environment as it is now, through libc: a C host
@@ -110,6 +111,12 @@ func loadConfig() (config, error) {
 	} else {
 		h, _ := os.Hostname()
 		c.node = defaultNode(h)
+	}
+	if v := getenv("CP_RUN"); v != "" {
+		if !validNode(v) {
+			return c, fmt.Errorf("CP_RUN=%q: want 1..%d characters of [A-Za-z0-9._-]", v, maxNodeLen)
+		}
+		c.run = v
 	}
 	return c, nil
 }
@@ -215,6 +222,7 @@ var (
 	cfg      config
 	host     string
 	freq     tsc.Frequency
+	domain   string // tsc.Domain(): the headers' tsc_domain
 
 	regMu    sync.Mutex
 	channels = map[int]*channel{}
@@ -264,6 +272,7 @@ func initLibrary() error {
 		C.cp_set_fake(C.uint64_t(cfg.fake.RateQ32), C.int64_t(cfg.fake.Offset))
 	}
 	freq = tsc.Freq()
+	domain = tsc.Domain()
 	C.cp_block_ready_fd = C.int(efd)
 	membarrierOK = C.cp_membarrier_init() == 1
 	// The flusher formats one block at a time: 64 bytes covers the
@@ -823,7 +832,7 @@ func (c *channel) writeHeader(name string) error {
 		Version: logfile.Version, ByteOrder: "little", Format: c.format.String(), FormatID: int32(c.format),
 		Handler: c.htype.String(), HandlerID: int32(c.htype), Args: c.argMap(), Columns: c.columns(), Conf: c.conf,
 		RecordSize: int(c.recSize), Channel: int(c.number), Name: name, NameHex: hex.EncodeToString([]byte(name)),
-		Host: host, Node: cfg.node, PID: os.Getpid(), TSCHz: freq.Hz, TSCHzSource: freq.Source, OpenSync: readSync(),
+		Host: host, Node: cfg.node, TSCDomain: domain, Run: cfg.run, PID: os.Getpid(), TSCHz: freq.Hz, TSCHzSource: freq.Source, OpenSync: readSync(),
 		Library: LibraryVersion,
 	}
 	if c.fox != nil {

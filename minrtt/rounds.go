@@ -55,6 +55,9 @@ type Node struct {
 	Addr        string  `json:"addr"` // UDP address it answers probes on
 	TSCHz       float64 `json:"tsc_hz"`
 	TSCHzSource string  `json:"tsc_hz_source"`
+	// TSCDomain is the counter the client reads (tsc.Domain); "" when
+	// unknown. Log files of the node must come from the same one.
+	TSCDomain string `json:"tsc_domain,omitempty"`
 }
 
 // Direction is every probe one node (Origin) sent to another (Responder) in

@@ -143,3 +143,22 @@ func Invariant() (bool, string) {
 	}
 	return false, "no invariant TSC advertised"
 }
+
+// Domain names the counter Read returns: the kernel's boot id (the TSC is
+// one counter per machine and boot), and the fake counter's RATE:OFFSET
+// under CP_FAKE_TSC (one machine then plays several). Two readings are
+// comparable only within one domain: log headers and tsc-client's hello
+// carry it, and analyze refuses a node name whose files or rounds come
+// from more than one. "" when the boot id cannot be read (not Linux).
+func Domain() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	id := strings.TrimSpace(string(b))
+	if err != nil || id == "" {
+		return ""
+	}
+	d := "boot " + id
+	if f, ok := ActiveFake(); ok {
+		d += " fake " + f.String()
+	}
+	return d
+}

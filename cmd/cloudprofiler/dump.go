@@ -128,6 +128,12 @@ func printSummary(w *bufio.Writer, path string, lf *logfile.File, first, last ui
 	if h.Node != "" {
 		fmt.Fprintf(w, "node:       %s\n", h.Node)
 	}
+	if h.TSCDomain != "" {
+		fmt.Fprintf(w, "tsc domain: %s\n", h.TSCDomain)
+	}
+	if h.Run != "" {
+		fmt.Fprintf(w, "run:        %s\n", h.Run)
+	}
 	fmt.Fprintf(w, "handler:    %s %v\n", h.Handler, h.Args)
 	if c := h.Conf; c != nil {
 		fmt.Fprintf(w, "conf:       %s from %q (rule %q, version %d)", c.Handler, c.Server, c.Rule, c.Version)

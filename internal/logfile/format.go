@@ -201,31 +201,36 @@ type Sync struct {
 
 // Header is the self-describing header at the start of every file.
 type Header struct {
-	Version       int              `json:"version"`
-	ByteOrder     string           `json:"byte_order"`
-	Format        string           `json:"format"`
-	FormatID      int32            `json:"format_id"`
-	Handler       string           `json:"handler"`
-	HandlerID     int32            `json:"handler_id"`
-	Args          map[string]int64 `json:"args"`
-	Columns       []string         `json:"columns"`
-	RecordSize    int              `json:"record_size"`
-	BlockRecords  int              `json:"block_records,omitempty"`
-	RingBlocks    int              `json:"ring_blocks,omitempty"`
-	DropWhenFull  bool             `json:"drop_when_full"`
-	Channel       int              `json:"channel"`
-	Name          string           `json:"name"`
-	NameHex       string           `json:"name_hex"`
-	Host          string           `json:"host"`
-	Node          string           `json:"node,omitempty"` // CP_NODE: the node whose TSC the file is in (default: host)
-	PID           int              `json:"pid"`
-	TSCHz         float64          `json:"tsc_hz"`
-	TSCHzSource   string           `json:"tsc_hz_source"`
-	OpenSync      Sync             `json:"open_sync"`
-	Library       string           `json:"library"`
-	CounterPeriod int64            `json:"counter_period_ns,omitempty"`
-	Conf          *Conf            `json:"conf,omitempty"` // NET_CONF channels
-	Fox           *Fox             `json:"fox,omitempty"`  // FOX_START, FOX_END channels and the return log
+	Version      int              `json:"version"`
+	ByteOrder    string           `json:"byte_order"`
+	Format       string           `json:"format"`
+	FormatID     int32            `json:"format_id"`
+	Handler      string           `json:"handler"`
+	HandlerID    int32            `json:"handler_id"`
+	Args         map[string]int64 `json:"args"`
+	Columns      []string         `json:"columns"`
+	RecordSize   int              `json:"record_size"`
+	BlockRecords int              `json:"block_records,omitempty"`
+	RingBlocks   int              `json:"ring_blocks,omitempty"`
+	DropWhenFull bool             `json:"drop_when_full"`
+	Channel      int              `json:"channel"`
+	Name         string           `json:"name"`
+	NameHex      string           `json:"name_hex"`
+	Host         string           `json:"host"`
+	Node         string           `json:"node,omitempty"` // CP_NODE: the node whose TSC the file is in (default: host)
+	// TSCDomain is the counter the file's TSCs come from (tsc.Domain: the
+	// boot id, and CP_FAKE_TSC's RATE:OFFSET): one per node, or the node
+	// name covers two clocks (analyze refuses that).
+	TSCDomain     string  `json:"tsc_domain,omitempty"`
+	Run           string  `json:"run,omitempty"` // CP_RUN: the run the file belongs to, when the launcher names it
+	PID           int     `json:"pid"`
+	TSCHz         float64 `json:"tsc_hz"`
+	TSCHzSource   string  `json:"tsc_hz_source"`
+	OpenSync      Sync    `json:"open_sync"`
+	Library       string  `json:"library"`
+	CounterPeriod int64   `json:"counter_period_ns,omitempty"`
+	Conf          *Conf   `json:"conf,omitempty"` // NET_CONF channels
+	Fox           *Fox    `json:"fox,omitempty"`  // FOX_START, FOX_END channels and the return log
 }
 
 // Fox describes a return-trip (ReT) file. A FOX_START channel writes two

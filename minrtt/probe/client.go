@@ -29,7 +29,10 @@ type Client struct {
 	Clock     func() uint64 // the node's counter; nil = tsc.Read
 	// Freq is the frequency of Clock; zero = tsc.Freq() (which follows
 	// CP_FAKE_TSC). In-process clients with their own fake counter set it.
-	Freq       tsc.Frequency
+	Freq tsc.Frequency
+	// Domain names the counter Clock reads (tsc.Domain); "" = tsc.Domain()
+	// when Clock is nil, else unknown.
+	Domain     string
 	Host       string // default os.Hostname()
 	PID        int    // default os.Getpid()
 	MinBackoff time.Duration
@@ -52,11 +55,19 @@ type Client struct {
 // version: retrying cannot help.
 var ErrVersion = errors.New("protocol version mismatch")
 
+// ErrConflict is returned by Run when another machine's client holds the
+// node name: retrying would only wait for the impostor to leave, while its
+// clock is measured under this node's name.
+var ErrConflict = errors.New("node name held by another machine")
+
 func (c *Client) init() {
 	c.once.Do(func() {
 		c.ctx, c.cancel = context.WithCancel(context.Background())
 		if c.Clock == nil {
 			c.Clock = tsc.Read
+			if c.Domain == "" {
+				c.Domain = tsc.Domain()
+			}
 		}
 		if c.Freq.Hz == 0 {
 			c.Freq = tsc.Freq()
@@ -119,7 +130,7 @@ func (c *Client) Run(ctx context.Context) error {
 		if c.ctx.Err() != nil {
 			return nil
 		}
-		if errors.Is(err, ErrVersion) || errors.Is(err, errBind) {
+		if errors.Is(err, ErrVersion) || errors.Is(err, ErrConflict) || errors.Is(err, errBind) {
 			return err
 		}
 		if registered {
@@ -158,7 +169,7 @@ func (c *Client) session() (bool, error) {
 		}
 	}
 	node := minrtt.Node{Name: c.Node, Host: c.Host, PID: c.PID, Addr: c.UDPAddr(),
-		TSCHz: c.Freq.Hz, TSCHzSource: c.Freq.Source}
+		TSCHz: c.Freq.Hz, TSCHzSource: c.Freq.Source, TSCDomain: c.Domain}
 	conn.SetDeadline(time.Now().Add(10 * time.Second))
 	if err := WriteMessage(conn, &Message{Type: MsgHello, Node: &node}); err != nil {
 		return false, err
@@ -173,6 +184,9 @@ func (c *Client) session() (bool, error) {
 	case MsgError:
 		if m.Code == CodeVersion {
 			return false, fmt.Errorf("%w: server says: %s", ErrVersion, m.Error)
+		}
+		if m.Code == CodeConflict {
+			return false, fmt.Errorf("%w: server says: %s", ErrConflict, m.Error)
 		}
 		return false, fmt.Errorf("server refused registration: %s", m.Error)
 	default:

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -677,4 +678,46 @@ func TestServerLimitsAndForeignResults(t *testing.T) {
 			require.Len(t, d.Probes, 20, "%s->%s: %s", d.Origin, d.Responder, d.Error)
 		}
 	}
+}
+
+// Two machines under one node name: the second client (another tsc_domain)
+// is refused with "conflict" and its Run stops with ErrConflict instead of
+// retrying forever; a client of the holder's own clock (a restart racing
+// its old connection) is told "duplicate", retries, and registers once the
+// holder leaves. The server keeps each node's domain for the rounds.
+func TestNodeNameConflict(t *testing.T) {
+	s := startServer(t, &Server{})
+	// client runs a client for node "m" of the given clock; its wait
+	// returns what Run returned (the cleanup closes it first).
+	client := func(domain string) (c *Client, wait func() error) {
+		hw := tsc.HardwareFreq()
+		c = &Client{Server: s.Addr(), Node: "m", Domain: domain, Clock: tsc.Raw,
+			Freq: tsc.Frequency{Hz: hw.Hz, Source: "test"}, MinBackoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, Logf: t.Logf}
+		done := make(chan error, 1)
+		go func() { done <- c.Run(context.Background()) }()
+		wait = sync.OnceValue(func() error { return <-done })
+		t.Cleanup(func() { c.Close(); wait() })
+		return c, wait
+	}
+	holder, holderWait := client("boot aaaa")
+	waitNodes(t, s, 1)
+
+	impostor, impostorWait := client("boot bbbb")
+	time.AfterFunc(10*time.Second, impostor.Close) // were it to retry forever
+	err := impostorWait()
+	require.ErrorIs(t, err, ErrConflict, "a client of another clock must stop, not retry for a name another machine holds")
+	require.Contains(t, err.Error(), "two machines under one node name")
+	require.Contains(t, err.Error(), "boot aaaa")
+
+	restarted, restartedWait := client("boot aaaa")
+	time.Sleep(300 * time.Millisecond) // several refused attempts ("duplicate"): it keeps trying
+	holder.Close()
+	require.NoError(t, holderWait())
+	require.Eventually(t, func() bool {
+		ns := s.Nodes()
+		return len(ns) == 1 && ns[0].Addr == restarted.UDPAddr()
+	}, 10*time.Second, 10*time.Millisecond, "the restarted client of the holder's clock never registered")
+	require.Equal(t, "boot aaaa", s.Nodes()[0].TSCDomain)
+	restarted.Close()
+	require.NoError(t, restartedWait())
 }

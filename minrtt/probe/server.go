@@ -446,6 +446,12 @@ func (s *Server) register(c net.Conn, m *Message) (*peer, string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old := s.peers[n.Name]; old != nil {
+		if o, d := old.node.TSCDomain, n.TSCDomain; o != "" && d != "" && o != d {
+			s.Logf("tsc-server: node name %q claimed by host %s pid %d (clock %s) while host %s pid %d (clock %s) holds it: refused",
+				n.Name, n.Host, n.PID, d, old.node.Host, old.node.PID, o)
+			return nil, CodeConflict, fmt.Errorf("node name %q is held by host %s, pid %d, whose TSC is another clock (%s; yours: %s): two machines under one node name: give each its own --node (and CP_NODE)",
+				n.Name, old.node.Host, old.node.PID, o, d)
+		}
 		return nil, CodeDuplicate, fmt.Errorf("node name %q is registered already (host %s, pid %d, probes on %s): give each node its own --node",
 			n.Name, old.node.Host, old.node.PID, old.node.Addr)
 	}

@@ -121,7 +121,8 @@ const (
 const (
 	CodeVersion   = "version"   // the peer speaks another protocol version
 	CodeTooLarge  = "too_large" // a message exceeded MaxMessage
-	CodeDuplicate = "duplicate" // the node name is registered already
+	CodeDuplicate = "duplicate" // the node name is registered already (by this machine's clock, or one unknown)
+	CodeConflict  = "conflict"  // the node name is held by another machine's clock: retrying cannot help
 	CodeRefused   = "refused"   // a hello the server cannot use (no name, bad address)
 )
 

@@ -965,6 +965,12 @@ static int child_fake(void) {
       FCHECK(system(cmd) == 0, "dump does not show the node");
       snprintf(cmd, sizeof cmd, "'%s' dump '%s' | grep -q 'fake rate'", dump_cmd, path);
       FCHECK(system(cmd) == 0, "dump does not show the fake rate");
+      // The counter's identity: this boot, and the fake counter's offset.
+      snprintf(cmd, sizeof cmd, "'%s' dump '%s' | grep -q '^tsc domain: boot [0-9a-f-]* fake [0-9.]*:%s$'", dump_cmd, path,
+               strchr(getenv("CP_FAKE_TSC"), ':') + 1);
+      FCHECK(system(cmd) == 0, "dump does not show the TSC domain");
+      snprintf(cmd, sizeof cmd, "'%s' dump '%s' | grep -q '^run: *c-run-3$'", dump_cmd, path);
+      FCHECK(system(cmd) == 0, "dump does not show the run");
     }
   }
   return 0;
@@ -979,6 +985,7 @@ static int test_fake_tsc(void) {
       setenv("CP_LOG_DIR", dir, 1);
       setenv("CP_FAKE_TSC", fakes[i], 1);
       setenv("CP_NODE", "c-node-7", 1);
+      setenv("CP_RUN", "c-run-3", 1);
       execl(self_path, self_path, "--child-fake", (char *)NULL);
       _exit(127);
     }
@@ -992,7 +999,8 @@ static int test_fake_tsc(void) {
 // Bad values fail OpenChannel with CP_ERR_CONFIG; fixed, the next one works.
 static int child_config(void) {
   const char *bad[][2] = {{"CP_FAKE_TSC", "fast"}, {"CP_FAKE_TSC", "2"}, {"CP_FAKE_TSC", "1000:0"},
-                          {"CP_NODE", "no spaces"}, {"CP_NODE", "01234567890123456789012345678901234567890123456789012345678901234"}};
+                          {"CP_NODE", "no spaces"}, {"CP_NODE", "01234567890123456789012345678901234567890123456789012345678901234"},
+                          {"CP_RUN", "run/1"}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     setenv(bad[i][0], bad[i][1], 1);
     int64_t ch = OpenChannel("cfg", CP_BINARY_TSC, CP_NULLH);
@@ -1026,7 +1034,7 @@ static int test_config_errors(void) {
   msg[k] = 0;
   if (e) fclose(e);
   CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %#x: %s", status, msg);
-  CHECK(strstr(msg, "CP_FAKE_TSC=\"fast\"") && strstr(msg, "CP_NODE=\"no spaces\""), "stderr does not name the variables: %s", msg);
+  CHECK(strstr(msg, "CP_FAKE_TSC=\"fast\"") && strstr(msg, "CP_NODE=\"no spaces\"") && strstr(msg, "CP_RUN=\"run/1\""), "stderr does not name the variables: %s", msg);
   return 1;
 }
 
