@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -42,6 +43,10 @@ func runAnalyze(stdout, stderr io.Writer, args []string) error {
 	fs.IntVar(&cfg.Workers, "workers", 0, "goroutines decoding and joining (default: one per core)")
 	quiet := fs.Bool("quiet", false, "no progress line on stderr")
 	floor := fs.Bool("decode-only", false, "only decode the tuple records, as the analysis does, and say how fast (the floor analyze is measured against); writes nothing")
+	fs.BoolVar(&cfg.OneRun, "one-run", false, "take the logs as one run even where channels were opened again after a time no channel logged (else refused as two runs)")
+	// exitContradiction: the logs contradict each other (two clocks under
+	// one node name, two runs, a TSC going back); nothing was written.
+	const exitContradiction = 4
 	strict := fs.Bool("strict", false, "exit with status 3 when a log file is damaged or misses records it accepted (the results are still written)")
 	// The capacity analysis: channels named "OPERATOR[#INSTANCE] in|out|sent|count".
 	fs.DurationVar(&cfg.Window, "window", analyze.DefaultWindow, "capacity: length of the time windows (reference clock) from the run's first tuple record, e.g. 1s, 250ms")
@@ -164,6 +169,9 @@ func runAnalyze(stdout, stderr io.Writer, args []string) error {
 	}
 	start := time.Now()
 	res, err := analyze.Run(cfg)
+	if errors.Is(err, analyze.ErrContradiction) {
+		return &exitCode{exitContradiction, err.Error()}
+	}
 	if err != nil {
 		return err
 	}

@@ -51,6 +51,9 @@ type Config struct {
 	Workers      int       // goroutines decoding and joining (default GOMAXPROCS)
 	SpillDir     string    // where records spill past the budget (default Out/.spill)
 	Progress     io.Writer // a progress line every few seconds once a run is longer than 3 s (nil: none)
+	// OneRun takes the logs as one run even where they look like several
+	// (channels opened again after a time no channel logged: contradict.go).
+	OneRun bool
 	// The capacity analysis (capacity.go, package capacity): windows of
 	// Window (default 1 s) from the run's first tuple record; fewer than
 	// MinTuples (default 30) paired tuples in a row give no service rate;
@@ -202,6 +205,8 @@ type analysis struct {
 	tscMin, tscMax []uint64
 	// per channel, the records decoded
 	chanRecords []uint64
+	// per channel, its TSC's largest step back (decode; contradict.go)
+	stepBack []stepBack
 }
 
 // outputs are the files an analysis may write into Out. A run removes
@@ -277,8 +282,11 @@ func prepare(cfg Config) (*analysis, error) {
 	if err != nil {
 		return nil, err
 	}
-	model, err := buildModel(cfg, chans)
+	model, rounds, err := buildModel(cfg, chans)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkHeaders(chans, rounds); err != nil {
 		return nil, err
 	}
 	known := map[string]bool{}
@@ -370,7 +378,7 @@ func (a *analysis) run() (*Result, error) {
 // buildModel translates every node's TSC into the reference's: from the
 // rounds; or, with no --rounds and every log from one node, that node's own
 // counter (exact: no translation is needed inside one machine).
-func buildModel(cfg Config, chans []*Channel) (*minrtt.Model, error) {
+func buildModel(cfg Config, chans []*Channel) (*minrtt.Model, []*minrtt.Round, error) {
 	if cfg.Rounds == "" {
 		nodes := map[string]bool{}
 		var names []string
@@ -382,11 +390,11 @@ func buildModel(cfg Config, chans []*Channel) (*minrtt.Model, error) {
 		}
 		if len(names) != 1 {
 			sort.Strings(names)
-			return nil, fmt.Errorf("analyze: the logs come from %d nodes (%s): --rounds (tsc-server --out) is required to translate between them",
+			return nil, nil, fmt.Errorf("analyze: the logs come from %d nodes (%s): --rounds (tsc-server --out) is required to translate between them",
 				len(names), strings.Join(names, ", "))
 		}
 		if cfg.Ref != "" && cfg.Ref != names[0] {
-			return nil, fmt.Errorf("analyze: reference node %q: the logs come from node %q only", cfg.Ref, names[0])
+			return nil, nil, fmt.Errorf("analyze: reference node %q: the logs come from node %q only", cfg.Ref, names[0])
 		}
 		origin, hz := uint64(0), 0.0
 		for i, c := range chans {
@@ -397,17 +405,18 @@ func buildModel(cfg Config, chans []*Channel) (*minrtt.Model, error) {
 				hz = c.Hz
 			}
 		}
-		return minrtt.NewSingleNodeModel(names[0], hz, origin, cfg.Method)
+		model, err := minrtt.NewSingleNodeModel(names[0], hz, origin, cfg.Method)
+		return model, nil, err
 	}
 	rounds, err := minrtt.ReadRounds(cfg.Rounds)
 	if err != nil {
-		return nil, fmt.Errorf("rounds: %w", err)
+		return nil, nil, fmt.Errorf("rounds: %w", err)
 	}
 	model, err := minrtt.NewModel(rounds, minrtt.Options{Ref: cfg.Ref, Method: cfg.Method})
 	if err != nil {
-		return nil, fmt.Errorf("rounds: %w", err)
+		return nil, nil, fmt.Errorf("rounds: %w", err)
 	}
-	return model, nil
+	return model, rounds, nil
 }
 
 func kindRank(k string) int {

@@ -42,6 +42,7 @@ func (a *analysis) decodeAll(ps *partitions, workers int) error {
 	var next atomic.Int64
 	var records atomic.Uint64
 	a.chanRecords = make([]uint64, len(a.chans))
+	a.stepBack = make([]stepBack, len(a.chans))
 	errs := make([]error, workers)
 	var failed atomic.Bool
 	var wg sync.WaitGroup
@@ -103,8 +104,10 @@ func (a *analysis) decodeFile(ch int, pw *partWriter, alias lineageMap) (uint64,
 	if err := pw.setChannel(uint32(ch)); err != nil {
 		return 0, err
 	}
-	// The run's span (tupleSpan): each channel's smallest and largest TSC.
+	// The run's span (tupleSpan): each channel's smallest and largest TSC;
+	// and its largest step back (contradict.go).
 	lo, hi := uint64(math.MaxUint64), uint64(0)
+	var back stepBack
 	var dep *critpath.DepIndex // its counters' index (critpath.go)
 	if a.cp.deps != nil {
 		dep = a.cp.deps[ch]
@@ -128,7 +131,10 @@ func (a *analysis) decodeFile(ch int, pw *partWriter, alias lineageMap) (uint64,
 				}
 			}
 		}
-		for _, r := range rs {
+		for i, r := range rs {
+			if r.TSC < hi && hi-r.TSC > back.cycles {
+				back = stepBack{record: n + uint64(i), from: hi, cycles: hi - r.TSC}
+			}
 			lo, hi = min(lo, r.TSC), max(hi, r.TSC)
 		}
 		if dep != nil && !dep.AddRecords(rs) {
@@ -138,7 +144,7 @@ func (a *analysis) decodeFile(ch int, pw *partWriter, alias lineageMap) (uint64,
 		a.progress.records.Add(uint64(len(rs)))
 		return nil
 	})
-	a.tscMin[ch], a.tscMax[ch] = lo, hi
+	a.tscMin[ch], a.tscMax[ch], a.stepBack[ch] = lo, hi, back
 	return n, c.readDone(lf, err)
 }
 

@@ -99,6 +99,9 @@ func (a *analysis) joinTuples() error {
 		return err
 	}
 	a.doneDepIndexes()
+	if err := a.checkRecords(); err != nil {
+		return err
+	}
 	a.planTimeline()
 	a.res.Spilled = ps.spilled
 	if err := a.capacityWindows(); err != nil {

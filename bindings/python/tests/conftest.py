@@ -18,7 +18,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 
 # Variables of the library that must not leak in from the caller's shell.
-_CLEAR = ("CP_CONF_SERVER", "CP_FAKE_TSC", "CP_NODE", "CP_NO_SIGNAL_HANDLER", "CP_RET_START",
+_CLEAR = ("CP_CONF_SERVER", "CP_FAKE_TSC", "CP_NODE", "CP_RUN", "CP_NO_SIGNAL_HANDLER", "CP_RET_START",
           "CP_RET_START_NAME", "CP_RET_LISTEN", "CP_BLOCK_RECORDS", "CP_RING_BLOCKS", "CP_QUIET")
 
 
@@ -96,6 +96,24 @@ class RealRun:
     def __init__(self, tool, rounds, logs, env):
         self.tool, self.rounds, self.logs, self.env = tool, rounds, logs, env
 
+    def log_node(self, node, logdir, **extra):
+        """A child Python plays node (CP_NODE, its fake TSC unless extra
+        says otherwise) and logs its channels into logdir."""
+        env = dict(CP_NODE=node, CP_FAKE_TSC=self.fake[node], CP_BLOCK_RECORDS=256)
+        env.update(extra)
+        r = run_child("""
+            import cloudprofiler as cp
+            chans = [cp.open_channel(c, cp.LogFormat.ZSTD_TSC, h) for c, h in %r]
+            for ch in chans:
+                if ch.handler == cp.Handler.PERIODICCOUNTER:
+                    ch.parameterize(cp.Arg.ARG0, 1_000_000)  # 1 ms periods
+            for i in range(%d):
+                for ch in chans:
+                    ch.log(i)
+            cp.close_all()
+        """ % (self.channels[node], self.n_tuples), logdir, **env)
+        assert r.returncode == 0, r.stderr
+
     def analyze(self, out, *args, logs=None, check=True):
         r = subprocess.run([self.tool, "analyze", "--rounds", str(self.rounds), "--logs", str(logs or self.logs),
                             "--out", str(out), "--ref", "a"] + list(args),
@@ -148,20 +166,8 @@ def real_run(tmp_path_factory):
         subprocess.run([tool, "tsc-round", "--server", addr, "--label", "before", "--wait-nodes", "2"],
                        check=True, capture_output=True, timeout=60, env=env)
         # Small blocks: every log has several frames (a damaged one loses a part).
-        for node, chans in run.channels.items():
-            r = run_child("""
-                import cloudprofiler as cp
-                chans = [cp.open_channel(c, cp.LogFormat.ZSTD_TSC, h) for c, h in %r]
-                for ch in chans:
-                    if ch.handler == cp.Handler.PERIODICCOUNTER:
-                        ch.parameterize(cp.Arg.ARG0, 1_000_000)  # 1 ms periods
-                for i in range(%d):
-                    for ch in chans:
-                        ch.log(i)
-                cp.close_all()
-            """ % (chans, run.n_tuples), logs / node, CP_NODE=node, CP_FAKE_TSC=run.fake[node],
-                CP_BLOCK_RECORDS=256)
-            assert r.returncode == 0, r.stderr
+        for node in run.channels:
+            run.log_node(node, logs / node)
         subprocess.run([tool, "tsc-round", "--server", addr, "--label", "after"],
                        check=True, capture_output=True, timeout=60, env=env)
     finally:
