@@ -333,7 +333,11 @@ static void flush_all_raw(int dying) {
     uint64_t written = atomic_load_explicit(&s->written_pos, memory_order_acquire);
     if (s->ring && !sig_failed && atomic_load(&s->unwritten) == 0) written = w & CP_COUNT_MASK;
     cp_status_write_locked(s, CP_STATE_SIGNAL, accepted, written);
-    if (sig_locked) cp_wunlock(s);
+    // A process that dies now keeps the lock: a drainer that took it next
+    // would start a frame the death cuts short (a fatal signal ends a write
+    // to a file part way), and the file, which holds every accepted record,
+    // would end in a torn duplicate that readers call "cut short".
+    if (sig_locked && !dying) cp_wunlock(s);
   }
   atomic_store(&sig_busy, 0);
   atomic_store(&sig_flushing, 0);

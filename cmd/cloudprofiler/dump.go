@@ -225,7 +225,11 @@ func printSummary(w *bufio.Writer, path string, lf *logfile.File, first, last ui
 		fmt.Fprintln(w, "closed:     no trailer (the process ended without closing the channel)")
 	}
 	if s.TruncatedBytes > 0 {
-		fmt.Fprintf(w, "truncated:  %d bytes after the last whole frame\n", s.TruncatedBytes)
+		fmt.Fprintf(w, "truncated:  %d bytes after the last whole frame", s.TruncatedBytes)
+		if s.TornAfterSignal(&lf.Header) {
+			fmt.Fprint(w, " (a write the process's death cut short after its SIGTERM flush: nothing is missing)")
+		}
+		fmt.Fprintln(w)
 	}
 	fmt.Fprintln(w)
 }

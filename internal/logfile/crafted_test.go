@@ -303,3 +303,20 @@ func FuzzDecompress(f *testing.F) {
 		}
 	})
 }
+
+// A file whose SIGTERM flush wrote every accepted record, and whose
+// drainer's next frame the process's death cut short, ends in a torn
+// duplicate: no problem. The same tail with a position missing, or after
+// a plain close (no signal flush), is "cut short".
+func TestTornAfterSignal(t *testing.T) {
+	h := &Header{Handler: "BUFFER_IDENTITY", BlockRecords: 256}
+	sum := func(records uint64, state uint32) *Summary {
+		return &Summary{Read: "records", Records: records, TruncatedBytes: 60251,
+			Status: &Status{Accepted: 1000, Written: 1000, State: state}}
+	}
+	require.Empty(t, sum(1000, StateSignal).Problems(h))
+	require.True(t, sum(1000, StateSignal).TornAfterSignal(h))
+	require.Contains(t, strings.Join(sum(999, StateSignal).Problems(h), "; "), "cut short: 60251 bytes")
+	require.Contains(t, strings.Join(sum(1000, StateClosed).Problems(h), "; "), "cut short: 60251 bytes")
+	require.Contains(t, strings.Join(sum(1000, StateSignal).Problems(&Header{Handler: "PERIODICCOUNTER"}), "; "), "cut short")
+}

@@ -182,8 +182,10 @@ func (s *Summary) Problems(h *Header) []string {
 	if s.CorruptLines > 0 {
 		out = append(out, fmt.Sprintf("%d damaged lines skipped", s.CorruptLines))
 	}
-	if s.TruncatedBytes > 0 {
+	if s.TruncatedBytes > 0 && !s.TornAfterSignal(h) {
 		out = append(out, fmt.Sprintf("cut short: %d bytes after the last whole frame", s.TruncatedBytes))
+	} else if s.TruncatedBytes > 0 {
+		// A torn duplicate: nothing is missing (said below otherwise).
 	} else if st := s.Status; s.Trailer == nil && st != nil && st.State == StateClosed && st.Errno == 0 {
 		// Closed with every record written, so the trailer was written
 		// after the last frame: the file was cut where a frame ended.
@@ -220,6 +222,21 @@ func (s *Summary) Problems(h *Header) []string {
 		out = append(out, msg)
 	}
 	return out
+}
+
+// TornAfterSignal says whether the bytes after the last whole frame are a
+// write the process's death cut short after its SIGTERM flush had written
+// every accepted record: a drainer's frame of records already in the file
+// (a fatal signal ends a write to a file part way; the flush keeps the
+// lock when it kills the process, but a program's own handler that exits
+// may still cut one). That loses nothing, so it is no problem; a read that
+// misses an accepted position is.
+func (s *Summary) TornAfterSignal(h *Header) bool {
+	if s.Status == nil || s.Status.State != StateSignal || s.Read != "records" || !(h.BlockRecords > 0 || h.Handler == "IDENTITY") {
+		return false
+	}
+	accepted, known := s.accepted()
+	return known && s.Records+s.Holes+uint64(s.CorruptLines)+s.Status.Refused >= accepted
 }
 
 // Unwritten is how many records the channel accepted and could not write

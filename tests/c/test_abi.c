@@ -664,14 +664,11 @@ static int kill_child(const char *mode, int sig, int64_t after, int want_status)
       fprintf(stderr, "  (the handler ran on another thread than the logging one)\n");
       CHECK(!strstr(d.err, "damaged frames") && !strstr(d.err, "damaged lines"), "%s: damaged: %s", suffix[k], d.err);
     } else if (sig != SIGKILL) {
-      // The process may die (of the signal, or by a handler's exit()) while
-      // the drainer writes a frame the flush already wrote: the file is then
-      // cut short (dump exits 3 and says so) and still holds every accepted
-      // record (checked next).
-      int cut_ok = WIFEXITED(d.dump_status) &&
-                   WEXITSTATUS(d.dump_status) == 3 && strstr(d.err, "cut short") && !strstr(d.err, "damaged frames") &&
-                   !strstr(d.err, "damaged lines");
-      CHECK(d.dump_status == 0 || cut_ok, "%s: dump failed: %s", suffix[k], d.err);
+      // The process may die (by a handler's exit()) while the drainer
+      // writes a frame the flush already wrote: the file then ends in a torn
+      // duplicate, which loses nothing, so dump exits 0 (it once said "cut
+      // short" and exited 3, and analyze --strict failed a clean SIGTERM).
+      CHECK(d.dump_status == 0, "%s: dump failed: %s", suffix[k], d.err);
       CHECK((int64_t)d.n >= acc, "%s: %zu records in the file, %lld accepted: lost some", suffix[k], d.n, (long long)acc);
       CHECK((int64_t)d.n <= acc + 1, "%s: more records than logged", suffix[k]);
     } else {
