@@ -222,7 +222,7 @@ struct cp_xoy *cp_set_xoy(cp_slot_t *s, int64_t x, int64_t y) {
 static int32_t log_median(cp_slot_t *s, uint64_t gen, int64_t id, uint64_t t);
 static int32_t log_fox_end(cp_slot_t *s, uint64_t gen, int64_t id);
 static int32_t log_identity(cp_slot_t *s, uint64_t gen, int64_t id, uint64_t t);
-static int32_t log_firstlast(cp_slot_t *s, int64_t id, uint64_t t);
+static int32_t log_firstlast(cp_slot_t *s, uint64_t gen, int64_t id, uint64_t t);
 
 __attribute__((noinline)) static int32_t log_ring_mono(cp_slot_t *s, uint64_t gen, int64_t id, uint64_t t) {
   return put_ring(s, gen, id, t, mono_raw_inline());
@@ -269,7 +269,7 @@ __attribute__((noinline)) static int32_t log_other(cp_slot_t *s, uint64_t gen, i
   case CP_MEDIAN:
     return log_median(s, gen, id, rdtscp_inline());
   case CP_FIRSTLAST:
-    return log_firstlast(s, id, rdtscp_inline());
+    return log_firstlast(s, gen, id, rdtscp_inline());
   case CP_IDENTITY:
     return log_identity(s, gen, id, rdtscp_inline());
   case CP_LINEAGE:  // CP_LogLineage only
@@ -785,10 +785,15 @@ int32_t cp_median_set_window(cp_slot_t *s, uint64_t *buf, uint32_t window) {
 }
 
 // ---- FIRSTLAST: two records kept in the slot, written at close.
-static int32_t log_firstlast(cp_slot_t *s, int64_t id, uint64_t t) {
+static int32_t log_firstlast(cp_slot_t *s, uint64_t gen, int64_t id, uint64_t t) {
   uint64_t m = s->with_mono ? mono_raw_inline() : 0;
   lock_slot(s);
   if (s->kind != CP_FIRSTLAST) { unlock_slot(s); return 0; }  // a NET_CONF switch got here first
+  // CloseChannel sets the closed bit, then takes the pair under this lock: a
+  // call that finds the bit here comes after the snapshot (or races it) and
+  // is refused, not answered 0 and counted nowhere.
+  uint64_t w = atomic_load_explicit(&s->word, memory_order_acquire);
+  if ((w >> 47) != (gen << 1)) { unlock_slot(s); return cp_word_error(w, gen); }
   if (s->fl_n++ == 0) { s->fl_first_id = id; s->fl_first_tsc = t ? t : 1; s->fl_first_mono = m; }
   s->fl_last_id = id; s->fl_last_tsc = t ? t : 1; s->fl_last_mono = m;
   unlock_slot(s);
