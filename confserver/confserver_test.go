@@ -258,3 +258,40 @@ func TestThousandConcurrentResolvesWhileRulesChange(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A server killed between writing the next table and renaming it leaves
+// the temporary file: the next Open removes it (the write was never
+// acknowledged). A symlink planted at that name is never followed: its
+// target stays untouched, the update fails with an error, the table in
+// force and on disk stay as they were.
+func TestStoreTemporaryFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "rules.json")
+	st, err := Open(path)
+	require.NoError(t, err)
+	_, err = st.Update(func(tb *Table) error { tb.Rules = append(tb.Rules, Rule{ID: "ra", Name: "a*", Handler: "NULLH"}); return nil })
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".rules.json.tmp"), []byte(`{"version": 99, "rul`), 0o600))
+	st, err = Open(path)
+	require.NoError(t, err)
+	tab, _ := st.Snapshot()
+	require.Equal(t, uint64(2), tab.Version)
+	entries, _ := os.ReadDir(dir)
+	require.Len(t, entries, 1, "the leftover is removed")
+
+	victim := filepath.Join(t.TempDir(), "victim")
+	require.NoError(t, os.WriteFile(victim, []byte("someone else's\n"), 0o644))
+	require.NoError(t, os.Symlink(victim, filepath.Join(dir, ".rules.json.tmp")))
+	_, err = st.Update(func(tb *Table) error { tb.Rules = append(tb.Rules, Rule{ID: "rb", Name: "b*", Handler: "NULLH"}); return nil })
+	require.Error(t, err)
+	b, _ := os.ReadFile(victim)
+	require.Equal(t, "someone else's\n", string(b))
+	tab, _ = st.Snapshot()
+	require.Equal(t, uint64(2), tab.Version)
+	st, err = Open(path) // and the next server removes the symlink (not its target)
+	require.NoError(t, err)
+	_, err = os.Lstat(filepath.Join(dir, ".rules.json.tmp"))
+	require.ErrorIs(t, err, os.ErrNotExist)
+	_, err = os.Stat(victim)
+	require.NoError(t, err)
+}

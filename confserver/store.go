@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 )
 
 // Store holds the table, writes every change to its file atomically (a crash
@@ -31,6 +32,13 @@ type Store struct {
 // channels get the default, NULLH) and is created.
 func Open(path string) (*Store, error) {
 	s := &Store{path: path, changed: make(chan struct{})}
+	// A server killed between writing the next table and renaming it over
+	// the file left it behind: that write was never acknowledged.
+	if st, err := os.Lstat(tmpPath(path)); err == nil && (st.Mode().IsRegular() || st.Mode()&fs.ModeSymlink != 0) {
+		if err := os.Remove(tmpPath(path)); err != nil {
+			return nil, fmt.Errorf("removing what an earlier server left: %w", err)
+		}
+	}
 	var t Table
 	b, err := os.ReadFile(path)
 	switch {
@@ -129,19 +137,28 @@ func (t Table) clone() Table {
 	return c
 }
 
+// tmpPath is where the next table is written before it is renamed over
+// path: one fixed name (updates are one at a time, one server per file),
+// so a server killed mid-write leaves at most one file, which the next
+// Open removes.
+func tmpPath(path string) string {
+	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+}
+
 // writeAtomic writes the table next to path, syncs it, and renames it over
-// path, then syncs the directory.
+// path, then syncs the directory. The temporary file is never followed
+// through a symlink (O_NOFOLLOW): no file of someone else's is written.
 func writeAtomic(path string, t Table) error {
 	b, err := json.MarshalIndent(t, "", "  ")
 	if err != nil {
 		return err
 	}
 	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	tmp := tmpPath(path)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return err
 	}
-	tmp := f.Name()
 	mode := os.FileMode(0o644)
 	if st, err := os.Stat(path); err == nil {
 		mode = st.Mode().Perm() // keep what the operator set
