@@ -30,7 +30,7 @@ func (n simNode) at(t float64) uint64 { return uint64(math.Floor(n.off + n.hz*t)
 
 // writeASCII writes a channel file in the ASCII_TSC format, as the library
 // does for IDENTITY channels: the magic, the header, one line per record.
-func writeASCII(t *testing.T, dir string, h logfile.Header, lines []string) {
+func writeASCII(t testing.TB, dir string, h logfile.Header, lines []string) {
 	t.Helper()
 	h.Version, h.ByteOrder, h.Format, h.FormatID = logfile.Version, "little", "ASCII_TSC", int32(logfile.ASCIITSC)
 	h.RecordSize, h.Columns = 16, []string{"tuple_id", "tsc"}

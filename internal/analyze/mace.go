@@ -118,8 +118,14 @@ func (a *analysis) planMace() error {
 	}
 	grid := cost.Grid{T0: win.T0, Width: cfg.Width, N: int(math.Max(1, math.Ceil((win.T1-win.T0)/cfg.Width))), Sub: maceCostCells}
 	if need := (mace.Bytes(cfg) + cost.Bytes(len(insts), grid)) * int64(a.cfg.Workers); need > max(a.cfg.MemBytes/4, 16<<20) {
-		return fmt.Errorf("analyze: Mace: %d windows of %s for %d operator instances on %d workers would take %d MiB, more than a quarter of --mem-mb; give a wider --mace-window, or --no-mace",
-			int(math.Ceil((win.T1-win.T0)/cfg.Width)), a.cfg.MaceWindow, len(insts), a.cfg.Workers, need>>20)
+		why := fmt.Sprintf("%d windows of %s for %d operator instances on %d workers would take %d MiB, more than a quarter of --mem-mb (%d MiB); give --mem-mb %d or more, or a wider --mace-window",
+			int(math.Ceil((win.T1-win.T0)/cfg.Width)), a.cfg.MaceWindow, len(insts), a.cfg.Workers, need>>20, a.cfg.MemBytes>>20, (4*need+1<<20-1)>>20)
+		if len(a.cfg.WhatIf) > 0 || a.cfg.MaceCosts != "" {
+			return fmt.Errorf("analyze: Mace (asked for by --what-if or --mace-costs): %s", why)
+		}
+		// Run by default, not asked for: the rest of the analysis goes on.
+		a.res.MaceNote = "Mace: not analysed: " + why
+		return nil
 	}
 	a.mace = maceState{cfg: cfg, whatIfs: whatIfs, costs: costs, grid: grid}
 	return nil

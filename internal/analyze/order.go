@@ -163,6 +163,10 @@ func (a *analysis) rankChannels(ov orderVotes) ([]int, error) {
 	}
 	placed := make([]bool, n)
 	rank := make([]int, n)
+	labels := make([]string, n) // compared n^2 times: made once
+	for i, c := range a.chans {
+		labels[i] = c.Label()
+	}
 	better := func(x, y int) bool { // x should come before y among free channels
 		if _, okx := given[x]; okx {
 			if _, oky := given[y]; oky && given[x] != given[y] {
@@ -172,7 +176,7 @@ func (a *analysis) rankChannels(ov orderVotes) ([]int, error) {
 		if wins[x] != wins[y] {
 			return wins[x] > wins[y]
 		}
-		return a.chans[x].Label() < a.chans[y].Label()
+		return labels[x] < labels[y]
 	}
 	for r := 0; r < n; r++ {
 		pick, pickFree := -1, false

@@ -28,6 +28,7 @@ type DepIndex struct {
 	blk    [depMax]uint64
 	nb     int
 	bad    bool // not sorted, or past the budget
+	mapped bool // words moved into a mapping (grow), or tried to
 	budget *atomic.Int64
 }
 
@@ -98,18 +99,11 @@ func (x *DepIndex) flush() {
 		x.bad = true
 		return
 	}
-	if x.words == nil {
-		x.words = hugeWords(x.budget)
-		if m := x.words; m != nil {
-			runtime.AddCleanup(x, unmapWords, m)
-		}
-	}
 	line := uint64(len(x.first))
 	if len(x.words)+8 > cap(x.words) {
-		x.words = append(x.words, make([]uint64, 8)...) // past the mapping: the heap (copied)
-	} else {
-		x.words = x.words[:len(x.words)+8]
+		x.grow()
 	}
+	x.words = x.words[:len(x.words)+8]
 	x.first = append(x.first, f)
 	x.meta = append(x.meta, uint16(x.nb)<<8|uint16(w))
 	if w > 0 {
@@ -126,6 +120,33 @@ func (x *DepIndex) flush() {
 	}
 	x.n += x.nb
 	x.nb = 0
+}
+
+// hugeFrom is the size from which an index's lines move into a mapping of
+// huge pages (hugeWords). A huge page is 2 MiB of memory as soon as one
+// line of it is touched: 5,000 small indexes (one per operator instance)
+// each in a mapping of its own took 10 GiB where the budget was 3.
+const hugeFrom = 4 << 20
+
+// grow makes room for at least one more line: on the heap (copied, as
+// append does) while the index is small, then in a mapping of huge pages
+// as large as the budget left (one copy; lookups then miss the TLB less);
+// past the mapping's end, the heap again.
+func (x *DepIndex) grow() {
+	if x.mapped || 8*cap(x.words) < hugeFrom {
+		x.words = append(x.words, make([]uint64, 8)...)[:len(x.words)]
+		return
+	}
+	x.mapped = true
+	m := hugeWords(x.budget)
+	if cap(m) < len(x.words)+8 {
+		unmapWords(m)
+		x.words = append(x.words, make([]uint64, 8)...)[:len(x.words)]
+		return
+	}
+	m = append(m, x.words...)
+	runtime.AddCleanup(x, unmapWords, m)
+	x.words = m
 }
 
 // Done ends the building; false when the index was given up.
