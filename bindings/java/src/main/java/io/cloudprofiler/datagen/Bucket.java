@@ -11,12 +11,15 @@ public final class Bucket<T> {
     private final long[] ids;
     private final Object[] items;
     private final int size;
+    /** Bytes it holds of the factory's budget (its tuples' wire bytes), released when a consumer takes it. */
+    final long charge;
 
-    Bucket(StreamInfo stream, long[] ids, Object[] items, int size) {
+    Bucket(StreamInfo stream, long[] ids, Object[] items, int size, long charge) {
         this.stream = stream;
         this.ids = ids;
         this.items = items;
         this.size = size;
+        this.charge = charge;
     }
 
     /** The stream (connection) it came on. */

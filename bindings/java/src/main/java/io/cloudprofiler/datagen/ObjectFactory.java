@@ -36,6 +36,14 @@ import java.util.function.Consumer;
  * connection's own bounded {@link SpscQueue}. When the queue is full the
  * thread waits, stops reading, and TCP's flow control holds the sender back:
  * the sender then reports the rate as not reached. Nothing is ever dropped.
+ * <li>Memory is bounded in bytes, across all connections: a bucket is
+ * charged its frame's bytes to the factory's budget ({@link
+ * Builder#maxQueuedBytes maxQueuedBytes}, by default an eighth of the heap,
+ * at most 256 MiB) from the moment its header says how long it is, before
+ * its body is read, until a consumer takes it ({@link #queuedBytes()}). A
+ * thread whose next bucket does not fit waits, reading nothing, like one
+ * whose queue is full; a BUCKET larger than the whole budget is refused
+ * (its connection closes, the stream's report says why).
  * <li>Consumers (a source's subtasks, a spout's tasks) call {@link
  * #poll(int, int) poll(consumer, consumers)}: consumer {@code c} of {@code
  * n} drains the queues of the streams whose {@link StreamInfo#queue() queue
@@ -56,7 +64,8 @@ import java.util.function.Consumer;
  * #malformedConnections()}); the buckets before it stay deliverable. Nothing
  * a sender sends can throw into the host or block it.
  * <li>Bounds (FRAMING.md): each frame type's length limit is checked before
- * its body is read, and a body's buffer grows only as its bytes arrive; at
+ * its body is read, and a BUCKET's buffer is allocated only once the
+ * byte budget has room for it (and dropped after its frame); at
  * most {@link Builder#maxConnections 1024} connections at a time (more are
  * closed at once: {@link #refusedConnections()}); a connection has 10 s in
  * all to send its HELLO, and is closed after 5 minutes without a byte once
@@ -91,6 +100,7 @@ public final class ObjectFactory<T> implements AutoCloseable {
         private String host = "127.0.0.1";
         private int port = 0;
         private int queueCapacity = 64;
+        private long maxQueuedBytes = defaultMaxQueuedBytes();
         private long helloTimeoutMillis = 10_000;
         private long idleTimeoutMillis = 300_000;
         private int maxConnections = DEFAULT_MAX_CONNECTIONS;
@@ -134,6 +144,37 @@ public final class ObjectFactory<T> implements AutoCloseable {
         public Builder<T> queueCapacity(int buckets) {
             if (buckets < 1) throw new IllegalArgumentException("queue capacity " + buckets);
             this.queueCapacity = buckets;
+            return this;
+        }
+
+        /**
+         * The bytes the factory holds for buckets, across all its connections,
+         * at most: each BUCKET counts its body's length from the moment its
+         * header is read, before the body is; once parsed, the bytes of the
+         * tuples it delivers (12 per tuple and its payload; the bytes of
+         * duplicates and dropped tuples go back), until a consumer takes it. A connection whose next
+         * bucket would take the total past this waits and stops reading (TCP
+         * holds its sender back), as when its queue is full; room is given
+         * in the order the connections asked for it. A BUCKET larger than
+         * the whole budget is refused: its connection is closed, its
+         * stream's report says why (FRAMING.md allows up to 64 MiB).
+         *
+         * <p>Default: an eighth of the heap ({@link Runtime#maxMemory()}), at
+         * most 256 MiB, at least 1 MiB. The budget counts the bytes on the
+         * wire, while the heap holds the objects made of them (what the
+         * deserializer keeps, with object headers, often one to four times
+         * the payload), and while a bucket is deserialized its frame's bytes
+         * are held as well: an eighth leaves the host most of its heap even
+         * so. More than 256 MiB would not make ingestion faster, only the
+         * queues longer. A heap of 512 MiB or more takes any frame FRAMING.md
+         * allows (64 MiB); a smaller one refuses the largest. The consumers
+         * share the budget: one that stops taking holds the others' streams
+         * back too once its queues fill it (each queue holds at most {@link
+         * #queueCapacity} buckets).
+         */
+        public Builder<T> maxQueuedBytes(long bytes) {
+            if (bytes < 1) throw new IllegalArgumentException("max queued bytes " + bytes);
+            this.maxQueuedBytes = bytes;
             return this;
         }
 
@@ -208,6 +249,11 @@ public final class ObjectFactory<T> implements AutoCloseable {
         }
     }
 
+    /** The default of {@link Builder#maxQueuedBytes}: an eighth of this JVM's heap, from 1 MiB to 256 MiB. */
+    static long defaultMaxQueuedBytes() {
+        return Math.max(1L << 20, Math.min(256L << 20, Runtime.getRuntime().maxMemory() / 8));
+    }
+
     /** A factory builder for objects made by {@code deserializer}. */
     public static <T> Builder<T> builder(Deserializer<T> deserializer) {
         return new Builder<>(deserializer);
@@ -215,6 +261,7 @@ public final class ObjectFactory<T> implements AutoCloseable {
 
     private final Deserializer<T> deserializer;
     private final int queueCapacity;
+    private final ByteBudget budget;
     private final long helloTimeoutMillis;
     private final int idleTimeoutMillis;
     private final int maxConnections;
@@ -246,6 +293,7 @@ public final class ObjectFactory<T> implements AutoCloseable {
     private ObjectFactory(Builder<T> b) throws IOException {
         deserializer = b.deserializer;
         queueCapacity = b.queueCapacity;
+        budget = new ByteBudget(b.maxQueuedBytes);
         helloTimeoutMillis = Math.min(b.helloTimeoutMillis, TimeUnit.DAYS.toMillis(365)); // a deadline that fits in nanoTime
         idleTimeoutMillis = (int) Math.min(Integer.MAX_VALUE, b.idleTimeoutMillis);
         maxConnections = b.maxConnections;
@@ -314,6 +362,7 @@ public final class ObjectFactory<T> implements AutoCloseable {
             if (c.queueNumber % consumers != consumer) continue;
             Bucket<T> b = c.queue.poll();
             if (b != null) {
+                budget.release(b.charge); // it is the consumer's now: room for the next frame
                 cur[consumer] = i + 1 < n ? i + 1 : 0;
                 return b;
             }
@@ -404,6 +453,24 @@ public final class ObjectFactory<T> implements AutoCloseable {
         return streams.length;
     }
 
+    /**
+     * Bytes charged to the budget now (a snapshot): the buckets in the queues
+     * and the BUCKET frames being read; at most {@link #maxQueuedBytes()}.
+     */
+    public long queuedBytes() {
+        return budget.used();
+    }
+
+    /** The byte budget in force ({@link Builder#maxQueuedBytes}). */
+    public long maxQueuedBytes() {
+        return budget.limit();
+    }
+
+    /** Connection threads waiting for room in the byte budget now (a snapshot; for tests). */
+    int waitingForRoom() {
+        return budget.waiters();
+    }
+
     /** Buckets waiting in all queues now (a snapshot). */
     public int queuedBuckets() {
         int n = 0;
@@ -420,7 +487,8 @@ public final class ObjectFactory<T> implements AutoCloseable {
      * REPORT; its sender sees the connection close), and waits for the
      * factory's threads, in all at most the builder's {@code joinMillis}
      * (5 s). Queued buckets are discarded: {@link #poll} returns null from
-     * now on. Idempotent.
+     * now on; threads waiting for room in the byte budget wake and end.
+     * Idempotent.
      */
     @Override
     public void close() {
@@ -432,6 +500,7 @@ public final class ObjectFactory<T> implements AutoCloseable {
             streams = new Object[0];
             lock.notifyAll();
         }
+        budget.wakeAll(); // the threads waiting for room see closed and end
         try {
             server.close();
         } catch (IOException ignored) {
@@ -542,10 +611,23 @@ public final class ObjectFactory<T> implements AutoCloseable {
     }
 
     /** A frame that cannot be parsed: the connection closes (FRAMING.md: never resynchronises). */
-    static final class MalformedFrame extends Exception {
+    static class MalformedFrame extends Exception {
         private static final long serialVersionUID = 1L;
 
         MalformedFrame(String msg) {
+            super(msg);
+        }
+    }
+
+    /**
+     * A BUCKET that FRAMING.md allows but that is larger than the factory's
+     * whole byte budget: it could never be admitted, so the connection is
+     * closed (not counted as malformed: the frame is well formed).
+     */
+    static final class FrameOverBudget extends MalformedFrame {
+        private static final long serialVersionUID = 1L;
+
+        FrameOverBudget(String msg) {
             super(msg);
         }
     }
@@ -620,6 +702,8 @@ public final class ObjectFactory<T> implements AutoCloseable {
         Accounting acc;
         long dropped, bytes;
         long firstAt;
+        /** Bytes taken from the budget for the BUCKET being read, not yet handed to a queued bucket. */
+        long reserved;
 
         Connection(Socket socket) {
             this.socket = socket;
@@ -637,7 +721,7 @@ public final class ObjectFactory<T> implements AutoCloseable {
             try {
                 socket.setTcpNoDelay(true);
                 TimedInput timed = new TimedInput(socket, helloTimeoutMillis);
-                in = new FrameReader(timed);
+                in = new FrameReader(timed, (int) Math.min(Integer.MAX_VALUE, budget.limit()));
                 int type = in.next(true);
                 if (type != HELLO) throw new MalformedFrame("first frame of type " + type + ", want HELLO");
                 StreamInfo h = decodeHello(in.body(), in.length());
@@ -645,7 +729,14 @@ public final class ObjectFactory<T> implements AutoCloseable {
                 if (!register(h)) return; // closed meanwhile
                 sent = h.tuples();
                 while (!ended) {
-                    type = in.next(false);
+                    type = in.readHeader(false);
+                    if (type == BUCKET) {
+                        // Its bytes are charged before any of them is read: with no room, this thread
+                        // waits here, reading nothing, and TCP holds the sender back.
+                        if (!budget.acquire(in.bodyLength(), () -> closed)) throw new IOException("object factory closed");
+                        reserved = in.bodyLength();
+                    }
+                    in.readBody(type == BUCKET); // HELLO and END: a few bytes, in the reader's own buffer
                     switch (type) {
                         case BUCKET -> {
                             if (!bucket(in.body(), in.length())) throw new IOException("object factory closed");
@@ -662,6 +753,8 @@ public final class ObjectFactory<T> implements AutoCloseable {
                         default -> throw new MalformedFrame("unexpected frame type " + type);
                     }
                 }
+            } catch (FrameOverBudget e) {
+                error = "refused: " + e.getMessage();
             } catch (MalformedFrame e) {
                 malformed.incrementAndGet();
                 error = "malformed: " + e.getMessage();
@@ -674,6 +767,7 @@ public final class ObjectFactory<T> implements AutoCloseable {
             } catch (Throwable e) { // never into the host: the stream ends with the error
                 error = "object factory: " + e;
             } finally {
+                unreserve(); // a frame cut short, malformed, or refused at close: its bytes go back
                 if (error != null || info == null) closeSocket();
                 try {
                     if (info != null) finish(ended && error == null, sent, error);
@@ -684,6 +778,11 @@ public final class ObjectFactory<T> implements AutoCloseable {
                     }
                 }
             }
+        }
+
+        private void unreserve() {
+            budget.release(reserved);
+            reserved = 0;
         }
 
         private StreamInfo decodeHello(byte[] b, int n) throws MalformedFrame {
@@ -790,8 +889,16 @@ public final class ObjectFactory<T> implements AutoCloseable {
                 items[k++] = o;
                 size += len + RECORD_HEADER;
             }
-            if (k == 0) return true;
-            if (queue.put(new Bucket<>(info, ids, items, k), () -> closed)) {
+            if (k == 0) {
+                unreserve();
+                return true;
+            }
+            // The bucket keeps the charge of the tuples it holds (size <= n); the frame's
+            // other bytes (its count, tuples not delivered) go back now.
+            budget.release(reserved - size);
+            reserved = size;
+            if (queue.put(new Bucket<>(info, ids, items, k, size), () -> closed)) {
+                reserved = 0; // the consumer that takes it releases it
                 bytes += size;
                 return true;
             }

@@ -31,8 +31,8 @@ import java.util.concurrent.locks.ReentrantLock;
  * <li>{@link #acquire} starts a factory with the caller's {@link Starter}
  * when there is none, or the one there was has been closed, and counts one
  * user more. <b>The first acquirer's settings win</b>: the tasks that
- * acquire while the factory is open get it as it is, whatever host, port or
- * queue capacity their own starter would have given.
+ * acquire while the factory is open get it as it is, whatever host, port,
+ * queue capacity or byte budget their own starter would have given.
  * <li>{@link #release} counts one user less and closes the factory when the
  * last user has released it; the next {@link #acquire} starts a new one. A
  * factory released after it was replaced (it was closed and another one

@@ -98,6 +98,55 @@ class FrameReaderTest {
     }
 
     @Test
+    void aBucketOverTheReadersBudgetIsRefusedFromItsHeader() throws Exception {
+        // the factory's budget (1000 bytes here) bounds a BUCKET's body, checked before any of it is read
+        FrameReader r = new FrameReader(new ByteArrayInputStream(header(1001 + 1, ObjectFactory.BUCKET)), 1000);
+        ObjectFactory.MalformedFrame e = assertThrows(ObjectFactory.FrameOverBudget.class, () -> r.readHeader(false));
+        assertEquals("BUCKET of 1001 bytes, more than the object factory's whole budget of 1000 bytes (maxQueuedBytes)",
+                e.getMessage());
+        // at the budget: read; HELLO and END are not bounded by it
+        FrameReader s = new FrameReader(new ByteArrayInputStream(concat(header(307, ObjectFactory.HELLO), new byte[306],
+                header(1000 + 1, ObjectFactory.BUCKET), new byte[1000], header(17, ObjectFactory.END), new byte[16])), 1000);
+        assertEquals(ObjectFactory.HELLO, s.next(true));
+        assertEquals(ObjectFactory.BUCKET, s.next(false));
+        assertEquals(1000, s.length());
+        assertEquals(ObjectFactory.END, s.next(false));
+        FrameReader t = new FrameReader(new ByteArrayInputStream(header(17, ObjectFactory.END)), 10);
+        assertEquals(ObjectFactory.END, t.readHeader(false));
+    }
+
+    @Test
+    void headerThenBodyAndTheLargeBufferIsDroppedAfterItsFrame() throws Exception {
+        int n = 1 << 20;
+        FrameReader r = reader(header(n + 1, ObjectFactory.BUCKET), new byte[n], header(4 + 1, ObjectFactory.BUCKET),
+                new byte[] {1, 2, 3, 4}, header(n + 1, ObjectFactory.BUCKET), new byte[n]);
+        assertThrows(IllegalStateException.class, () -> r.readBody(true), "no header yet");
+        assertEquals(ObjectFactory.BUCKET, r.readHeader(false));
+        assertEquals(n, r.bodyLength());
+        assertEquals(FrameReader.INITIAL, r.capacity(), "nothing of the body held before readBody");
+        assertThrows(IllegalStateException.class, () -> r.readHeader(false), "the body first");
+        r.readBody(true); // charged to a budget: allocated whole
+        assertEquals(n, r.length());
+        assertEquals(n, r.capacity());
+        assertEquals(ObjectFactory.BUCKET, r.readHeader(false));
+        assertEquals(FrameReader.INITIAL, r.capacity(), "the 1 MiB buffer went with its frame");
+        r.readBody(true);
+        assertArrayEquals(new byte[] {1, 2, 3, 4}, Arrays.copyOf(r.body(), 4));
+        assertEquals(ObjectFactory.BUCKET, r.next(false)); // uncharged: grown by doubling as the bytes came
+        assertEquals(n, r.length());
+        assertEquals(n, r.capacity());
+    }
+
+    /** A charged body is allocated whole, but read as it comes: a cut one is an EOF, as ever. */
+    @Test
+    void aChargedBodyCutShortIsAnEof() throws Exception {
+        FrameReader r = reader(header(300_001, ObjectFactory.BUCKET), new byte[1000]);
+        r.readHeader(false);
+        assertThrows(EOFException.class, () -> r.readBody(true));
+        assertEquals(300_000, r.capacity());
+    }
+
+    @Test
     void aCutHeaderIsAnEof() {
         assertThrows(EOFException.class, () -> reader(new byte[] {0, 0, 0}).next(true));
         assertThrows(IOException.class, () -> reader().next(true));
