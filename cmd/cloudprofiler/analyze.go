@@ -186,6 +186,9 @@ func runAnalyze(stdout, stderr io.Writer, args []string) error {
 	if !cfg.NoReport {
 		fmt.Fprintf(stdout, "report: %s (open it in a browser)\n", filepath.Join(cfg.Out, "report.html"))
 	}
+	if res.TraceNote != "" {
+		fmt.Fprintf(stderr, "cloudprofiler: analyze: note: %s\n", res.TraceNote)
+	}
 	if t := res.Trace; t != nil {
 		fmt.Fprintf(stdout, "trace: %s (%d tuples, the %d slowest among them; %d slices, %d flows): open it in ui.perfetto.dev or chrome://tracing\n",
 			cfg.Trace, t.Tuples, t.Slowest, t.Slices, t.Flows)

@@ -177,6 +177,8 @@ type Result struct {
 	LineagePairs, LineageOutputs uint64
 	// Trace says what --trace's file holds (nil without one).
 	Trace *trace.Stats
+	// TraceNote says how --trace-sample was capped ("" when it was not).
+	TraceNote string
 }
 
 type analysis struct {
@@ -269,6 +271,12 @@ func prepare(cfg Config) (*analysis, error) {
 	if cfg.TraceSample <= 0 {
 		cfg.TraceSample = DefaultTraceSample
 	}
+	var traceNote string
+	if c := TraceSampleCap(cfg.MemBytes); cfg.Trace != "" && cfg.TraceSample > c {
+		traceNote = fmt.Sprintf("--trace-sample %d: capped at %d tuples (a sampled tuple takes about 2 KiB until the trace is written: a quarter of --mem-mb %d holds %d; and at most %d, a trace of about 44 MB); give a larger --mem-mb for more",
+			cfg.TraceSample, c, cfg.MemBytes>>20, cfg.MemBytes/4/traceTupleBytes, maxTraceTuples)
+		cfg.TraceSample = c
+	}
 	if err := checkMaceConfig(&cfg); err != nil {
 		return nil, err
 	}
@@ -301,7 +309,7 @@ func prepare(cfg Config) (*analysis, error) {
 		}
 	}
 	a := &analysis{cfg: cfg, model: model, chans: chans, pairs: map[PairKey]*PairStats{}, t0: math.Inf(1),
-		res: &Result{Ref: model.Ref(), RefHz: model.RefHz(), Channels: chans, SkippedFiles: skipped}}
+		res: &Result{Ref: model.Ref(), RefHz: model.RefHz(), Channels: chans, SkippedFiles: skipped, TraceNote: traceNote}}
 	a.linkReturnLogs()
 	a.indexChannels()
 	a.tscMin, a.tscMax = make([]uint64, len(chans)), make([]uint64, len(chans))

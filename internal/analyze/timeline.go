@@ -26,6 +26,23 @@ const TimelineBuckets = 120
 // DefaultTraceSample is --trace-sample's default.
 const DefaultTraceSample = 1000
 
+// A sampled tuple costs about 1.4 KiB until its trace is written (each
+// worker's sample holds its records; the writer, its slices with their
+// args): --trace-sample 1000000 took 1.38 GB under --mem-mb 256, and wrote
+// 441 MB. The sample is capped at what a quarter of --mem-mb holds at
+// traceTupleBytes a tuple, and at maxTraceTuples (a trace of about 44 MB:
+// Perfetto, which calls JSON traces legacy, opens that in seconds).
+const (
+	traceTupleBytes = 2 << 10
+	maxTraceTuples  = 100_000
+)
+
+// TraceSampleCap is the most tuples --trace-sample takes under a budget of
+// memBytes.
+func TraceSampleCap(memBytes int64) int {
+	return int(max(1, min(maxTraceTuples, memBytes/4/traceTupleBytes)))
+}
+
 // timelineState is the analysis's part.
 type timelineState struct {
 	on      bool // the report's aggregates are kept (not --no-report)

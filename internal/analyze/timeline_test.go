@@ -41,9 +41,19 @@ func TestReportTraceAndBudget(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(raw, &doc))
 	require.NotEmpty(t, doc.TraceEvents)
+	require.Empty(t, res.TraceNote)
 	page, err := os.ReadFile(filepath.Join(out, "report.html"))
 	require.NoError(t, err)
 	require.Contains(t, string(page), `data-chart="over-time-1"`)
+
+	// A sample past what a quarter of --mem-mb holds is capped, and said.
+	out = filepath.Join(dir, "capped")
+	res, err = Run(Config{Logs: []string{logs}, Out: out, Trace: filepath.Join(out, "t.json"), TraceSample: 1_000_000, MemBytes: 128 << 10})
+	require.NoError(t, err)
+	require.Equal(t, 16, TraceSampleCap(128<<10))
+	require.Equal(t, 16, res.Trace.Tuples)
+	require.Contains(t, res.TraceNote, "--trace-sample 1000000: capped at 16 tuples")
+	require.Equal(t, 100_000, TraceSampleCap(1<<40))
 	require.NotContains(t, string(page), "have no line over time")
 
 	// 1 MiB: an eighth holds no series.
