@@ -66,8 +66,9 @@ test-go:
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 # Fuzzing, bounded: each target of tests/fuzz-targets.txt (the log-file
-# decoders, the probe, datagen and configuration-server wire decoders) for
-# FUZZTIME with one worker; `make test-fuzz FUZZTIME=5m` fuzzes longer. The
+# decoders and counter files, the probe, datagen and configuration-server
+# wire decoders, analyze's report of odd topologies) for FUZZTIME with one
+# worker; `make test-fuzz FUZZTIME=5m` fuzzes longer. The
 # committed seed corpora run under test-go as well.
 FUZZTIME ?= 5s
 .PHONY: test-fuzz

@@ -297,6 +297,12 @@ func prepare(cfg Config) (*analysis, error) {
 	if err := checkHeaders(chans, rounds); err != nil {
 		return nil, err
 	}
+	// Every second the analysis writes is cycles over this frequency: one
+	// below 1 Hz (0 from a header that knew none, 1e-300) gave NaN and
+	// infinities in every file.
+	if hz := model.RefHz(); !(hz >= 1) || math.IsInf(hz, 0) {
+		return nil, fmt.Errorf("analyze: the reference node %s has a TSC frequency of %g Hz: no durations in seconds can be had from it (its log headers' tsc_hz, or the rounds' for it)", model.Ref(), hz)
+	}
 	known := map[string]bool{}
 	for _, n := range model.Nodes() {
 		known[n] = true

@@ -262,16 +262,20 @@ func (a *analysis) checkRuns(cs *contradictions) {
 	var runs []*run
 	var again []string
 	for _, gr := range groups {
-		cur := (*run)(nil)
+		var cur *run
 		if n := len(runs); n > 0 {
 			cur = runs[n-1]
+			repeated := false
 			for _, ch := range gr.chans {
 				if l := a.chans[ch].Label(); slices.Contains(cur.seen, l) {
 					if !slices.Contains(again, l) {
 						again = append(again, l)
 					}
-					cur = nil
+					repeated = true
 				}
+			}
+			if repeated {
+				cur = nil
 			}
 		}
 		if cur == nil {

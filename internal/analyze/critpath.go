@@ -165,6 +165,9 @@ func (a *analysis) newCritPath(rank []int) (*critpath.Analysis, error) {
 	if plan == nil || err != nil {
 		return nil, err
 	}
+	if err := a.checkSlices(); err != nil {
+		return nil, err
+	}
 	chans := make([]critpath.Channel, len(a.chans))
 	for i, c := range a.chans {
 		inst, role := plan.Role(i)
@@ -206,6 +209,35 @@ func (a *analysis) newCritPath(rank []int) (*critpath.Analysis, error) {
 		Fast: a.cp.fast, Costs: a.costGrids()})
 }
 
+// sliceBytes is what the walk of the visits keeps a slice: its
+// accumulator, its candidates' vectors and its rows (about 1.3 KiB
+// allocated a slice for a pipeline of two operators, measured).
+const sliceBytes = 1 << 10
+
+// checkSlices refuses a run whose slices would not fit half the memory
+// budget (the decoders' share is free by the time the walk lays them out):
+// the walk keeps one from the run's first tuple record to its last
+// departure (critpath.Finish). Without this check one record with a TSC far
+// from the others (2^62: a wild counter) made billions of slices, and
+// analyze died out of memory; the capacity windows have the same check.
+func (a *analysis) checkSlices() error {
+	hz := a.model.RefHz()
+	if !(hz > 0) || math.IsInf(hz, 0) {
+		return fmt.Errorf("analyze: critical path: the reference node %s has no TSC frequency (%g Hz): no slices of --slice %s can be laid out (or give --no-critical-path and --no-capacity)",
+			a.model.Ref(), hz, a.cfg.Slice)
+	}
+	t0, t1 := a.tupleSpan()
+	width := max(math.Round(a.cfg.Slice.Seconds()*hz), 1) // as critpath.Finish rounds it
+	n := math.Ceil((t1 - t0) / width)
+	budget := float64(max(a.cfg.MemBytes/2, 16<<20))
+	if n*sliceBytes <= budget {
+		return nil
+	}
+	need := time.Duration(math.Ceil((t1-t0)/hz*sliceBytes/budget)) * time.Second
+	return fmt.Errorf("analyze: critical path: the tuple records span %s s: %.0f slices of %s would take %.0f MiB, more than half of --mem-mb; give --slice %s or more",
+		strconv.FormatFloat((t1-t0)/hz, 'f', 3, 64), n, a.cfg.Slice, n*sliceBytes/(1<<20), need)
+}
+
 // costGrids are the grids the cost model is summed on: the capacity
 // windows' (when the capacity analysis has tuples), then Mace's.
 func (a *analysis) costGrids() []cost.Grid {
@@ -227,7 +259,12 @@ func (a *analysis) writeCritPath() error {
 		return nil
 	}
 	a.cp.an = nil
-	res, err := an.Finish(a.t0)
+	// The slices start at the run's first tuple record, as the capacity
+	// and Mace windows do; not at a.t0, which a counter channel's first
+	// period moves back to when the counter opened (writeThroughput), by
+	// as much as it likes (that made billions of slices).
+	t0, _ := a.tupleSpan()
+	res, err := an.Finish(t0)
 	if err != nil {
 		return fmt.Errorf("analyze: %w", err)
 	}

@@ -433,8 +433,15 @@ func maceHTML(b *strings.Builder, r *Result) {
 		if s.MaxRate > 0 {
 			limit = fmt.Sprintf("x%.3g (%.0f tuples/s)", s.MaxRate, s.MaxSourceRate)
 		}
-		fmt.Fprintf(b, `<tr><td>%s</td><td>%.6f</td><td>%.6f</td><td>%s</td><td>%s</td><td>%s</td><td>%.3f</td><td>%s</td></tr>`,
-			esc(s.Name), s.WorstMaceS, s.WorstLatencyS, meas, within, esc(s.Bottleneck), s.Load, limit)
+		// Load is NaN when the source's records span no time (one tuple,
+		// or every one in the same tick): "-", as summary.txt writes it,
+		// not "NaN".
+		load := "-"
+		if !math.IsNaN(s.Load) {
+			load = fmt.Sprintf("%.3f", s.Load)
+		}
+		fmt.Fprintf(b, `<tr><td>%s</td><td>%.6f</td><td>%.6f</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>`,
+			esc(s.Name), s.WorstMaceS, s.WorstLatencyS, meas, within, esc(s.Bottleneck), load, limit)
 	}
 	b.WriteString(`</table>`)
 	if len(m.Flags) == 0 {

@@ -180,6 +180,9 @@ func (a *Axis) span(ss []Series, x bool) (lo, hi float64) {
 	}
 	if hi <= lo {
 		hi = lo + 1
+		if hi == lo { // past 2^53 a 1 adds nothing (every point at NaN)
+			hi = lo + math.Abs(lo)*1e-6
+		}
 	}
 	return lo, hi
 }
@@ -241,8 +244,19 @@ func (a *Axis) ticks(lo, hi float64) []float64 {
 			break
 		}
 	}
-	for v := math.Ceil(lo/step) * step; v <= hi+step*1e-9; v += step {
-		ts = append(ts, v)
+	// Each tick from the first by multiplication, at most ten: a step
+	// below the values' precision (a range of 32 around 1e17, or one of
+	// equal values near 2^52) left v += step where it was, and the loop
+	// appended ticks until memory ran out.
+	first := math.Ceil(lo/step) * step
+	for i := 0; i < 10; i++ {
+		v := first + float64(i)*step
+		if !(v <= hi+step*1e-9) {
+			break
+		}
+		if n := len(ts); n == 0 || v != ts[n-1] {
+			ts = append(ts, v)
+		}
 	}
 	return ts
 }

@@ -22,6 +22,24 @@ func TestNiceAndTicks(t *testing.T) {
 	require.Equal(t, []float64{0, 0.2, 0.4, 0.6, 0.8, 1}, roundAll(lin.ticks(0, 1)))
 }
 
+// A range below the values' precision (steps that add nothing to 1e17,
+// or equal values near 2^52): a few ticks, not a loop without end.
+func TestTicksBelowPrecision(t *testing.T) {
+	lin := Axis{}
+	for _, ys := range [][]float64{{1e17, 1e17 + 32}, {1 << 52, 1 << 52}, {5e15, 5e15}, {1e300, 1e300}} {
+		lo, hi := lin.span([]Series{{X: []float64{0}, Y: ys}}, false)
+		ts := lin.ticks(lo, hi)
+		require.LessOrEqual(t, len(ts), 10, "%v", ys)
+		for _, v := range ts {
+			require.False(t, math.IsNaN(v) || math.IsInf(v, 0), "%v: tick %v", ys, v)
+		}
+		c := Chart{Series: []Series{{Name: "s", X: []float64{0, 1}, Y: ys}}}
+		var b strings.Builder
+		c.SVG(&b)
+		require.NotContains(t, b.String(), "NaN")
+	}
+}
+
 func roundAll(v []float64) []float64 {
 	for i := range v {
 		v[i] = math.Round(v[i]*1e9) / 1e9

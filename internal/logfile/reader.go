@@ -94,6 +94,14 @@ type File struct {
 	loadErr  error // the first read error that was not a frame's own damage
 	loadErrs int
 	indexed  Summary // as Open left it: each full read starts from it
+	// lines reads an ASCII entry's lines (loadASCII), one reader for all:
+	// a new one an entry allocated 4 KiB a line (IDENTITY's records and
+	// counter records are an entry each), 500 times the file's size.
+	lines   *bufio.Reader
+	linesAt atReader
+	// scan is nextFrame's window, allocated once: one a call allocated
+	// 64 KiB at every damaged spot, a thousand times the file's size.
+	scan []byte
 	// MaxRecords and MaxCounters bound what Records and Counters return,
 	// known once Open indexed the file (every frame's count verified, or,
 	// ASCII, one per line): size an output buffer with them.
@@ -344,7 +352,10 @@ func (lf *File) addStatus(st Status) {
 // nextFrame finds the next offset at or after from that holds a valid frame
 // (plausible header, payload inside the file, checksum matching).
 func (lf *File) nextFrame(from, size int64, payload *[]byte) (int64, bool) {
-	buf := make([]byte, 1<<16+FrameHeaderSize)
+	if lf.scan == nil {
+		lf.scan = make([]byte, 1<<16+FrameHeaderSize)
+	}
+	buf := lf.scan
 	magic := []byte{0x43, 0x50, 0x46, 0x52} // FrameMagic, little endian
 	for off := from; off+FrameHeaderSize <= size; {
 		n, _ := lf.f.ReadAt(buf, off)
@@ -784,8 +795,13 @@ func (lf *File) payload(e entry) ([]byte, error) {
 // 32-byte counter records). "#hole" lines become records with TSC 0; lines
 // that do not parse become zero records listed in bad.
 func (lf *File) loadASCII(dst []byte, bad []uint32, e entry, counter bool) ([]byte, []uint32, error) {
-	sr := io.NewSectionReader(lf.f, e.off, 1<<62)
-	br := bufio.NewReader(sr)
+	lf.linesAt = atReader{f: lf.f, off: e.off}
+	if lf.lines == nil {
+		lf.lines = bufio.NewReader(&lf.linesAt)
+	} else {
+		lf.lines.Reset(&lf.linesAt)
+	}
+	br := lf.lines
 	want := 3
 	if !lf.Header.Format2().HasMono() {
 		want = 2
@@ -832,6 +848,19 @@ func (lf *File) loadASCII(dst []byte, bad []uint32, e entry, counter bool) ([]by
 		}
 	}
 	return dst, bad, nil
+}
+
+// atReader reads a file from off on (io.SectionReader without a limit, and
+// kept in the File: no allocation an entry).
+type atReader struct {
+	f   *os.File
+	off int64
+}
+
+func (r *atReader) Read(p []byte) (int, error) {
+	n, err := r.f.ReadAt(p, r.off)
+	r.off += int64(n)
+	return n, err
 }
 
 // readLine reads one line of at most maxASCIILine bytes (a longer one is

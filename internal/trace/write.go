@@ -161,8 +161,12 @@ func Write(w io.Writer, l *Layout, tuples []Tuple, slow int) (Stats, error) {
 		s := &ss[i]
 		t := l.Threads[s.thread]
 		sep()
+		// Quoted as JSON quotes it: strconv.Quote writes a control
+		// character of a channel's name as \x01 or \a, which no JSON
+		// reader takes (the trace did not load).
+		name, _ := json.Marshal(t.Name)
 		fmt.Fprintf(bw, `{"name":%s,"cat":"compute","ph":"X","pid":%d,"tid":%d,"ts":%s,"dur":%s,"args":`,
-			strconv.Quote(t.Name), t.Node+1, tid[s.thread][s.lane], num(s.ts), num(s.dur))
+			name, t.Node+1, tid[s.thread][s.lane], num(s.ts), num(s.dur))
 		enc(s.args)
 		if s.flowIn || s.flowOut {
 			fmt.Fprintf(bw, `,"bind_id":"0x%x"`, s.flow)
