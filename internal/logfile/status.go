@@ -195,17 +195,9 @@ func (s *Summary) Problems(h *Header) []string {
 	if unwritten > 0 {
 		out = append(out, fmt.Sprintf("%d accepted records were never written (%s)", unwritten, why))
 	}
-	positional := h.BlockRecords > 0 || h.Handler == "IDENTITY"
-	// Ring positions are accounted for by a read of the tuple records only
-	// (a NET_CONF file's counter records are not positions).
-	if accepted, known := s.accepted(); known && positional && s.Read == "records" {
-		covered := s.Records + s.Holes + uint64(s.CorruptLines)
-		var refused uint64
-		if s.Status != nil {
-			refused = s.Status.Refused
-		}
-		if accepted > covered+refused && accepted-covered-refused > unwritten {
-			lost := accepted - covered - refused - unwritten
+	if accepted, covered, known := s.positions(h); known {
+		if accepted > covered && accepted-covered > unwritten {
+			lost := accepted - covered - unwritten
 			msg := fmt.Sprintf("%d accepted records are not in the file (damaged, cut off, or never reached it)", lost)
 			if s.Trailer == nil && (s.Status == nil || s.Status.State == StateOpen) {
 				msg = fmt.Sprintf("%d records accepted by the last status update are not in the file (the process ended without closing the channel, or it is still open)", lost)
@@ -232,11 +224,28 @@ func (s *Summary) Problems(h *Header) []string {
 // may still cut one). That loses nothing, so it is no problem; a read that
 // misses an accepted position is.
 func (s *Summary) TornAfterSignal(h *Header) bool {
-	if s.Status == nil || s.Status.State != StateSignal || s.Read != "records" || !(h.BlockRecords > 0 || h.Handler == "IDENTITY") {
+	if s.Status == nil || s.Status.State != StateSignal {
 		return false
 	}
-	accepted, known := s.accepted()
-	return known && s.Records+s.Holes+uint64(s.CorruptLines)+s.Status.Refused >= accepted
+	accepted, covered, known := s.positions(h)
+	return known && covered >= accepted
+}
+
+// positions are, for a file whose records take ring positions (or
+// IDENTITY's), the positions the channel accepted and those a read of its
+// tuple records accounts for (records, holes, damaged lines, and calls the
+// status counts as refused); known is false for any other file or read (a
+// NET_CONF file's counter records are not positions).
+func (s *Summary) positions(h *Header) (accepted, covered uint64, known bool) {
+	accepted, known = s.accepted()
+	if !known || !(h.BlockRecords > 0 || h.Handler == "IDENTITY") || s.Read != "records" {
+		return 0, 0, false
+	}
+	covered = s.Records + s.Holes + uint64(s.CorruptLines)
+	if s.Status != nil {
+		covered += s.Status.Refused
+	}
+	return accepted, covered, true
 }
 
 // Unwritten is how many records the channel accepted and could not write
