@@ -20,6 +20,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -134,9 +135,57 @@ func truth(recs *udppipe.Records) (worst, sure, edge map[int]float64) {
 // predicted within max(4%, (w + e + the smallest latency) / the true
 // worst); it returns the windows within the theorem's bounds, of how many,
 // and whether the worst case held.
+// stalled are the windows (by stimulus) whose tuples met an operator the
+// machine stopped mid-work, as the records show it: a stay from "X in" to
+// "X out" over ten times X's median and over 1 ms (Mace models the load,
+// not a CPU taken away), and the windows after it for twice that stay
+// (the tuples queued behind it wait as long).
+func stalled(recs *udppipe.Records) map[int]bool {
+	stim := map[int64]uint64{}
+	for _, x := range recs.Chan["gen out"] {
+		stim[x.ID] = x.TSC
+	}
+	out := map[int]bool{}
+	for _, op := range []string{"A", "B"} {
+		in := map[int64]uint64{}
+		for _, x := range recs.Chan[op+" in"] {
+			in[x.ID] = x.TSC
+		}
+		type stay struct {
+			id int64
+			d  float64
+		}
+		var stays []stay
+		var ds []float64
+		for _, x := range recs.Chan[op+" out"] {
+			if t, ok := in[x.ID]; ok && x.TSC >= t {
+				d := float64(x.TSC-t) / recs.Hz
+				stays = append(stays, stay{x.ID, d})
+				ds = append(ds, d)
+			}
+		}
+		if len(ds) == 0 {
+			continue
+		}
+		sort.Float64s(ds)
+		med := ds[len(ds)/2]
+		for _, st := range stays {
+			if at, ok := stim[st.id]; ok && st.d > 10*med && st.d > 1e-3 {
+				from := float64(at-recs.T0) / recs.Hz
+				for w := int(from / window); w <= int((from+2*st.d)/window); w++ {
+					out[w] = true
+				}
+			}
+		}
+	}
+	return out
+}
+
 func check(t *testing.T, tag string, rows []map[string]string, recs *udppipe.Records) (within, windows int, worstOK bool) {
 	t.Helper()
 	tr, sure, edge := truth(recs)
+	stall := stalled(recs)
+	skipped := 0
 	trueWorst, predWorst, eps, minLat := 0.0, 0.0, 0.0, math.Inf(1)
 	for _, r := range rows {
 		if r["scenario"] != "measured" {
@@ -148,9 +197,13 @@ func check(t *testing.T, tag string, rows []map[string]string, recs *udppipe.Rec
 		if r["tuples"] == "0" {
 			continue
 		}
-		windows++
-		if r["within"] == "true" {
-			within++
+		if stall[w] {
+			skipped++
+		} else {
+			windows++
+			if r["within"] == "true" {
+				within++
+			}
 		}
 		if m := f(r, "measured_max_s"); math.Abs(m-tr[w]) > 1e-6 && (m < sure[w]-1e-6 || m > edge[w]+1e-6) {
 			t.Errorf("%s window %d: mace.csv measured %.9f s, the records %.9f s (%.9f to %.9f s with the stimuli within 1 us of its edges in either window)",
@@ -162,8 +215,8 @@ func check(t *testing.T, tag string, rows []map[string]string, recs *udppipe.Rec
 	allowed := math.Max(0.04, (window+eps+minLat)/trueWorst)
 	err := predWorst/trueWorst - 1
 	worstOK = math.Abs(err) <= allowed
-	t.Logf("%s: worst latency %.6f s, predicted %.6f s (%+.2f%%, %.1f%% allowed); %d of %d windows within the theorem's bounds",
-		tag, trueWorst, predWorst, 100*err, 100*allowed, within, windows)
+	t.Logf("%s: worst latency %.6f s, predicted %.6f s (%+.2f%%, %.1f%% allowed); %d of %d windows within the theorem's bounds (%d more where the machine stalled an operator)",
+		tag, trueWorst, predWorst, 100*err, 100*allowed, within, windows, skipped)
 	return within, windows, worstOK
 }
 
@@ -171,7 +224,8 @@ func check(t *testing.T, tag string, rows []map[string]string, recs *udppipe.Rec
 // real capacity with the hog is 11-17,000), low phases of 1.3 s at 300/s,
 // 10 ms windows. The worst case predicted within max(4%, w + e + the
 // smallest latency over the true worst) in at least 4 of the 5 runs; the
-// theorem's interval holds in at least 90% of the windows.
+// theorem's interval holds in at least 90% of the windows where the
+// records show no operator stalled by the machine.
 func TestMaceOnOff(t *testing.T) {
 	tl := needTools(t)
 	dir := t.TempDir()
@@ -192,6 +246,9 @@ func TestMaceOnOff(t *testing.T) {
 	if good < 4 {
 		t.Errorf("the worst case held in %d of %d runs, want 4", good, runs)
 	}
+	// Windows where the records show the machine stalling an operator are
+	// left out (stalled): with them, 89-97% held with the other vCPU busy
+	// and 75-78% with three spinning processes; without, 94-96% and 88.7%.
 	if within*10 < 9*windows {
 		t.Errorf("%d of %d windows within the theorem's bounds, want 90%%", within, windows)
 	}
@@ -215,10 +272,14 @@ func section(sum, head string) string {
 // of work takes about 100 us with the other vCPU busy): no window has
 // excess (a sub-window of 312 us holds at most one tuple, and a window's
 // ten backlogged tuples it would take to slow a node's speed cannot come
-// at five a window), so every Mace is 0, and the summary says "no excess"
-// where a relative error of a bound would mean nothing. (Poisson arrivals
-// at 2,000/s bunch: four in a sub-window are excess where a tuple costs
-// 100 us.)
+// at five a window), so every Mace is 0. A busy machine may preempt the
+// source, which then sends the tuples it owes at once: the windows where
+// its records show three within a 32nd of a window (and the next) are not
+// held to 0 (CI once saw Mace 2.1 ms in one), and where a tuple's cost
+// outlasts its sub-window Mace is less than a sub-window. With no excess
+// anywhere the summary says "no excess" where a relative error of a bound
+// would mean nothing. (Poisson arrivals at 2,000/s bunch: four in a
+// sub-window are excess where a tuple costs 100 us.)
 func TestMaceNoExcess(t *testing.T) {
 	tl := needTools(t)
 	p := onOff(500, 500, 1, 0, 2, "work", 1)
@@ -229,19 +290,48 @@ func TestMaceNoExcess(t *testing.T) {
 			break
 		}
 	}
-	rows, sum, _ := tl.run(t, p, t.TempDir())
-	for _, r := range rows {
-		if r["scenario"] == "measured" && f(r, "mace_s") != 0 {
-			t.Errorf("window %s: Mace %s s at 500 tuples/s", r["window"], r["mace_s"])
+	rows, sum, recs := tl.run(t, p, t.TempDir())
+	// The windows in which the source sent three stimuli within a 32nd
+	// of a window (catching up after it was preempted): their work may
+	// be excess there and in the next window.
+	bunched := map[int]bool{}
+	gen := recs.Chan["gen out"]
+	for i := 2; i < len(gen); i++ {
+		if float64(gen[i].TSC-gen[i-2].TSC)/recs.Hz < window/32 {
+			w := int(float64(gen[i].TSC-recs.T0) / recs.Hz / window)
+			bunched[w], bunched[w+1] = true, true
 		}
+	}
+	even, total, excess := 0, 0, false
+	for _, r := range rows {
+		if r["scenario"] != "measured" || r["tuples"] == "0" {
+			continue
+		}
+		total++
+		w, _ := strconv.Atoi(r["window"])
+		excess = excess || f(r, "mace_s") != 0
+		if bunched[w] {
+			continue
+		}
+		even++
+		// One tuple a sub-window is no excess while it costs less than a
+		// sub-window; on a busy machine its cost (the time it took) may
+		// outlast one: Mace is then what one tuple adds, less than a
+		// sub-window (68 us seen with two spinning processes).
+		if f(r, "mace_s") >= window/32 {
+			t.Errorf("window %s: Mace %s s, where the source sent every tuple at least %g s apart", r["window"], r["mace_s"], window/32)
+		}
+	}
+	if even*5 < total { // 92-152 of 200 in runs with the other vCPU busy
+		t.Errorf("only %d of %d windows of evenly spaced tuples: the run says nothing", even, total)
 	}
 	m := section(sum, "Mace:")
 	for _, l := range strings.Split(m, "\n") {
-		if strings.HasPrefix(strings.TrimSpace(l), "measured") && (!strings.Contains(l, "no excess") || strings.Contains(l, "%  ")) {
+		if !excess && strings.HasPrefix(strings.TrimSpace(l), "measured") && (!strings.Contains(l, "no excess") || strings.Contains(l, "%  ")) {
 			t.Errorf("the measured line gives no word of no excess, or a relative error: %q", l)
 		}
 	}
-	t.Logf("%s", m)
+	t.Logf("%d of %d windows of evenly spaced tuples\n%s", even, total, m)
 }
 
 // TestMaceWhatIfRate: B's cost a wait (a sleep of 50 us, about 90 us with
