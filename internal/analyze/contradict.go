@@ -256,8 +256,8 @@ func (a *analysis) checkRuns(cs *contradictions) {
 	type run struct {
 		lo, hi float64
 		files  int
-		first  int      // a channel of the run, for the message
-		seen   []string // its labels
+		first  int             // a channel of the run, for the message
+		seen   map[string]bool // its labels
 	}
 	var runs []*run
 	var again []string
@@ -267,7 +267,7 @@ func (a *analysis) checkRuns(cs *contradictions) {
 			cur = runs[n-1]
 			repeated := false
 			for _, ch := range gr.chans {
-				if l := a.chans[ch].Label(); slices.Contains(cur.seen, l) {
+				if l := a.chans[ch].Label(); cur.seen[l] {
 					if !slices.Contains(again, l) {
 						again = append(again, l)
 					}
@@ -279,13 +279,13 @@ func (a *analysis) checkRuns(cs *contradictions) {
 			}
 		}
 		if cur == nil {
-			cur = &run{lo: gr.lo, first: gr.chans[0]}
+			cur = &run{lo: gr.lo, first: gr.chans[0], seen: map[string]bool{}}
 			runs = append(runs, cur)
 		}
 		cur.hi = gr.hi
 		cur.files += len(gr.chans)
 		for _, ch := range gr.chans {
-			cur.seen = append(cur.seen, a.chans[ch].Label())
+			cur.seen[a.chans[ch].Label()] = true
 		}
 	}
 	if len(runs) < 2 {

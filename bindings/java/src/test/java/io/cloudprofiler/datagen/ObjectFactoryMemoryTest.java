@@ -181,15 +181,11 @@ class ObjectFactoryMemoryTest {
     }
 
     static void awaitWaitingForRoom(ObjectFactory<?> f, int threads) throws InterruptedException {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-        while (f.waitingForRoom() < threads && System.nanoTime() < deadline) Thread.sleep(2);
-        assertEquals(threads, f.waitingForRoom());
+        ObjectFactoryTest.awaitCount(f::waitingForRoom, threads, 10);
     }
 
     static void awaitQueued(ObjectFactory<?> f, int buckets) throws InterruptedException {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-        while (f.queuedBuckets() < buckets && System.nanoTime() < deadline) Thread.sleep(2);
-        assertEquals(buckets, f.queuedBuckets());
+        ObjectFactoryTest.awaitCount(f::queuedBuckets, buckets, 10);
     }
 
     /**

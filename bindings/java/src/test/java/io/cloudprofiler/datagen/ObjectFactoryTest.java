@@ -28,6 +28,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.LockSupport;
+import java.util.function.LongSupplier;
 
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -453,9 +454,14 @@ class ObjectFactoryTest {
     }
 
     static void awaitMalformed(ObjectFactory<?> f, long n) throws InterruptedException {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
-        while (f.malformedConnections() < n && System.nanoTime() < deadline) Thread.sleep(2);
-        assertEquals(n, f.malformedConnections());
+        awaitCount(f::malformedConnections, n, 5);
+    }
+
+    /** Until value reaches want (polled every 2 ms, for at most the given seconds); then it must equal want. */
+    static void awaitCount(LongSupplier value, long want, long seconds) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
+        while (value.getAsLong() < want && System.nanoTime() < deadline) Thread.sleep(2);
+        assertEquals(want, value.getAsLong());
     }
 
     /** received counts what reached the queue: a bucket still waiting for room when the factory closes is not. */
