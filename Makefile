@@ -132,8 +132,8 @@ test-multinode: $(LIB) $(TOOL)
 # screenshots in build/report-shots. The trace against the Trace Event
 # Format and durations.csv.
 .PHONY: test-report
-test-report: $(LIB) $(TOOL) $(BUILD)/demo $(BUILD)/stage
-	CP_TOOL=$(abspath $(TOOL)) CP_BUILD=$(abspath $(BUILD)) CP_SHOTS=$(abspath $(BUILD))/report-shots \
+test-report: $(LIB) $(TOOL) $(BUILD)/demo $(BUILD)/stage $(BUILD)/udpstage
+	CP_TOOL=$(abspath $(TOOL)) CP_BUILD=$(abspath $(BUILD)) CP_SHOTS=$(abspath $(BUILD))/report-shots CP_UDPSTAGE=$(abspath $(BUILD)/udpstage) \
 	CP_FLINK_REPORT=$(abspath examples/flink/target/cp-analysis/report.html) $(if $(filter test,$(MAKECMDGOALS)),CP_FLINK_REQUIRED=1) \
 	$(GO) test -count=1 -v -timeout 8m ./tests/report
 

@@ -113,11 +113,16 @@ func capacityHTML(b *strings.Builder, r *Result) {
 		}
 		b.WriteString("</svg>")
 	}
-	b.WriteString(`<table><tr><th>operator</th><th>instance</th><th>method</th><th>instances</th><th>arrivals/s</th><th>own µs</th><th>hand-off µs</th><th>cost µs</th><th>capacity/s</th><th>95% interval</th><th>load</th><th>selectivity</th><th>skew</th><th>reach</th><th>lost</th><th>max source/s</th>`)
+	// The table fits its column at 1,400 px: an instance goes under its
+	// operator, the cost and the capacity carry their parts and interval
+	// in one cell each, and a row's note takes a row of its own.
+	cols := 12
+	b.WriteString(`<table class="capacity"><tr><th>operator / instance</th><th>method</th><th>instances</th><th>arrivals/s</th><th>cost µs (own + hand-off)</th><th>capacity/s (95% interval)</th><th>load</th><th>selectivity</th><th>skew</th><th>reach</th><th>lost</th><th>max source/s</th>`)
 	if cfg.TargetRate > 0 {
-		fmt.Fprintf(b, "<th>parallelism for %s/s</th>", f(cfg.TargetRate))
+		cols++
+		fmt.Fprintf(b, "<th>parallelism for %s/s</th>", rate(cfg.TargetRate))
 	}
-	b.WriteString("<th>note</th></tr>")
+	b.WriteString("</tr>")
 	// Instances are listed when an operator has several.
 	several := map[string]bool{}
 	for _, x := range c.Rows {
@@ -129,17 +134,21 @@ func capacityHTML(b *strings.Builder, r *Result) {
 		if x.Window != -1 || (x.Level == "instance" && !several[x.Operator+"\x00"+x.Method]) {
 			continue
 		}
-		name := esc(x.Operator)
-		if x.Level == "operator" {
-			name = "<b>" + name + "</b>"
+		name := "<b>" + esc(x.Operator) + "</b>"
+		if x.Level == "instance" {
+			name = "↳ " + esc(x.Instance)
 		}
 		capa, lo, hi := x.Capacity, x.CapacityLow, x.CapacityHigh
 		if x.Method == capacity.MethodBC {
 			capa, lo, hi = x.ServiceRate, x.ServiceRateLow, x.ServiceRateHigh
 		}
-		ci := "–"
+		capCell := rate(capa)
 		if !math.IsNaN(lo) {
-			ci = f(lo) + " – " + f(hi)
+			capCell += " (" + rate(lo) + "–" + rate(hi) + ")"
+		}
+		costCell := f(x.CostUS)
+		if !math.IsNaN(x.OwnUS) {
+			costCell += " (" + f(x.OwnUS) + " + " + f(x.HandOffUS) + ")"
 		}
 		style := ""
 		if x.Bottleneck {
@@ -147,11 +156,15 @@ func capacityHTML(b *strings.Builder, r *Result) {
 		}
 		lost := "–"
 		if x.Level == "operator" && x.Method == capacity.MethodInOut && !math.IsNaN(x.Reach) {
-			lost = fmt.Sprint(x.Lost)
+			lost = count(uint64(max(x.Lost, 0)))
 		}
-		fmt.Fprintf(b, `<tr%s><td class="l">%s</td><td class="l">%s</td><td class="l">%s</td><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td>`,
-			style, name, esc(x.Instance), esc(x.Method), x.Instances, f(x.ArrivalsPerS), f(x.OwnUS), f(x.HandOffUS), f(x.CostUS), f(capa), ci,
-			sh(x.Load), sh(x.Selectivity), sh(x.Skew), sh(x.Reach), lost, f(x.MaxSourceRate))
+		method := x.Method
+		if method == capacity.MethodBC {
+			method = "B&amp;C"
+		}
+		fmt.Fprintf(b, `<tr%s><td class="l">%s</td><td class="l">%s</td><td>%d</td><td>%s</td><td class="w">%s</td><td class="w">%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td>`,
+			style, name, method, x.Instances, rate(x.ArrivalsPerS), costCell, capCell,
+			sh(x.Load), sh(x.Selectivity), sh(x.Skew), sh(x.Reach), lost, rate(x.MaxSourceRate))
 		if cfg.TargetRate > 0 {
 			p := "–"
 			if x.ParallelismNeeded > 0 {
@@ -159,7 +172,10 @@ func capacityHTML(b *strings.Builder, r *Result) {
 			}
 			fmt.Fprintf(b, "<td>%s</td>", p)
 		}
-		fmt.Fprintf(b, `<td class="l wide">%s</td></tr>`, esc(x.Note))
+		b.WriteString("</tr>")
+		if x.Note != "" {
+			fmt.Fprintf(b, `<tr class="sub"><td></td><td class="l" colspan="%d">%s</td></tr>`, cols-1, esc(x.Note))
+		}
 	}
 	b.WriteString("</table>")
 	for _, s := range c.Ignored {

@@ -22,7 +22,7 @@ import (
 
 // reportSections are the ids of the page's sections, in order; a test
 // reads them back from the page.
-var reportSections = []string{"overview", "topology", "distributions", "over-time", "throughput", "links", "summary", "capacity", "critical-path", "mace", "integrity"}
+var reportSections = []string{"verdict", "overview", "topology", "distributions", "over-time", "throughput", "links", "summary", "capacity", "critical-path", "mace", "integrity"}
 
 func (a *analysis) writeHTML(w io.Writer, rows []Row) error {
 	r := a.res
@@ -35,10 +35,13 @@ func (a *analysis) writeHTML(w io.Writer, rows []Row) error {
 body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;padding:1em 2em;max-width:1240px;color:#222}
 h1{font-size:1.5em;margin:.3em 0}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}
 table{border-collapse:collapse;margin:1em 0;display:block;overflow-x:auto;max-width:100%}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right;white-space:nowrap}
-th{background:#f3f3f3;white-space:normal}td.l{text-align:left;white-space:normal;min-width:6em;max-width:40em}td.wide{min-width:26em}svg{display:block;margin:.5em 0;max-width:100%;height:auto}
+th{background:#f3f3f3;white-space:normal}td.l{text-align:left;white-space:normal;min-width:6em;max-width:40em}td.w{white-space:normal;min-width:7em}tr.sub td{border-top:none;color:#555;font-size:13px}td.wide{min-width:26em}svg{display:block;margin:.5em 0;max-width:100%;height:auto}
 svg text{font:11px system-ui,sans-serif}.note{color:#555}.missing{color:#8a4b00}
-nav a{margin-right:1em}.grid{display:flex;flex-wrap:wrap;gap:0 1em}</style></head><body>`)
+nav a{margin-right:1em}ul.verdict{list-style:none;padding:.6em 1em;margin:.5em 0 1em;background:#f6f8fb;border:1px solid #d5dce6;border-radius:6px;font-size:15px}
+ul.verdict li{margin:.25em 0;padding-left:1.4em;text-indent:-1.4em}ul.verdict li::before{content:"✓";display:inline-block;width:1.4em;text-indent:0;color:#2a7a2a}
+ul.verdict li.alarm::before{content:"!";color:#c00;font-weight:bold}ul.verdict a{font-size:13px;margin-left:.4em}.grid{display:flex;flex-wrap:wrap;gap:0 1em}</style></head><body>`)
 	fmt.Fprintf(&b, `<h1>Cloudprofiler: where the time goes, in one reference clock</h1>`)
+	verdictHTML(&b, r.Verdict(rows))
 	fmt.Fprintf(&b, `<section id="overview"><p>Reference node <b>%s</b> (%.6f GHz). %d channels on %d node(s), %d tuple records, %d tuples, %d durations`,
 		esc(r.Ref), r.RefHz/1e9, len(r.Channels), len(a.model.Nodes()), r.Records, r.Tuples, r.Durations)
 	if span := a.tl.grid.Width * float64(a.tl.grid.N) / r.RefHz; a.tl.on && r.Records > 0 {
@@ -56,7 +59,7 @@ nav a{margin-right:1em}.grid{display:flex;flex-wrap:wrap;gap:0 1em}</style></hea
 		b.WriteString(`</ul>`)
 	}
 	b.WriteString(`<nav>`)
-	for _, id := range reportSections[1:] {
+	for _, id := range reportSections[2:] {
 		fmt.Fprintf(&b, `<a href="#%s">%s</a>`, id, strings.ReplaceAll(id, "-", " "))
 	}
 	b.WriteString(`</nav></section>`)

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 
+	"cloudprofiler/internal/capacity"
+	"cloudprofiler/internal/trace"
 	"cloudprofiler/minrtt"
 )
 
@@ -26,11 +28,102 @@ func heat(s float64) string {
 	return fmt.Sprintf("#%02x%02x%02x", c[0], c[1], c[2])
 }
 
+// blue is the colour of a transfer's share of the median journey: pale
+// blue at 0, dark blue at all of it (apart from the boxes' heat).
+func blue(s float64) string {
+	s = math.Max(0, math.Min(1, s))
+	from, to := [3]float64{198, 219, 239}, [3]float64{8, 48, 107}
+	c := [3]int{}
+	for i := range c {
+		c[i] = int(math.Round(from[i] + (to[i]-from[i])*s))
+	}
+	return fmt.Sprintf("#%02x%02x%02x", c[0], c[1], c[2])
+}
+
+// Thresholds of the topology's marks: an instance is saturated from this
+// load, backpressured from this share of its time blocked handing on.
+const (
+	saturatedLoad     = 0.95
+	backpressureShare = 0.1
+)
+
+// opState is what the topology says of an operator instance: its
+// whole-run capacity row (nil: not marked), its offered load (what the
+// source's tuples offered it, lost ones included, over its capacity: the
+// verdict's load, instance by instance), and its operator's queueing (the
+// median and p99 journeys' mean wait before it, µs; NaN: unknown).
+type opState struct {
+	row                *capacity.Row
+	load               float64
+	queueMed, queueP99 float64
+}
+
+// opStates finds each thread's capacity row and queueing.
+func (a *analysis) opStates(threads []trace.Thread, of []int) []opState {
+	st := make([]opState, len(threads))
+	for t := range st {
+		st[t].load, st[t].queueMed, st[t].queueP99 = math.NaN(), math.NaN(), math.NaN()
+	}
+	inst := map[string]*capacity.Row{}
+	if c := a.res.Capacity; c != nil {
+		for i := range c.Rows {
+			x := &c.Rows[i]
+			if x.Level == "instance" && x.Window == -1 && x.Method == capacity.MethodInOut {
+				inst[x.Instance] = x
+			}
+		}
+	}
+	if p := a.cap.plan; p != nil {
+		for ch, t := range of {
+			if in, r := p.Role(ch); in >= 0 && r != capacity.RoleNone {
+				if x := inst[p.Instances[in].Label()]; x != nil {
+					st[t].row, st[t].load = x, x.Load*a.res.Capacity.Offered(x.Operator)
+				}
+			}
+		}
+	}
+	if queue := a.breakdownMeans("queue"); queue != nil {
+		for t, th := range threads {
+			op, _, _ := strings.Cut(th.Name, "#")
+			if q, ok := queue[op]; ok || (st[t].row != nil && st[t].row.TuplesIn > 0) {
+				st[t].queueMed, st[t].queueP99 = q[0], q[1]
+			}
+		}
+	}
+	return st
+}
+
+// breakdownMeans is the critical path's breakdown of one part (queue,
+// transfer) by where it happens: the median and the p99 journeys' means,
+// in µs (nil without the analysis). A part a group leaves out took none
+// of its journeys' time: 0.
+func (a *analysis) breakdownMeans(part string) map[string][2]float64 {
+	c := a.res.CritPath
+	if c == nil {
+		return nil
+	}
+	m := map[string][2]float64{}
+	for g, name := range []string{"median", "p99"} {
+		_, parts := c.GroupRows(name)
+		for _, x := range parts {
+			if x.Part == part {
+				v := m[x.Where]
+				v[g] = x.MeanUS
+				m[x.Where] = v
+			}
+		}
+	}
+	return m
+}
+
 // topologyHTML draws the operators (an operator instance, or a channel
-// outside any) in a lane per node, in the channel order left to right;
-// inside each box its compute hops, between boxes the transfers, each with
-// its median ± the median bound and its p99, coloured by the share of the
-// end-to-end median latency it takes.
+// outside any) in a lane per node, in the channel order left to right, as
+// an engine's job graph does: each instance coloured by its load (what
+// limits throughput), the saturated and the backpressured marked, its
+// own work and the queueing before it inside its box; between boxes the
+// transfers, coloured by the transfer time alone (the critical path's
+// breakdown takes the queueing out of it; without that analysis, the hop
+// whole, queueing included, says so).
 func (a *analysis) topologyHTML(b *strings.Builder, rows []Row) {
 	esc := html.EscapeString
 	threads, of := a.threads()
@@ -48,12 +141,17 @@ func (a *analysis) topologyHTML(b *strings.Builder, rows []Row) {
 			total += math.Max(rows[i].Median, 0)
 		}
 	}
+	if med, _ := a.critPathGroup("median"); med > 0 {
+		total = med / 1e6
+	}
 	share := func(v float64) float64 {
-		if total <= 0 {
+		if total <= 0 || math.IsNaN(v) {
 			return 0
 		}
-		return math.Max(v, 0) / total
+		return math.Min(1, math.Max(v, 0)/total)
 	}
+	states := a.opStates(threads, of)
+	transfers := a.breakdownMeans("transfer")
 	// Boxes: threads with a tuple channel that holds records; their column
 	// by the earliest rank of the operator's channels.
 	used := make([]bool, len(threads))
@@ -92,6 +190,28 @@ func (a *analysis) topologyHTML(b *strings.Builder, rows []Row) {
 			edges = append(edges, i)
 		}
 	}
+	// A box's lines: its name, its load and capacity, its compute hops,
+	// the queueing before it.
+	boxLines := func(t int) []string {
+		var l []string
+		if x := states[t].row; x != nil && !math.IsNaN(states[t].load) {
+			s := fmt.Sprintf("load %.2f", states[t].load)
+			if !math.IsNaN(x.Capacity) {
+				s += " · " + rate3(x.Capacity) + "/s"
+			}
+			l = append(l, s)
+			if x.BlockedShare >= backpressureShare {
+				l = append(l, fmt.Sprintf("blocked handing on %.0f%%", 100*x.BlockedShare))
+			}
+		}
+		for _, i := range inside[t] {
+			l = append(l, fmt.Sprintf("work %s, p99 %s", dur(rows[i].Median), dur(rows[i].P99)))
+		}
+		if q := states[t]; !math.IsNaN(q.queueMed) {
+			l = append(l, fmt.Sprintf("queue %s, p99 %s", dur(q.queueMed/1e6), dur(q.queueP99/1e6)))
+		}
+		return l
+	}
 	// Lanes: the nodes with boxes, in the model's order.
 	nodes := a.model.Nodes()
 	stack := map[[2]int]int{} // (node, column) -> boxes so far
@@ -106,12 +226,23 @@ func (a *analysis) topologyHTML(b *strings.Builder, rows []Row) {
 		pos[t] = [2]int{stack[k], k[1]}
 		stack[k]++
 		laneRows[k[0]] = max(laneRows[k[0]], stack[k])
-		lines = max(lines, len(inside[t]))
+		lines = max(lines, len(boxLines(t)))
 	}
-	const laneLabel, gap, pad = 96, 110, 14
+	const laneLabel, gap, pad, charW = 84, 110, 14, 6.2
 	ncols := max(len(names), 1)
-	bw := min(190, (1180-laneLabel-gap*(ncols-1))/ncols)
-	bh := 36 + 14*lines
+	// Boxes share 1,180 px, down to 100 px each: more columns widen the
+	// drawing, which the page scales down to its column.
+	bw := max(100, min(230, (1180-laneLabel-gap*(ncols-1))/ncols))
+	// A label too long for its box keeps its start (what it is); its
+	// title has it whole.
+	fit := func(s string) string {
+		n := int(float64(bw-12) / charW)
+		if r := []rune(s); len(r) > n && n > 1 {
+			return string(r[:n-1]) + "…"
+		}
+		return s
+	}
+	bh := 24 + 14*lines
 	laneY := make([]int, len(nodes))
 	y := 8
 	for n := range nodes {
@@ -120,7 +251,8 @@ func (a *analysis) topologyHTML(b *strings.Builder, rows []Row) {
 			y += laneRows[n]*(bh+pad) + pad
 		}
 	}
-	width, height := max(laneLabel+ncols*bw+(ncols-1)*gap+20, 760), y+56
+	const legendH = 64
+	width, height := max(laneLabel+ncols*bw+(ncols-1)*gap+20, 760), y+legendH
 	box := func(t int) (x, y float64) {
 		return float64(laneLabel + pos[t][1]*(bw+gap)), float64(laneY[threads[t].Node] + pad + pos[t][0]*(bh+pad))
 	}
@@ -133,6 +265,7 @@ func (a *analysis) topologyHTML(b *strings.Builder, rows []Row) {
 	fmt.Fprintf(b, `<svg class="topology" data-ops="%d" data-hops="%d" width="%d" height="%d" viewBox="0 0 %d %d" xmlns="http://www.w3.org/2000/svg" role="img" aria-label="topology">`,
 		nops, len(edges), width, height, width, height)
 	b.WriteString(`<defs><linearGradient id="heat"><stop offset="0" stop-color="#fff5eb"/><stop offset="0.5" stop-color="#fd8d3c"/><stop offset="1" stop-color="#7f0000"/></linearGradient>` +
+		`<linearGradient id="blue"><stop offset="0" stop-color="#c6dbef"/><stop offset="1" stop-color="#08306b"/></linearGradient>` +
 		`<marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerUnits="userSpaceOnUse" markerWidth="11" markerHeight="11" orient="auto-start-reverse"><path d="M0,0L10,5L0,10z" fill="#555"/></marker></defs>`)
 	for n, name := range nodes {
 		if laneRows[n] == 0 {
@@ -142,15 +275,8 @@ func (a *analysis) topologyHTML(b *strings.Builder, rows []Row) {
 		fmt.Fprintf(b, `<g class="node" data-name="%s"><rect x="2" y="%d" width="%d" height="%d" rx="6" fill="#f4f6f9" stroke="#c9d1dc"/><text x="10" y="%d" font-weight="bold">node %s</text></g>`,
 			esc(name), laneY[n], width-4, h-4, laneY[n]+20, esc(trim(name, 12)))
 	}
-	val := func(x *Row) string {
-		return fmt.Sprintf("%s ± %s, p99 %s", dur(x.Median), dur(x.ErrMedian), dur(x.P99))
-	}
-	// An arrow's label: two short lines above its middle.
-	label := func(x *Row) string {
-		return fmt.Sprintf(`<tspan x="%%[1]s" dy="-1.1em">%s ± %s</tspan><tspan x="%%[1]s" dy="1.2em">p99 %s</tspan>`,
-			dur(x.Median), dur(x.ErrMedian), dur(x.P99))
-	}
-	// Edges under the boxes.
+	// Edges under the boxes: the transfer alone where the breakdown has
+	// it, else the hop (queueing included).
 	for _, i := range edges {
 		x := &rows[i]
 		k := a.res.Pairs[i].Key
@@ -158,41 +284,101 @@ func (a *analysis) topologyHTML(b *strings.Builder, rows []Row) {
 		bx, by := box(of[k.To])
 		x1, y1 := ax+float64(bw), ay+float64(bh)/2
 		x2, y2 := bx, by+float64(bh)/2
-		s := share(x.Median)
+		med, p99, what := x.Median, x.P99, "hop, queueing included"
+		if transfers != nil && states[of[k.From]].row != nil && states[of[k.To]].row != nil {
+			tr := transfers[base(of[k.From])+" -> "+base(of[k.To])]
+			med, p99, what = tr[0]/1e6, tr[1]/1e6, "transfer"
+		}
+		s := share(med)
 		c := math.Max(40, math.Abs(x2-x1)/2)
-		fmt.Fprintf(b, `<g class="hop" data-from="%s" data-to="%s" data-share="%.4f"><path d="M%.1f,%.1f C%.1f,%.1f %.1f,%.1f %.1f,%.1f" fill="none" stroke="%s" stroke-width="%.1f" marker-end="url(#arrow)"><title>%s %s → %s: median %s ± %s µs, p99 %s µs, max %s µs; %.1f%% of the end-to-end median</title></path>`,
-			esc(x.From), esc(x.To), s, x1, y1, x1+c, y1, x2-c, y2, x2, y2, heat(0.15+0.85*s), 2+6*s,
-			esc(x.Kind), esc(x.From), esc(x.To), num(x.Median*1e6), num(x.ErrMedian*1e6), num(x.P99*1e6), num(x.Max*1e6), 100*s)
-		mx := fmt.Sprintf("%.1f", (x1+x2)/2)
-		fmt.Fprintf(b, `<text x="%s" y="%.1f" text-anchor="middle" stroke="#fff" stroke-width="3" paint-order="stroke">%s</text></g>`,
-			mx, (y1+y2)/2-4, fmt.Sprintf(label(x), mx))
+		fmt.Fprintf(b, `<g class="hop" data-from="%s" data-to="%s" data-share="%.4f"><path d="M%.1f,%.1f C%.1f,%.1f %.1f,%.1f %.1f,%.1f" fill="none" stroke="%s" stroke-width="%.1f" marker-end="url(#arrow)"><title>%s %s → %s: median %s ± %s, p99 %s, max %s (queueing at %s included); %s: %s in the median journey, %s in the p99 journeys, %.1f%% of the median journey</title></path>`,
+			esc(x.From), esc(x.To), s, x1, y1, x1+c, y1, x2-c, y2, x2, y2, blue(0.2+0.8*s), 2+6*s,
+			esc(x.Kind), esc(x.From), esc(x.To), dur(x.Median), dur(x.ErrMedian), dur(x.P99), dur(x.Max), esc(base(of[k.To])), what, dur(med), dur(p99), 100*s)
+		// The label above the arrow's middle, clear of its stroke (beside
+		// it where the arrow runs down to another lane).
+		mx, my, anchor := (x1+x2)/2, math.Min(y1, y2)-6-3*s, "middle"
+		if math.Abs(y2-y1) > 30 {
+			mx, my, anchor = (x1+x2)/2+10, (y1+y2)/2, "start"
+		}
+		l1 := what + " " + dur(med)
+		if what != "transfer" {
+			l1 = dur(med) + " (with queue)"
+		}
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="%s" stroke="#fff" stroke-width="3" paint-order="stroke"><tspan x="%.1f" dy="-1.2em">%s</tspan><tspan x="%.1f" dy="1.2em">p99 %s</tspan></text></g>`,
+			mx, my, anchor, mx, esc(l1), mx, dur(p99))
 	}
 	for t, th := range threads {
 		if !used[t] {
 			continue
 		}
 		x0, y0 := box(t)
-		s := 0.0
-		for _, i := range inside[t] {
-			s += share(rows[i].Median)
+		st := states[t]
+		load, fill, stroke, sw, dash, text := math.NaN(), "#ffffff", "#555", 1.0, "", "#222"
+		what := "not marked: no load (mark its in and out)"
+		name := th.Name
+		if st.row != nil && !math.IsNaN(st.load) {
+			load = st.load
+			fill = heat(load)
+			what = fmt.Sprintf("load %.3f (offered over capacity)", load)
+			if !math.IsNaN(st.row.BlockedShare) {
+				what += fmt.Sprintf(", blocked handing on %.1f%% of its time", 100*st.row.BlockedShare)
+			}
+			if load > 0.6 {
+				text = "#fff"
+			}
+			if load >= saturatedLoad {
+				stroke, sw, name = "#000", 4, name+" · saturated"
+			}
+			if st.row.BlockedShare >= backpressureShare {
+				dash = ` stroke-dasharray="6 3"`
+				sw = math.Max(sw, 2)
+			}
 		}
-		text := "#222"
-		if s > 0.6 {
-			text = "#fff"
+		loadAttr := ""
+		if !math.IsNaN(load) {
+			loadAttr = fmt.Sprintf("%.4f", load)
 		}
-		fmt.Fprintf(b, `<g class="op" data-name="%s" data-share="%.4f"><rect x="%.1f" y="%.1f" width="%d" height="%d" rx="4" fill="%s" stroke="#555"><title>%s on node %s: %.1f%% of the end-to-end median in its own hops</title></rect><text x="%.1f" y="%.1f" font-weight="bold" fill="%s">%s</text>`,
-			esc(th.Name), s, x0, y0, bw, bh, heat(s), esc(th.Name), esc(nodes[th.Node]), 100*s, x0+6, y0+15, text, esc(trim(th.Name, bw/7)))
-		for k, i := range inside[t] {
-			fmt.Fprintf(b, `<text x="%.1f" y="%.1f" fill="%s"><title>%s → %s</title>%s</text>`, x0+6, y0+30+14*float64(k), text, esc(rows[i].From), esc(rows[i].To), esc(val(&rows[i])))
+		fmt.Fprintf(b, `<g class="op" data-name="%s" data-load="%s"><rect x="%.1f" y="%.1f" width="%d" height="%d" rx="4" fill="%s" stroke="%s" stroke-width="%.0f"%s><title>%s on node %s: %s</title></rect><text x="%.1f" y="%.1f" font-weight="bold" fill="%s">%s</text>`,
+			esc(th.Name), loadAttr, x0, y0, bw, bh, fill, stroke, sw, dash, esc(th.Name), esc(nodes[th.Node]), what, x0+6, y0+15, text, esc(fit(name)))
+		for k, l := range boxLines(t) {
+			fmt.Fprintf(b, `<text x="%.1f" y="%.1f" fill="%s"><title>%s</title>%s</text>`, x0+6, y0+30+14*float64(k), text, esc(l), esc(fit(l)))
 		}
 		b.WriteString(`</g>`)
 	}
-	// The colour scale.
-	ly := height - 34
-	fmt.Fprintf(b, `<rect x="%d" y="%d" width="200" height="10" fill="url(#heat)" stroke="#999"/><text x="%d" y="%d">0</text><text x="%d" y="%d" >100%% of the end-to-end median latency (%s)</text>`,
-		laneLabel, ly, laneLabel, ly+24, laneLabel+210, ly+10, dur(total))
+	// The legend.
+	ly := height - legendH + 12
+	fmt.Fprintf(b, `<g class="legend"><rect x="%d" y="%d" width="160" height="10" fill="url(#heat)" stroke="#999"/><text x="%d" y="%d">0</text><text x="%d" y="%d" text-anchor="end">1</text><text x="%d" y="%d">box: load, offered over capacity (1: saturated)</text>`,
+		laneLabel, ly, laneLabel, ly+22, laneLabel+160, ly+22, laneLabel+170, ly+9)
+	fmt.Fprintf(b, `<rect x="%d" y="%d" width="24" height="12" fill="#fff" stroke="#000" stroke-width="4"/><text x="%d" y="%d">load ≥ %.2f (saturated)</text><rect x="%d" y="%d" width="24" height="12" fill="#fff" stroke="#555" stroke-width="2" stroke-dasharray="6 3"/><text x="%d" y="%d">blocked handing on ≥ %.0f%% of its time (backpressured)</text>`,
+		laneLabel+470, ly-1, laneLabel+500, ly+9, saturatedLoad, laneLabel+650, ly-1, laneLabel+680, ly+9, 100*backpressureShare)
+	fmt.Fprintf(b, `<rect x="%d" y="%d" width="160" height="8" fill="url(#blue)" stroke="#999"/><text x="%d" y="%d">arrow: transfer time, its share of the median journey (%s)</text></g>`,
+		laneLabel, ly+30, laneLabel+170, ly+38, dur(total))
 	b.WriteString(`</svg>`)
-	b.WriteString(`<p class="note">A lane per node; a box per operator instance (channels named "OPERATOR in/out"), or per channel where none is named; left to right in the channel order. Inside a box: its compute hops; arrows: transfers. Each: median ± the median strict bound, and p99. The colour (and an arrow's width) is its median's share of the end-to-end median.</p>`)
+	b.WriteString(`<p class="note">A lane per node; a box per operator instance (channels named "OPERATOR in/out"), or per channel where none is named; left to right in the channel order. In a box: its load and capacity (the capacity section), its own work (median and p99 of its compute hop) and the queueing before it (the mean wait of the median and of the p99 journeys, from the critical path's breakdown). An arrow: the transfer between two boxes, the queueing at its end taken out where the breakdown has it. Hover for each hop's median ± its strict bound.</p>`)
+}
+
+// rate3 writes a rate with three significant digits ("37.2k").
+func rate3(v float64) string {
+	switch a := math.Abs(v); {
+	case a >= 1e6:
+		return fmt.Sprintf("%.3gM", v/1e6)
+	case a >= 1e3:
+		return fmt.Sprintf("%.3gk", v/1e3)
+	}
+	return fmt.Sprintf("%.3g", v)
+}
+
+// critPathGroup is a breakdown group's mean end-to-end latency, µs (0
+// without one).
+func (a *analysis) critPathGroup(group string) (float64, bool) {
+	if a.res.CritPath == nil {
+		return 0, false
+	}
+	row, _ := a.res.CritPath.GroupRows(group)
+	if row == nil {
+		return 0, false
+	}
+	return row.E2EMeanUS, true
 }
 
 // dur writes a duration in seconds for people: three significant digits

@@ -113,6 +113,10 @@ func (a *analysis) writeSummaries() error {
 func (r *Result) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, "reference node %s (%.6f GHz); %d channels, %d tuple records, %d tuples, %d durations\n",
 		r.Ref, r.RefHz/1e9, len(r.Channels), r.Records, r.Tuples, r.Durations)
+	rows := r.Rows()
+	var vb strings.Builder
+	writeVerdictText(&vb, r.Verdict(rows))
+	io.WriteString(w, vb.String())
 	fmt.Fprintf(w, "channel order: %s\n", strings.Join(r.Order, " -> "))
 	if r.SkippedTuples > 0 {
 		fmt.Fprintf(w, "left out: %d tuple ids with more than %d records each (%d records): ids reused?\n",
@@ -130,7 +134,7 @@ func (r *Result) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "kind\tfrom\tto\tcount\tmin\tp25\tmedian\tp75\tp99\tmax\t±median\t±max\tpaper\tbaseline\t")
 	us := func(v float64) string { return num(v * 1e6) }
-	for _, x := range r.Rows() {
+	for _, x := range rows {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", x.Kind, x.From, x.To, x.Count,
 			us(x.Min), us(x.P25), us(x.Median), us(x.P75), us(x.P99), us(x.Max), us(x.ErrMedian), us(x.ErrMax),
 			us(x.PaperMedian), us(x.BaselineMedian))
@@ -138,7 +142,7 @@ func (r *Result) WriteText(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	for _, x := range r.Rows() {
+	for _, x := range rows {
 		if x.Kind == KindReturnRTT {
 			fmt.Fprintf(w, "return-trip method %s -> %s: overestimates by %s us (median), %s us (max); our bound on the same durations ±%s us (median)\n",
 				x.From, x.To, us(x.RetErrMedian), us(x.RetErrMax), us(x.OursErrMedian))

@@ -124,10 +124,18 @@ type Result struct {
 	Moved           []string // instances whose cost moved between windows beyond its interval
 	Disagree        []string // Beard & Chamberlain against the in/out capacity
 	Lost            uint64   // copies lost between operators, in all
+	Losses          []Loss   // where they were lost, in the operators' order
 	HasCosts        bool     // the cost model was there (else no capacity: said)
 	bcByOperator    map[string]float64
 	inOutByOperator map[string]float64
 	offered         map[string]float64
+}
+
+// Loss is the copies one operator handed on that never reached the next:
+// Lost of its Sent.
+type Loss struct {
+	From, To   string
+	Lost, Sent uint64
 }
 
 // Offered is what the source's tuples offer an operator over what arrived
@@ -960,6 +968,7 @@ func (m *maker) topology() {
 			if f.LostTo >= 0 {
 				to = m.p.Operators[f.LostTo].Name
 			}
+			m.res.Losses = append(m.res.Losses, Loss{From: r.Operator, To: to, Lost: f.Lost, Sent: f.Outs})
 			addNote(r, fmt.Sprintf("%d of the %d tuples it handed on never reached %s: lost (or still in flight when the logs ended), not filtered; reach counts them", f.Lost, f.Outs, to))
 		}
 		if r.Reach > 0 && !math.IsNaN(r.Capacity) {

@@ -22,7 +22,7 @@ import (
 )
 
 // sections are the report's sections, in order.
-var sections = []string{"overview", "topology", "distributions", "over-time", "throughput", "links", "summary", "capacity", "critical-path", "mace", "integrity"}
+var sections = []string{"verdict", "overview", "topology", "distributions", "over-time", "throughput", "links", "summary", "capacity", "critical-path", "mace", "integrity"}
 
 type env struct{ tool, build, shots string }
 
@@ -78,8 +78,15 @@ type page struct {
 	} `json:"marks"`
 	Missing     []string `json:"missing"`
 	ScrollWidth int      `json:"scrollWidth"`
-	External    int      `json:"external"`
-	Text        string   `json:"text"`
+	// Tables that scroll sideways in their column (their first header).
+	WideTables []string `json:"wideTables"`
+	Verdict    []struct {
+		Topic  string  `json:"topic"`
+		Text   string  `json:"text"`
+		Bottom float64 `json:"bottom"` // px from the page's top
+	} `json:"verdict"`
+	External int    `json:"external"`
+	Text     string `json:"text"`
 }
 
 const readPage = `(() => {
@@ -95,14 +102,21 @@ const readPage = `(() => {
     marks: q('svg[data-marks]').map(s => ({want: +s.dataset.marks, got: q('.mark', s).length})),
     missing: q('#overview li').map(e => e.textContent),
     scrollWidth: document.documentElement.scrollWidth,
+    wideTables: q('table').filter(t => t.scrollWidth > t.clientWidth + 1).map(t => t.querySelector('th') ? t.querySelector('th').textContent + ' (' + t.scrollWidth + ' px in ' + t.clientWidth + ')' : '?'),
+    verdict: q('#verdict li').map(li => ({topic: li.dataset.topic, text: li.textContent, bottom: li.getBoundingClientRect().bottom + window.scrollY})),
     external: q('img,script,link,iframe,object,embed,use[href^="http"]').length,
     text: document.body.innerText,
   };
 })()`
 
-// open loads a report at 1280 px and checks what every report must be:
-// every section, each chart holding the marks it says, nothing fetched,
-// no console error, no wider than the window, at most 2 MB. It saves a
+// The window reports are read at: a laptop's.
+const windowW, windowH = 1400, 1000
+
+// open loads a report at 1,400 x 1,000 px and checks what every report
+// must be: every section, each chart holding the marks it says, nothing
+// fetched, no console error, no wider than the window and no table
+// scrolling sideways, the verdict first and within the first screen, at
+// most 2 MB. It saves a
 // screenshot as shot (under the shots directory).
 func open(t *testing.T, b *browser.Browser, e env, path, shot string) page {
 	t.Helper()
@@ -111,7 +125,7 @@ func open(t *testing.T, b *browser.Browser, e env, path, shot string) page {
 	require.LessOrEqual(t, st.Size(), int64(2<<20), "%s: at most 2 MB", path)
 	abs, err := filepath.Abs(path)
 	require.NoError(t, err)
-	p, err := b.Open("file://"+abs, 1280, 900)
+	p, err := b.Open("file://"+abs, windowW, windowH)
 	require.NoError(t, err)
 	var pg page
 	require.NoError(t, p.Eval(readPage, &pg))
@@ -131,7 +145,12 @@ func open(t *testing.T, b *browser.Browser, e env, path, shot string) page {
 		require.Equal(t, tp.Hops, pg.Hops)
 	}
 	require.Zero(t, pg.External, "%s: nothing loaded from elsewhere", path)
-	require.LessOrEqual(t, pg.ScrollWidth, 1280, "%s: readable at 1280 px wide", path)
+	require.LessOrEqual(t, pg.ScrollWidth, windowW, "%s: readable at %d px wide", path, windowW)
+	require.Empty(t, pg.WideTables, "%s: every table fits its column at %d px", path, windowW)
+	require.NotEmpty(t, pg.Verdict, "%s: a verdict", path)
+	for _, v := range pg.Verdict {
+		require.LessOrEqual(t, v.Bottom, float64(windowH), "%s: the verdict's %s line on the first screen", path, v.Topic)
+	}
 	require.NotContains(t, pg.Text, "NaN")
 	// The screenshot before the verdict on problems, to look at when it fails.
 	out := filepath.Join(e.shots, shot)
