@@ -67,9 +67,9 @@ func capacityHTML(b *strings.Builder, r *Result) {
 	fmt.Fprintf(b, `<h2>Capacity</h2><p class="note">Operators as the channel names mark them (OPERATOR[#INSTANCE] in, out, sent, count). Cost: what a tuple costs an instance, its own work (in to out) and its hand-off (the send, and taking the next tuple while backlogged); capacity: one over the cost, the tuples it takes a second while backlogged, with its 95%% interval; load: the offered rate over capacity (above 1 it cannot keep up); lost: tuples it handed on that never reached the next operator. Windows of %g s from the run's first tuple record are in capacity.csv; below, the whole run. Fewer than %d tuples: not enough data.</p>`,
 		c.Windows.Width/cfg.Hz, cfg.MinTuples)
 	if c.Bottleneck != "" {
-		fmt.Fprintf(b, "<p>Bottleneck: <b>%s</b>. The highest source rate the topology sustains: <b>%s tuples/s</b>; the run offered %s tuples/s.", esc(c.Bottleneck), f(c.MaxSource), f(c.SourceRate))
+		fmt.Fprintf(b, "<p>Bottleneck: <b>%s</b>. The highest source rate the topology sustains: <b>%s tuples/s</b>; the run offered %s tuples/s.", esc(c.Bottleneck), rate(c.MaxSource), rate(c.SourceRate))
 		if c.Saturated > 0 {
-			fmt.Fprintf(b, " While %s was saturated (%d of %d windows) it took %s tuples/s, %s/s at the source.", esc(c.Bottleneck), c.Saturated, c.Windows.N, f(c.CarriedRate), f(c.CarriedSource))
+			fmt.Fprintf(b, " While %s was saturated (%d of %d windows) it took %s tuples/s, %s/s at the source.", esc(c.Bottleneck), c.Saturated, c.Windows.N, rate(c.CarriedRate), rate(c.CarriedSource))
 		}
 		b.WriteString("</p>")
 	} else {
@@ -104,12 +104,12 @@ func capacityHTML(b *strings.Builder, r *Result) {
 			}
 			w := x.v / hi * width
 			fmt.Fprintf(b, `<text x="4" y="%d">%s</text><rect class="mark" x="%d" y="%d" width="%.1f" height="14" fill="%s"/><text x="%.1f" y="%d" fill="#555">%s</text>`,
-				y+11, esc(trim(x.name, 28)), left, y, math.Max(w, 1), color, float64(left)+w+6, y+11, f(x.v))
+				y+11, esc(trim(x.name, 28)), left, y, math.Max(w, 1), color, float64(left)+w+6, y+11, rate(x.v))
 		}
 		if cfg.TargetRate > 0 {
 			x := left + cfg.TargetRate/hi*width
 			fmt.Fprintf(b, `<line x1="%.1f" y1="18" x2="%.1f" y2="%d" stroke="#333" stroke-dasharray="4 3"/><text x="%.1f" y="%d" fill="#333">target %s</text>`,
-				x, x, height-4, x+4, height-4, f(cfg.TargetRate))
+				x, x, height-4, x+4, height-4, rate(cfg.TargetRate))
 		}
 		b.WriteString("</svg>")
 	}
@@ -178,9 +178,60 @@ func capacityHTML(b *strings.Builder, r *Result) {
 		}
 	}
 	b.WriteString("</table>")
+	capacityOverTimeHTML(b, c)
 	for _, s := range c.Ignored {
 		fmt.Fprintf(b, `<p class="note">Not used: %s</p>`, esc(s))
 	}
+}
+
+// capacityOverTimeHTML draws each instance's busy share (its own work and
+// its time blocked handing on, over the window) and the share of its
+// tuples it took while backlogged (a queue waited before it), window by
+// window: where a pause or a backlog began.
+func capacityOverTimeHTML(b *strings.Builder, c *capacity.Result) {
+	type line struct{ busy, backlog chart.Series }
+	lines := map[string]*line{}
+	var names []string
+	for _, x := range c.Rows {
+		if x.Level != "instance" || x.Window < 0 || x.Method != capacity.MethodInOut || x.TuplesIn == 0 {
+			continue
+		}
+		name := x.Operator // and its instance: the label's last part (node/pid/INSTANCE)
+		if n := x.Instance[strings.LastIndex(x.Instance, "/")+1:]; n != "" {
+			name += "#" + n
+		}
+		l := lines[x.Instance]
+		if l == nil {
+			l = &line{chart.Series{Name: name}, chart.Series{Name: name}}
+			lines[x.Instance] = l
+			names = append(names, x.Instance)
+		}
+		if math.IsNaN(x.BusyShare) {
+			continue // no work measured (no out mark)
+		}
+		t := (x.StartS + x.EndS) / 2
+		busy := x.BusyShare
+		if !math.IsNaN(x.BlockedShare) {
+			busy += x.BlockedShare
+		}
+		l.busy.X, l.busy.Y = append(l.busy.X, t), append(l.busy.Y, busy)
+		l.backlog.X, l.backlog.Y = append(l.backlog.X, t), append(l.backlog.Y, float64(x.Backlogged)/float64(x.TuplesIn))
+	}
+	if len(names) == 0 {
+		return
+	}
+	busy := chart.Chart{ID: "busy-share", Title: "busy share per instance, window by window (own work and blocked handing on)",
+		X: chart.Axis{Label: "window middle, from the run's first tuple record (s)", Min: 0}, Y: chart.Axis{Label: "share of the window", Min: 0, Max: 1}, Width: 470, Height: 170}
+	backlog := chart.Chart{ID: "backlog-share", Title: "tuples taken while backlogged, per instance, window by window",
+		X: chart.Axis{Label: "window middle, from the run's first tuple record (s)", Min: 0}, Y: chart.Axis{Label: "share of its tuples", Min: 0, Max: 1}, Width: 470, Height: 170}
+	for _, n := range names {
+		busy.Series = append(busy.Series, lines[n].busy)
+		backlog.Series = append(backlog.Series, lines[n].backlog)
+	}
+	b.WriteString(`<div class="grid">`)
+	busy.SVG(b)
+	backlog.SVG(b)
+	b.WriteString(`</div>`)
 }
 
 // critPathHTML writes the section "Where the latency goes": the run's
@@ -215,7 +266,8 @@ func critPathHTML(b *strings.Builder, r *Result) {
 	runRows := c.RunRows()
 	if len(runRows) > 0 {
 		if c.Inconsistent > 0 {
-			fmt.Fprintf(b, `<p>%d slices, <b>%d inconsistent</b> (the first: %s).</p>`, c.Slices, c.Inconsistent, esc(c.FirstInconsistency()))
+			fmt.Fprintf(b, `<p>%d slices, <b>%d inconsistent</b> (the first: %s).</p><p class="note">An inconsistent slice is one whose critical path could not be followed through every hand-off: a wait whose hand-off the logs do not hold (a tuple sent before the slice began, a record lost or never marked). That part of the slice counts as "unattributed"; the other slices' shares stand as they are. %s of the run's slices are inconsistent: %s.</p>`,
+				c.Slices, c.Inconsistent, esc(c.FirstInconsistency()), percent(float64(c.Inconsistent)/float64(max(c.Slices, 1))), inconsistentVerdict(c.Inconsistent, c.Slices))
 		} else {
 			fmt.Fprintf(b, `<p>%d slices, all consistent.</p>`, c.Slices)
 		}
@@ -255,6 +307,15 @@ func critPathHTML(b *strings.Builder, r *Result) {
 		critPathSVG(b, c, legend, idx)
 	}
 	critPathBreakdownHTML(b, c, pct)
+}
+
+// inconsistentVerdict says what a share of inconsistent slices means for
+// the path's shares.
+func inconsistentVerdict(bad, all int) string {
+	if float64(bad) <= 0.05*float64(all) {
+		return "few enough that the shares above hold"
+	}
+	return "read the shares above with care: the unattributed part holds what could not be followed"
 }
 
 // critPathSVG draws a stacked bar per slice (the run's colors; at most
@@ -356,13 +417,13 @@ func critPathBreakdownHTML(b *strings.Builder, c *critpath.Result, pct func(floa
 		return
 	}
 	val := func(mean, bound float64) string {
-		s := num(mean)
+		s := dur(mean / 1e6)
 		if bound > 0 {
-			s += " ± " + num(bound)
+			s += " ± " + dur(bound/1e6)
 		}
 		return s
 	}
-	b.WriteString(`<h3>Latency taken apart: p99 vs median journeys (mean µs)</h3><p class="note">Each journey's end-to-end latency, from its first record to its last, taken apart into its operators' own work (compute), waiting behind earlier tuples or blocked handing on (queue), transfers and the rest (other), exactly in reference cycles; p99: the journeys at or above the 99th percentile, median: the 49th to the 51st. ± the mean strict bound where it is not 0.</p><table><tr><th>part</th><th>where</th>`)
+	b.WriteString(`<h3>Latency taken apart: p99 vs median journeys (means)</h3><p class="note">Each journey's end-to-end latency, from its first record to its last, taken apart into its operators' own work (compute), waiting behind earlier tuples or blocked handing on (queue), transfers and the rest (other), exactly in reference cycles; p99: the journeys at or above the 99th percentile, median: the 49th to the 51st. ± the mean strict bound where it is not 0.</p><table><tr><th>part</th><th>where</th>`)
 	for g, name := range critpath.TextGroups {
 		n := int64(0)
 		if e2e[g] != nil {
@@ -433,33 +494,49 @@ func maceHTML(b *strings.Builder, r *Result) {
 			Y: chart.Axis{Label: "latency", Format: usFmt}, Series: []chart.Series{mc, pr, me}, Height: 180}
 		c.SVG(b)
 	}
-	b.WriteString(`<table><tr><th>scenario</th><th>worst Mace s</th><th>predicted worst s</th><th>measured worst s</th><th>windows within the bounds</th><th>busiest node</th><th>its load</th><th>latency bounded up to</th></tr>`)
+	b.WriteString(`<table><tr><th>scenario</th><th>worst Mace</th><th>predicted worst</th><th>measured worst</th><th>predicted against measured</th><th>windows within the bounds</th><th>busiest node</th><th>its load</th><th>latency bounded up to</th></tr>`)
+	var far []string
 	for _, s := range m.Scenarios {
-		meas, within := "-", "-"
+		meas, vs, within := "–", "–", "–"
 		switch {
 		case !math.IsNaN(s.WorstMeasuredS) && s.Excess:
-			meas = fmt.Sprintf("%.6f (%+.2f%%)", s.WorstMeasuredS, 100*(s.WorstLatencyS/s.WorstMeasuredS-1))
+			meas = dur(s.WorstMeasuredS)
+			e := s.WorstLatencyS/s.WorstMeasuredS - 1
+			vs = fmt.Sprintf("%+.3g%%", 100*e)
+			if math.Abs(e) > 0.25 {
+				far = append(far, fmt.Sprintf("%s: predicted %s against %s measured (%s)", s.Name, dur(s.WorstLatencyS), meas, vs))
+			}
 		case !math.IsNaN(s.WorstMeasuredS):
-			meas = fmt.Sprintf("%.6f (no excess: at most w + e = %.6f s)", s.WorstMeasuredS, m.WindowS+m.EpsS)
+			meas = dur(s.WorstMeasuredS)
+			vs = "no excess: at most w + e = " + dur(m.WindowS+m.EpsS)
 		}
 		if !math.IsNaN(s.Within) {
-			within = fmt.Sprintf("%.1f%% of %d", 100*s.Within, s.Windows)
+			within = fmt.Sprintf("%s of %d", percent(s.Within), s.Windows)
 		}
-		limit := "-"
+		limit := "–"
 		if s.MaxRate > 0 {
-			limit = fmt.Sprintf("x%.3g (%.0f tuples/s)", s.MaxRate, s.MaxSourceRate)
+			limit = fmt.Sprintf("x%.3g (%s tuples/s)", s.MaxRate, rate(s.MaxSourceRate))
 		}
 		// Load is NaN when the source's records span no time (one tuple,
-		// or every one in the same tick): "-", as summary.txt writes it,
-		// not "NaN".
-		load := "-"
+		// or every one in the same tick): "–", not "NaN".
+		load := "–"
 		if !math.IsNaN(s.Load) {
-			load = fmt.Sprintf("%.3f", s.Load)
+			load = fmt.Sprintf("%.3g", s.Load)
 		}
-		fmt.Fprintf(b, `<tr><td>%s</td><td>%.6f</td><td>%.6f</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>`,
-			esc(s.Name), s.WorstMaceS, s.WorstLatencyS, meas, within, esc(s.Bottleneck), load, limit)
+		fmt.Fprintf(b, `<tr><td class="l">%s</td><td>%s</td><td>%s</td><td>%s</td><td class="w">%s</td><td>%s</td><td class="l">%s</td><td>%s</td><td class="w">%s</td></tr>`,
+			esc(s.Name), dur(s.WorstMaceS), dur(s.WorstLatencyS), meas, vs, within, esc(s.Bottleneck), load, limit)
 	}
 	b.WriteString(`</table>`)
+	if len(far) > 0 {
+		fmt.Fprintf(b, `<p class="note"><b>Where the prediction is far from the run</b> (%s): the predicted worst latency is what the load implies, each node's costs window by window and the tuples that reached it; a machine shared with other work (a CPU taken away mid-tuple), costs that move within a window, or tuples bunched closer than a 32nd of a window make the run's worst differ from it. The assumptions the logs show broken are listed below; the measured worst is the run's own.</p>`,
+			esc(strings.Join(far, "; ")))
+	}
+	if c := r.Capacity; c != nil && c.Bottleneck != "" && len(m.Scenarios) > 0 && m.Scenarios[0].MaxSourceRate > 0 {
+		if mr := m.Scenarios[0].MaxSourceRate; math.Abs(mr/c.MaxSource-1) > 0.05 {
+			fmt.Fprintf(b, `<p class="note">Mace's limit, %s tuples/s, is not the highest sustainable rate of the verdict, %s tuples/s: Mace's is where the busiest node's work, from its costs window by window and the tuples that reached it, fills its time; capacity's is the bottleneck's capacity over the whole run over its reach (lost tuples included). They part where costs move between windows or tuples were lost before the busiest node.</p>`,
+				rate(mr), rate(c.MaxSource))
+		}
+	}
 	if len(m.Flags) == 0 {
 		b.WriteString(`<p>Assumptions: none broken that the logs show.</p>`)
 	} else {

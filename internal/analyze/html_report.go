@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"math"
 	"sort"
 	"strings"
 
+	"cloudprofiler/internal/capacity"
 	"cloudprofiler/internal/chart"
 )
 
@@ -74,7 +76,7 @@ ul.verdict li.alarm::before{content:"!";color:#c00;font-weight:bold}ul.verdict a
 	a.throughputHTML(&b)
 	b.WriteString(`</section><section id="links"><h2>Links between nodes</h2>`)
 	a.linksHTML(&b, rows)
-	b.WriteString(`</section><section id="summary"><h2>Summary (µs)</h2>`)
+	b.WriteString(`</section><section id="summary"><h2>Summary</h2>`)
 	a.summaryHTML(&b, rows)
 	b.WriteString(`</section><section id="capacity">`)
 	if r.Capacity == nil && r.CapacityNote == "" {
@@ -269,8 +271,17 @@ func (a *analysis) latencyOverTimeHTML(b *strings.Builder, rows []Row) {
 		med.Name, p99.Name, mx.Name = "median", "p99", "max"
 		p99.Dash, mx.Dash = true, true
 		p99.Color, mx.Color = "#d62728", "#999"
+		prev := -1
 		for _, pt := range p.series.Points() {
 			t := (float64(pt.Bucket) + 0.5) * g.Width / a.res.RefHz
+			if prev >= 0 && int(pt.Bucket) > prev+1 {
+				// Empty buckets between: a gap, not a line across them.
+				gap := t - g.Width/a.res.RefHz
+				for _, s := range []*chart.Series{&med, &p99, &mx} {
+					s.X, s.Y = append(s.X, gap), append(s.Y, math.NaN())
+				}
+			}
+			prev = int(pt.Bucket)
 			med.X, med.Y = append(med.X, t), append(med.Y, a.us(pt.P50))
 			p99.X, p99.Y = append(p99.X, t), append(p99.Y, a.us(pt.P99))
 			mx.X, mx.Y = append(mx.X, t), append(mx.Y, a.us(pt.Max))
@@ -290,17 +301,27 @@ func (a *analysis) throughputHTML(b *strings.Builder) {
 	g := a.tl.grid
 	runS := g.Width * float64(g.N) / a.res.RefHz
 	if a.tl.on && a.tl.recs != nil && a.res.Records > 0 {
-		c := chart.Chart{ID: "throughput-tuples", Title: "tuple records per second, per channel",
+		c := chart.Chart{ID: "throughput-tuples", Title: "tuples per second, per operator (what its instances took in; a source: what it sent)",
 			X: chart.Axis{Label: "time from the run's first tuple record (s)", Min: 0, Max: runS},
-			Y: chart.Axis{Label: "records/s", Format: rateFmt}}
+			Y: chart.Axis{Label: "tuples/s", Format: rateFmt}}
 		secs := g.Width / a.res.RefHz
-		for ch, ci := range a.res.Channels {
-			cnt, ok := a.tl.recs.Channel(ch)
-			if !ok {
+		for _, l := range a.throughputLines() {
+			var sum []uint64
+			for _, ch := range l.chans {
+				cnt, ok := a.tl.recs.Channel(ch)
+				if !ok {
+					continue
+				}
+				sum = append(sum, make([]uint64, max(0, len(cnt)-len(sum)))...)
+				for k, n := range cnt {
+					sum[k] += n
+				}
+			}
+			if sum == nil {
 				continue
 			}
-			s := chart.Series{Name: ci.Label()}
-			for k, n := range cnt {
+			s := chart.Series{Name: l.name}
+			for k, n := range sum {
 				s.X, s.Y = append(s.X, (float64(k)+0.5)*secs), append(s.Y, float64(n)/secs)
 			}
 			c.Series = append(c.Series, s)
@@ -338,6 +359,71 @@ func (a *analysis) throughputHTML(b *strings.Builder) {
 	c.SVG(b)
 }
 
+// throughputLine is a line of the throughput chart: an operator's
+// channels that count what it took (its in channels; a source's out), or
+// one channel outside any operator.
+type throughputLine struct {
+	name  string
+	chans []int
+}
+
+// throughputLines are the throughput chart's lines, in the channel order.
+func (a *analysis) throughputLines() []throughputLine {
+	plan := a.cap.plan
+	type opRoles struct{ in, out []int }
+	ops := map[string]*opRoles{}
+	var order []string
+	var lines []throughputLine
+	for ch, c := range a.chans {
+		if c.Role != RoleTuples {
+			continue
+		}
+		inst, role := -1, capacity.RoleNone
+		if plan != nil {
+			inst, role = plan.Role(ch)
+		}
+		if inst < 0 || (role != capacity.RoleIn && role != capacity.RoleOut) {
+			if inst < 0 {
+				lines = append(lines, throughputLine{c.Label(), []int{ch}})
+			}
+			continue
+		}
+		op := plan.Instances[inst].Operator
+		o := ops[op]
+		if o == nil {
+			o = &opRoles{}
+			ops[op] = o
+			order = append(order, op)
+		}
+		if role == capacity.RoleIn {
+			o.in = append(o.in, ch)
+		} else {
+			o.out = append(o.out, ch)
+		}
+	}
+	if a.rank != nil {
+		first := func(chans []int) int {
+			r := len(a.rank)
+			for _, ch := range chans {
+				r = min(r, a.rank[ch])
+			}
+			return r
+		}
+		sort.SliceStable(order, func(i, j int) bool {
+			x, y := ops[order[i]], ops[order[j]]
+			return first(append(x.in, x.out...)) < first(append(y.in, y.out...))
+		})
+	}
+	for _, op := range order {
+		chans := ops[op].in
+		if len(chans) == 0 {
+			chans = ops[op].out
+		}
+		lines = append(lines, throughputLine{op, chans})
+	}
+	return lines
+}
+
 // scenarioNames say where a duration's two ends were (minrtt.Duration.Scenario).
 var scenarioNames = [4]string{"both on the reference node", "both on one other node", "one end on the reference node", "two other nodes"}
 
@@ -351,15 +437,15 @@ func (a *analysis) linksHTML(b *strings.Builder, rows []Row) {
 	}
 	links := a.model.Links()
 	linksSVG(b, nodes, a.model.Ref(), links, r.RefHz)
-	b.WriteString(`<p class="note">Translating one node's counter into another's (MinRTT, the paper's method and its strict bounds). Round trips are in their origin's cycles, errors in the receiving node's, all shown in µs at the reference frequency.</p><table><tr><th>from</th><th>into</th><th>rounds</th><th>probes</th><th>min RTT (µs)</th><th>min RTT back (µs)</th><th>ratio</th><th>error mid-run, paper (µs)</th><th>all probes (µs)</th><th>used</th></tr>`)
+	b.WriteString(`<p class="note">Translating one node's counter into another's (MinRTT, the paper's method and its strict bounds). Round trips are in their origin's cycles, errors in the receiving node's, all shown in µs at the reference frequency.</p><table><tr><th>from</th><th>into</th><th>rounds</th><th>probes</th><th>min RTT</th><th>min RTT back</th><th>ratio</th><th>error mid-run, paper</th><th>all probes</th><th>used</th></tr>`)
 	for _, l := range links {
-		fmt.Fprintf(b, `<tr><td class="l">%s</td><td class="l">%s</td><td>%d</td><td>%d</td><td>%.3f</td><td>%.3f</td><td>%.9f</td><td>%.3f</td><td>%.3f</td><td>%v %s</td></tr>`,
-			esc(l.From), esc(l.Into), l.Rounds, l.Probes, l.MinRTT/r.RefHz*1e6, l.MinRTTRev/r.RefHz*1e6, l.Ratio,
-			l.PaperErrMid/r.RefHz*1e6, l.AllProbesErrMid/r.RefHz*1e6, l.Used, esc(l.Unusable))
+		fmt.Fprintf(b, `<tr><td class="l">%s</td><td class="l">%s</td><td>%d</td><td>%d</td><td>%s</td><td>%s</td><td>%.9f</td><td>%s</td><td>%s</td><td class="l">%v %s</td></tr>`,
+			esc(l.From), esc(l.Into), l.Rounds, l.Probes, dur(l.MinRTT/r.RefHz), dur(l.MinRTTRev/r.RefHz), l.Ratio,
+			dur(l.PaperErrMid/r.RefHz), dur(l.AllProbesErrMid/r.RefHz), l.Used, esc(l.Unusable))
 	}
 	b.WriteString(`</table>`)
 	// Which way each hop across nodes was bounded.
-	fmt.Fprintf(b, `<h3>How each hop across nodes was bounded</h3><p class="note">Method: %s. Where the hop's ends were, for its durations; its bound against the paper's and a baseline's (medians, µs).</p><table><tr><th>kind</th><th>from</th><th>to</th><th>ends</th><th>± median</th><th>± max</th><th>paper ±</th><th>baseline ±</th></tr>`, esc(a.cfg.Method.String()))
+	fmt.Fprintf(b, `<h3>How each hop across nodes was bounded</h3><p class="note">Method: %s. Where the hop's ends were, for its durations; its bound against the paper's and a baseline's (medians).</p><table><tr><th>kind</th><th>from</th><th>to</th><th>ends</th><th>± median</th><th>± max</th><th>paper ±</th><th>baseline ±</th></tr>`, esc(a.cfg.Method.String()))
 	n := 0
 	for _, x := range rows {
 		if x.Scenarios[2]+x.Scenarios[3] == 0 || x.Kind == KindReturnRTT {
@@ -373,7 +459,7 @@ func (a *analysis) linksHTML(b *strings.Builder, rows []Row) {
 			}
 		}
 		fmt.Fprintf(b, `<tr><td class="l">%s</td><td class="l">%s</td><td class="l">%s</td><td class="l">%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>`,
-			esc(x.Kind), esc(x.From), esc(x.To), esc(strings.Join(ends, ", ")), num(x.ErrMedian*1e6), num(x.ErrMax*1e6), num(x.PaperMedian*1e6), num(x.BaselineMedian*1e6))
+			esc(x.Kind), esc(x.From), esc(x.To), esc(strings.Join(ends, ", ")), dur(x.ErrMedian), dur(x.ErrMax), dur(x.PaperMedian), dur(x.BaselineMedian))
 	}
 	b.WriteString(`</table>`)
 	if n == 0 {

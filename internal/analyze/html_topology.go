@@ -205,7 +205,7 @@ func (a *analysis) topologyHTML(b *strings.Builder, rows []Row) {
 			}
 		}
 		for _, i := range inside[t] {
-			l = append(l, fmt.Sprintf("work %s, p99 %s", dur(rows[i].Median), dur(rows[i].P99)))
+			l = append(l, fmt.Sprintf("%s %s, p99 %s", hopWord(&rows[i]), dur(rows[i].Median), dur(rows[i].P99)))
 		}
 		if q := states[t]; !math.IsNaN(q.queueMed) {
 			l = append(l, fmt.Sprintf("queue %s, p99 %s", dur(q.queueMed/1e6), dur(q.queueP99/1e6)))
@@ -252,7 +252,7 @@ func (a *analysis) topologyHTML(b *strings.Builder, rows []Row) {
 		}
 	}
 	const legendH = 64
-	width, height := max(laneLabel+ncols*bw+(ncols-1)*gap+20, 760), y+legendH
+	width, height := max(laneLabel+ncols*bw+(ncols-1)*gap+20, 1150), y+legendH // the legend's width at least
 	box := func(t int) (x, y float64) {
 		return float64(laneLabel + pos[t][1]*(bw+gap)), float64(laneY[threads[t].Node] + pad + pos[t][0]*(bh+pad))
 	}
@@ -274,6 +274,24 @@ func (a *analysis) topologyHTML(b *strings.Builder, rows []Row) {
 		h := laneRows[n]*(bh+pad) + pad
 		fmt.Fprintf(b, `<g class="node" data-name="%s"><rect x="2" y="%d" width="%d" height="%d" rx="6" fill="#f4f6f9" stroke="#c9d1dc"/><text x="10" y="%d" font-weight="bold">node %s</text></g>`,
 			esc(name), laneY[n], width-4, h-4, laneY[n]+20, esc(trim(name, 12)))
+	}
+	// Labels go where they collide with no box and no label already
+	// placed; one that would is left to its arrow's title.
+	var taken [][4]float64 // x0, y0, x1, y1
+	for t := range threads {
+		if used[t] {
+			x0, y0 := box(t)
+			taken = append(taken, [4]float64{x0, y0, x0 + float64(bw), y0 + float64(bh)})
+		}
+	}
+	place := func(r [4]float64) bool {
+		for _, o := range taken {
+			if r[0] < o[2] && o[0] < r[2] && r[1] < o[3] && o[1] < r[3] {
+				return false
+			}
+		}
+		taken = append(taken, r)
+		return true
 	}
 	// Edges under the boxes: the transfer alone where the breakdown has
 	// it, else the hop (queueing included).
@@ -304,8 +322,17 @@ func (a *analysis) topologyHTML(b *strings.Builder, rows []Row) {
 		if what != "transfer" {
 			l1 = dur(med) + " (with queue)"
 		}
-		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="%s" stroke="#fff" stroke-width="3" paint-order="stroke"><tspan x="%.1f" dy="-1.2em">%s</tspan><tspan x="%.1f" dy="1.2em">p99 %s</tspan></text></g>`,
-			mx, my, anchor, mx, esc(l1), mx, dur(p99))
+		l2 := "p99 " + dur(p99)
+		w := charW * float64(max(len([]rune(l1)), len([]rune(l2))))
+		left := mx - w/2
+		if anchor == "start" {
+			left = mx
+		}
+		if place([4]float64{left, my - 24, left + w, my + 4}) {
+			fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="%s" stroke="#fff" stroke-width="3" paint-order="stroke"><tspan x="%.1f" dy="-1.2em">%s</tspan><tspan x="%.1f" dy="1.2em">%s</tspan></text>`,
+				mx, my, anchor, mx, esc(l1), mx, esc(l2))
+		}
+		b.WriteString(`</g>`)
 	}
 	for t, th := range threads {
 		if !used[t] {
@@ -347,7 +374,7 @@ func (a *analysis) topologyHTML(b *strings.Builder, rows []Row) {
 	}
 	// The legend.
 	ly := height - legendH + 12
-	fmt.Fprintf(b, `<g class="legend"><rect x="%d" y="%d" width="160" height="10" fill="url(#heat)" stroke="#999"/><text x="%d" y="%d">0</text><text x="%d" y="%d" text-anchor="end">1</text><text x="%d" y="%d">box: load, offered over capacity (1: saturated)</text>`,
+	fmt.Fprintf(b, `<g class="legend"><rect x="%d" y="%d" width="160" height="10" fill="url(#heat)" stroke="#999"/><text x="%d" y="%d">0</text><text x="%d" y="%d" text-anchor="end">1</text><text x="%d" y="%d">box: load, offered over capacity (white: not marked)</text>`,
 		laneLabel, ly, laneLabel, ly+22, laneLabel+160, ly+22, laneLabel+170, ly+9)
 	fmt.Fprintf(b, `<rect x="%d" y="%d" width="24" height="12" fill="#fff" stroke="#000" stroke-width="4"/><text x="%d" y="%d">load ≥ %.2f (saturated)</text><rect x="%d" y="%d" width="24" height="12" fill="#fff" stroke="#555" stroke-width="2" stroke-dasharray="6 3"/><text x="%d" y="%d">blocked handing on ≥ %.0f%% of its time (backpressured)</text>`,
 		laneLabel+470, ly-1, laneLabel+500, ly+9, saturatedLoad, laneLabel+650, ly-1, laneLabel+680, ly+9, 100*backpressureShare)
@@ -355,6 +382,17 @@ func (a *analysis) topologyHTML(b *strings.Builder, rows []Row) {
 		laneLabel, ly+30, laneLabel+170, ly+38, dur(total))
 	b.WriteString(`</svg>`)
 	b.WriteString(`<p class="note">A lane per node; a box per operator instance (channels named "OPERATOR in/out"), or per channel where none is named; left to right in the channel order. In a box: its load and capacity (the capacity section), its own work (median and p99 of its compute hop) and the queueing before it (the mean wait of the median and of the p99 journeys, from the critical path's breakdown). An arrow: the transfer between two boxes, the queueing at its end taken out where the breakdown has it. Hover for each hop's median ± its strict bound.</p>`)
+}
+
+// hopWord names a compute hop in its box: "work" from in to out, else its
+// two marks ("out→sent").
+func hopWord(x *Row) string {
+	last := func(s string) string { return s[strings.LastIndex(s, " ")+1:] }
+	from, to := last(x.From), last(x.To)
+	if from == "in" && to == "out" {
+		return "work"
+	}
+	return from + "→" + to
 }
 
 // rate3 writes a rate with three significant digits ("37.2k").
@@ -472,28 +510,37 @@ func linksSVG(b *strings.Builder, nodes []string, ref string, links []minrtt.Lin
 func (a *analysis) summaryHTML(b *strings.Builder, rows []Row) {
 	esc := html.EscapeString
 	r := a.res
-	us := func(v float64) string { return num(v * 1e6) }
 	if len(rows) == 0 {
 		b.WriteString(`<p class="missing">No durations.</p>`)
 	} else {
 		b.WriteString(`<table><tr><th>kind</th><th>from</th><th>to</th><th>count</th><th>min</th><th>p25</th><th>median</th><th>p75</th><th>p99</th><th>max</th><th>± median</th><th>± max</th><th>paper ±</th><th>baseline ±</th></tr>`)
 		for _, x := range rows {
-			fmt.Fprintf(b, `<tr><td class="l">%s</td><td class="l">%s</td><td class="l">%s</td><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>`,
-				esc(x.Kind), esc(x.From), esc(x.To), x.Count, us(x.Min), us(x.P25), us(x.Median), us(x.P75), us(x.P99), us(x.Max),
-				us(x.ErrMedian), us(x.ErrMax), us(x.PaperMedian), us(x.BaselineMedian))
+			fmt.Fprintf(b, `<tr><td class="l">%s</td><td class="l">%s</td><td class="l">%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>`,
+				esc(x.Kind), esc(x.From), esc(x.To), count(x.Count), dur(x.Min), dur(x.P25), dur(x.Median), dur(x.P75), dur(x.P99), dur(x.Max),
+				dur(x.ErrMedian), dur(x.ErrMax), dur(x.PaperMedian), dur(x.BaselineMedian))
 		}
 		b.WriteString("</table>")
 	}
+	// Several end-to-end pairs: journeys that end early (lost, filtered,
+	// or in flight when the logs ended) make pairs of their own.
+	if _, e2e := hopRows(rows); len(e2e) > 1 {
+		var ends []string
+		for _, i := range e2e {
+			ends = append(ends, fmt.Sprintf("%s tuples' last record is %s", count(rows[i].Count), esc(rows[i].To)))
+		}
+		fmt.Fprintf(b, `<p class="note">Several end-to-end pairs: journeys end at different channels (%s). Those that end before the last channel were lost after their last record, filtered, or in flight when the logs ended; the verdict and the capacity section say where tuples were lost.</p>`,
+			strings.Join(ends, "; "))
+	}
 	for _, x := range rows {
 		if x.Kind == KindReturnRTT {
-			fmt.Fprintf(b, "<p>Return-trip method %s → %s overestimates the latency by %s µs (median), %s µs (max); our bound on the same durations is ± %s µs (median).</p>",
-				esc(x.From), esc(x.To), us(x.RetErrMedian), us(x.RetErrMax), us(x.OursErrMedian))
+			fmt.Fprintf(b, "<p>Return-trip method %s → %s overestimates the latency by %s (median), %s (max); our bound on the same durations is ± %s (median).</p>",
+				esc(x.From), esc(x.To), dur(x.RetErrMedian), dur(x.RetErrMax), dur(x.OursErrMedian))
 		}
 	}
 	if len(r.Runs) > 0 {
-		b.WriteString("<h3>Run duration (FIRSTLAST)</h3><table><tr><th>channel</th><th>seconds</th><th>± µs</th></tr>")
+		b.WriteString("<h3>Run duration (FIRSTLAST)</h3><table><tr><th>channel</th><th>duration</th><th>±</th></tr>")
 		for _, s := range r.Runs {
-			fmt.Fprintf(b, `<tr><td class="l">%s</td><td>%.6f</td><td>%.3f</td></tr>`, esc(s.Channel), s.Duration.Est/r.RefHz, s.Duration.Err/r.RefHz*1e6)
+			fmt.Fprintf(b, `<tr><td class="l">%s</td><td>%s</td><td>%s</td></tr>`, esc(s.Channel), dur(s.Duration.Est/r.RefHz), dur(s.Duration.Err/r.RefHz))
 		}
 		b.WriteString("</table>")
 	}

@@ -114,7 +114,11 @@ func bottleneckSentence(c *capacity.Result) string {
 	default:
 		s += fmt.Sprintf(", load %.2f: it needs %s of its time for what the run offered", x.Load, percent(x.Load))
 	}
-	if c.Saturated > 0 {
+	switch {
+	case c.Saturated > 0 && x.Load < 0.9:
+		// Backlogged without the load for it: tuples come in bursts.
+		s += fmt.Sprintf("; it took 95%% or more of its tuples from a queue in %d of %d windows: they arrive in bursts", c.Saturated, c.Windows.N)
+	case c.Saturated > 0:
 		s += fmt.Sprintf("; saturated in %d of %d windows", c.Saturated, c.Windows.N)
 	}
 	return s + "."

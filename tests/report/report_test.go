@@ -223,7 +223,7 @@ func TestMultinodeReportAndTrace(t *testing.T) {
 	require.Equal(t, min(12, hopsAndE2E(rows)), over, "a chart over time per pair")
 	want, ok := chart(pg, "throughput-tuples")
 	require.True(t, ok)
-	require.Equal(t, 4, want, "a line per tuple channel")
+	require.Equal(t, 3, want, "a line per operator: source, relay, sink")
 	require.ElementsMatch(t, []string{"source", "relay", "sink"}, pg.Ops)
 	require.Equal(t, 2, pg.Hops, "two transfers between the boxes")
 	require.Equal(t, []string{"a", "b", "c"}, pg.Lanes)
