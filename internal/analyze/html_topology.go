@@ -141,7 +141,7 @@ func (a *analysis) topologyHTML(b *strings.Builder, rows []Row) {
 			total += math.Max(rows[i].Median, 0)
 		}
 	}
-	if med, _ := a.critPathGroup("median"); med > 0 {
+	if med := a.res.journeyMeanUS("median"); med > 0 {
 		total = med / 1e6
 	}
 	share := func(v float64) float64 {
@@ -404,19 +404,6 @@ func rate3(v float64) string {
 		return fmt.Sprintf("%.3gk", v/1e3)
 	}
 	return fmt.Sprintf("%.3g", v)
-}
-
-// critPathGroup is a breakdown group's mean end-to-end latency, µs (0
-// without one).
-func (a *analysis) critPathGroup(group string) (float64, bool) {
-	if a.res.CritPath == nil {
-		return 0, false
-	}
-	row, _ := a.res.CritPath.GroupRows(group)
-	if row == nil {
-		return 0, false
-	}
-	return row.E2EMeanUS, true
 }
 
 // dur writes a duration in seconds for people: three significant digits

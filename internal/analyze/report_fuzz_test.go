@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"cloudprofiler/internal/fuzzin"
 	"cloudprofiler/internal/logfile"
 	"cloudprofiler/minrtt"
 )
@@ -117,59 +118,40 @@ var reportFuzzSeeds = [][]byte{
 	{1, 2, 0x01, 6, 4, 3, 0},
 }
 
-// fuzzBytes hands out the fuzz input a byte at a time (zeros past its end).
-type fuzzBytes struct{ b []byte }
-
-func (f *fuzzBytes) next() byte {
-	if len(f.b) == 0 {
-		return 0
-	}
-	c := f.b[0]
-	f.b = f.b[1:]
-	return c
-}
-
-func (f *fuzzBytes) take(n int) []byte {
-	n = min(n, len(f.b))
-	s := f.b[:n]
-	f.b = f.b[n:]
-	return s
-}
-
 // fuzzName makes a name of the kind the input's next byte says. Names never
 // hold "NaN", "+Inf", "-Inf" or "%!" (what fmt writes for a number that is
 // not finite, or a verb that failed): the checks look for those.
-func fuzzName(fb *fuzzBytes, i int) string {
-	kind := fb.next()
+func fuzzName(fb *fuzzin.Bytes, i int) string {
+	kind := fb.Next()
 	var s string
 	switch kind % 10 {
 	case 0:
 		s = fmt.Sprintf("s%d", i)
 	case 1: // HTML specials, some of them tags a leak would make
 		frags := []string{"<", ">", "&", `"`, "'", "<q-leak>", "</td>", "<b>", "&amp;", "&#0;", "<!--", "]]>", "<script>x</script>", "&lt", "a"}
-		for k := 0; k < 1+int(fb.next()%6); k++ {
-			s += frags[int(fb.next())%len(frags)]
+		for k := 0; k < 1+int(fb.Next()%6); k++ {
+			s += frags[int(fb.Next())%len(frags)]
 		}
 	case 2: // unicode: accents, CJK, emoji, zero width, right-to-left, combining
 		frags := []string{"é", "日本語", "🚀", "\u200b", "\u202e", "e\u0301", "Ω", "\u00a0", "\ufeff", "𝕏", "ß"}
-		for k := 0; k < 1+int(fb.next()%6); k++ {
-			s += frags[int(fb.next())%len(frags)]
+		for k := 0; k < 1+int(fb.Next()%6); k++ {
+			s += frags[int(fb.Next())%len(frags)]
 		}
 	case 3: // very long
-		n := 20 * (1 + int(fb.next()))
+		n := 20 * (1 + int(fb.Next()))
 		s = strings.Repeat("long-"+strconv.Itoa(i)+"-", n/6+1)[:n]
 	case 4: // one rune
 		s = string(rune('a' + i%26))
 	case 5: // bytes as they come (JSON turns invalid UTF-8 into U+FFFD)
-		s = string(fb.take(int(fb.next() % 40)))
+		s = string(fb.Take(int(fb.Next() % 40)))
 	case 6: // empty, or blank
-		s = []string{"", " ", "  ", "\t"}[fb.next()%4]
+		s = []string{"", " ", "  ", "\t"}[fb.Next()%4]
 	case 7: // control characters, quotes of CSV
-		s = []string{"a\nb", "a,b", "\"q\"", "a\rb", "x\x01y", "\x7f"}[fb.next()%6]
+		s = []string{"a\nb", "a,b", "\"q\"", "a\rb", "x\x01y", "\x7f"}[fb.Next()%6]
 	case 8: // the mark words, '#' and '/': names that the naming rule reads
-		s = []string{"in", "out", "sent", "count", "a#b#c", "#", "/", "a/b", "x in in", "op#", " # in", "lineage"}[fb.next()%12]
+		s = []string{"in", "out", "sent", "count", "a#b#c", "#", "/", "a/b", "x in in", "op#", " # in", "lineage"}[fb.Next()%12]
 	case 9: // numbers as names
-		s = []string{"1e308", "-0", "0x10", "NaN", "+Inf", "%d", "%!s", "%%", "100%"}[fb.next()%9]
+		s = []string{"1e308", "-0", "0x10", "NaN", "+Inf", "%d", "%!s", "%%", "100%"}[fb.Next()%9]
 	}
 	for _, bad := range []string{"NaN", "+Inf", "-Inf", "%!"} {
 		s = strings.ReplaceAll(s, bad, bad[:1]+"_"+bad[1:])
@@ -237,22 +219,22 @@ func (tp *fuzzTopology) nodeNames() []string {
 // then each node's name, each stage's name (fuzzName), each channel's
 // delay, the counter's period and its counts.
 func decodeFuzzTopology(in []byte) *fuzzTopology {
-	fb := &fuzzBytes{b: in}
+	fb := fuzzin.New(in)
 	tp := &fuzzTopology{}
-	nn := 1 + int(fb.next()%4)
-	ns := 1 + int(fb.next()%20)
-	flags := fb.next()
+	nn := 1 + int(fb.Next()%4)
+	ns := 1 + int(fb.Next()%20)
+	flags := fb.Next()
 	tp.marked, tp.instances, tp.counter, tp.firstLast = flags&1 != 0, flags&2 != 0, flags&4 != 0, flags&8 != 0
 	tp.oneProcess, tp.nodePerChannel = flags&0x10 != 0, flags&0x20 != 0
 	tp.count = flags&0x40 != 0
 	tp.openedAtZero = flags&0x80 != 0
-	tp.tuples = 1 + int(fb.next()%48)
-	tp.seed = int64(fb.next())
+	tp.tuples = 1 + int(fb.Next()%48)
+	tp.seed = int64(fb.Next())
 	// The frequency the headers (and the rounds) say; the counters tick at
 	// it, or at 1 kHz where it is none (the rounds need counters that tick
 	// between probes).
-	tp.hz = []float64{2.4e9, 1e9, 1, 0, 1e18, 1e-300, -1, 3.3e3}[fb.next()%8]
-	skip := fb.next()
+	tp.hz = []float64{2.4e9, 1e9, 1, 0, 1e18, 1e-300, -1, 3.3e3}[fb.Next()%8]
+	skip := fb.Next()
 	tp.noCapacity, tp.noCritPath, tp.noMace = skip&1 != 0, skip&2 != 0, skip&4 != 0
 	tick := tp.hz
 	if !(tick >= 1) || nn > 1 && tick < 1e3 {
@@ -266,11 +248,11 @@ func decodeFuzzTopology(in []byte) *fuzzTopology {
 		tp.stages = append(tp.stages, fuzzName(fb, i))
 	}
 	for range tp.channels() {
-		tp.delays = append(tp.delays, int(fb.next()%numDelays))
+		tp.delays = append(tp.delays, int(fb.Next()%numDelays))
 	}
-	tp.period = []int64{1e9, 0, 1, math.MaxInt64}[fb.next()%4]
+	tp.period = []int64{1e9, 0, 1, math.MaxInt64}[fb.Next()%4]
 	for i := 0; i < 4; i++ {
-		tp.counts = append(tp.counts, []uint64{0, 1, 1000, 1 << 63, math.MaxUint64, uint64(fb.next()) << 56}[fb.next()%6])
+		tp.counts = append(tp.counts, []uint64{0, 1, 1000, 1 << 63, math.MaxUint64, uint64(fb.Next()) << 56}[fb.Next()%6])
 	}
 	return tp
 }

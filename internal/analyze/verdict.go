@@ -174,10 +174,22 @@ func (r *Result) p99Sentence() string {
 		}
 	}
 	s := fmt.Sprintf("Where the p99 goes: %s, %s of the p99 journeys' %s", partName(top.Part, top.Where), percent(top.Share), dur(e2e.E2EMeanUS/1e6))
-	if med, _ := c.GroupRows("median"); med != nil {
-		s += fmt.Sprintf(" (the median journey: %s)", dur(med.E2EMeanUS/1e6))
+	if med := r.journeyMeanUS("median"); med > 0 {
+		s += fmt.Sprintf(" (the median journey: %s)", dur(med/1e6))
 	}
 	return s + "."
+}
+
+// journeyMeanUS is the mean end-to-end latency of a group of the critical
+// path's breakdown ("median", "p99"), µs; 0 without one.
+func (r *Result) journeyMeanUS(group string) float64 {
+	if r.CritPath == nil {
+		return 0
+	}
+	if row, _ := r.CritPath.GroupRows(group); row != nil {
+		return row.E2EMeanUS
+	}
+	return 0
 }
 
 // partName says where a part of a journey's latency happens, in words.

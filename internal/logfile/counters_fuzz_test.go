@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"cloudprofiler/internal/fuzzin"
 )
 
 // FuzzCounters: counter files (PERIODICCOUNTER, FASTPERIODICCOUNTER,
@@ -112,10 +114,10 @@ type counterFile struct {
 }
 
 // fuzzVal is a uint64 of the kind the input says.
-func fuzzVal(fb *fuzzIn) uint64 {
-	switch fb.next() % 8 {
+func fuzzVal(fb *fuzzin.Bytes) uint64 {
+	switch fb.Next() % 8 {
 	case 0:
-		return uint64(fb.next())
+		return uint64(fb.Next())
 	case 1:
 		return math.MaxUint64
 	case 2:
@@ -124,33 +126,14 @@ func fuzzVal(fb *fuzzIn) uint64 {
 		return 0
 	case 4:
 		var b [8]byte
-		copy(b[:], fb.take(8))
+		copy(b[:], fb.Take(8))
 		return binary.LittleEndian.Uint64(b[:])
 	case 5:
-		return math.MaxUint64 - uint64(fb.next())
+		return math.MaxUint64 - uint64(fb.Next())
 	case 6:
 		return 1 << 32
 	}
-	return 1e9 + uint64(fb.next())*1e6
-}
-
-// fuzzIn hands out the input a byte at a time (zeros past its end).
-type fuzzIn struct{ b []byte }
-
-func (f *fuzzIn) next() byte {
-	if len(f.b) == 0 {
-		return 0
-	}
-	c := f.b[0]
-	f.b = f.b[1:]
-	return c
-}
-
-func (f *fuzzIn) take(n int) []byte {
-	n = min(n, len(f.b))
-	s := f.b[:n]
-	f.b = f.b[n:]
-	return s
+	return 1e9 + uint64(fb.Next())*1e6
 }
 
 var counterHandlers = []string{"PERIODICCOUNTER", "FASTPERIODICCOUNTER", "SERVICERATE", "NET_CONF", "IDENTITY"}
@@ -162,9 +145,9 @@ var counterHandlers = []string{"PERIODICCOUNTER", "FASTPERIODICCOUNTER", "SERVIC
 // the last item is cut short (3 mod 4: by 1 + the rest/4 bytes); then
 // items until the input ends (binaryItem, asciiItem).
 func craftCounterFile(in []byte) *counterFile {
-	fb := &fuzzIn{b: in}
+	fb := fuzzin.New(in)
 	cf := &counterFile{}
-	kind := fb.next()
+	kind := fb.Next()
 	version := Version
 	switch kind % 5 {
 	case 1, 4:
@@ -180,9 +163,9 @@ func craftCounterFile(in []byte) *counterFile {
 	case kind&8 != 0:
 		h.Format, h.FormatID = "BINARY", int32(Binary)
 	}
-	h.Handler = counterHandlers[int(fb.next())%len(counterHandlers)]
+	h.Handler = counterHandlers[int(fb.Next())%len(counterHandlers)]
 	cols3 := []string{"period_end_tsc", "count", "skipped_periods"}
-	switch fb.next() % 4 {
+	switch fb.Next() % 4 {
 	case 0:
 		h.Columns, h.RecordSize = cols3, 24
 	case 1:
@@ -195,15 +178,15 @@ func craftCounterFile(in []byte) *counterFile {
 	if h.Handler == "IDENTITY" || h.Handler == "NET_CONF" {
 		h.Columns, h.RecordSize = []string{"tuple_id", "tsc"}, h.Format2().RecordSize()
 	}
-	h.BlockRecords = []int{0, 2, 64, 1 << 20}[fb.next()%4]
-	cutSel := int(fb.next())
+	h.BlockRecords = []int{0, 2, 64, 1 << 20}[fb.Next()%4]
+	cutSel := int(fb.Next())
 	cf.header = h
 	cf.readable = h.Counter() || h.Handler == "NET_CONF"
 	var body []byte
 	var last []byte // the last item's bytes, which may be cut
 	var lastWant int
 	asc := &asciiState{}
-	for len(fb.b) > 0 && len(cf.items) < 200 {
+	for fb.Len() > 0 && len(cf.items) < 200 {
 		body = append(body, last...)
 		n := len(cf.want)
 		if cf.ascii {
@@ -252,11 +235,11 @@ func (cf *counterFile) seal(fh FrameHeader, payload []byte) []byte {
 }
 
 // binaryItem appends nothing and returns the next item's bytes.
-func (cf *counterFile) binaryItem(fb *fuzzIn) []byte {
+func (cf *counterFile) binaryItem(fb *fuzzin.Bytes) []byte {
 	readable := cf.readable
-	switch item := fb.next() % 11; item {
+	switch item := fb.Next() % 11; item {
 	case 0, 1, 2: // a counter frame of 1 to 8 records (2: damaged)
-		n := 1 + int(fb.next()%8)
+		n := 1 + int(fb.Next()%8)
 		var raw []byte
 		var recs []CounterRecord
 		for i := 0; i < n; i++ {
@@ -268,7 +251,7 @@ func (cf *counterFile) binaryItem(fb *fuzzIn) []byte {
 		}
 		fr := cf.seal(FrameHeader{Kind: KindCounter, N: uint32(n)}, raw)
 		if item == 2 {
-			fr[FrameHeaderSize+int(fb.next())%len(raw)] ^= 1 << (fb.next() % 8)
+			fr[FrameHeaderSize+int(fb.Next())%len(raw)] ^= 1 << (fb.Next() % 8)
 			cf.damaged = cf.damaged || readable
 			cf.items = append(cf.items, fmt.Sprintf("damaged counter frame of %d", n))
 			return fr
@@ -279,8 +262,8 @@ func (cf *counterFile) binaryItem(fb *fuzzIn) []byte {
 		cf.items = append(cf.items, fmt.Sprintf("counter frame %v", recs))
 		return fr
 	case 3: // an event
-		ev := Event{Event: []string{"service_rate", "sigterm", "param"}[fb.next()%3], Rate: float64(fuzzVal(fb)), Samples: fuzzVal(fb),
-			Unwritten: uint64(fb.next()) % 3, Sync: &Sync{TSC: fuzzVal(fb)}}
+		ev := Event{Event: []string{"service_rate", "sigterm", "param"}[fb.Next()%3], Rate: float64(fuzzVal(fb)), Samples: fuzzVal(fb),
+			Unwritten: uint64(fb.Next()) % 3, Sync: &Sync{TSC: fuzzVal(fb)}}
 		js, _ := json.Marshal(ev)
 		cf.items = append(cf.items, "event "+string(js))
 		return cf.seal(FrameHeader{Kind: KindEvent}, js)
@@ -289,8 +272,8 @@ func (cf *counterFile) binaryItem(fb *fuzzIn) []byte {
 		cf.items = append(cf.items, "trailer "+string(js))
 		return cf.seal(FrameHeader{Kind: KindTrailer}, js)
 	case 5: // a status slot (a version 1 file has none: damage)
-		st := Status{Seq: uint64(fb.next()), Accepted: fuzzVal(fb), Written: fuzzVal(fb), Unwritten: uint64(fb.next() % 2),
-			Refused: fuzzVal(fb), State: uint32(fb.next() % 5)}
+		st := Status{Seq: uint64(fb.Next()), Accepted: fuzzVal(fb), Written: fuzzVal(fb), Unwritten: uint64(fb.Next() % 2),
+			Refused: fuzzVal(fb), State: uint32(fb.Next() % 5)}
 		cf.items = append(cf.items, fmt.Sprintf("status %+v", st))
 		if cf.header.Version < 2 {
 			cf.damaged = cf.damaged || readable
@@ -298,9 +281,9 @@ func (cf *counterFile) binaryItem(fb *fuzzIn) []byte {
 		return AppendStatusFrame(nil, st)
 	case 6: // a tuple records frame: positions, no periods
 		cf.items = append(cf.items, "records frame")
-		return recordsFrame(uint64(fb.next()), int64(fb.next()))
+		return recordsFrame(uint64(fb.Next()), int64(fb.Next()))
 	case 7: // an implausible counter frame: a size no counter record has
-		raw := make([]byte, 1+int(fb.next()%40))
+		raw := make([]byte, 1+int(fb.Next()%40))
 		if len(raw)%CounterRecordSize == 0 {
 			raw = append(raw, 0)
 		}
@@ -314,7 +297,7 @@ func (cf *counterFile) binaryItem(fb *fuzzIn) []byte {
 		cf.items = append(cf.items, "counter frame of 4097 records")
 		return cf.seal(FrameHeader{Kind: KindCounter, N: 4097}, raw)
 	case 9: // garbage: bytes as they come, at least one (never a frame: no seal)
-		g := append([]byte{0}, fb.take(int(fb.next()%64))...)
+		g := append([]byte{0}, fb.Take(int(fb.Next()%64))...)
 		cf.damaged = cf.damaged || readable
 		cf.items = append(cf.items, fmt.Sprintf("garbage %q", g))
 		return g
@@ -345,9 +328,9 @@ func counterText(r CounterRecord, mono, pad bool) string {
 }
 
 // badCounterText: a counter line that does not parse.
-func badCounterText(fb *fuzzIn, mono bool) string {
+func badCounterText(fb *fuzzin.Bytes, mono bool) string {
 	good := counterText(CounterRecord{TSC: 5, Count: 6, Skipped: 7, MonoNs: 8}, mono, false)
-	switch fb.next() % 9 {
+	switch fb.Next() % 9 {
 	case 0:
 		return "18446744073709551616,1,0" + map[bool]string{true: ",1"}[mono] // past 2^64-1: must not wrap
 	case 1:
@@ -369,7 +352,7 @@ func badCounterText(fb *fuzzIn, mono bool) string {
 }
 
 // asciiItem returns the next item's line(s).
-func (cf *counterFile) asciiItem(fb *fuzzIn, st *asciiState) []byte {
+func (cf *counterFile) asciiItem(fb *fuzzin.Bytes, st *asciiState) []byte {
 	h := &cf.header
 	mono := h.Format2().HasMono()
 	readable := cf.readable
@@ -387,7 +370,7 @@ func (cf *counterFile) asciiItem(fb *fuzzIn, st *asciiState) []byte {
 		cf.items = append(cf.items, strconv.Quote(s))
 		return []byte(s + "\n")
 	}
-	switch item := fb.next() % 12; item {
+	switch item := fb.Next() % 12; item {
 	case 0, 1: // a counter line, zero-padded (1)
 		r := CounterRecord{TSC: fuzzVal(fb), Count: fuzzVal(fb), Skipped: fuzzVal(fb)}
 		if mono {
@@ -402,7 +385,7 @@ func (cf *counterFile) asciiItem(fb *fuzzIn, st *asciiState) []byte {
 			r.MonoNs = fuzzVal(fb)
 		}
 		s := "#counter " + counterText(r, mono, false)
-		if fb.next()%4 == 0 {
+		if fb.Next()%4 == 0 {
 			s = "#counter " + badCounterText(fb, mono)
 			cf.damaged = cf.damaged || readable
 		} else if readable {
@@ -412,10 +395,10 @@ func (cf *counterFile) asciiItem(fb *fuzzIn, st *asciiState) []byte {
 		return []byte(s + "\n")
 	case 4: // a block: its lines are positions, not periods
 		maxN := min(max(h.BlockRecords, 2), MaxBlockRecords)
-		n := min(1+int(fb.next()%4), maxN)
-		s := fmt.Sprintf("#block %d %d", fb.next(), n)
+		n := min(1+int(fb.Next()%4), maxN)
+		s := fmt.Sprintf("#block %d %d", fb.Next(), n)
 		st.left = n
-		switch fb.next() % 4 {
+		switch fb.Next() % 4 {
 		case 0: // a count past the block size: damage, its lines are periods
 			s = fmt.Sprintf("#block 0 %d", maxN+1)
 			cf.damaged = cf.damaged || readable
@@ -429,7 +412,7 @@ func (cf *counterFile) asciiItem(fb *fuzzIn, st *asciiState) []byte {
 		return plain("#hole", nil)
 	case 6: // a trailer, or one that does not parse
 		js, _ := json.Marshal(Trailer{Reason: "close", Positions: fuzzVal(fb), Total: fuzzVal(fb)})
-		if fb.next()%4 == 0 {
+		if fb.Next()%4 == 0 {
 			js = js[:len(js)/2]
 			cf.damaged = cf.damaged || readable
 		}
@@ -440,8 +423,8 @@ func (cf *counterFile) asciiItem(fb *fuzzIn, st *asciiState) []byte {
 		cf.items = append(cf.items, "#event "+string(js))
 		return []byte("#event " + string(js) + "\n")
 	case 8: // a status line (damage in a version 1 file, or torn)
-		s := string(AppendStatusLine(nil, Status{Seq: uint64(fb.next()), Accepted: fuzzVal(fb), State: uint32(fb.next() % 4)}))
-		if h.Version < 2 || fb.next()%4 == 0 {
+		s := string(AppendStatusLine(nil, Status{Seq: uint64(fb.Next()), Accepted: fuzzVal(fb), State: uint32(fb.Next() % 4)}))
+		if h.Version < 2 || fb.Next()%4 == 0 {
 			s = strings.Replace(s, "seq=0", "seq=9", 1)
 			if !strings.HasPrefix(s, "#status seq=9") {
 				s = "#status seq=x" + s[len("#status seq=x"):]
@@ -454,7 +437,7 @@ func (cf *counterFile) asciiItem(fb *fuzzIn, st *asciiState) []byte {
 		cf.items = append(cf.items, "comment")
 		return []byte("#columns period_end_tsc,count,skipped_periods\n")
 	case 10: // garbage that is no metadata
-		return plain("x"+strings.ReplaceAll(string(fb.take(int(fb.next()%32))), "\n", ""), nil)
+		return plain("x"+strings.ReplaceAll(string(fb.Take(int(fb.Next()%32))), "\n", ""), nil)
 	}
 	// An endless line: skipped, and it ends the block it was in.
 	st.left = 0
