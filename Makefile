@@ -6,6 +6,9 @@ CFLAGS  ?= -O2 -Wall -Werror
 BUILD   := build
 LIB     := $(BUILD)/libcloudprofiler.so
 TOOL    := $(BUILD)/cloudprofiler
+# The Python venv the wheel, the Python tests and the report tests use.
+PYENV   := $(BUILD)/pyenv/bin/python
+PIP     := $(PYENV) -m pip --disable-pip-version-check
 CLINK   := -Icapi -L$(BUILD) -lcloudprofiler -Wl,-rpath,'$$ORIGIN' -lpthread
 # The JNI glue (libcp/jni.c) needs a JDK's jni.h: found from javac (or
 # $JAVA_HOME). Without one the library builds without the Java binding.
@@ -132,8 +135,10 @@ test-multinode: $(LIB) $(TOOL)
 # screenshots in build/report-shots. The trace against the Trace Event
 # Format and durations.csv.
 .PHONY: test-report
-test-report: $(LIB) $(TOOL) $(BUILD)/demo $(BUILD)/stage $(BUILD)/udpstage
+test-report: $(LIB) $(TOOL) $(BUILD)/demo $(BUILD)/stage $(BUILD)/udpstage | $(PYENV)
+	@$(PYENV) -c 'import perfetto.protos.perfetto.trace.perfetto_trace_pb2' 2>/dev/null || $(PIP) install -q perfetto protobuf
 	CP_TOOL=$(abspath $(TOOL)) CP_BUILD=$(abspath $(BUILD)) CP_SHOTS=$(abspath $(BUILD))/report-shots CP_UDPSTAGE=$(abspath $(BUILD)/udpstage) \
+	CP_PYTHON=$(abspath $(PYENV)) \
 	CP_FLINK_REPORT=$(abspath examples/flink/target/cp-analysis/report.html) $(if $(filter test,$(MAKECMDGOALS)),CP_FLINK_REQUIRED=1) \
 	$(GO) test -count=1 -v -timeout 8m ./tests/report
 
@@ -189,8 +194,6 @@ test-mace: $(LIB) $(TOOL) $(BUILD)/udpstage
 # linux_<machine>.whl, with the library just built inside (setup.py copies
 # build/libcloudprofiler.so and refuses one older than its sources). Built by
 # pip in the venv build/pyenv; pip fetches setuptools from PyPI the first time.
-PYENV := $(BUILD)/pyenv/bin/python
-PIP   := $(PYENV) -m pip --disable-pip-version-check
 PYSRC := $(wildcard bindings/python/cloudprofiler/*.py) bindings/python/setup.py \
          bindings/python/pyproject.toml bindings/python/README.md
 .PHONY: wheel

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"cloudprofiler/internal/analyze"
+	"cloudprofiler/internal/trace"
 	"cloudprofiler/minrtt"
 )
 
@@ -66,7 +67,7 @@ func runAnalyze(stdout, stderr io.Writer, args []string) error {
 	fs.BoolVar(&cfg.NoMace, "no-mace", false, "skip the Mace analysis even when channels mark operators")
 	// The report and the trace (README, "The report and the trace").
 	fs.BoolVar(&cfg.NoReport, "no-report", false, "write no report.html (and keep no aggregates over time for it)")
-	fs.StringVar(&cfg.Trace, "trace", "", "also write a trace of a sample of tuples to this file, in the Trace Event Format that ui.perfetto.dev and chrome://tracing open")
+	fs.StringVar(&cfg.Trace, "trace", "", "also write a trace of a sample of tuples to this file: in Perfetto's protobuf format where its name ends in .pftrace, else in the Trace Event Format's JSON (ui.perfetto.dev opens both, chrome://tracing the JSON)")
 	fs.IntVar(&cfg.TraceSample, "trace-sample", analyze.DefaultTraceSample, "--trace: how many tuples: the slowest tenth end to end, the rest a uniform sample")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the analysis to this file (go tool pprof): where analyze's time goes")
 	// Go's flag package stops at the first non-flag: take the paths that
@@ -190,8 +191,12 @@ func runAnalyze(stdout, stderr io.Writer, args []string) error {
 		fmt.Fprintf(stderr, "cloudprofiler: analyze: note: %s\n", res.TraceNote)
 	}
 	if t := res.Trace; t != nil {
-		fmt.Fprintf(stdout, "trace: %s (%d tuples, the %d slowest among them; %d slices, %d flows): open it in ui.perfetto.dev or chrome://tracing\n",
-			cfg.Trace, t.Tuples, t.Slowest, t.Slices, t.Flows)
+		where := "ui.perfetto.dev or chrome://tracing"
+		if trace.IsProto(cfg.Trace) {
+			where = "ui.perfetto.dev"
+		}
+		fmt.Fprintf(stdout, "trace: %s (%d tuples, the %d slowest among them; %d slices, %d flows; %d counter tracks): open it in %s\n",
+			cfg.Trace, t.Tuples, t.Slowest, t.Slices, t.Flows, t.Counters, where)
 	}
 	for _, s := range res.SkippedFiles {
 		fmt.Fprintf(stderr, "cloudprofiler: analyze: WARNING: %s\n", s)

@@ -87,9 +87,10 @@ type Config struct {
 
 	// The report (report.html, html.go) and the trace (timeline.go,
 	// package trace): NoReport writes no report.html and keeps no
-	// aggregates over time; Trace names a Trace Event Format file to write
-	// with a sample of TraceSample tuples (default 1000: the slowest tenth,
-	// the rest uniform).
+	// aggregates over time; Trace names a trace file to write (Perfetto's
+	// protobuf where trace.IsProto says so, else the Trace Event Format's
+	// JSON) with a sample of TraceSample tuples (default 1000: the slowest
+	// tenth, the rest uniform) and each instance's counters.
 	NoReport    bool
 	Trace       string
 	TraceSample int

@@ -196,10 +196,7 @@ func capacityOverTimeHTML(b *strings.Builder, c *capacity.Result) {
 		if x.Level != "instance" || x.Window < 0 || x.Method != capacity.MethodInOut || x.TuplesIn == 0 {
 			continue
 		}
-		name := x.Operator // and its instance: the label's last part (node/pid/INSTANCE)
-		if n := x.Instance[strings.LastIndex(x.Instance, "/")+1:]; n != "" {
-			name += "#" + n
-		}
+		name := instanceName(&x)
 		l := lines[x.Instance]
 		if l == nil {
 			l = &line{chart.Series{Name: name}, chart.Series{Name: name}}

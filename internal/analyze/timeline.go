@@ -1,11 +1,14 @@
 package analyze
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync/atomic"
 
 	"cloudprofiler/internal/capacity"
@@ -193,7 +196,8 @@ func (a *analysis) writeTrace() error {
 	}
 	tuples, slow := a.tl.sample.Sample()
 	threads, of := a.threads()
-	l := &trace.Layout{Ref: a.model.Ref(), Hz: a.model.RefHz(), T0: a.tl.t0, Nodes: a.model.Nodes(), Threads: threads, ThreadOf: of}
+	l := &trace.Layout{Ref: a.model.Ref(), Hz: a.model.RefHz(), T0: a.tl.t0, Nodes: a.model.Nodes(), Threads: threads, ThreadOf: of,
+		Counters: a.traceCounters()}
 	for _, c := range a.chans {
 		l.Chans = append(l.Chans, c.Label())
 	}
@@ -203,7 +207,11 @@ func (a *analysis) writeTrace() error {
 	var st trace.Stats
 	err := writeFile(a.cfg.Trace, func(w io.Writer) error {
 		var err error
-		st, err = trace.Write(w, l, tuples, slow)
+		write := trace.Write
+		if trace.IsProto(a.cfg.Trace) {
+			write = trace.WriteProto
+		}
+		st, err = write(w, l, tuples, slow)
 		return err
 	})
 	if err != nil {
@@ -213,4 +221,76 @@ func (a *analysis) writeTrace() error {
 	a.res.Trace = &st
 	a.res.Files = append(a.res.Files, a.cfg.Trace)
 	return nil
+}
+
+// traceCounters are the trace's counter tracks beside each instance's
+// slices: its busy share (own work and blocked handing on, over the
+// window) and the share of its tuples taken while backlogged, window by
+// window, from capacity's rows (the report's charts of the same), and 0
+// where the instance had nothing to do: between its windows and after
+// its last.
+func (a *analysis) traceCounters() []trace.Counter {
+	c := a.res.Capacity
+	if c == nil {
+		return nil
+	}
+	node := map[string]int{}
+	for i, n := range a.model.Nodes() {
+		node[n] = i
+	}
+	byInst := map[string][]*capacity.Row{}
+	var insts []string
+	for i := range c.Rows {
+		r := &c.Rows[i]
+		if r.Level != "instance" || r.Window < 0 || r.Method != capacity.MethodInOut || math.IsNaN(r.BusyShare) {
+			continue
+		}
+		if _, ok := node[r.Node]; !ok {
+			continue
+		}
+		k := r.Operator + "\x00" + r.Instance // instances of operators in one process share labels
+		if byInst[k] == nil {
+			insts = append(insts, k)
+		}
+		byInst[k] = append(byInst[k], r)
+	}
+	shift := (c.Windows.T0 - a.tl.t0) / a.res.RefHz // seconds: capacity's time zero on the trace's
+	var cs []trace.Counter
+	for _, in := range insts {
+		rows := byInst[in]
+		slices.SortFunc(rows, func(x, y *capacity.Row) int { return cmp.Compare(x.Window, y.Window) })
+		name := instanceName(rows[0])
+		busy := trace.Counter{Node: node[rows[0].Node], Name: name + " busy", Arg: "share"}
+		backlog := trace.Counter{Node: busy.Node, Name: name + " backlogged", Arg: "share"}
+		at := func(s, b, q float64) {
+			us := (s + shift) * 1e6
+			busy.TS, busy.V = append(busy.TS, us), append(busy.V, b)
+			backlog.TS, backlog.V = append(backlog.TS, us), append(backlog.V, q)
+		}
+		for k, r := range rows {
+			b, q := r.BusyShare, 0.0
+			if !math.IsNaN(r.BlockedShare) {
+				b += r.BlockedShare
+			}
+			if r.TuplesIn > 0 {
+				q = float64(r.Backlogged) / float64(r.TuplesIn)
+			}
+			at(r.StartS, b, q)
+			if k == len(rows)-1 || rows[k+1].Window != r.Window+1 {
+				at(r.EndS, 0, 0)
+			}
+		}
+		cs = append(cs, busy, backlog)
+	}
+	return cs
+}
+
+// instanceName is what the trace and the report call an instance of a
+// capacity row: OPERATOR#INSTANCE (the label's last part, node/pid/INSTANCE),
+// or the operator alone where the instance has no name.
+func instanceName(r *capacity.Row) string {
+	if n := r.Instance[strings.LastIndex(r.Instance, "/")+1:]; n != "" {
+		return r.Operator + "#" + n
+	}
+	return r.Operator
 }

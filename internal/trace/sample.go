@@ -1,11 +1,13 @@
-// Package trace writes a sample of tuples' journeys as a trace in the Trace
-// Event Format (the JSON that Perfetto's UI and chrome://tracing open): a
-// process per node, a thread per operator instance (or per channel outside
+// Package trace writes a sample of tuples' journeys as a trace, in the
+// Trace Event Format (the JSON that Perfetto's UI and chrome://tracing
+// open: Write) or in Perfetto's protobuf (WriteProto): a process per node, a thread per operator instance (or per channel outside
 // any operator), a slice per compute step (a tuple's consecutive records on
 // one thread: an instance's in to its out), and a flow through every slice
 // of a tuple, whose arrows are its transfers. Timestamps are in the
 // reference clock, microseconds from the run's first tuple record; each
 // slice carries its strict bound, and the transfer into it, in its args.
+// Counters beside the slices (Layout.Counters) say how busy each instance
+// was, window by window.
 //
 // The sample (Sampler) is the slowest tuples, end to end, and a uniform
 // sample of the others chosen by a hash of their ids: the same whatever

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 func recs(id int64) []Rec {
@@ -119,6 +120,38 @@ func TestWriteSlicesAndFlows(t *testing.T) {
 	require.Nil(t, op1["flow_out"])
 }
 
+// Counters are "C" events on their node's process, one value each, in
+// time order; a name ending in .pftrace asks for Perfetto's protobuf.
+func TestWriteCounters(t *testing.T) {
+	l := &Layout{Ref: "a", Hz: 1e6, Nodes: []string{"a", "b"}, Threads: []Thread{{1, "op"}}, ThreadOf: []int{0}, Chans: []string{"b/op in"},
+		Counters: []Counter{{Node: 1, Name: "op busy", Arg: "share", TS: []float64{0, 1e6, 2e6}, V: []float64{0.5, 0.25, 0}}}}
+	var buf bytes.Buffer
+	st, err := Write(&buf, l, []Tuple{{ID: 1, Recs: []Rec{{Ch: 0, Est: 3}}}}, 1)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Counters)
+	var tr struct {
+		TraceEvents []map[string]any `json:"traceEvents"`
+	}
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &tr))
+	var cs []map[string]any
+	for _, e := range tr.TraceEvents {
+		if e["ph"] == "C" {
+			cs = append(cs, e)
+		}
+	}
+	require.Len(t, cs, 3)
+	for i, want := range []float64{0.5, 0.25, 0} {
+		require.Equal(t, "op busy", cs[i]["name"])
+		require.Equal(t, 2.0, cs[i]["pid"], "node b's process")
+		require.Equal(t, float64(i)*1e6, cs[i]["ts"])
+		require.Equal(t, map[string]any{"share": want}, cs[i]["args"])
+	}
+	require.True(t, IsProto("x/t.pftrace"))
+	require.True(t, IsProto("t.perfetto-trace"))
+	require.False(t, IsProto("t.json"))
+	require.False(t, IsProto("pftrace"))
+}
+
 // BenchmarkSamplerWants: what the trace's sample costs a tuple once the
 // sample is full (most tuples are turned away by two comparisons).
 func BenchmarkSamplerWants(b *testing.B) {
@@ -139,4 +172,82 @@ func BenchmarkSamplerWants(b *testing.B) {
 		}
 	}
 	_ = kept
+}
+
+// The protobuf trace's slices never nest on a lane, even where slices of
+// no length share a nanosecond (a source's, every tuple): each begin is
+// followed on its track by its own end before the next begin, and the
+// packets come in time order. (tests/report reads a real run's with
+// Perfetto's own definitions.)
+func TestWriteProtoLanes(t *testing.T) {
+	l := &Layout{Ref: "a", Hz: 1e6, Nodes: []string{"a"}, Threads: []Thread{{0, "src"}, {0, "op"}},
+		ThreadOf: []int{0, 1, 1}, Chans: []string{"a/src out", "a/op in", "a/op out"}}
+	var tuples []Tuple
+	for i := range 6 {
+		at := float64(i / 3) // three tuples a microsecond, all at once
+		tuples = append(tuples, Tuple{ID: int64(i), Recs: []Rec{{Ch: 0, Est: at}, {Ch: 1, Est: at, Dur: 0}, {Ch: 2, Est: at + 0.5, Dur: 0.5}}})
+	}
+	var buf bytes.Buffer
+	st, err := WriteProto(&buf, l, tuples, 1)
+	require.NoError(t, err)
+	require.Equal(t, 12, st.Slices)
+	depth := map[uint64]int{}
+	var last uint64
+	begins, ends := 0, 0
+	// fields calls f with each field of a message: its number and the
+	// value's bytes (a varint's, or a length-delimited field's contents).
+	fields := func(msg []byte, f func(protowire.Number, []byte)) {
+		for len(msg) > 0 {
+			num, typ, n := protowire.ConsumeTag(msg)
+			require.Positive(t, n)
+			m := protowire.ConsumeFieldValue(num, typ, msg[n:])
+			require.Positive(t, m)
+			v := msg[n : n+m]
+			if typ == protowire.BytesType {
+				v, _ = protowire.ConsumeBytes(v)
+			}
+			f(num, v)
+			msg = msg[n+m:]
+		}
+	}
+	varint := func(v []byte) uint64 { x, _ := protowire.ConsumeVarint(v); return x }
+	fields(buf.Bytes(), func(num protowire.Number, pkt []byte) {
+		require.Equal(t, protowire.Number(1), num, "a Trace holds packets")
+		var ts uint64
+		var ev []byte
+		fields(pkt, func(num protowire.Number, v []byte) {
+			switch num {
+			case fTimestamp:
+				ts = varint(v)
+			case fTrackEvent:
+				ev = v
+			}
+		})
+		if ev == nil {
+			return
+		}
+		require.GreaterOrEqual(t, ts, last, "packets in time order")
+		last = ts
+		var kind, track uint64
+		fields(ev, func(num protowire.Number, v []byte) {
+			switch num {
+			case fType:
+				kind = varint(v)
+			case fTrackUUID:
+				track = varint(v)
+			}
+		})
+		switch kind {
+		case typeSliceBegin:
+			depth[track]++
+			begins++
+			require.Equal(t, 1, depth[track], "a slice begins on track %x with none open", track)
+		case typeSliceEnd:
+			depth[track]--
+			ends++
+			require.Equal(t, 0, depth[track], "an end closes the one slice open on track %x", track)
+		}
+	})
+	require.Equal(t, 12, begins)
+	require.Equal(t, 12, ends)
 }

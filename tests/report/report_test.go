@@ -8,6 +8,7 @@
 package report
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,11 +25,14 @@ import (
 // sections are the report's sections, in order.
 var sections = []string{"verdict", "overview", "topology", "distributions", "over-time", "throughput", "links", "summary", "capacity", "critical-path", "mace", "integrity"}
 
-type env struct{ tool, build, shots string }
+// env is the test's surroundings: the tool, the build directory, where
+// screenshots go, and a Python with Perfetto's definitions (the perfetto
+// package) to read a protobuf trace ("" skips that, outside CI).
+type env struct{ tool, build, shots, python string }
 
 func needEnv(t *testing.T) env {
 	t.Helper()
-	e := env{tool: os.Getenv("CP_TOOL"), build: os.Getenv("CP_BUILD"), shots: os.Getenv("CP_SHOTS")}
+	e := env{tool: os.Getenv("CP_TOOL"), build: os.Getenv("CP_BUILD"), shots: os.Getenv("CP_SHOTS"), python: os.Getenv("CP_PYTHON")}
 	if e.tool == "" || e.build == "" {
 		t.Skip("CP_TOOL and CP_BUILD are not set: run `make test-report`")
 	}
@@ -234,7 +238,13 @@ func TestMultinodeReportAndTrace(t *testing.T) {
 	require.Len(t, pg.Missing, 1, "only the counters are missing: %q", pg.Missing)
 	require.Contains(t, pg.Missing[0], "no periodic counter channels")
 
-	checkTrace(t, filepath.Join(out, "trace.json"), filepath.Join(out, "durations.csv"), 500)
+	jt := checkTrace(t, filepath.Join(out, "trace.json"), filepath.Join(out, "durations.csv"), 500)
+	n := checkCounters(t, jt, filepath.Join(out, "capacity.csv"))
+	require.Positive(t, n, "the relay's windows as counters")
+	t.Logf("counters: %d windows of capacity.csv as the trace's counter values", n)
+
+	// The same logs analysed again, the trace in both formats.
+	traceRun(t, e, []string{"--rounds", filepath.Join(dir, "rounds"), "--logs", filepath.Join(dir, "logs"), "--ref", "a"}, t.TempDir(), 500)
 }
 
 // TestFlinkReport: the report of examples/flink's ProfiledJobTest (a job
@@ -258,6 +268,54 @@ func TestFlinkReport(t *testing.T) {
 	require.Equal(t, hopsAndE2E(rows), cdfSeries(pg))
 	require.NotEmpty(t, pg.Ops)
 	require.GreaterOrEqual(t, len(pg.Lanes), 1)
+
+	// Its trace: instances of four operators in one process (their labels
+	// alike, vm/PID/0 and vm/PID/1), each with its own counters.
+	logs := filepath.Join(filepath.Dir(path), "..", "cp-logs")
+	dir := t.TempDir()
+	jt, n := traceRun(t, e, []string{"--logs", logs}, dir, 2000)
+	tracks := map[string]bool{}
+	for _, c := range jt.counters {
+		tracks[c.track] = true
+	}
+	require.Len(t, tracks, 2*len(pg.Ops), "a busy and a backlogged track for each instance (a box of the topology): %v", tracks)
+	t.Logf("flink: %d counter tracks, %d windows of capacity.csv in them", len(tracks), n)
+}
+
+// traceRun analyses logs (args) with --trace into dir, checks the JSON
+// trace against the run's durations.csv and capacity.csv, and, where a
+// Python with Perfetto's definitions is at hand, writes the protobuf trace
+// of the same analysis and checks it against the JSON. It returns the JSON
+// trace and how many of capacity.csv's windows its counters hold.
+func traceRun(t *testing.T, e env, args []string, dir string, sample int) (jsonTrace, int) {
+	t.Helper()
+	js := filepath.Join(dir, "trace.json")
+	run := func(out, trace string) {
+		a := append([]string{e.tool, "analyze", "--quiet", "--out", out, "--durations-csv", "--no-report", "--trace-sample", fmt.Sprint(sample), "--trace", trace}, args...)
+		r := testrun.Run(2*time.Minute, nil, a...)
+		require.NoError(t, r.Err, "%s\n%s", r.Stdout, r.Stderr)
+		require.Contains(t, r.Stdout, "trace: "+trace)
+	}
+	out := filepath.Join(dir, "json")
+	run(out, js)
+	jt := checkTrace(t, js, filepath.Join(out, "durations.csv"), sample)
+	n := checkCounters(t, jt, filepath.Join(out, "capacity.csv"))
+	if e.python == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CP_PYTHON is not set: the protobuf trace goes unread")
+		}
+		t.Log("CP_PYTHON is not set (make test-report sets it): the protobuf trace is not read")
+		return jt, n
+	}
+	pf := filepath.Join(dir, "trace.pftrace")
+	run(filepath.Join(dir, "proto"), pf)
+	checkProtoTrace(t, e.python, pf, jt)
+	a, err := os.Stat(js)
+	require.NoError(t, err)
+	b, err := os.Stat(pf)
+	require.NoError(t, err)
+	t.Logf("sizes: JSON %d bytes, protobuf %d bytes (%.2fx smaller)", a.Size(), b.Size(), float64(a.Size())/float64(b.Size()))
+	return jt, n
 }
 
 // TestReportOfLogsThatLackThings: logs of the C demo (one node, 2M tuples
