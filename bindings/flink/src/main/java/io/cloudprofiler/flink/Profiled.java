@@ -1,0 +1,417 @@
+package io.cloudprofiler.flink;
+
+import java.io.Serializable;
+import java.util.Map;
+
+import org.apache.flink.api.common.functions.FilterFunction;
+import org.apache.flink.api.common.functions.FlatMapFunction;
+import org.apache.flink.api.common.functions.Function;
+import org.apache.flink.api.common.functions.MapFunction;
+import org.apache.flink.api.common.functions.OpenContext;
+import org.apache.flink.api.common.functions.RichFilterFunction;
+import org.apache.flink.api.common.functions.RichFlatMapFunction;
+import org.apache.flink.api.common.functions.RichMapFunction;
+import org.apache.flink.api.common.functions.RuntimeContext;
+import org.apache.flink.api.common.functions.util.FunctionUtils;
+import org.apache.flink.api.common.typeinfo.TypeInformation;
+import org.apache.flink.api.java.typeutils.TypeExtractor;
+import org.apache.flink.streaming.api.datastream.DataStream;
+import org.apache.flink.streaming.api.datastream.KeyedStream;
+import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
+import org.apache.flink.streaming.api.functions.KeyedProcessFunction;
+import org.apache.flink.streaming.api.functions.ProcessFunction;
+import org.apache.flink.util.Collector;
+
+/**
+ * Marks any DataStream function without changing it: each wrapper opens its
+ * instance's channels ({@code OPERATOR#SUBTASK in|out|sent}, {@link Marks})
+ * in open(), marks around the user's function with the record's tuple id,
+ * and closes them in close(), on every attempt of the task (a restart after
+ * a failure opens them again). The user's function keeps its own lifecycle:
+ * a rich function gets its runtime context, open and close through the
+ * wrapper.
+ *
+ * <pre>{@code
+ * DataStream<Event> enriched = Profiled.map(events, "1-enrich", new Enrich(), Event::id);
+ * DataStream<Event> kept     = Profiled.filter(enriched, "2-keep", e -> e.value > 0, Event::id);
+ * }</pre>
+ *
+ * The forms that take the stream name the operator after its marks and
+ * find the output type as Flink would for the bare function. The forms that
+ * return a function ({@code stream.map(Profiled.map("1-enrich", fn, Event::id))})
+ * take the type from the function's class; for a lambda Flink cannot see
+ * through, give it with {@code .returns(...)}.
+ *
+ * <p>What is marked: {@code in} as the record arrives; {@code out} as a map
+ * or filter returns (a filter only for the records it keeps), or right
+ * before each {@code collect} of a flatMap or process function, and then
+ * {@code sent} after that collect returned, with the input's id (a 1-&gt;N
+ * function's copies share it; the analysis pairs them in order). Records a
+ * process function emits from a timer are not marked: no input is theirs.
+ *
+ * <p>Marking is on unless the job's global parameter {@value #ENABLED} is
+ * {@code false} ({@code pipeline.global-job-parameters: cloudprofiler.enabled:false}):
+ * then no channel is opened and each record costs a branch.
+ */
+public final class Profiled {
+    private Profiled() {}
+
+    /** The global job parameter that turns marking off when {@code false}. */
+    public static final String ENABLED = "cloudprofiler.enabled";
+
+    /** A record's tuple id (the id that follows the tuple through the job). */
+    @FunctionalInterface
+    public interface IdOf<T> extends Serializable {
+        long id(T record);
+    }
+
+    // ---- Forms that take the stream: the operator named, its type found.
+
+    public static <I, O> SingleOutputStreamOperator<O> map(DataStream<I> in, String operator, MapFunction<I, O> fn, IdOf<? super I> idOf) {
+        TypeInformation<O> out = TypeExtractor.getMapReturnTypes(fn, in.getType(), operator, true);
+        return in.map(new MapWrapper<>(operator, fn, idOf, out), out).name(operator);
+    }
+
+    public static <T> SingleOutputStreamOperator<T> filter(DataStream<T> in, String operator, FilterFunction<T> fn, IdOf<? super T> idOf) {
+        return in.filter(filter(operator, fn, idOf)).name(operator);
+    }
+
+    public static <I, O> SingleOutputStreamOperator<O> flatMap(DataStream<I> in, String operator, FlatMapFunction<I, O> fn, IdOf<? super I> idOf) {
+        TypeInformation<O> out = TypeExtractor.getFlatMapReturnTypes(fn, in.getType(), operator, true);
+        return in.flatMap(new FlatMapWrapper<>(operator, fn, idOf, out), out).name(operator);
+    }
+
+    public static <I, O> SingleOutputStreamOperator<O> process(DataStream<I> in, String operator, ProcessFunction<I, O> fn, IdOf<? super I> idOf) {
+        TypeInformation<O> out = TypeExtractor.getUnaryOperatorReturnType(fn, ProcessFunction.class, 0, 1,
+                TypeExtractor.NO_INDEX, in.getType(), operator, true);
+        return in.process(new ProcessWrapper<>(operator, fn, idOf, out), out).name(operator);
+    }
+
+    public static <K, I, O> SingleOutputStreamOperator<O> process(KeyedStream<I, K> in, String operator, KeyedProcessFunction<K, I, O> fn, IdOf<? super I> idOf) {
+        TypeInformation<O> out = TypeExtractor.getUnaryOperatorReturnType(fn, KeyedProcessFunction.class, 1, 2,
+                TypeExtractor.NO_INDEX, in.getType(), operator, true);
+        return in.process(new KeyedProcessWrapper<>(operator, fn, idOf, out), out).name(operator);
+    }
+
+    // ---- Forms that return the wrapped function.
+
+    public static <I, O> RichMapFunction<I, O> map(String operator, MapFunction<I, O> fn, IdOf<? super I> idOf) {
+        return new MapWrapper<>(operator, fn, idOf, typeOf(fn, MapFunction.class, 1));
+    }
+
+    public static <T> RichFilterFunction<T> filter(String operator, FilterFunction<T> fn, IdOf<? super T> idOf) {
+        return new FilterWrapper<>(operator, fn, idOf);
+    }
+
+    public static <I, O> RichFlatMapFunction<I, O> flatMap(String operator, FlatMapFunction<I, O> fn, IdOf<? super I> idOf) {
+        return new FlatMapWrapper<>(operator, fn, idOf, typeOf(fn, FlatMapFunction.class, 1));
+    }
+
+    public static <I, O> ProcessFunction<I, O> process(String operator, ProcessFunction<I, O> fn, IdOf<? super I> idOf) {
+        return new ProcessWrapper<>(operator, fn, idOf, typeOf(fn, ProcessFunction.class, 1));
+    }
+
+    public static <K, I, O> KeyedProcessFunction<K, I, O> process(String operator, KeyedProcessFunction<K, I, O> fn, IdOf<? super I> idOf) {
+        return new KeyedProcessWrapper<>(operator, fn, idOf, typeOf(fn, KeyedProcessFunction.class, 2));
+    }
+
+    /**
+     * The output type of fn's class (its type parameter at outIndex of base),
+     * or Flink's "missing type" that asks for {@code .returns(...)}.
+     */
+    @SuppressWarnings("unchecked")
+    static <O> TypeInformation<O> typeOf(Function fn, Class<?> base, int outIndex) {
+        try {
+            return (TypeInformation<O>) TypeExtractor.createTypeInfo(base, fn.getClass(), outIndex, null, null);
+        } catch (RuntimeException e) {
+            return (TypeInformation<O>) new org.apache.flink.api.java.typeutils.MissingTypeInfo(fn.getClass().getName(),
+                    new org.apache.flink.api.common.functions.InvalidTypesException(
+                            "cloudprofiler: the output type of " + fn.getClass().getName() + " cannot be found from its class"
+                                    + " (a lambda?): give it with .returns(...), or use the form of Profiled that takes the stream", e));
+        }
+    }
+
+    /**
+     * What every wrapper does around the user's function: the instance's
+     * marks, opened with the function and closed with it, and the marks
+     * around each record.
+     */
+    static final class Instance<I, O> implements Serializable {
+        private static final long serialVersionUID = 1L;
+        final String operator;
+        final boolean withSent;
+        final Function fn;
+        final IdOf<? super I> idOf;
+        transient Marks marks;
+        private transient MarkedCollector<O> marked;
+
+        Instance(String operator, boolean withSent, Function fn, IdOf<? super I> idOf) {
+            Marks.checkOperator(operator); // when the job is built, not when a task opens
+            if (fn == null) throw new NullPointerException("cloudprofiler: " + operator + ": no function to wrap");
+            if (idOf == null) throw new NullPointerException("cloudprofiler: " + operator + ": no IdOf for its records");
+            this.operator = operator;
+            this.withSent = withSent;
+            this.fn = fn;
+            this.idOf = idOf;
+        }
+
+        void open(RuntimeContext ctx, OpenContext open) throws Exception {
+            FunctionUtils.openFunction(fn, open);
+            Map<String, String> params = ctx.getGlobalJobParameters();
+            boolean on = params == null || !"false".equalsIgnoreCase(params.get(ENABLED));
+            marks = on ? Marks.open(operator, ctx.getTaskInfo().getIndexOfThisSubtask(), withSent) : Marks.off();
+            marked = new MarkedCollector<>(marks);
+        }
+
+        /** Marks the record's in; returns its id. */
+        long in(I record) {
+            long id = idOf.id(record);
+            marks.in(id);
+            return id;
+        }
+
+        /** Marks the record's in; returns the collector that marks out and sent around each collect. */
+        Collector<O> in(I record, Collector<O> out) {
+            marked.out = out;
+            marked.id = in(record);
+            return marked;
+        }
+
+        void close() throws Exception {
+            try {
+                FunctionUtils.closeFunction(fn);
+            } finally {
+                Marks m = marks;
+                marks = null;
+                if (m != null) m.close();
+            }
+        }
+    }
+
+    /** A collector that marks out before each collect and sent after it, with the input's id. */
+    static final class MarkedCollector<O> implements Collector<O> {
+        private final Marks marks;
+        Collector<O> out;
+        long id;
+
+        MarkedCollector(Marks marks) {
+            this.marks = marks;
+        }
+
+        @Override
+        public void collect(O record) {
+            marks.out(id);
+            out.collect(record);
+            marks.sent(id);
+        }
+
+        @Override
+        public void close() {
+            out.close();
+        }
+    }
+
+    static final class MapWrapper<I, O> extends RichMapFunction<I, O> implements org.apache.flink.api.java.typeutils.ResultTypeQueryable<O> {
+        private static final long serialVersionUID = 1L;
+        private final Instance<I, O> at;
+        private final MapFunction<I, O> fn;
+        private final transient TypeInformation<O> type;
+
+        MapWrapper(String operator, MapFunction<I, O> fn, IdOf<? super I> idOf, TypeInformation<O> type) {
+            this.at = new Instance<>(operator, false, fn, idOf);
+            this.fn = fn;
+            this.type = type;
+        }
+
+        @Override
+        public void setRuntimeContext(RuntimeContext ctx) {
+            super.setRuntimeContext(ctx);
+            FunctionUtils.setFunctionRuntimeContext(fn, ctx);
+        }
+
+        @Override
+        public void open(OpenContext open) throws Exception {
+            at.open(getRuntimeContext(), open);
+        }
+
+        @Override
+        public O map(I record) throws Exception {
+            long id = at.in(record);
+            O r = fn.map(record);
+            at.marks.out(id);
+            return r;
+        }
+
+        @Override
+        public void close() throws Exception {
+            at.close();
+        }
+
+        @Override
+        public TypeInformation<O> getProducedType() {
+            return type;
+        }
+    }
+
+    static final class FilterWrapper<T> extends RichFilterFunction<T> {
+        private static final long serialVersionUID = 1L;
+        private final Instance<T, T> at;
+        private final FilterFunction<T> fn;
+
+        FilterWrapper(String operator, FilterFunction<T> fn, IdOf<? super T> idOf) {
+            this.at = new Instance<>(operator, false, fn, idOf);
+            this.fn = fn;
+        }
+
+        @Override
+        public void setRuntimeContext(RuntimeContext ctx) {
+            super.setRuntimeContext(ctx);
+            FunctionUtils.setFunctionRuntimeContext(fn, ctx);
+        }
+
+        @Override
+        public void open(OpenContext open) throws Exception {
+            at.open(getRuntimeContext(), open);
+        }
+
+        @Override
+        public boolean filter(T record) throws Exception {
+            long id = at.in(record);
+            boolean keep = fn.filter(record);
+            if (keep) at.marks.out(id);
+            return keep;
+        }
+
+        @Override
+        public void close() throws Exception {
+            at.close();
+        }
+    }
+
+    static final class FlatMapWrapper<I, O> extends RichFlatMapFunction<I, O> implements org.apache.flink.api.java.typeutils.ResultTypeQueryable<O> {
+        private static final long serialVersionUID = 1L;
+        private final Instance<I, O> at;
+        private final FlatMapFunction<I, O> fn;
+        private final transient TypeInformation<O> type;
+
+        FlatMapWrapper(String operator, FlatMapFunction<I, O> fn, IdOf<? super I> idOf, TypeInformation<O> type) {
+            this.at = new Instance<>(operator, true, fn, idOf);
+            this.fn = fn;
+            this.type = type;
+        }
+
+        @Override
+        public void setRuntimeContext(RuntimeContext ctx) {
+            super.setRuntimeContext(ctx);
+            FunctionUtils.setFunctionRuntimeContext(fn, ctx);
+        }
+
+        @Override
+        public void open(OpenContext open) throws Exception {
+            at.open(getRuntimeContext(), open);
+        }
+
+        @Override
+        public void flatMap(I record, Collector<O> out) throws Exception {
+            fn.flatMap(record, at.in(record, out));
+        }
+
+        @Override
+        public void close() throws Exception {
+            at.close();
+        }
+
+        @Override
+        public TypeInformation<O> getProducedType() {
+            return type;
+        }
+    }
+
+    static final class ProcessWrapper<I, O> extends ProcessFunction<I, O> implements org.apache.flink.api.java.typeutils.ResultTypeQueryable<O> {
+        private static final long serialVersionUID = 1L;
+        private final Instance<I, O> at;
+        private final ProcessFunction<I, O> fn;
+        private final transient TypeInformation<O> type;
+
+        ProcessWrapper(String operator, ProcessFunction<I, O> fn, IdOf<? super I> idOf, TypeInformation<O> type) {
+            this.at = new Instance<>(operator, true, fn, idOf);
+            this.fn = fn;
+            this.type = type;
+        }
+
+        @Override
+        public void setRuntimeContext(RuntimeContext ctx) {
+            super.setRuntimeContext(ctx);
+            fn.setRuntimeContext(ctx);
+        }
+
+        @Override
+        public void open(OpenContext open) throws Exception {
+            at.open(getRuntimeContext(), open);
+        }
+
+        @Override
+        public void processElement(I record, Context ctx, Collector<O> out) throws Exception {
+            fn.processElement(record, ctx, at.in(record, out));
+        }
+
+        @Override
+        public void onTimer(long timestamp, OnTimerContext ctx, Collector<O> out) throws Exception {
+            fn.onTimer(timestamp, ctx, out);
+        }
+
+        @Override
+        public void close() throws Exception {
+            at.close();
+        }
+
+        @Override
+        public TypeInformation<O> getProducedType() {
+            return type;
+        }
+    }
+
+    static final class KeyedProcessWrapper<K, I, O> extends KeyedProcessFunction<K, I, O> implements org.apache.flink.api.java.typeutils.ResultTypeQueryable<O> {
+        private static final long serialVersionUID = 1L;
+        private final Instance<I, O> at;
+        private final KeyedProcessFunction<K, I, O> fn;
+        private final transient TypeInformation<O> type;
+
+        KeyedProcessWrapper(String operator, KeyedProcessFunction<K, I, O> fn, IdOf<? super I> idOf, TypeInformation<O> type) {
+            this.at = new Instance<>(operator, true, fn, idOf);
+            this.fn = fn;
+            this.type = type;
+        }
+
+        @Override
+        public void setRuntimeContext(RuntimeContext ctx) {
+            super.setRuntimeContext(ctx);
+            fn.setRuntimeContext(ctx);
+        }
+
+        @Override
+        public void open(OpenContext open) throws Exception {
+            at.open(getRuntimeContext(), open);
+        }
+
+        @Override
+        public void processElement(I record, Context ctx, Collector<O> out) throws Exception {
+            fn.processElement(record, ctx, at.in(record, out));
+        }
+
+        @Override
+        public void onTimer(long timestamp, OnTimerContext ctx, Collector<O> out) throws Exception {
+            fn.onTimer(timestamp, ctx, out);
+        }
+
+        @Override
+        public void close() throws Exception {
+            at.close();
+        }
+
+        @Override
+        public TypeInformation<O> getProducedType() {
+            return type;
+        }
+    }
+}

@@ -1,0 +1,222 @@
+package io.cloudprofiler.flink;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import java.util.stream.Stream;
+
+import org.apache.flink.api.common.eventtime.WatermarkStrategy;
+import org.apache.flink.api.common.functions.FlatMapFunction;
+import org.apache.flink.api.common.functions.OpenContext;
+import org.apache.flink.api.common.functions.RichMapFunction;
+import org.apache.flink.api.common.state.ValueState;
+import org.apache.flink.api.common.state.ValueStateDescriptor;
+import org.apache.flink.api.common.typeinfo.Types;
+import org.apache.flink.api.connector.source.util.ratelimit.RateLimiterStrategy;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.PipelineOptions;
+import org.apache.flink.connector.datagen.source.DataGeneratorSource;
+import org.apache.flink.streaming.api.datastream.DataStream;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.apache.flink.streaming.api.functions.KeyedProcessFunction;
+import org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink;
+import org.apache.flink.util.Collector;
+import org.junit.jupiter.api.Test;
+
+/**
+ * A job written with the wrappers and nothing else of ours, on a local
+ * MiniCluster (parallelism 2): ids 0..N-1 -> 1-double (a rich map whose
+ * open must run) -> 2-even (a filter keeping even ids) -> 3-twice (a
+ * flatMap emitting each twice) -> keyBy -> 4-count (a keyed process
+ * function with keyed state) -> a discarding sink. Its logs, read with the
+ * cloudprofiler tool: every channel of the convention, each id at each
+ * mark as often as the job's logic says, and {@code analyze --strict}
+ * with the selectivity the job has. And the same job with marking off
+ * opens no channel.
+ */
+class ProfiledTest {
+    static final long N = 40_000;
+    static final int P = 2;
+
+    final String tool = System.getProperty("cloudprofiler.tool");
+    final Path logDir = Path.of(System.getenv("CP_LOG_DIR"));
+
+    static DataStream<Long> build(StreamExecutionEnvironment env) {
+        env.setParallelism(P);
+        env.disableOperatorChaining();
+        DataGeneratorSource<Long> src = new DataGeneratorSource<>(i -> i, N, RateLimiterStrategy.perSecond(40_000), Types.LONG);
+        DataStream<Long> ids = env.fromSource(src, WatermarkStrategy.noWatermarks(), "ids");
+        DataStream<Long> doubled = Profiled.map(ids, "1-double", new Opened(), x -> x);
+        DataStream<Long> even = Profiled.filter(doubled, "2-even", x -> x % 2 == 0, x -> x);
+        DataStream<Long> twice = Profiled.flatMap(even, "3-twice", new Twice(), x -> x);
+        DataStream<Long> counted = Profiled.process(twice.keyBy(x -> x % 8, Types.LONG), "4-count", new Count(), x -> x);
+        counted.sinkTo(new DiscardingSink<>());
+        return counted;
+    }
+
+    /** A rich map: fails unless the wrapper ran its open (and gave it its runtime context). */
+    static final class Opened extends RichMapFunction<Long, Long> {
+        private transient int subtask = -1;
+
+        @Override
+        public void open(OpenContext ctx) {
+            subtask = getRuntimeContext().getTaskInfo().getIndexOfThisSubtask();
+        }
+
+        @Override
+        public Long map(Long x) {
+            if (subtask < 0) throw new IllegalStateException("open() did not run");
+            return x;
+        }
+    }
+
+    static final class Twice implements FlatMapFunction<Long, Long> {
+        @Override
+        public void flatMap(Long x, Collector<Long> out) {
+            out.collect(x);
+            out.collect(x);
+        }
+    }
+
+    /** Keyed state through the wrapper's runtime context. */
+    static final class Count extends KeyedProcessFunction<Long, Long, Long> {
+        private transient ValueState<Long> seen;
+
+        @Override
+        public void open(OpenContext ctx) {
+            seen = getRuntimeContext().getState(new ValueStateDescriptor<>("seen", Types.LONG));
+        }
+
+        @Override
+        public void processElement(Long x, Context ctx, Collector<Long> out) throws Exception {
+            Long n = seen.value();
+            seen.update(n == null ? 1 : n + 1);
+            out.collect(x);
+        }
+    }
+
+    static Configuration conf(boolean enabled) {
+        Configuration c = new Configuration();
+        c.set(PipelineOptions.GENERIC_TYPES, false);
+        if (!enabled) c.set(PipelineOptions.GLOBAL_JOB_PARAMETERS, Map.of(Profiled.ENABLED, "false"));
+        return c;
+    }
+
+    @Test
+    void wrappedJobMarksEveryRecord() throws Exception {
+        assertNotNull(tool, "the pom passes -Dcloudprofiler.tool");
+        emptyLogDir();
+        StreamExecutionEnvironment env = StreamExecutionEnvironment.createLocalEnvironment(P, conf(true));
+        build(env);
+        env.execute("cloudprofiler-flink-wrappers");
+
+        // Each channel's ids: "OPERATOR ROLE" (subtasks together) -> id -> times.
+        Map<String, Map<Long, Integer>> seen = new TreeMap<>();
+        Map<String, Integer> subtasks = new HashMap<>();
+        for (Path f : logFiles()) {
+            Matcher m = Pattern.compile("(?m)^channel:\\s+\\d+ \"([^\"]*)\"").matcher(tool("dump", f.toString()));
+            assertTrue(m.find());
+            Matcher n = Pattern.compile("^(\\S+)#(\\d+) (in|out|sent)$").matcher(m.group(1));
+            assertTrue(n.matches(), "a channel of the convention: " + m.group(1));
+            String key = n.group(1) + " " + n.group(3);
+            subtasks.merge(key, 1, Integer::sum);
+            Map<Long, Integer> ids = seen.computeIfAbsent(key, k -> new HashMap<>());
+            for (String line : tool("dump", "--csv", f.toString()).split("\n")) {
+                if (line.isEmpty() || line.startsWith("tuple_id")) continue;
+                ids.merge(Long.parseLong(line.substring(0, line.indexOf(','))), 1, Integer::sum);
+            }
+        }
+        List<String> want = List.of("1-double in", "1-double out", "2-even in", "2-even out", "3-twice in", "3-twice out",
+                "3-twice sent", "4-count in", "4-count out", "4-count sent");
+        assertEquals(new java.util.TreeSet<>(want), seen.keySet(), "the channels of the convention, and no others");
+        for (String k : want) assertEquals(P, subtasks.get(k), k + ": one channel a subtask");
+        for (long id = 0; id < N; id++) {
+            boolean even = id % 2 == 0;
+            int[] times = {1, 1, 1, even ? 1 : 0, even ? 1 : 0, even ? 2 : 0, even ? 2 : 0, even ? 2 : 0, even ? 2 : 0, even ? 2 : 0};
+            for (int i = 0; i < want.size(); i++) {
+                assertEquals(times[i], (int) seen.get(want.get(i)).getOrDefault(id, 0), want.get(i) + ": id " + id);
+            }
+        }
+
+        // The analysis, strict: the logs whole, every record accounted for.
+        Path out = Files.createTempDirectory("cloudprofiler-flink-analysis");
+        try {
+            tool("analyze", "--strict", "--quiet", "--logs", logDir.toString(), "--out", out.toString());
+            Map<String, Double> selectivity = new HashMap<>();
+            List<String> lines = Files.readAllLines(out.resolve("capacity.csv"));
+            List<String> cols = List.of(lines.get(0).split(","));
+            for (String line : lines.subList(1, lines.size())) {
+                String[] f = line.split(",", -1);
+                if (f[cols.indexOf("level")].equals("operator") && f[cols.indexOf("window")].equals("-1")) {
+                    selectivity.put(f[cols.indexOf("operator")], Double.parseDouble(f[cols.indexOf("selectivity")]));
+                }
+            }
+            assertEquals(Map.of("1-double", 1.0, "2-even", 0.5, "3-twice", 2.0, "4-count", 1.0), selectivity,
+                    "each operator's out over in, as the job's logic has it");
+        } finally {
+            deleteTree(out);
+        }
+    }
+
+    @Test
+    void markingOffOpensNoChannel() throws Exception {
+        emptyLogDir();
+        StreamExecutionEnvironment env = StreamExecutionEnvironment.createLocalEnvironment(P, conf(false));
+        build(env);
+        env.execute("cloudprofiler-flink-off");
+        assertEquals(List.of(), logFiles(), "cloudprofiler.enabled=false: no channel opened");
+    }
+
+    @Test
+    void badOperatorNamesAreRefusedWhenTheJobIsBuilt() {
+        for (String bad : new String[] {"", "a#1", "two words", null}) {
+            assertThrows(IllegalArgumentException.class, () -> Profiled.map(bad, (Long x) -> x, x -> x), String.valueOf(bad));
+        }
+    }
+
+    List<Path> logFiles() throws IOException {
+        if (!Files.isDirectory(logDir)) return List.of();
+        try (Stream<Path> s = Files.list(logDir)) {
+            return s.filter(p -> p.toString().endsWith(".cplog")).sorted().toList();
+        }
+    }
+
+    void emptyLogDir() throws IOException {
+        for (Path f : logFiles()) Files.delete(f);
+    }
+
+    String tool(String... args) throws IOException, InterruptedException {
+        List<String> cmd = new ArrayList<>(List.of(tool));
+        cmd.addAll(List.of(args));
+        Path err = Files.createTempFile("cloudprofiler-tool", ".err");
+        try {
+            Process p = new ProcessBuilder(cmd).redirectError(err.toFile()).start();
+            String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+            assertTrue(p.waitFor(120, TimeUnit.SECONDS), String.join(" ", cmd) + ": timed out");
+            assertEquals(0, p.exitValue(), String.join(" ", cmd) + " failed:\n" + Files.readString(err));
+            return out;
+        } finally {
+            Files.deleteIfExists(err);
+        }
+    }
+
+    static void deleteTree(Path dir) throws IOException {
+        try (Stream<Path> s = Files.walk(dir)) {
+            for (Path p : s.sorted(java.util.Comparator.reverseOrder()).toList()) Files.delete(p);
+        }
+    }
+}
