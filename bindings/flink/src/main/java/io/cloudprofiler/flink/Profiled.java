@@ -6,6 +6,7 @@ import java.util.Map;
 import org.apache.flink.api.common.functions.FilterFunction;
 import org.apache.flink.api.common.functions.FlatMapFunction;
 import org.apache.flink.api.common.functions.Function;
+import org.apache.flink.api.common.functions.InvalidTypesException;
 import org.apache.flink.api.common.functions.MapFunction;
 import org.apache.flink.api.common.functions.OpenContext;
 import org.apache.flink.api.common.functions.RichFilterFunction;
@@ -14,6 +15,8 @@ import org.apache.flink.api.common.functions.RichMapFunction;
 import org.apache.flink.api.common.functions.RuntimeContext;
 import org.apache.flink.api.common.functions.util.FunctionUtils;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
+import org.apache.flink.api.java.typeutils.MissingTypeInfo;
+import org.apache.flink.api.java.typeutils.ResultTypeQueryable;
 import org.apache.flink.api.java.typeutils.TypeExtractor;
 import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.datastream.KeyedStream;
@@ -124,8 +127,8 @@ public final class Profiled {
         try {
             return (TypeInformation<O>) TypeExtractor.createTypeInfo(base, fn.getClass(), outIndex, null, null);
         } catch (RuntimeException e) {
-            return (TypeInformation<O>) new org.apache.flink.api.java.typeutils.MissingTypeInfo(fn.getClass().getName(),
-                    new org.apache.flink.api.common.functions.InvalidTypesException(
+            return (TypeInformation<O>) new MissingTypeInfo(fn.getClass().getName(),
+                    new InvalidTypesException(
                             "cloudprofiler: the output type of " + fn.getClass().getName() + " cannot be found from its class"
                                     + " (a lambda?): give it with .returns(...), or use the form of Profiled that takes the stream", e));
         }
@@ -211,7 +214,7 @@ public final class Profiled {
         }
     }
 
-    static final class MapWrapper<I, O> extends RichMapFunction<I, O> implements org.apache.flink.api.java.typeutils.ResultTypeQueryable<O> {
+    static final class MapWrapper<I, O> extends RichMapFunction<I, O> implements ResultTypeQueryable<O> {
         private static final long serialVersionUID = 1L;
         private final Instance<I, O> at;
         private final MapFunction<I, O> fn;
@@ -288,7 +291,7 @@ public final class Profiled {
         }
     }
 
-    static final class FlatMapWrapper<I, O> extends RichFlatMapFunction<I, O> implements org.apache.flink.api.java.typeutils.ResultTypeQueryable<O> {
+    static final class FlatMapWrapper<I, O> extends RichFlatMapFunction<I, O> implements ResultTypeQueryable<O> {
         private static final long serialVersionUID = 1L;
         private final Instance<I, O> at;
         private final FlatMapFunction<I, O> fn;
@@ -327,7 +330,7 @@ public final class Profiled {
         }
     }
 
-    static final class ProcessWrapper<I, O> extends ProcessFunction<I, O> implements org.apache.flink.api.java.typeutils.ResultTypeQueryable<O> {
+    static final class ProcessWrapper<I, O> extends ProcessFunction<I, O> implements ResultTypeQueryable<O> {
         private static final long serialVersionUID = 1L;
         private final Instance<I, O> at;
         private final ProcessFunction<I, O> fn;
@@ -371,7 +374,7 @@ public final class Profiled {
         }
     }
 
-    static final class KeyedProcessWrapper<K, I, O> extends KeyedProcessFunction<K, I, O> implements org.apache.flink.api.java.typeutils.ResultTypeQueryable<O> {
+    static final class KeyedProcessWrapper<K, I, O> extends KeyedProcessFunction<K, I, O> implements ResultTypeQueryable<O> {
         private static final long serialVersionUID = 1L;
         private final Instance<I, O> at;
         private final KeyedProcessFunction<K, I, O> fn;

@@ -10,10 +10,12 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.TreeSet;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -142,7 +144,7 @@ class ProfiledTest {
         }
         List<String> want = List.of("1-double in", "1-double out", "2-even in", "2-even out", "3-twice in", "3-twice out",
                 "3-twice sent", "4-count in", "4-count out", "4-count sent");
-        assertEquals(new java.util.TreeSet<>(want), seen.keySet(), "the channels of the convention, and no others");
+        assertEquals(new TreeSet<>(want), seen.keySet(), "the channels of the convention, and no others");
         for (String k : want) assertEquals(P, subtasks.get(k), k + ": one channel a subtask");
         for (long id = 0; id < N; id++) {
             boolean even = id % 2 == 0;
@@ -216,7 +218,7 @@ class ProfiledTest {
 
     static void deleteTree(Path dir) throws IOException {
         try (Stream<Path> s = Files.walk(dir)) {
-            for (Path p : s.sorted(java.util.Comparator.reverseOrder()).toList()) Files.delete(p);
+            for (Path p : s.sorted(Comparator.reverseOrder()).toList()) Files.delete(p);
         }
     }
 }
