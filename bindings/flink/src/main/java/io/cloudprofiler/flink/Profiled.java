@@ -1,8 +1,18 @@
 package io.cloudprofiler.flink;
 
+import java.io.IOException;
 import java.io.Serializable;
+import java.util.ArrayDeque;
+import java.util.Deque;
+import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 
+import io.cloudprofiler.Marks;
+import io.cloudprofiler.ServiceRate;
+import io.cloudprofiler.TupleIds;
+
+import org.apache.flink.api.common.eventtime.Watermark;
 import org.apache.flink.api.common.functions.FilterFunction;
 import org.apache.flink.api.common.functions.FlatMapFunction;
 import org.apache.flink.api.common.functions.Function;
@@ -15,10 +25,16 @@ import org.apache.flink.api.common.functions.RichMapFunction;
 import org.apache.flink.api.common.functions.RuntimeContext;
 import org.apache.flink.api.common.functions.util.FunctionUtils;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
+import org.apache.flink.api.connector.sink2.Sink;
+import org.apache.flink.api.connector.sink2.SinkWriter;
+import org.apache.flink.api.connector.sink2.WriterInitContext;
 import org.apache.flink.api.java.typeutils.MissingTypeInfo;
 import org.apache.flink.api.java.typeutils.ResultTypeQueryable;
 import org.apache.flink.api.java.typeutils.TypeExtractor;
+import org.apache.flink.metrics.Gauge;
+import org.apache.flink.metrics.MetricGroup;
 import org.apache.flink.streaming.api.datastream.DataStream;
+import org.apache.flink.streaming.api.datastream.DataStreamSink;
 import org.apache.flink.streaming.api.datastream.KeyedStream;
 import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
 import org.apache.flink.streaming.api.functions.KeyedProcessFunction;
@@ -55,12 +71,29 @@ import org.apache.flink.util.Collector;
  * <p>Marking is on unless the job's global parameter {@value #ENABLED} is
  * {@code false} ({@code pipeline.global-job-parameters: cloudprofiler.enabled:false}):
  * then no channel is opened and each record costs a branch.
+ *
+ * <p>Live numbers: each marked instance registers gauges in its operator's
+ * metric group, under {@value #METRIC_GROUP}: {@code tuplesIn}, {@code
+ * tuplesOut} (records marked in and out), {@code serviceRate} (records a
+ * second: the library's run-time estimate, Beard &amp; Chamberlain, from a
+ * {@code OPERATOR#SUBTASK count} channel that counts every record taken; 0
+ * until the first estimate) and {@code serviceRateConverged} (1 when that
+ * rate is a converged estimate). Flink's web UI, its REST API and its
+ * metric reporters (Prometheus, OpenTelemetry, JMX) show them like any
+ * operator metric. The global job parameter {@value #METRICS} {@code false}
+ * leaves the count channel and the gauges out. Backlog is not among them:
+ * a function does not see its input queue; Flink's own {@code
+ * inputQueueLength} and {@code backPressuredTimeMsPerSecond} do.
  */
 public final class Profiled {
     private Profiled() {}
 
     /** The global job parameter that turns marking off when {@code false}. */
     public static final String ENABLED = "cloudprofiler.enabled";
+    /** The global job parameter that leaves the live metrics (and their count channel) out when {@code false}. */
+    public static final String METRICS = "cloudprofiler.metrics";
+    /** The metric group, under the operator's, that holds the gauges. */
+    public static final String METRIC_GROUP = "cloudprofiler";
 
     /** A record's tuple id (the id that follows the tuple through the job). */
     @FunctionalInterface
@@ -94,6 +127,37 @@ public final class Profiled {
         TypeInformation<O> out = TypeExtractor.getUnaryOperatorReturnType(fn, KeyedProcessFunction.class, 1, 2,
                 TypeExtractor.NO_INDEX, in.getType(), operator, true);
         return in.process(new KeyedProcessWrapper<>(operator, fn, idOf, out), out).name(operator);
+    }
+
+    /**
+     * A sink marked: {@code in} before each write to its writer, {@code out}
+     * after the write returned (the sink's own work, with any wait for the
+     * system it writes to). Writer-only sinks: a sink with a committer, writer
+     * state or its own topology is refused, since the wrapper would hide
+     * them (mark the records before it, with {@link #map}, instead). A
+     * writer does not see the job's parameters, so {@value #ENABLED} and
+     * {@value #METRICS} are read from the environment when the job is built
+     * (set them in its configuration or with {@code -D} at submission).
+     */
+    public static <T> DataStreamSink<T> sinkTo(DataStream<T> in, String operator, Sink<T> sink, IdOf<? super T> idOf) {
+        Map<String, String> params = new HashMap<>(in.getExecutionEnvironment().getConfig().getGlobalJobParameters().toMap());
+        return in.sinkTo(new MarkedSink<>(operator, sink, idOf, params)).name(operator);
+    }
+
+    /** Gives a record its tuple id: returns the record (or a copy) carrying it. */
+    @FunctionalInterface
+    public interface Stamp<T> extends Serializable {
+        T stamp(T record, long id);
+    }
+
+    /**
+     * Gives records that have no tuple id one, right after their source, and
+     * marks each there ({@code in} and {@code out} around the stamp: the
+     * tuple's first records). Ids come from {@link TupleIds}: unique across
+     * subtasks and across attempts after a restart, with no coordination.
+     */
+    public static <T> SingleOutputStreamOperator<T> stampIds(DataStream<T> in, String operator, Stamp<T> stamp) {
+        return in.map(new StampWrapper<>(operator, stamp, in.getType()), in.getType()).name(operator);
     }
 
     // ---- Forms that return the wrapped function.
@@ -160,9 +224,8 @@ public final class Profiled {
 
         void open(RuntimeContext ctx, OpenContext open) throws Exception {
             FunctionUtils.openFunction(fn, open);
-            Map<String, String> params = ctx.getGlobalJobParameters();
-            boolean on = params == null || !"false".equalsIgnoreCase(params.get(ENABLED));
-            marks = on ? Marks.open(operator, ctx.getTaskInfo().getIndexOfThisSubtask(), withSent) : Marks.off();
+            marks = openMarks(operator, withSent, ctx.getGlobalJobParameters(), ctx.getTaskInfo().getIndexOfThisSubtask(),
+                    ctx.getMetricGroup());
             marked = new MarkedCollector<>(marks);
         }
 
@@ -189,6 +252,36 @@ public final class Profiled {
                 if (m != null) m.close();
             }
         }
+    }
+
+    /** Whether the global job parameter named is not {@code false}. */
+    static boolean flag(Map<String, String> params, String name) {
+        return params == null || !"false".equalsIgnoreCase(params.get(name));
+    }
+
+    /**
+     * Opens an instance's marks as the job's parameters say, with its gauges
+     * registered in the operator's metric group (once per attempt of the
+     * task: a restart gets a new group).
+     */
+    static Marks openMarks(String operator, boolean withSent, Map<String, String> params, int subtask, MetricGroup metrics) {
+        if (!flag(params, ENABLED)) return Marks.off();
+        boolean live = flag(params, METRICS);
+        Marks m = Marks.open(operator, String.valueOf(subtask), withSent, live);
+        if (live) {
+            MetricGroup g = metrics.addGroup(METRIC_GROUP);
+            g.gauge("tuplesIn", (Gauge<Long>) m::tuplesIn);
+            g.gauge("tuplesOut", (Gauge<Long>) m::tuplesOut);
+            g.gauge("serviceRate", (Gauge<Double>) () -> {
+                ServiceRate r = m.serviceRate();
+                return r == null ? 0.0 : r.rate();
+            });
+            g.gauge("serviceRateConverged", (Gauge<Integer>) () -> {
+                ServiceRate r = m.serviceRate();
+                return r != null && r.converged() ? 1 : 0;
+            });
+        }
+        return m;
     }
 
     /** A collector that marks out before each collect and sent after it, with the input's id. */
@@ -415,6 +508,145 @@ public final class Profiled {
         @Override
         public TypeInformation<O> getProducedType() {
             return type;
+        }
+    }
+
+    static final class StampWrapper<T> extends RichMapFunction<T, T> implements ResultTypeQueryable<T> {
+        private static final long serialVersionUID = 1L;
+        private final String operator;
+        private final Stamp<T> stamp;
+        private final transient TypeInformation<T> type;
+        private transient TupleIds ids;
+        private transient Marks marks;
+
+        StampWrapper(String operator, Stamp<T> stamp, TypeInformation<T> type) {
+            Marks.checkOperator(operator);
+            if (stamp == null) throw new NullPointerException("cloudprofiler: " + operator + ": no Stamp for its records");
+            this.operator = operator;
+            this.stamp = stamp;
+            this.type = type;
+        }
+
+        @Override
+        public void open(OpenContext open) {
+            RuntimeContext ctx = getRuntimeContext();
+            ids = TupleIds.of(ctx.getTaskInfo().getIndexOfThisSubtask(), ctx.getTaskInfo().getAttemptNumber());
+            marks = openMarks(operator, false, ctx.getGlobalJobParameters(), ctx.getTaskInfo().getIndexOfThisSubtask(),
+                    ctx.getMetricGroup());
+        }
+
+        @Override
+        public T map(T record) {
+            long id = ids.next();
+            marks.in(id);
+            T r = stamp.stamp(record, id);
+            marks.out(id);
+            return r;
+        }
+
+        @Override
+        public void close() {
+            Marks m = marks;
+            marks = null;
+            if (m != null) m.close();
+        }
+
+        @Override
+        public TypeInformation<T> getProducedType() {
+            return type;
+        }
+    }
+
+    static final class MarkedSink<T> implements Sink<T> {
+        private static final long serialVersionUID = 1L;
+        /** What a writer-only wrapper would hide: Flink's sink2 mix-ins beyond the writer. */
+        private static final String[] HIDDEN = {"SupportsCommitter", "SupportsWriterState", "SupportsPreWriteTopology",
+                "SupportsPreCommitTopology", "SupportsPostCommitTopology"};
+        private final String operator;
+        private final Sink<T> sink;
+        private final IdOf<? super T> idOf;
+        private final HashMap<String, String> params;
+
+        MarkedSink(String operator, Sink<T> sink, IdOf<? super T> idOf, Map<String, String> params) {
+            Marks.checkOperator(operator);
+            if (sink == null) throw new NullPointerException("cloudprofiler: " + operator + ": no sink to wrap");
+            if (idOf == null) throw new NullPointerException("cloudprofiler: " + operator + ": no IdOf for its records");
+            String hidden = hiddenInterface(sink.getClass());
+            if (hidden != null) {
+                throw new IllegalArgumentException("cloudprofiler: " + operator + ": " + sink.getClass().getName() + " implements "
+                        + hidden + ", which a marked writer would hide: mark its records with Profiled.map before it instead");
+            }
+            this.operator = operator;
+            this.sink = sink;
+            this.idOf = idOf;
+            this.params = new HashMap<>(params);
+        }
+
+        static String hiddenInterface(Class<?> c) {
+            Deque<Class<?>> todo = new ArrayDeque<>();
+            for (; c != null; c = c.getSuperclass()) todo.add(c);
+            while (!todo.isEmpty()) {
+                Class<?> k = todo.poll();
+                for (String h : HIDDEN) if (k.isInterface() && k.getSimpleName().equals(h)) return k.getName();
+                todo.addAll(List.of(k.getInterfaces()));
+            }
+            return null;
+        }
+
+        @Override
+        public SinkWriter<T> createWriter(WriterInitContext ctx) throws IOException {
+            SinkWriter<T> w = sink.createWriter(ctx);
+            Marks m;
+            try {
+                m = openMarks(operator, false, params, ctx.getTaskInfo().getIndexOfThisSubtask(), ctx.metricGroup());
+            } catch (RuntimeException e) {
+                try {
+                    w.close();
+                } catch (Exception c) {
+                    e.addSuppressed(c);
+                }
+                throw e;
+            }
+            return new MarkedWriter<>(w, m, idOf);
+        }
+    }
+
+    static final class MarkedWriter<T> implements SinkWriter<T> {
+        private final SinkWriter<T> w;
+        private final Marks marks;
+        private final IdOf<? super T> idOf;
+
+        MarkedWriter(SinkWriter<T> w, Marks marks, IdOf<? super T> idOf) {
+            this.w = w;
+            this.marks = marks;
+            this.idOf = idOf;
+        }
+
+        @Override
+        public void write(T record, Context ctx) throws IOException, InterruptedException {
+            long id = idOf.id(record);
+            marks.in(id);
+            w.write(record, ctx);
+            marks.out(id);
+        }
+
+        @Override
+        public void flush(boolean endOfInput) throws IOException, InterruptedException {
+            w.flush(endOfInput);
+        }
+
+        @Override
+        public void writeWatermark(Watermark watermark) throws IOException, InterruptedException {
+            w.writeWatermark(watermark);
+        }
+
+        @Override
+        public void close() throws Exception {
+            try {
+                w.close();
+            } finally {
+                marks.close();
+            }
         }
     }
 }

@@ -1,25 +1,20 @@
 package io.cloudprofiler.flink;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.IOException;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.Comparator;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.TreeSet;
-import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
-import java.util.stream.Stream;
 
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.api.common.functions.FlatMapFunction;
@@ -44,18 +39,15 @@ import org.junit.jupiter.api.Test;
  * MiniCluster (parallelism 2): ids 0..N-1 -> 1-double (a rich map whose
  * open must run) -> 2-even (a filter keeping even ids) -> 3-twice (a
  * flatMap emitting each twice) -> keyBy -> 4-count (a keyed process
- * function with keyed state) -> a discarding sink. Its logs, read with the
+ * function with keyed state) -> 5-sink (a discarding sink). Its logs, read with the
  * cloudprofiler tool: every channel of the convention, each id at each
  * mark as often as the job's logic says, and {@code analyze --strict}
  * with the selectivity the job has. And the same job with marking off
  * opens no channel.
  */
-class ProfiledTest {
+class ProfiledTest extends ToolTest {
     static final long N = 40_000;
     static final int P = 2;
-
-    final String tool = System.getProperty("cloudprofiler.tool");
-    final Path logDir = Path.of(System.getenv("CP_LOG_DIR"));
 
     static DataStream<Long> build(StreamExecutionEnvironment env) {
         env.setParallelism(P);
@@ -66,7 +58,7 @@ class ProfiledTest {
         DataStream<Long> even = Profiled.filter(doubled, "2-even", x -> x % 2 == 0, x -> x);
         DataStream<Long> twice = Profiled.flatMap(even, "3-twice", new Twice(), x -> x);
         DataStream<Long> counted = Profiled.process(twice.keyBy(x -> x % 8, Types.LONG), "4-count", new Count(), x -> x);
-        counted.sinkTo(new DiscardingSink<>());
+        Profiled.sinkTo(counted, "5-sink", new DiscardingSink<>(), x -> x);
         return counted;
     }
 
@@ -120,7 +112,6 @@ class ProfiledTest {
 
     @Test
     void wrappedJobMarksEveryRecord() throws Exception {
-        assertNotNull(tool, "the pom passes -Dcloudprofiler.tool");
         emptyLogDir();
         StreamExecutionEnvironment env = StreamExecutionEnvironment.createLocalEnvironment(P, conf(true));
         build(env);
@@ -132,10 +123,11 @@ class ProfiledTest {
         for (Path f : logFiles()) {
             Matcher m = Pattern.compile("(?m)^channel:\\s+\\d+ \"([^\"]*)\"").matcher(tool("dump", f.toString()));
             assertTrue(m.find());
-            Matcher n = Pattern.compile("^(\\S+)#(\\d+) (in|out|sent)$").matcher(m.group(1));
+            Matcher n = Pattern.compile("^(\\S+)#(\\d+) (in|out|sent|count)$").matcher(m.group(1));
             assertTrue(n.matches(), "a channel of the convention: " + m.group(1));
             String key = n.group(1) + " " + n.group(3);
             subtasks.merge(key, 1, Integer::sum);
+            if (n.group(3).equals("count")) continue; // the live service rate's counter: no ids
             Map<Long, Integer> ids = seen.computeIfAbsent(key, k -> new HashMap<>());
             for (String line : tool("dump", "--csv", f.toString()).split("\n")) {
                 if (line.isEmpty() || line.startsWith("tuple_id")) continue;
@@ -143,12 +135,16 @@ class ProfiledTest {
             }
         }
         List<String> want = List.of("1-double in", "1-double out", "2-even in", "2-even out", "3-twice in", "3-twice out",
-                "3-twice sent", "4-count in", "4-count out", "4-count sent");
+                "3-twice sent", "4-count in", "4-count out", "4-count sent", "5-sink in", "5-sink out");
         assertEquals(new TreeSet<>(want), seen.keySet(), "the channels of the convention, and no others");
         for (String k : want) assertEquals(P, subtasks.get(k), k + ": one channel a subtask");
+        for (String op : List.of("1-double", "2-even", "3-twice", "4-count", "5-sink")) {
+            assertEquals(P, subtasks.get(op + " count"), op + ": one count channel (the live service rate) a subtask");
+        }
         for (long id = 0; id < N; id++) {
             boolean even = id % 2 == 0;
-            int[] times = {1, 1, 1, even ? 1 : 0, even ? 1 : 0, even ? 2 : 0, even ? 2 : 0, even ? 2 : 0, even ? 2 : 0, even ? 2 : 0};
+            int e2 = even ? 2 : 0;
+            int[] times = {1, 1, 1, even ? 1 : 0, even ? 1 : 0, e2, e2, e2, e2, e2, e2, e2, e2};
             for (int i = 0; i < want.size(); i++) {
                 assertEquals(times[i], (int) seen.get(want.get(i)).getOrDefault(id, 0), want.get(i) + ": id " + id);
             }
@@ -159,19 +155,60 @@ class ProfiledTest {
         try {
             tool("analyze", "--strict", "--quiet", "--logs", logDir.toString(), "--out", out.toString());
             Map<String, Double> selectivity = new HashMap<>();
-            List<String> lines = Files.readAllLines(out.resolve("capacity.csv"));
-            List<String> cols = List.of(lines.get(0).split(","));
-            for (String line : lines.subList(1, lines.size())) {
-                String[] f = line.split(",", -1);
-                if (f[cols.indexOf("level")].equals("operator") && f[cols.indexOf("window")].equals("-1")) {
-                    selectivity.put(f[cols.indexOf("operator")], Double.parseDouble(f[cols.indexOf("selectivity")]));
-                }
+            for (String op : List.of("1-double", "2-even", "3-twice", "4-count", "5-sink")) {
+                selectivity.put(op, Double.parseDouble(wholeRun(out.resolve("capacity.csv"), op, "selectivity")));
             }
-            assertEquals(Map.of("1-double", 1.0, "2-even", 0.5, "3-twice", 2.0, "4-count", 1.0), selectivity,
+            assertEquals(Map.of("1-double", 1.0, "2-even", 0.5, "3-twice", 2.0, "4-count", 1.0, "5-sink", 1.0), selectivity,
                     "each operator's out over in, as the job's logic has it");
         } finally {
             deleteTree(out);
         }
+    }
+
+    /** A record without an id of its own until stampIds gives it one. */
+    public static final class Event {
+        public long id = -1;
+        public long value;
+
+        public Event() {}
+
+        Event(long value) {
+            this.value = value;
+        }
+    }
+
+    @Test
+    void stampedIdsAreDistinctAndFollowTheRecords() throws Exception {
+        emptyLogDir();
+        StreamExecutionEnvironment env = StreamExecutionEnvironment.createLocalEnvironment(P, conf(true));
+        env.disableOperatorChaining();
+        DataStream<Event> events = env.fromSource(new DataGeneratorSource<>(Event::new, N, Types.POJO(Event.class)),
+                WatermarkStrategy.noWatermarks(), "events");
+        DataStream<Event> stamped = Profiled.stampIds(events, "0-stamp", (e, id) -> {
+            e.id = id;
+            return e;
+        });
+        Profiled.sinkTo(stamped, "9-sink", new DiscardingSink<>(), e -> e.id);
+        env.execute("cloudprofiler-flink-stamp");
+
+        Map<String, List<Long>> ids = new TreeMap<>();
+        for (Path f : logFiles()) {
+            Matcher m = Pattern.compile("(?m)^channel:\\s+\\d+ \"([^\"]*) (in|out)\"").matcher(tool("dump", f.toString()));
+            if (!m.find()) continue;
+            List<Long> got = ids.computeIfAbsent(m.group(1).replaceAll("#.*", "") + " " + m.group(2), k -> new ArrayList<>());
+            for (String line : tool("dump", "--csv", f.toString()).split("\n")) {
+                if (!line.isEmpty() && !line.startsWith("tuple_id")) got.add(Long.parseLong(line.substring(0, line.indexOf(','))));
+            }
+        }
+        assertEquals(List.of("0-stamp in", "0-stamp out", "9-sink in", "9-sink out"), List.copyOf(ids.keySet()));
+        TreeSet<Long> distinct = new TreeSet<>(ids.get("0-stamp out"));
+        assertEquals(N, distinct.size(), "every record a distinct id");
+        for (long id : distinct) {
+            assertEquals(0, id >>> 56, "attempt 0: " + Long.toHexString(id));
+            assertTrue((id >>> 40 & 0xffff) < P, "a subtask's id: " + Long.toHexString(id));
+        }
+        for (String k : ids.keySet()) assertEquals(distinct, new TreeSet<>(ids.get(k)), k);
+        assertEquals(N, ids.get("9-sink in").size(), "each id once at the sink");
     }
 
     @Test
@@ -187,38 +224,6 @@ class ProfiledTest {
     void badOperatorNamesAreRefusedWhenTheJobIsBuilt() {
         for (String bad : new String[] {"", "a#1", "two words", null}) {
             assertThrows(IllegalArgumentException.class, () -> Profiled.map(bad, (Long x) -> x, x -> x), String.valueOf(bad));
-        }
-    }
-
-    List<Path> logFiles() throws IOException {
-        if (!Files.isDirectory(logDir)) return List.of();
-        try (Stream<Path> s = Files.list(logDir)) {
-            return s.filter(p -> p.toString().endsWith(".cplog")).sorted().toList();
-        }
-    }
-
-    void emptyLogDir() throws IOException {
-        for (Path f : logFiles()) Files.delete(f);
-    }
-
-    String tool(String... args) throws IOException, InterruptedException {
-        List<String> cmd = new ArrayList<>(List.of(tool));
-        cmd.addAll(List.of(args));
-        Path err = Files.createTempFile("cloudprofiler-tool", ".err");
-        try {
-            Process p = new ProcessBuilder(cmd).redirectError(err.toFile()).start();
-            String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-            assertTrue(p.waitFor(120, TimeUnit.SECONDS), String.join(" ", cmd) + ": timed out");
-            assertEquals(0, p.exitValue(), String.join(" ", cmd) + " failed:\n" + Files.readString(err));
-            return out;
-        } finally {
-            Files.deleteIfExists(err);
-        }
-    }
-
-    static void deleteTree(Path dir) throws IOException {
-        try (Stream<Path> s = Files.walk(dir)) {
-            for (Path p : s.sorted(Comparator.reverseOrder()).toList()) Files.delete(p);
         }
     }
 }
