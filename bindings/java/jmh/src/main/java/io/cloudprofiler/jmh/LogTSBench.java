@@ -5,6 +5,7 @@ import io.cloudprofiler.Channel;
 import io.cloudprofiler.CloudProfiler;
 import io.cloudprofiler.HandlerType;
 import io.cloudprofiler.LogFormat;
+import io.cloudprofiler.Marks;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -219,6 +220,58 @@ public class LogTSBench {
         }
     }
 
+    /** A second channel beside Base's: an instance's in and out. */
+    @State(Scope.Thread)
+    public static class PairZstdTsc extends Base {
+        long out;
+
+        @Override
+        long open() {
+            out = openRaw("jmh-pair#0 out", LogFormat.ZSTD_TSC, HandlerType.BUFFER_IDENTITY);
+            return openRaw("jmh-pair#0 in", LogFormat.ZSTD_TSC, HandlerType.BUFFER_IDENTITY);
+        }
+
+        @TearDown(Level.Trial)
+        public void closeOut() {
+            int rc = CloudProfiler.closeChannel(out);
+            if (rc != 0) throw new IllegalStateException("close: " + CloudProfiler.errorString(rc));
+        }
+    }
+
+    /**
+     * What the engine modules' wrappers do a record (cloudprofiler-flink's
+     * Profiled, cloudprofiler-storm's): Marks.in and Marks.out, without and
+     * with the live metrics (a SERVICERATE count channel and the counts the
+     * gauges read). Base's channel is a NULLH one for the paired floors.
+     */
+    @State(Scope.Thread)
+    public static class MarksState extends Base {
+        Marks marks;
+
+        boolean withRate() {
+            return false;
+        }
+
+        @Override
+        long open() {
+            marks = Marks.open(withRate() ? "jmh-marks-rate" : "jmh-marks", "0", false, withRate());
+            return openRaw("jmh-marks-floor", LogFormat.BINARY_TSC, HandlerType.NULLH);
+        }
+
+        @TearDown(Level.Trial)
+        public void closeMarks() {
+            marks.close(); // throws if a mark was refused
+        }
+    }
+
+    @State(Scope.Thread)
+    public static class MarksRateState extends MarksState {
+        @Override
+        boolean withRate() {
+            return true;
+        }
+    }
+
     // ---- floors
 
     @Benchmark
@@ -251,6 +304,29 @@ public class LogTSBench {
     @Benchmark
     public void fastPeriodicCounter(Fpc s) {
         s.bad |= CloudProfiler.logTS(s.ch, s.id++);
+    }
+
+    // ---- a marked tuple: its in and its out, as bare calls and through Marks
+
+    @Benchmark
+    public void pairZstdTsc(PairZstdTsc s) {
+        long id = s.id++;
+        s.bad |= CloudProfiler.logTS(s.ch, id);
+        s.bad |= CloudProfiler.logTS(s.out, id);
+    }
+
+    @Benchmark
+    public void marksInOut(MarksState s) {
+        long id = s.id++;
+        s.marks.in(id);
+        s.marks.out(id);
+    }
+
+    @Benchmark
+    public void marksInOutMetrics(MarksRateState s) {
+        long id = s.id++;
+        s.marks.in(id);
+        s.marks.out(id);
     }
 
     // ---- Channel.logTS(id)
