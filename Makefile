@@ -92,17 +92,20 @@ with-tmp = t=$$(mktemp -d $(abspath $(BUILD))/tmp.XXXXXX) || exit 1; TMPDIR=$$t 
 
 # The Java binding (bindings/java, Maven): `make java` builds the jar with
 # the library inside (resources/Linux-amd64/) and installs it into ~/.m2 for
-# the examples, and cloudprofiler-flink (bindings/flink: Profiled, the
-# DataStream wrappers) beside it; `make test-java` runs the binding's JUnit 5 tests (API, loading, a
-# child JVM killed with SIGTERM, two classloaders) and the Flink and Storm
-# examples' tests, and cloudprofiler-flink's job on a MiniCluster. Maven
-# fetches what it needs from Maven Central.
+# the examples, and the engine modules beside it: cloudprofiler-flink
+# (bindings/flink) and cloudprofiler-storm (bindings/storm), docs/flink.md
+# and docs/storm.md. `make test-java` runs the binding's JUnit 5 tests (API,
+# loading, a child JVM killed with SIGTERM, two classloaders), the engine
+# modules' tests (a MiniCluster job with its metrics read back over REST and
+# Prometheus; LocalCluster topologies) and the Flink and Storm examples'
+# tests. Maven fetches what it needs from Maven Central.
 MVN        ?= mvn -q -B
 JAVA_PROPS := -Dcloudprofiler.native.dir=$(abspath $(BUILD))
 .PHONY: java test-java bench-java
 java: $(LIB) $(TOOL)
 	cd bindings/java && $(MVN) $(JAVA_PROPS) -DskipTests install
 	cd bindings/flink && $(MVN) $(JAVA_PROPS) -DskipTests install
+	cd bindings/storm && $(MVN) $(JAVA_PROPS) -DskipTests install
 
 # The binding's tests run again on a second, newer JDK when the machine has
 # one (JAVA_HOME_2, default the Temurin JDK in /usr/lib/jvm): another JNI
@@ -112,6 +115,7 @@ test-java: java
 	cd bindings/java && $(MVN) $(JAVA_PROPS) surefire:test
 	$(if $(JAVA_HOME_2),cd bindings/java && JAVA_HOME=$(JAVA_HOME_2) $(MVN) $(JAVA_PROPS) surefire:test,@echo "test-java: no second JDK, the binding ran on one")
 	cd bindings/flink && $(MVN) $(JAVA_PROPS) surefire:test
+	cd bindings/storm && $(MVN) $(JAVA_PROPS) surefire:test
 	cd examples/flink && $(MVN) $(JAVA_PROPS) test
 	cd examples/storm && $(MVN) $(JAVA_PROPS) test
 
