@@ -4,13 +4,13 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.cloudprofiler.testkit.Logs;
 import java.io.IOException;
 import java.net.ServerSocket;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -46,7 +46,7 @@ import org.junit.jupiter.api.Test;
  * service rate with the capacity {@code analyze} finds for the same
  * operator (its departures per second while backlogged).
  */
-class MetricsTest extends ToolTest {
+class MetricsTest {
     static final long N = 400_000;
     static final long SPIN_NS = 20_000;
     static final ObjectMapper JSON = new ObjectMapper();
@@ -67,7 +67,7 @@ class MetricsTest extends ToolTest {
 
     @Test
     void liveServiceRateInRestAndPrometheusAgreesWithTheRun() throws Exception {
-        emptyLogDir();
+        Logs.emptyLogDir();
         int rest = freePort(), prom = freePort();
         Configuration c = Configuration.fromMap(Map.of(
                 "metrics.reporter.prom.factory.class", "org.apache.flink.metrics.prometheus.PrometheusReporterFactory",
@@ -119,18 +119,13 @@ class MetricsTest extends ToolTest {
         // machine that preempts it (README, "Capacity": +12% to +87%). The
         // test holds it to that: the same operator and unit, above the
         // truth by less than twice.
-        Path out = Files.createTempDirectory("cloudprofiler-flink-metrics");
-        try {
-            tool("analyze", "--strict", "--quiet", "--logs", logDir.toString(), "--out", out.toString());
-            double capacity = Double.parseDouble(wholeRun(out.resolve("capacity.csv"), "1-spin", "capacity"));
-            System.out.printf("[metrics] 1-spin live service rate %.0f/s (%s; %d of %d readings converged), analyze's capacity %.0f/s: %+.1f%%%n",
-                    last.rate, last.converged ? "converged" : "running", converged, readings.size(), capacity,
-                    100 * (last.rate / capacity - 1));
-            assertTrue(last.rate >= 0.8 * capacity && last.rate <= 2 * capacity,
-                    "the live service rate " + last.rate + " is not between 0.8 and 2 times analyze's capacity " + capacity);
-        } finally {
-            deleteTree(out);
-        }
+        Path out = Logs.analyze("metrics");
+        double capacity = Double.parseDouble(Logs.wholeRun(out.resolve("capacity.csv"), "1-spin", "capacity"));
+        System.out.printf("[metrics] 1-spin live service rate %.0f/s (%s; %d of %d readings converged), analyze's capacity %.0f/s: %+.1f%%%n",
+                last.rate, last.converged ? "converged" : "running", converged, readings.size(), capacity,
+                100 * (last.rate / capacity - 1));
+        assertTrue(last.rate >= 0.8 * capacity && last.rate <= 2 * capacity,
+                "the live service rate " + last.rate + " is not between 0.8 and 2 times analyze's capacity " + capacity);
     }
 
     /** The 1-spin vertex's cloudprofiler gauges, or null while they are not there yet. */

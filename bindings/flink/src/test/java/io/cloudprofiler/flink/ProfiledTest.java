@@ -4,14 +4,11 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.io.IOException;
-import java.nio.file.Files;
+import io.cloudprofiler.testkit.Logs;
 import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.TreeMap;
 import java.util.TreeSet;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -45,7 +42,7 @@ import org.junit.jupiter.api.Test;
  * with the selectivity the job has. And the same job with marking off
  * opens no channel.
  */
-class ProfiledTest extends ToolTest {
+class ProfiledTest {
     static final long N = 40_000;
     static final int P = 2;
 
@@ -112,28 +109,21 @@ class ProfiledTest extends ToolTest {
 
     @Test
     void wrappedJobMarksEveryRecord() throws Exception {
-        emptyLogDir();
+        Logs.emptyLogDir();
         StreamExecutionEnvironment env = StreamExecutionEnvironment.createLocalEnvironment(P, conf(true));
         build(env);
         env.execute("cloudprofiler-flink-wrappers");
 
         // Each channel's ids: "OPERATOR ROLE" (subtasks together) -> id -> times.
-        Map<String, Map<Long, Integer>> seen = new TreeMap<>();
+        Map<String, Map<Long, Integer>> channels = Logs.channels();
         Map<String, Integer> subtasks = new HashMap<>();
-        for (Path f : logFiles()) {
-            Matcher m = Pattern.compile("(?m)^channel:\\s+\\d+ \"([^\"]*)\"").matcher(tool("dump", f.toString()));
-            assertTrue(m.find());
-            Matcher n = Pattern.compile("^(\\S+)#(\\d+) (in|out|sent|count)$").matcher(m.group(1));
-            assertTrue(n.matches(), "a channel of the convention: " + m.group(1));
-            String key = n.group(1) + " " + n.group(3);
-            subtasks.merge(key, 1, Integer::sum);
-            if (n.group(3).equals("count")) continue; // the live service rate's counter: no ids
-            Map<Long, Integer> ids = seen.computeIfAbsent(key, k -> new HashMap<>());
-            for (String line : tool("dump", "--csv", f.toString()).split("\n")) {
-                if (line.isEmpty() || line.startsWith("tuple_id")) continue;
-                ids.merge(Long.parseLong(line.substring(0, line.indexOf(','))), 1, Integer::sum);
-            }
+        for (String name : channels.keySet()) {
+            Matcher n = Pattern.compile("^(\\S+)#(\\d+) (in|out|sent|count)$").matcher(name);
+            assertTrue(n.matches(), "a channel of the convention: " + name);
+            subtasks.merge(n.group(1) + " " + n.group(3), 1, Integer::sum);
         }
+        Map<String, Map<Long, Integer>> seen = Logs.byOperator(channels);
+        seen.keySet().removeIf(k -> k.endsWith(" count")); // the live service rate's counters: no ids
         List<String> want = List.of("1-double in", "1-double out", "2-even in", "2-even out", "3-twice in", "3-twice out",
                 "3-twice sent", "4-count in", "4-count out", "4-count sent", "5-sink in", "5-sink out");
         assertEquals(new TreeSet<>(want), seen.keySet(), "the channels of the convention, and no others");
@@ -151,18 +141,13 @@ class ProfiledTest extends ToolTest {
         }
 
         // The analysis, strict: the logs whole, every record accounted for.
-        Path out = Files.createTempDirectory("cloudprofiler-flink-analysis");
-        try {
-            tool("analyze", "--strict", "--quiet", "--logs", logDir.toString(), "--out", out.toString());
-            Map<String, Double> selectivity = new HashMap<>();
-            for (String op : List.of("1-double", "2-even", "3-twice", "4-count", "5-sink")) {
-                selectivity.put(op, Double.parseDouble(wholeRun(out.resolve("capacity.csv"), op, "selectivity")));
-            }
-            assertEquals(Map.of("1-double", 1.0, "2-even", 0.5, "3-twice", 2.0, "4-count", 1.0, "5-sink", 1.0), selectivity,
-                    "each operator's out over in, as the job's logic has it");
-        } finally {
-            deleteTree(out);
+        Path out = Logs.analyze("wrapped");
+        Map<String, Double> selectivity = new HashMap<>();
+        for (String op : List.of("1-double", "2-even", "3-twice", "4-count", "5-sink")) {
+            selectivity.put(op, Double.parseDouble(Logs.wholeRun(out.resolve("capacity.csv"), op, "selectivity")));
         }
+        assertEquals(Map.of("1-double", 1.0, "2-even", 0.5, "3-twice", 2.0, "4-count", 1.0, "5-sink", 1.0), selectivity,
+                "each operator's out over in, as the job's logic has it");
     }
 
     /** A record without an id of its own until stampIds gives it one. */
@@ -179,7 +164,7 @@ class ProfiledTest extends ToolTest {
 
     @Test
     void stampedIdsAreDistinctAndFollowTheRecords() throws Exception {
-        emptyLogDir();
+        Logs.emptyLogDir();
         StreamExecutionEnvironment env = StreamExecutionEnvironment.createLocalEnvironment(P, conf(true));
         env.disableOperatorChaining();
         DataStream<Event> events = env.fromSource(new DataGeneratorSource<>(Event::new, N, Types.POJO(Event.class)),
@@ -191,33 +176,28 @@ class ProfiledTest extends ToolTest {
         Profiled.sinkTo(stamped, "9-sink", new DiscardingSink<>(), e -> e.id);
         env.execute("cloudprofiler-flink-stamp");
 
-        Map<String, List<Long>> ids = new TreeMap<>();
-        for (Path f : logFiles()) {
-            Matcher m = Pattern.compile("(?m)^channel:\\s+\\d+ \"([^\"]*) (in|out)\"").matcher(tool("dump", f.toString()));
-            if (!m.find()) continue;
-            List<Long> got = ids.computeIfAbsent(m.group(1).replaceAll("#.*", "") + " " + m.group(2), k -> new ArrayList<>());
-            for (String line : tool("dump", "--csv", f.toString()).split("\n")) {
-                if (!line.isEmpty() && !line.startsWith("tuple_id")) got.add(Long.parseLong(line.substring(0, line.indexOf(','))));
-            }
-        }
+        Map<String, Map<Long, Integer>> ids = Logs.byOperator(Logs.channels());
+        ids.keySet().removeIf(k -> k.endsWith(" count"));
         assertEquals(List.of("0-stamp in", "0-stamp out", "9-sink in", "9-sink out"), List.copyOf(ids.keySet()));
-        TreeSet<Long> distinct = new TreeSet<>(ids.get("0-stamp out"));
+        TreeSet<Long> distinct = new TreeSet<>(ids.get("0-stamp out").keySet());
         assertEquals(N, distinct.size(), "every record a distinct id");
         for (long id : distinct) {
             assertEquals(0, id >>> 56, "attempt 0: " + Long.toHexString(id));
             assertTrue((id >>> 40 & 0xffff) < P, "a subtask's id: " + Long.toHexString(id));
         }
-        for (String k : ids.keySet()) assertEquals(distinct, new TreeSet<>(ids.get(k)), k);
-        assertEquals(N, ids.get("9-sink in").size(), "each id once at the sink");
+        for (String k : ids.keySet()) {
+            assertEquals(distinct, ids.get(k).keySet(), k);
+            assertTrue(ids.get(k).values().stream().allMatch(n -> n == 1), k + ": each id once");
+        }
     }
 
     @Test
     void markingOffOpensNoChannel() throws Exception {
-        emptyLogDir();
+        Logs.emptyLogDir();
         StreamExecutionEnvironment env = StreamExecutionEnvironment.createLocalEnvironment(P, conf(false));
         build(env);
         env.execute("cloudprofiler-flink-off");
-        assertEquals(List.of(), logFiles(), "cloudprofiler.enabled=false: no channel opened");
+        assertEquals(List.of(), Logs.logFiles(), "cloudprofiler.enabled=false: no channel opened");
     }
 
     @Test

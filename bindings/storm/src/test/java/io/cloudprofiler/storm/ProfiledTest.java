@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.cloudprofiler.Marks;
+import io.cloudprofiler.testkit.Logs;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Arrays;
@@ -112,7 +113,7 @@ class ProfiledTest {
             assertEquals(5, passed.size(), "every emit passed on");
         } finally {
             marks.close();
-            for (Path f : Tool.logFiles()) {
+            for (Path f : Logs.logFiles()) {
                 if (f.getFileName().toString().contains("unit-collector")) Files.delete(f);
             }
         }

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
+import io.cloudprofiler.testkit.Logs;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -74,7 +75,7 @@ class TopologyTest {
 
     @BeforeEach
     void reset() throws IOException {
-        Tool.emptyLogDir();
+        Logs.emptyLogDir();
         IdSpout.ACKED.set(0);
         IdSpout.FAILED.set(0);
         Sink.SEEN.set(0);
@@ -306,7 +307,7 @@ class TopologyTest {
     @Test
     void wrappedBoltsMarkEveryTuple() throws Exception {
         run("wrapped", conf(true), plain(true).createTopology(), N, N / 2);
-        Map<String, Map<Long, Integer>> channels = Tool.channels();
+        Map<String, Map<Long, Integer>> channels = Logs.channels();
         Set<String> kinds = new TreeSet<>();
         Map<String, Integer> tasks = new TreeMap<>();
         for (String c : channels.keySet()) {
@@ -318,14 +319,14 @@ class TopologyTest {
                 "even count", "sink in", "sink out", "sink count")), kinds, "the spout's out (the hook), the bolts' in, out and count");
         assertEquals(Map.of("ids out", 1, "double in", P, "double out", P, "double count", P, "even in", P, "even out", P,
                 "even count", P, "sink in", 1, "sink out", 1, "sink count", 1), tasks, "one channel a task");
-        assertTimes(Tool.byOperator(channels), FIRST_ID, Map.of("ids out", id -> 1, "double in", id -> 1, "double out", id -> 1,
+        assertTimes(Logs.byOperator(channels), FIRST_ID, Map.of("ids out", id -> 1, "double in", id -> 1, "double out", id -> 1,
                 "even in", id -> 1, "even out", TopologyTest::even, "sink in", TopologyTest::even, "sink out", TopologyTest::even));
 
-        Path out = Tool.analyze("wrapped");
-        Tool.assertNoNegativeHop(out);
+        Path out = Logs.analyze("wrapped");
+        Logs.assertNoNegativeHop(out);
         Map<String, Double> selectivity = new TreeMap<>();
         for (String op : List.of("double", "even", "sink")) {
-            selectivity.put(op, Double.parseDouble(Tool.wholeRun(out.resolve("capacity.csv"), op, "selectivity")));
+            selectivity.put(op, Double.parseDouble(Logs.wholeRun(out.resolve("capacity.csv"), op, "selectivity")));
         }
         assertEquals(Map.of("double", 1.0, "even", 0.5, "sink", 1.0), selectivity, "each operator's out over in");
     }
@@ -345,7 +346,7 @@ class TopologyTest {
         b.setBolt("label", new Label(), 1).shuffleGrouping("more");
         b.setBolt("labels", new Sink(), 1).shuffleGrouping("label");
         run("hooked", conf(true), b.createTopology(), 2 * N, N / 2 + N);
-        Map<String, Map<Long, Integer>> channels = Tool.channels();
+        Map<String, Map<Long, Integer>> channels = Logs.channels();
         Map<String, Integer> tasks = new TreeMap<>();
         for (String c : channels.keySet()) {
             assertTrue(c.matches("(ids|more|double|even|sink|label)#\\d+ out"), "a task's out, nothing else (no system component): " + c);
@@ -353,11 +354,11 @@ class TopologyTest {
         }
         assertEquals(Map.of("ids out", 1, "double out", P, "even out", P, "sink out", 1, "more out", 1, "label out", 1), tasks,
                 "one out channel a task");
-        Map<String, Map<Long, Integer>> ops = Tool.byOperator(channels);
+        Map<String, Map<Long, Integer>> ops = Logs.byOperator(channels);
         assertTimes(ops, FIRST_ID, Map.of("ids out", id -> 1, "double out", id -> 1, "even out", TopologyTest::even,
                 "sink out", TopologyTest::even));
         assertTimes(ops, FIRST_ID + N, Map.of("more out", id -> 1, "label out", id -> 1));
-        Tool.assertNoNegativeHop(Tool.analyze("hooked"));
+        Logs.assertNoNegativeHop(Logs.analyze("hooked"));
     }
 
     /** Emits a label and no id. */
@@ -382,7 +383,7 @@ class TopologyTest {
         run("stamped", conf(false), b.createTopology(), N, N);
         assertEquals(Set.of(List.of("word", Profiled.CP_ID)), Sink.FIELDS, "the tuples' fields at the sink");
 
-        Map<String, Map<Long, Integer>> channels = Tool.channels();
+        Map<String, Map<Long, Integer>> channels = Logs.channels();
         List<String> names = new ArrayList<>(channels.keySet());
         assertEquals(4, names.size(), "stamp out, sink in, out, count: " + names);
         String stampOut = names.stream().filter(c -> c.matches("stamp#\\d+ out")).findFirst().orElseThrow();
@@ -394,7 +395,7 @@ class TopologyTest {
             assertEquals(task, (int) (id >>> 40 & 0xFFFF), "the spout task's ids (TupleIds.of(task, 0)): " + Long.toHexString(id));
             assertEquals(0, id >>> 56, "attempt 0");
         }
-        Map<String, Map<Long, Integer>> ops = Tool.byOperator(channels);
+        Map<String, Map<Long, Integer>> ops = Logs.byOperator(channels);
         assertEquals(ids, ops.get("sink in"), "the sink took each stamped id once");
         assertEquals(ids, ops.get("sink out"), "the sink marked each out once");
         assertTrue(ops.containsKey("sink count"));
@@ -412,7 +413,7 @@ class TopologyTest {
         b.setSpout("words", Profiled.spout("stamp", new WordSpout()), 1);
         b.setBolt("plain", new Sink(), 1).shuffleGrouping("words");
         run("off", conf, b.createTopology(), 2 * N, N / 2 + N);
-        assertEquals(List.of(), Tool.logFiles(), "cloudprofiler.enabled=false: no channel opened");
+        assertEquals(List.of(), Logs.logFiles(), "cloudprofiler.enabled=false: no channel opened");
     }
 
     /**
@@ -422,7 +423,7 @@ class TopologyTest {
      */
     @Test
     void gaugesReachStormsReporters() throws Exception {
-        Path csv = Tool.LOG_DIR.resolveSibling("storm-metrics");
+        Path csv = Logs.LOG_DIR.resolveSibling("storm-metrics");
         if (Files.exists(csv)) {
             try (Stream<Path> s = Files.list(csv)) {
                 for (Path p : s.toList()) Files.delete(p);

@@ -1,4 +1,4 @@
-package io.cloudprofiler.storm;
+package io.cloudprofiler.testkit;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
@@ -19,26 +19,31 @@ import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.stream.Stream;
 
-/** The log directory (CP_LOG_DIR, set by the pom) and the cloudprofiler tool that reads it. */
-final class Tool {
-    private Tool() {}
+/**
+ * What the engine modules' tests share (bindings/flink and bindings/storm
+ * add this directory to their test sources): the log directory (CP_LOG_DIR,
+ * set by each pom), the cloudprofiler tool that reads it (the system
+ * property cloudprofiler.tool), and the results of analyze.
+ */
+public final class Logs {
+    private Logs() {}
 
-    static final Path LOG_DIR = Path.of(System.getenv("CP_LOG_DIR"));
+    public static final Path LOG_DIR = Path.of(System.getenv("CP_LOG_DIR"));
     private static final Pattern CHANNEL = Pattern.compile("(?m)^channel:\\s+\\d+ \"([^\"]*)\"");
 
-    static List<Path> logFiles() throws IOException {
+    public static List<Path> logFiles() throws IOException {
         if (!Files.isDirectory(LOG_DIR)) return List.of();
         try (Stream<Path> s = Files.list(LOG_DIR)) {
             return s.filter(p -> p.toString().endsWith(".cplog")).sorted().toList();
         }
     }
 
-    static void emptyLogDir() throws IOException {
+    public static void emptyLogDir() throws IOException {
         for (Path f : logFiles()) Files.delete(f);
     }
 
     /** Runs the tool; its standard output, or the test fails with its standard error. */
-    static String run(String... args) throws IOException, InterruptedException {
+    public static String run(String... args) throws IOException, InterruptedException {
         String tool = System.getProperty("cloudprofiler.tool");
         assertNotNull(tool, "the pom passes -Dcloudprofiler.tool");
         List<String> cmd = new ArrayList<>(List.of(tool));
@@ -56,7 +61,7 @@ final class Tool {
     }
 
     /** Every channel in the log directory by name ("OP#TASK ROLE"), with its ids and how often each was logged (none for count channels). */
-    static Map<String, Map<Long, Integer>> channels() throws IOException, InterruptedException {
+    public static Map<String, Map<Long, Integer>> channels() throws IOException, InterruptedException {
         Map<String, Map<Long, Integer>> all = new TreeMap<>();
         for (Path f : logFiles()) {
             Matcher m = CHANNEL.matcher(run("dump", f.toString()));
@@ -73,7 +78,7 @@ final class Tool {
     }
 
     /** channels() with the tasks together: "OP ROLE" -> id -> times. */
-    static Map<String, Map<Long, Integer>> byOperator(Map<String, Map<Long, Integer>> channels) {
+    public static Map<String, Map<Long, Integer>> byOperator(Map<String, Map<Long, Integer>> channels) {
         Map<String, Map<Long, Integer>> ops = new TreeMap<>();
         channels.forEach((name, ids) -> {
             Map<Long, Integer> to = ops.computeIfAbsent(name.replaceFirst("#\\d+ ", " "), k -> new HashMap<>());
@@ -83,7 +88,7 @@ final class Tool {
     }
 
     /** Runs {@code analyze --strict} on the log directory into target/cp-analysis/name (emptied first; kept to look at). */
-    static Path analyze(String name) throws IOException, InterruptedException {
+    public static Path analyze(String name) throws IOException, InterruptedException {
         Path out = LOG_DIR.resolveSibling("cp-analysis").resolve(name);
         if (Files.exists(out)) {
             try (Stream<Path> s = Files.walk(out)) {
@@ -99,7 +104,7 @@ final class Tool {
      * (one node, one TSC, so exact). A negative hop is an out marked after
      * the hand-off, which the next task's mark can overtake.
      */
-    static void assertNoNegativeHop(Path analysis) throws IOException {
+    public static void assertNoNegativeHop(Path analysis) throws IOException {
         List<String> lines = Files.readAllLines(analysis.resolve("summary.csv"));
         List<String> cols = List.of(lines.get(0).split(","));
         assertTrue(lines.size() > 1, "summary.csv has no row");
@@ -111,7 +116,7 @@ final class Tool {
     }
 
     /** A column of capacity.csv's whole-run row for an operator. */
-    static String wholeRun(Path capacityCsv, String operator, String column) throws IOException {
+    public static String wholeRun(Path capacityCsv, String operator, String column) throws IOException {
         List<String> lines = Files.readAllLines(capacityCsv);
         List<String> cols = List.of(lines.get(0).split(","));
         for (String line : lines.subList(1, lines.size())) {
