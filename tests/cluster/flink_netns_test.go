@@ -29,6 +29,9 @@ type nsCluster struct {
 	jm   *netns.Proc
 }
 
+// flinkOperators are ProfiledJob's marked operators.
+var flinkOperators = []string{"0-source", "1-enrich", "2-count", "3-sink"}
+
 // fakes are the nodes' counters: rates and origins apart, as in tests/multinode.
 var fakes = map[string]string{"jm": "1:0", "tm0": "0.9996:70000000000", "tm1": "1.00037:-2000000000"}
 
@@ -95,6 +98,7 @@ taskmanager:
   memory: {process: {size: 1200m}}
 rest: {address: %s, bind-address: 0.0.0.0, port: 8081}
 parallelism: {default: 2}
+metrics: {fetcher: {update-interval: 1000}}
 `, l.IP["jm"], l.IP["jm"])), 0o644))
 	must(t, os.WriteFile(filepath.Join(conf, "log4j.properties"), []byte("rootLogger.level = INFO\nrootLogger.appenderRef.file.ref = Main\n"+
 		"appender.main.name = Main\nappender.main.type = File\nappender.main.fileName = ${sys:log.file}\n"+
@@ -153,6 +157,7 @@ parallelism: {default: 2}
 	slow := []string{"--tuples", "2000000", "--rate", "20000", "--parallelism", "2"}
 	job = c.run(jar, slow...)
 	c.waitLogging(job, logs)
+	c.checkLiveMetrics(job, "1-enrich", 2)
 	c.curl("-X", "PATCH", c.rest+"/jobs/"+job+"?mode=cancel")
 	c.waitState(job, time.Minute, "CANCELED")
 	cancelled := collect(t, logs, "run2-cancelled")
@@ -177,13 +182,14 @@ parallelism: {default: 2}
 	// every stage exactly once, every duration within its strict bound of
 	// the ground truth, the cross-node hops too.
 	checkFinished(t, e.tool, rounds, finished, filepath.Join(dir, "out-run1"), "jm", []string{"tm0", "tm1"}, 0, tuples, 9, fakes)
+	checkBottleneck(t, filepath.Join(dir, "out-run1"), flinkOperators...)
 
 	// Run 2, cancelled: its files closed, complete, and part of the tuples.
 	a := testrun.Run(2*time.Minute, nil, e.tool, "analyze", "--rounds", rounds, "--logs", cancelled, "--out", filepath.Join(dir, "out-run2"), "--ref", "jm", "--strict", "--quiet", "--no-durations")
 	if a.Err != nil {
 		t.Fatalf("analyze run 2 (cancelled): %v\n%s%s", a.Err, a.Stdout, a.Stderr)
 	}
-	if !strings.Contains(a.Stdout, "all 20 files complete and undamaged") {
+	if !strings.Contains(a.Stdout, "all 26 files complete and undamaged") {
 		t.Errorf("analyze run 2 (cancelled): its files are not all complete:\n%s", a.Stdout)
 	}
 	t.Logf("run 2 (cancelled): %s", firstLine(a.Stdout))
@@ -196,6 +202,60 @@ parallelism: {default: 2}
 		t.Fatalf("analyze run 3 (tm1 killed): exit status %d (%v), want 3: damaged or incomplete logs\n%s%s", a.Code, a.Err, a.Stdout, a.Stderr)
 	}
 	checkKilled(t, a.Stdout, stopped)
+}
+
+// checkLiveMetrics reads the wrappers' gauges of a running job from the
+// JobManager's REST API (/jobs/:id/vertices/:vid/metrics), as Flink's web
+// UI does: each subtask of the operator's vertex has its four
+// cloudprofiler gauges, with tuples marked in and out, and a service rate
+// within 30 s (the library's first estimate; whether it converged is
+// logged: tests of cloudprofiler-flink hold the rate to the analysis).
+func (c *nsCluster) checkLiveMetrics(job, vertex string, subtasks int) {
+	c.t.Helper()
+	var plan struct{ Vertices []struct{ ID, Name string } }
+	must(c.t, c.getJSON("/jobs/"+job, &plan))
+	vid := ""
+	for _, v := range plan.Vertices {
+		if v.Name == vertex {
+			vid = v.ID
+		}
+	}
+	if vid == "" {
+		c.t.Fatalf("job %s has no vertex %q: %+v", job, vertex, plan.Vertices)
+	}
+	base := "/jobs/" + job + "/vertices/" + vid + "/metrics"
+	gauges := []string{"tuplesIn", "tuplesOut", "serviceRate", "serviceRateConverged"}
+	var ids []string
+	for s := 0; s < subtasks; s++ {
+		for _, g := range gauges {
+			ids = append(ids, fmt.Sprintf("%d.%s.cloudprofiler.%s", s, vertex, g))
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var got []struct{ ID, Value string }
+		c.getJSON(base+"?get="+strings.Join(ids, ","), &got)
+		values := map[string]float64{}
+		for _, m := range got {
+			var v float64
+			if _, err := fmt.Sscan(m.Value, &v); err == nil {
+				values[m.ID] = v
+			}
+		}
+		ready := len(values) == len(ids)
+		for s := 0; s < subtasks && ready; s++ {
+			at := func(g string) float64 { return values[fmt.Sprintf("%d.%s.cloudprofiler.%s", s, vertex, g)] }
+			ready = at("tuplesIn") > 0 && at("tuplesOut") > 0 && at("serviceRate") > 0
+		}
+		if ready {
+			c.t.Logf("live metrics of %s (REST): %v", vertex, values)
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("the REST API's metrics of %s after 30 s: %v, want each subtask's %v, tuples in and out and a service rate", vertex, values, gauges)
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 // firstLine is s up to its first newline.

@@ -295,7 +295,7 @@ func TestFlinkStandalone(t *testing.T) {
 	if r.Err != nil {
 		t.Fatalf("analyze: %v\n%s%s", r.Err, r.Stdout, r.Stderr)
 	}
-	if !strings.Contains(r.Stdout, "all 20 files complete and undamaged") || !strings.Contains(r.Stdout, fmt.Sprintf("%d tuples", tuples)) {
+	if !strings.Contains(r.Stdout, "all 26 files complete and undamaged") || !strings.Contains(r.Stdout, fmt.Sprintf("%d tuples", tuples)) {
 		t.Fatalf("analyze:\n%s", r.Stdout)
 	}
 	t.Logf("%s", strings.SplitN(r.Stdout, "\n", 2)[0])

@@ -199,3 +199,44 @@ func collect(t *testing.T, logs, name string) string {
 	}
 	return to
 }
+
+// checkBottleneck reads capacity.parquet of an analysis: each of the
+// operators named has its whole-run row (marks in and out), with a
+// capacity, and exactly one of them is named the bottleneck: the one whose
+// capacity saturates at the smallest source rate.
+func checkBottleneck(t *testing.T, out string, operators ...string) {
+	t.Helper()
+	rows, err := results.ReadAll[capacity.Row](filepath.Join(out, "capacity.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	byOp := map[string]capacity.Row{}
+	for _, r := range rows {
+		if r.Level == "operator" && r.Window == -1 && r.Method == capacity.MethodInOut {
+			byOp[r.Operator] = r
+		}
+	}
+	var named []string
+	lowest := ""
+	for _, op := range operators {
+		r, ok := byOp[op]
+		if !ok || !(r.Capacity > 0) || !(r.MaxSourceRate > 0) {
+			t.Errorf("capacity: operator %s: no whole-run row with a capacity (%+v)", op, r)
+			continue
+		}
+		t.Logf("capacity: %s: %d instances, capacity %.0f/s, saturates at a source rate of %.0f/s, load %.2f, bottleneck %v",
+			op, r.Instances, r.Capacity, r.MaxSourceRate, r.Load, r.Bottleneck)
+		if r.Bottleneck {
+			named = append(named, op)
+		}
+		if lowest == "" || r.MaxSourceRate < byOp[lowest].MaxSourceRate {
+			lowest = op
+		}
+	}
+	if len(byOp) != len(operators) {
+		t.Errorf("capacity: operators %v, want %v", slices.Sorted(maps.Keys(byOp)), operators)
+	}
+	if len(named) != 1 || named[0] != lowest {
+		t.Errorf("capacity: bottleneck %v, want exactly %s (the smallest source rate at saturation)", named, lowest)
+	}
+}

@@ -144,6 +144,27 @@ public final class Profiled {
         return in.sinkTo(new MarkedSink<>(operator, sink, idOf, params)).name(operator);
     }
 
+    /**
+     * Marks a stream's records as they pass, with no function of yours:
+     * {@code in} and {@code out} around handing the record on unchanged.
+     * Right after a source whose records carry their ids, it is the
+     * source's mark: chained to the source (as Flink does unless chaining
+     * is off for it), its {@code out} is when the source emits the record.
+     */
+    public static <T> SingleOutputStreamOperator<T> mark(DataStream<T> in, String operator, IdOf<? super T> idOf) {
+        return in.map(new MapWrapper<>(operator, new Identity<T>(), idOf, in.getType()), in.getType()).name(operator);
+    }
+
+    /** The record itself: what {@link #mark} wraps. */
+    static final class Identity<T> implements MapFunction<T, T> {
+        private static final long serialVersionUID = 1L;
+
+        @Override
+        public T map(T record) {
+            return record;
+        }
+    }
+
     /** Gives a record its tuple id: returns the record (or a copy) carrying it. */
     @FunctionalInterface
     public interface Stamp<T> extends Serializable {

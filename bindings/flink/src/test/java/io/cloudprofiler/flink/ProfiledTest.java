@@ -51,7 +51,8 @@ class ProfiledTest {
         env.disableOperatorChaining();
         DataGeneratorSource<Long> src = new DataGeneratorSource<>(i -> i, N, RateLimiterStrategy.perSecond(40_000), Types.LONG);
         DataStream<Long> ids = env.fromSource(src, WatermarkStrategy.noWatermarks(), "ids");
-        DataStream<Long> doubled = Profiled.map(ids, "1-double", new Opened(), x -> x);
+        DataStream<Long> marked = Profiled.mark(ids, "0-ids", x -> x);
+        DataStream<Long> doubled = Profiled.map(marked, "1-double", new Opened(), x -> x);
         DataStream<Long> even = Profiled.filter(doubled, "2-even", x -> x % 2 == 0, x -> x);
         DataStream<Long> twice = Profiled.flatMap(even, "3-twice", new Twice(), x -> x);
         DataStream<Long> counted = Profiled.process(twice.keyBy(x -> x % 8, Types.LONG), "4-count", new Count(), x -> x);
@@ -124,17 +125,17 @@ class ProfiledTest {
         }
         Map<String, Map<Long, Integer>> seen = Logs.byOperator(channels);
         seen.keySet().removeIf(k -> k.endsWith(" count")); // the live service rate's counters: no ids
-        List<String> want = List.of("1-double in", "1-double out", "2-even in", "2-even out", "3-twice in", "3-twice out",
+        List<String> want = List.of("0-ids in", "0-ids out", "1-double in", "1-double out", "2-even in", "2-even out", "3-twice in", "3-twice out",
                 "3-twice sent", "4-count in", "4-count out", "4-count sent", "5-sink in", "5-sink out");
         assertEquals(new TreeSet<>(want), seen.keySet(), "the channels of the convention, and no others");
         for (String k : want) assertEquals(P, subtasks.get(k), k + ": one channel a subtask");
-        for (String op : List.of("1-double", "2-even", "3-twice", "4-count", "5-sink")) {
+        for (String op : List.of("0-ids", "1-double", "2-even", "3-twice", "4-count", "5-sink")) {
             assertEquals(P, subtasks.get(op + " count"), op + ": one count channel (the live service rate) a subtask");
         }
         for (long id = 0; id < N; id++) {
             boolean even = id % 2 == 0;
             int e2 = even ? 2 : 0;
-            int[] times = {1, 1, 1, even ? 1 : 0, even ? 1 : 0, e2, e2, e2, e2, e2, e2, e2, e2};
+            int[] times = {1, 1, 1, 1, 1, even ? 1 : 0, even ? 1 : 0, e2, e2, e2, e2, e2, e2, e2, e2};
             for (int i = 0; i < want.size(); i++) {
                 assertEquals(times[i], (int) seen.get(want.get(i)).getOrDefault(id, 0), want.get(i) + ": id " + id);
             }

@@ -172,7 +172,7 @@ public final class CapacityJob {
 
         @Override
         public void close() {
-            Probe.closeAll(marks);
+            marks.close();
         }
     }
 
@@ -224,7 +224,7 @@ public final class CapacityJob {
 
         @Override
         public void close() {
-            Probe.closeAll(marks);
+            marks.close();
         }
     }
 
@@ -255,7 +255,7 @@ public final class CapacityJob {
 
                 @Override
                 public void close() {
-                    Probe.closeAll(marks);
+                    marks.close();
                 }
             };
         }

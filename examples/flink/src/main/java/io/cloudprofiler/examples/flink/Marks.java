@@ -1,57 +1,30 @@
 package io.cloudprofiler.examples.flink;
 
 /**
- * The marks of one operator instance (one subtask), by the marking
- * convention: channels {@code OPERATOR#SUBTASK in}, {@code ... out} and,
- * for an operator that hands its tuples on with {@code collect} itself,
- * {@code ... sent}:
- *
- * <pre>{@code
- * marks.in(e.id);           // the operator starts on the tuple
- * ...its own work...
- * marks.out(e.id);          // done: right before the hand-off
- * out.collect(e);           // serializes into Flink's output buffer; waits for a free one under backpressure
- * marks.sent(e.id);         // the hand-off returned
- * }</pre>
- *
- * An operator that returns its result (a map) cannot mark {@code sent}:
- * Flink emits after the function returned. With operator chaining, {@code
- * collect} calls the chained operators downstream, so out -&gt; sent then
- * holds their work too. {@link #off()} marks nothing (a job run without
- * logging); {@link #pause} stops every instance's logging in this JVM for a
- * while, the channels staying open.
+ * The binding's {@link io.cloudprofiler.Marks} (an operator instance's
+ * {@code OPERATOR#SUBTASK in|out|sent} channels) with one thing a test
+ * needs and a job does not: {@link #pause}, which stops every instance's
+ * marks in this JVM for a while, the channels staying open. CapacityJob
+ * marks by hand with it (its tests run a warm-up unlogged, then one logged
+ * run of the same warm job); ProfiledJob shows how a job is marked, with
+ * cloudprofiler-flink's wrappers.
  */
 final class Marks implements AutoCloseable {
-    private final Probe in, out, sent;
     private static volatile boolean paused;
+    private final io.cloudprofiler.Marks marks;
 
-    private Marks(Probe in, Probe out, Probe sent) {
-        this.in = in;
-        this.out = out;
-        this.sent = sent;
+    private Marks(io.cloudprofiler.Marks marks) {
+        this.marks = marks;
     }
 
-    /** Opens the instance's channels ({@code sent} only when withSent); call from the thread that logs. */
+    /** Opens the instance's channels ({@code sent} only when withSent); call from the thread that marks. */
     static Marks open(String operator, int subtask, boolean withSent) {
-        Probe i = null, o = null, s = null;
-        try {
-            i = Probe.events(operator, subtask, "in");
-            o = Probe.events(operator, subtask, "out");
-            if (withSent) s = Probe.events(operator, subtask, "sent");
-            return new Marks(i, o, s);
-        } catch (RuntimeException e) {
-            try {
-                Probe.closeAll(i, o, s);
-            } catch (RuntimeException suppressed) {
-                e.addSuppressed(suppressed);
-            }
-            throw e;
-        }
+        return new Marks(io.cloudprofiler.Marks.open(operator, String.valueOf(subtask), withSent, false));
     }
 
     /** Marks nothing. */
     static Marks off() {
-        return new Marks(null, null, null);
+        return new Marks(io.cloudprofiler.Marks.off());
     }
 
     /**
@@ -64,20 +37,20 @@ final class Marks implements AutoCloseable {
     }
 
     void in(long id) {
-        if (in != null && !paused) in.log(id);
+        if (!paused) marks.in(id);
     }
 
     void out(long id) {
-        if (out != null && !paused) out.log(id);
+        if (!paused) marks.out(id);
     }
 
     void sent(long id) {
-        if (sent != null && !paused) sent.log(id);
+        if (!paused) marks.sent(id);
     }
 
-    /** Closes the channels; throws if a log call or a close failed (see {@link Probe#close()}). */
+    /** Closes the channels; throws if a mark was refused or a close failed. */
     @Override
     public void close() {
-        Probe.closeAll(in, out, sent);
+        marks.close();
     }
 }

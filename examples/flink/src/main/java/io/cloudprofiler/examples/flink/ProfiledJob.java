@@ -1,5 +1,7 @@
 package io.cloudprofiler.examples.flink;
 
+import io.cloudprofiler.flink.Profiled;
+
 import org.apache.flink.api.common.JobExecutionResult;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.api.common.functions.OpenContext;
@@ -8,12 +10,13 @@ import org.apache.flink.api.common.state.ValueState;
 import org.apache.flink.api.common.state.ValueStateDescriptor;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.common.typeinfo.Types;
-import org.apache.flink.api.connector.source.SourceReaderContext;
 import org.apache.flink.api.connector.source.util.ratelimit.RateLimiterStrategy;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.PipelineOptions;
 import org.apache.flink.connector.datagen.source.DataGeneratorSource;
-import org.apache.flink.connector.datagen.source.GeneratorFunction;
+import org.apache.flink.streaming.api.datastream.DataStream;
+import org.apache.flink.streaming.api.datastream.DataStreamSink;
+import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.functions.KeyedProcessFunction;
 import org.apache.flink.api.connector.sink2.SinkWriter;
@@ -21,43 +24,32 @@ import org.apache.flink.api.connector.sink2.WriterInitContext;
 import org.apache.flink.util.Collector;
 
 /**
- * A small Flink job instrumented with Cloudprofiler:
+ * A small Flink job profiled with cloudprofiler-flink ({@code Profiled}),
+ * its functions unchanged (docs/flink.md):
  *
  * <pre>
  * source (DataGeneratorSource: tuple ids 0..n-1)
- *   -> enrich (map: key and value from the id)
- *   -> keyBy(key) -> count (keyed process: per-key sequence number in keyed state)
- *   -> sink (checksum)
+ *   -> 0-source (Profiled.mark: the records as the source emits them)
+ *   -> 1-enrich (map: key and value from the id)
+ *   -> keyBy(key) -> 2-count (keyed process: per-key sequence number in keyed state)
+ *   -> 3-sink (a writer-only sink: a checksum)
  * </pre>
  *
- * Channels, one per operator instance (subtask {@code i}) and mark, named
- * by the marking convention ({@code OPERATOR#SUBTASK ROLE}, {@link Marks}),
- * each BUFFER_IDENTITY / ZSTD_TSC unless said otherwise:
+ * Channels, per operator instance (subtask {@code i}), named by the
+ * marking convention ({@code OPERATOR#SUBTASK ROLE}): {@code in} and
+ * {@code out} of each, {@code 2-count#i sent} after each collect returned
+ * (collect waits for a free output buffer under backpressure: out -&gt;
+ * sent is that wait), and {@code OPERATOR#i count}, the counter behind the
+ * live service rate in Flink's metrics ({@code cloudprofiler.serviceRate}).
+ * The hop from one operator's {@code out} (or {@code sent}) to the next
+ * one's {@code in} holds serialization, Flink's buffers and the hand-off
+ * between the two tasks.
  *
- * <ul>
- * <li>{@code 0-source#i in}, {@code 0-source#i out}: as the generator
- *     function makes the tuple, and as it returns it (Flink emits it then);
- * <li>{@code 1-enrich#i in}, {@code 1-enrich#i out}: as the map gets the
- *     tuple, and just before it returns it;
- * <li>{@code 2-count#i in}, {@code 2-count#i out}, {@code 2-count#i sent}: as
- *     the keyed function gets the tuple, just before {@code out.collect}, and
- *     after it returned (collect waits for a free output buffer under
- *     backpressure: out -&gt; sent is that wait);
- * <li>{@code 3-sink#i in}, {@code 3-sink#i out}: as the sink gets the tuple,
- *     and after its work;
- * <li>{@code 3-sink#i counter}: FASTPERIODICCOUNTER, tuples per period (not
- *     a mark).
- * </ul>
- *
- * The hop from one operator's {@code out} (or {@code sent}) to the next one's
- * {@code in} holds serialization, Flink's buffers and the hand-off between
- * the two tasks.
- *
- * Operator chaining is off by default, so each operator is its own task
- * (thread) and every exit -&gt; entry hop is a real hand-off through Flink's
- * network stack (local channels on one TaskManager); {@code --chaining}
- * keeps Flink's default, where source, enrich and (after the keyBy) count and
- * sink run chained as method calls on one thread.
+ * <p>By default each operator is its own task (thread), but for the mark
+ * chained to its source, so every hop after it is a real hand-off through
+ * Flink's network stack (local channels on one TaskManager); {@code
+ * --chaining} keeps Flink's default, where 1-enrich chains to the source
+ * and 3-sink to 2-count.
  */
 public final class ProfiledJob {
 
@@ -76,8 +68,6 @@ public final class ProfiledJob {
          * after this long (0: after every record); -1 keeps Flink's default, 100 ms.
          */
         public long bufferTimeoutMs = 1;
-        /** The sink counter's period, ns (the library's minimum is 1e6). */
-        public long counterPeriodNanos = 10_000_000L;
         /** Distinct keys of the keyBy. */
         public int keys = 64;
         /**
@@ -91,7 +81,7 @@ public final class ProfiledJob {
         public String toString() {
             return "tuples=" + tuples + " parallelism=" + parallelism + " rate="
                     + (rate > 0 ? rate + "/s" : "unlimited") + " chaining=" + chaining + " bufferTimeoutMs="
-                    + (bufferTimeoutMs < 0 ? "default" : bufferTimeoutMs) + " counterPeriodNs=" + counterPeriodNanos
+                    + (bufferTimeoutMs < 0 ? "default" : bufferTimeoutMs)
                     + " keys=" + keys + (failAt >= 0 ? " failAt=" + failAt : "");
         }
     }
@@ -108,49 +98,26 @@ public final class ProfiledJob {
     /** Adds the pipeline to env; env.execute() runs it. */
     public static void build(StreamExecutionEnvironment env, Options opt) {
         env.setParallelism(opt.parallelism);
-        if (!opt.chaining) env.disableOperatorChaining();
         if (opt.bufferTimeoutMs >= 0) env.setBufferTimeout(opt.bufferTimeoutMs);
-        DataGeneratorSource<Event> source = new DataGeneratorSource<>(new TupleSource(), opt.tuples,
+        DataGeneratorSource<Event> source = new DataGeneratorSource<>(Event::new, opt.tuples,
                 opt.rate > 0 ? RateLimiterStrategy.perSecond(opt.rate) : RateLimiterStrategy.noOp(),
                 TypeInformation.of(Event.class));
-        final int keys = opt.keys;
-        env.fromSource(source, WatermarkStrategy.noWatermarks(), "source")
-                .map(new Enrich(keys, opt.failAt)).name("enrich")
-                .keyBy(e -> e.key, Types.INT) // hash-partitioned: tuples cross from every enrich to every count subtask
-                .process(new Count()).name("count")
-                .sinkTo(new Sink(opt.counterPeriodNanos)).name("sink");
-    }
-
-    /** The source: tuple i of the sequence gets id i; logs it as it emits it. */
-    public static final class TupleSource implements GeneratorFunction<Long, Event> {
-        private static final long serialVersionUID = 1L;
-        private transient Marks marks;
-
-        @Override
-        public void open(SourceReaderContext ctx) {
-            marks = Marks.open("0-source", ctx.getIndexOfSubtask(), false);
-        }
-
-        @Override
-        public Event map(Long index) {
-            marks.in(index);
-            Event e = new Event(index);
-            marks.out(e.id);
-            return e;
-        }
-
-        @Override
-        public void close() {
-            Probe.closeAll(marks);
+        DataStream<Event> events = Profiled.mark(env.fromSource(source, WatermarkStrategy.noWatermarks(), "source"), "0-source", e -> e.id);
+        SingleOutputStreamOperator<Event> enriched = Profiled.map(events, "1-enrich", new Enrich(opt.keys, opt.failAt), e -> e.id);
+        // hash-partitioned: tuples cross from every enrich to every count subtask
+        SingleOutputStreamOperator<Event> counted = Profiled.process(enriched.keyBy(e -> e.key, Types.INT), "2-count", new Count(), e -> e.id);
+        DataStreamSink<Event> sink = Profiled.sinkTo(counted, "3-sink", new Sink(), e -> e.id);
+        if (!opt.chaining) {
+            enriched.disableChaining();
+            sink.disableChaining();
         }
     }
 
     /** Map: derives the key and a value from the id. */
     public static final class Enrich extends RichMapFunction<Event, Event> {
-        private static final long serialVersionUID = 2L;
+        private static final long serialVersionUID = 3L;
         private final int keys;
         private final long failAt;
-        private transient Marks marks;
 
         Enrich(int keys, long failAt) {
             this.keys = keys;
@@ -158,95 +125,54 @@ public final class ProfiledJob {
         }
 
         @Override
-        public void open(OpenContext ctx) {
-            marks = Marks.open("1-enrich", getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(), false);
-        }
-
-        @Override
         public Event map(Event e) {
             if (e.id == failAt && getRuntimeContext().getTaskInfo().getAttemptNumber() == 0) {
                 throw new IllegalStateException("ProfiledJob --fail-at " + failAt + ": the first attempt fails here, as asked");
             }
-            marks.in(e.id);
             e.value = mix(e.id);
             e.key = (int) Long.remainderUnsigned(e.value, keys);
-            marks.out(e.id);
             return e;
-        }
-
-        @Override
-        public void close() {
-            Probe.closeAll(marks);
         }
     }
 
     /** Keyed: numbers each key's tuples with a counter in keyed state. */
     public static final class Count extends KeyedProcessFunction<Integer, Event, Event> {
-        private static final long serialVersionUID = 1L;
+        private static final long serialVersionUID = 2L;
         private transient ValueState<Long> seen;
-        private transient Marks marks;
 
         @Override
         public void open(OpenContext ctx) {
             seen = getRuntimeContext().getState(new ValueStateDescriptor<>("seen", Types.LONG));
-            marks = Marks.open("2-count", getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(), true);
         }
 
         @Override
         public void processElement(Event e, Context ctx, Collector<Event> out) throws Exception {
-            marks.in(e.id);
             Long n = seen.value();
             e.seq = n == null ? 1 : n + 1;
             seen.update(e.seq);
-            marks.out(e.id);
             out.collect(e);
-            marks.sent(e.id);
-        }
-
-        @Override
-        public void close() {
-            Probe.closeAll(marks);
         }
     }
 
-    /** Sink: a checksum of what arrives, and a periodic counter of tuples (a Sink V2: its writer runs on the task's thread). */
+    /** Sink: a checksum of what arrives (a Sink V2 with a writer only: its writer runs on the task's thread). */
     public static final class Sink implements org.apache.flink.api.connector.sink2.Sink<Event> {
-        private static final long serialVersionUID = 2L;
-        private final long counterPeriodNanos;
-
-        Sink(long counterPeriodNanos) {
-            this.counterPeriodNanos = counterPeriodNanos;
-        }
+        private static final long serialVersionUID = 3L;
 
         @Override
         public SinkWriter<Event> createWriter(WriterInitContext ctx) {
-            int subtask = ctx.getTaskInfo().getIndexOfThisSubtask();
-            Marks marks = Marks.open("3-sink", subtask, false);
-            Probe counter;
-            try {
-                counter = Probe.counter("3-sink", subtask, "counter", counterPeriodNanos);
-            } catch (RuntimeException e) {
-                marks.close();
-                throw e;
-            }
             return new SinkWriter<>() {
                 long checksum;
 
                 @Override
                 public void write(Event e, Context c) {
-                    marks.in(e.id);
-                    counter.log(e.id);
                     checksum += e.value ^ e.seq;
-                    marks.out(e.id);
                 }
 
                 @Override
                 public void flush(boolean endOfInput) {}
 
                 @Override
-                public void close() {
-                    Probe.closeAll(marks, counter);
-                }
+                public void close() {}
             };
         }
     }
@@ -268,12 +194,11 @@ public final class ProfiledJob {
                 case "--parallelism" -> o.parallelism = Integer.parseInt(value(args, ++i, a));
                 case "--rate" -> o.rate = Double.parseDouble(value(args, ++i, a));
                 case "--buffer-timeout-ms" -> o.bufferTimeoutMs = Long.parseLong(value(args, ++i, a));
-                case "--counter-period-ms" -> o.counterPeriodNanos = Long.parseLong(value(args, ++i, a)) * 1_000_000L;
                 case "--keys" -> o.keys = Integer.parseInt(value(args, ++i, a));
                 case "--fail-at" -> o.failAt = Long.parseLong(value(args, ++i, a));
                 default -> throw new IllegalArgumentException("unknown argument " + a + "; usage: ProfiledJob"
                         + " [--tuples N] [--parallelism P] [--rate TUPLES_PER_S] [--chaining]"
-                        + " [--buffer-timeout-ms MS] [--counter-period-ms MS] [--keys K] [--fail-at TUPLE_ID]");
+                        + " [--buffer-timeout-ms MS] [--keys K] [--fail-at TUPLE_ID]");
             }
         }
         return o;

@@ -32,7 +32,7 @@ import org.junit.jupiter.api.TestInstance;
 /**
  * Runs {@link ProfiledJob} on a local MiniCluster (parallelism 2), then checks
  * its logs with the cloudprofiler tool: every file decodes, every tuple passed
- * every channel exactly once, the sink's counters add up to the tuples, and
+ * every channel exactly once, each operator's count channels add up to the tuples, and
  * {@code analyze} reports each hop with the counts and extremes computed here
  * from the raw records.
  */
@@ -40,7 +40,6 @@ import org.junit.jupiter.api.TestInstance;
 class ProfiledJobTest {
     static final long N = 200_000;
     static final int P = 2;
-    static final long PERIOD_NS = 10_000_000L;
     /** Tuples per second (both source subtasks): a steady load, not a flood that measures Flink's queues. */
     static final double RATE = 100_000;
     /** Flink flushes a partly filled output buffer after this long (its default: 100 ms). */
@@ -53,8 +52,8 @@ class ProfiledJobTest {
      */
     static final String[] ROLES = {"0-source in", "0-source out", "1-enrich in", "1-enrich out", "2-count in",
             "2-count out", "2-count sent", "3-sink in", "3-sink out"};
-    static final int SINK_IN = 7;
-    static final String COUNTER_ROLE = "3-sink counter";
+    /** Each operator's count channel: the counter behind the live service rate in Flink's metrics. */
+    static final String[] OPERATORS = {"0-source", "1-enrich", "2-count", "3-sink"};
 
     Path logDir, outDir;
     String tool;
@@ -84,7 +83,6 @@ class ProfiledJobTest {
         ProfiledJob.Options opt = new ProfiledJob.Options();
         opt.tuples = N;
         opt.parallelism = P;
-        opt.counterPeriodNanos = PERIOD_NS;
         opt.rate = RATE;
         opt.bufferTimeoutMs = BUFFER_TIMEOUT_MS;
         StreamExecutionEnvironment env = StreamExecutionEnvironment.createLocalEnvironment(P, ProfiledJob.configuration());
@@ -126,7 +124,7 @@ class ProfiledJobTest {
         TreeSet<String> want = new TreeSet<>();
         for (int s = 0; s < P; s++) {
             for (String r : ROLES) want.add(name(r, s));
-            want.add(name(COUNTER_ROLE, s));
+            for (String op : OPERATORS) want.add(name(op + " count", s));
         }
         assertEquals(want, files.keySet());
         for (Map.Entry<String, String> e : dumps.entrySet()) {
@@ -183,28 +181,33 @@ class ProfiledJobTest {
         }
     }
 
+    /**
+     * Each marked instance's count channel (CP_SERVICERATE: every record it
+     * took, in periods) holds what its in channel logged, period by period.
+     */
     @Test
-    void sinkCountersTotalTheTuples() throws Exception {
-        long total = 0;
-        for (int s = 0; s < P; s++) {
-            String name = name(COUNTER_ROLE, s);
-            String d = dumps.get(name);
-            assertTrue(d.contains("handler:    FASTPERIODICCOUNTER"), d);
-            assertTrue(d.contains("event:      parameterize args=map[period_ns:" + PERIOD_NS + "]"), d);
-            long t = closedTotal(name);
-            // exact per subtask: the counter saw what the sink's in channel logged
-            assertEquals(records[SINK_IN][s], t, name + " total vs " + name(ROLES[SINK_IN], s));
-            long periods = 0, counted = 0;
-            for (String line : csvLines(tool("dump", "--csv", files.get(name).toString()), "period_end_tsc,count,skipped_periods")) {
-                String[] f = line.split(",");
-                counted += Long.parseLong(f[1]);
-                periods++;
+    void countChannelsTotalTheTuples() throws Exception {
+        for (String op : OPERATORS) {
+            int in = Arrays.asList(ROLES).indexOf(op + " in");
+            long total = 0;
+            for (int s = 0; s < P; s++) {
+                String name = name(op + " count", s);
+                String d = dumps.get(name);
+                assertTrue(d.contains("handler:    SERVICERATE"), d);
+                long t = closedTotal(name);
+                assertEquals(records[in][s], t, name + " total vs " + name(ROLES[in], s));
+                long periods = 0, counted = 0;
+                for (String line : csvLines(tool("dump", "--csv", files.get(name).toString()), "period_end_tsc,count,skipped_periods")) {
+                    String[] f = line.split(",");
+                    counted += Long.parseLong(f[1]);
+                    periods++;
+                }
+                assertEquals(t, counted, name + ": the periods' counts add up to the trailer's total");
+                assertTrue(periods >= 1, name);
+                total += t;
             }
-            assertEquals(t, counted, name + ": the periods' counts add up to the trailer's total");
-            assertTrue(periods >= 1, name);
-            total += t;
+            assertEquals(N, total, op + ": the count channels' totals");
         }
-        assertEquals(N, total, "the sink counters' totals");
     }
 
     @Test
@@ -255,9 +258,11 @@ class ProfiledJobTest {
         String text = Files.readString(outDir.resolve("summary.txt"));
         assertTrue(text.contains(" " + N + " tuples, "), text);
         assertTrue(text.contains((ROLES.length * N) + " tuple records"), text);
-        // throughput.csv: the sink counters' periods
+        // throughput.csv: the count channels' periods
         String tp = Files.readString(outDir.resolve("throughput.csv"));
-        for (int s = 0; s < P; s++) assertTrue(tp.contains(name(COUNTER_ROLE, s)), tp.lines().limit(3).toList().toString());
+        for (String op : OPERATORS) {
+            for (int s = 0; s < P; s++) assertTrue(tp.contains(name(op + " count", s)), tp.lines().limit(3).toList().toString());
+        }
     }
 
     // ---- expected rows, from the records
