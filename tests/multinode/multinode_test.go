@@ -215,6 +215,7 @@ func runConfig(t *testing.T, e env, bin, tag string, c config) {
 	retAddr := fmt.Sprintf("%s:%d", l.IP[nodes[0].name], retPort)
 	retEnv := []string{"STAGE_FOX=1", "CP_RET_LISTEN=" + retAddr, "CP_RET_START=" + retAddr}
 	var stages []*netns.Proc
+	pipelineStart := time.Now()
 	for i := len(nodes) - 1; i >= 0; i-- {
 		n := nodes[i]
 		port := fmt.Sprint(stagePort + i)
@@ -239,7 +240,8 @@ func runConfig(t *testing.T, e env, bin, tag string, c config) {
 			t.Fatal(err)
 		}
 	}
-	t.Logf("pipeline done at %.1fs", time.Since(t0).Seconds())
+	pipelineTook := time.Since(pipelineStart)
+	t.Logf("pipeline done at %.1fs (it ran %.1fs)", time.Since(t0).Seconds(), pipelineTook.Seconds())
 
 	round("after")
 	for _, p := range tscProcs {
@@ -248,7 +250,7 @@ func runConfig(t *testing.T, e env, bin, tag string, c config) {
 
 	// Every tuple left the source and reached every stage, and the logged
 	// counters give back causal, plausible true durations.
-	logged := checkLogs(t, nodes, fakes, logsDir)
+	logged := checkLogs(t, nodes, fakes, logsDir, pipelineTook)
 
 	rounds, err := minrtt.ReadRounds(roundsDir)
 	if err != nil {
@@ -371,10 +373,11 @@ func foxRoles(nodes []node) map[string]string {
 
 // checkLogs reads every node's log files, checks that each channel of the
 // path holds every tuple once, and that each hop's true duration (from the
-// logged fake counters, inverted) is positive and under a second. The
+// logged fake counters, inverted) is positive and no longer than the
+// pipeline ran. The
 // source's return log must hold every tuple's ReTACK, none dropped, each
 // arriving after the sink logged the tuple.
-func checkLogs(t *testing.T, nodes []node, fakes map[string]tsc.Fake, logsDir string) logs {
+func checkLogs(t *testing.T, nodes []node, fakes map[string]tsc.Fake, logsDir string, pipelineTook time.Duration) logs {
 	t.Helper()
 	chanNode := map[string]string{}
 	tscs := map[string][]uint64{}
@@ -465,7 +468,9 @@ func checkLogs(t *testing.T, nodes []node, fakes map[string]tsc.Fake, logsDir st
 				}
 			}
 			d := rawMid(tf, tscs[to][id]) - rawMid(ff, tscs[from][id])
-			if d < -1 || d > hz {
+			// No hop outlasts the pipeline's run (a hop of over 2 s was
+			// seen on a machine busy beyond the test's own load).
+			if d < -1 || d > pipelineTook.Seconds()*hz {
 				t.Fatalf("tuple %d %q -> %q: true duration %.0f cycles: the logged counters are not the nodes' CP_FAKE_TSC", id, from, to, d)
 			}
 			us = append(us, d/hz*1e6)
