@@ -291,6 +291,10 @@ typedef struct {
   int64_t convergences;   /* converged estimates so far (each an event in the file) */
   int32_t converged;      /* 1: rate is a converged estimate; 0: not (yet), or not any more */
   int32_t reserved;
+  double mean;            /* the mean rate of the last window of unblocked periods (0: none yet):
+                             what the operator did a second while not blocked, preemption and
+                             all; rate (their 95th percentile) keeps the periods it ran
+                             undisturbed and stands above it on a shared machine */
 } cp_service_rate_t;
 
 /* Error codes. */

@@ -90,6 +90,7 @@ func CP_ServiceRate(ch C.int64_t, out *C.cp_service_rate_t) C.int32_t {
 		conv = 1
 	}
 	*out = C.cp_service_rate_t{rate: C.double(st.Rate), running: C.double(st.Running), period_s: C.double(st.Period.Seconds()),
-		samples: C.int64_t(st.Samples), periods: C.int64_t(st.Periods), convergences: C.int64_t(st.Convergences), converged: conv}
+		samples: C.int64_t(st.Samples), periods: C.int64_t(st.Periods), convergences: C.int64_t(st.Convergences), converged: conv,
+		mean: C.double(st.Mean)}
 	return 0
 }

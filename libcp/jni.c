@@ -153,17 +153,17 @@ JNIEXPORT jint JNICALL Java_io_cloudprofiler_CloudProfiler_logLineage0(JNIEnv *e
   return cp_loglineage(ch, out_id, in_id);
 }
 
-// CP_ServiceRate into d (rate, running, period_s) and l (samples, periods,
-// convergences, converged), arrays of 3 and 4 the Java side allocated.
+// CP_ServiceRate into d (rate, running, period_s, mean) and l (samples,
+// periods, convergences, converged), arrays of 4 the Java side allocated.
 JNIEXPORT jint JNICALL Java_io_cloudprofiler_CloudProfiler_serviceRate0(JNIEnv *env, jclass cls, jlong ch,
                                                                        jdoubleArray d, jlongArray l) {
   (void)cls;
   cp_service_rate_t sr;
   int32_t rc = CP_ServiceRate(ch, &sr);
   if (rc < 0) return rc;
-  jdouble dv[3] = {sr.rate, sr.running, sr.period_s};
+  jdouble dv[4] = {sr.rate, sr.running, sr.period_s, sr.mean};
   jlong lv[4] = {sr.samples, sr.periods, sr.convergences, sr.converged};
-  (*env)->SetDoubleArrayRegion(env, d, 0, 3, dv);
+  (*env)->SetDoubleArrayRegion(env, d, 0, 4, dv);
   (*env)->SetLongArrayRegion(env, l, 0, 4, lv);
   return rc;
 }

@@ -91,6 +91,7 @@ func TestServiceRateConvergesOnASteadyLoad(t *testing.T) {
 	require.Zero(t, a.Converged)
 
 	stop := make(chan struct{})
+	start := time.Now()
 	wait := operator(t, ch, cycles, 0, stop)
 	deadline := time.Now().Add(30 * time.Second) // generous: the other vCPU may be busy
 	for time.Now().Before(deadline) {
@@ -101,8 +102,15 @@ func TestServiceRateConvergesOnASteadyLoad(t *testing.T) {
 	}
 	close(stop)
 	items, share := wait()
+	done := float64(items) / time.Since(start).Seconds()
 	require.Zero(t, rc)
-	t.Logf("after %d items: %+v; 1/cost %.0f items/s; the operator had a CPU %.0f%% of the time", items, a, want, 100*share)
+	t.Logf("after %d items: %+v; 1/cost %.0f items/s, done %.0f items/s; the operator had a CPU %.0f%% of the time", items, a, want, done, 100*share)
+	// Mean: what it did a second in the window's periods (never blocked
+	// here), against what it did over the whole run: the same load, so
+	// within a factor of two even when the machine's other work comes and
+	// goes between the window and the rest of the run.
+	require.Greater(t, a.Mean, done/2, "the window's mean rate against the items done a second")
+	require.Less(t, a.Mean, 2*done, "the window's mean rate against the items done a second")
 	require.GreaterOrEqual(t, a.Convergences, int64(1), "converged within 30 s")
 	require.EqualValues(t, 1, a.Converged)
 	require.Greater(t, a.Samples, int64(64), "a window of unblocked periods at least")

@@ -75,6 +75,7 @@ type srAnswer struct {
 	Rate, Running, PeriodS         float64
 	Samples, Periods, Convergences int64
 	Converged, Reserved            int32
+	Mean                           float64
 }
 
 // serviceRateC calls CP_ServiceRate (out NULL when null is set); out is
@@ -91,7 +92,7 @@ func serviceRateC(h int64, null bool) (srAnswer, int32) {
 	}
 	rc := int32(C.CP_ServiceRate(C.int64_t(h), p))
 	return srAnswer{float64(out.rate), float64(out.running), float64(out.period_s), int64(out.samples),
-		int64(out.periods), int64(out.convergences), int32(out.converged), int32(out.reserved)}, rc
+		int64(out.periods), int64(out.convergences), int32(out.converged), int32(out.reserved), float64(out.mean)}, rc
 }
 
 func lastError(capacity int32) (string, int32) {

@@ -167,6 +167,14 @@ type Estimator struct {
 	// S: a ring of the last Window non-blocked rates (items/s).
 	s          []float64
 	sPos, sLen int
+	// The last Window unblocked periods' items and lengths, late ones
+	// too, and their sums: State's Mean, weighted by time.
+	mItems     []uint64
+	mSecs      []float64
+	mPos, mLen int
+	mSumItems  uint64
+	mSumSecs   float64
+
 	// S': a ring of the Gaussian-filtered S, one value a push once S holds
 	// five; once S is full it holds exactly the Window-4 values of the
 	// filtered window (no padding).
@@ -220,6 +228,8 @@ func New(p Params) *Estimator {
 		tol:    float64(p.TolerancePPM) / 1e6,
 		s:      make([]float64, p.Window),
 		f:      make([]float64, p.Window-2*gaussRadius),
+		mItems: make([]uint64, p.Window),
+		mSecs:  make([]float64, p.Window),
 	}
 	e.st.init(p.WidenAfter, float64(p.StablePPM)/1e6)
 	return e
@@ -244,6 +254,9 @@ func (e *Estimator) Sample(items uint64, seconds float64, blocked bool) (next ti
 		e.waiting = true
 	} else if items > 0 {
 		e.waiting = false
+	}
+	if !blocked && !wasWaiting && seconds > 0 && seconds <= maxMeanPeriod {
+		e.meanPush(items, seconds)
 	}
 	t := e.period.Seconds()
 	valid := seconds >= earlyFactor*t && seconds <= stallFactor*t // false for NaN
@@ -270,6 +283,28 @@ func (e *Estimator) Sample(items uint64, seconds float64, blocked bool) (next ti
 	}
 	converged, rate = e.push(rate)
 	return e.period, converged, rate
+}
+
+// maxMeanPeriod: a period longer than this (a sampler stopped, or a
+// nonsense length) stays out of Mean too.
+const maxMeanPeriod = 3600.0
+
+// meanPush adds an unblocked period, of any regularity, to Mean's window:
+// periods the sampler ended late are those the machine was busiest in, and
+// the estimator's rates leave the longest out, so Mean counts them all,
+// each by its length.
+func (e *Estimator) meanPush(items uint64, seconds float64) {
+	w := len(e.mItems)
+	if e.mLen == w {
+		e.mSumItems -= e.mItems[e.mPos]
+		e.mSumSecs -= e.mSecs[e.mPos]
+	} else {
+		e.mLen++
+	}
+	e.mItems[e.mPos], e.mSecs[e.mPos] = items, seconds
+	e.mSumItems += items
+	e.mSumSecs += seconds
+	e.mPos = (e.mPos + 1) % w
 }
 
 // narrowItems: T narrows only while half a period still takes this many
@@ -439,6 +474,12 @@ type State struct {
 	Samples, Periods, Convergences int64
 	// Converged tells that Rate is a converged estimate.
 	Converged bool
+	// Mean is the items over the length of the last Window unblocked
+	// periods (late ones too; 0 if none yet): what the operator did a
+	// second while not blocked, preemption and all. Rate, the 95th
+	// percentile of their rates, keeps the periods it ran undisturbed,
+	// and stands above Mean on a shared machine.
+	Mean float64
 }
 
 // State returns the current estimate and counters.
@@ -452,6 +493,9 @@ func (e *Estimator) State() State {
 	}
 	if e.qN > 0 {
 		s.Running = e.qMean
+	}
+	if e.mLen > 0 && e.mSumSecs > 0 {
+		s.Mean = float64(e.mSumItems) / e.mSumSecs
 	}
 	s.Rate = s.Running
 	if e.converged {

@@ -110,13 +110,14 @@ func TestConstantRateConvergesOnTime(t *testing.T) {
 	}
 	assert.Equal(t, []int{82, 101, 120, 139, 158, 177, 196}, at)
 	st := e.State()
-	assert.Equal(t, State{Rate: 50000, Running: 50000, Period: time.Millisecond, Samples: 200, Periods: 200, Convergences: 7, Converged: true}, roundState(st))
+	assert.Equal(t, State{Rate: 50000, Running: 50000, Period: time.Millisecond, Samples: 200, Periods: 200, Convergences: 7, Converged: true, Mean: 50000}, roundState(st))
 	assert.Equal(t, int64(19), e.Averaged())
 }
 
 func roundState(s State) State {
 	s.Rate = math.Round(s.Rate*1e6) / 1e6
 	s.Running = math.Round(s.Running*1e6) / 1e6
+	s.Mean = math.Round(s.Mean*1e6) / 1e6
 	return s
 }
 
@@ -401,4 +402,33 @@ func TestPhaseShiftRestart(t *testing.T) {
 		}
 	}
 	t.Fatal("no estimate of the new rate")
+}
+
+// Mean is the items over the length of the window's unblocked periods:
+// blocked periods and those right after them stay out, late ones count by
+// their length, the oldest leave as new ones come.
+func TestStateMean(t *testing.T) {
+	p := DefaultParams()
+	p.MinPeriod, p.MaxPeriod = time.Millisecond, time.Millisecond
+	p.Window = 8
+	e := New(p)
+	assert.Zero(t, e.State().Mean, "no period yet")
+	e.Sample(10, 0.001, false) // 10,000/s
+	e.Sample(30, 0.001, false) // 30,000/s
+	assert.InDelta(t, 20000, e.State().Mean, 1e-6)
+	e.Sample(1000, 0.001, true)  // blocked: left out
+	e.Sample(1000, 0.001, false) // right after a blocked one: left out too
+	assert.InDelta(t, 20000, e.State().Mean, 1e-6)
+	// A period 20 times as long as asked (the sampler was late): the
+	// estimator leaves it out, Mean weighs it by its length.
+	st := e.State()
+	e.Sample(100, 0.020, false)
+	assert.Equal(t, st.Samples, e.State().Samples, "a stalled period is no sample of the estimator's")
+	assert.InDelta(t, 140.0/0.022, e.State().Mean, 1e-6)
+	e.Sample(5, 0, false) // no length: left out
+	assert.InDelta(t, 140.0/0.022, e.State().Mean, 1e-6)
+	for i := 0; i < 8; i++ { // a full window of 50,000/s pushes the others out
+		e.Sample(50, 0.001, false)
+	}
+	assert.InDelta(t, 50000, e.State().Mean, 1e-6)
 }

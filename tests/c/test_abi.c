@@ -391,9 +391,9 @@ static int test_service_rate(void) {
   CHECK(CP_ServiceRate(ch, NULL) == CP_ERR_BAD_ARG_VALUE, "out NULL");
   memset(&sr, 0x55, sizeof sr);
   CHECK(CP_ServiceRate(ch, &sr) == 0, "service rate");
-  CHECK(sr.period_s == 0.001 && sr.convergences == 0 && sr.converged == 0 && sr.reserved == 0,
-        "at open: T %g, %lld convergences, converged %d, reserved %d", sr.period_s, (long long)sr.convergences,
-        sr.converged, sr.reserved);
+  CHECK(sr.period_s == 0.001 && sr.convergences == 0 && sr.converged == 0 && sr.reserved == 0 && sr.mean == 0,
+        "at open: T %g, %lld convergences, converged %d, reserved %d, mean %g", sr.period_s, (long long)sr.convergences,
+        sr.converged, sr.reserved, sr.mean);
   CHECK(ParameterizeChannel(ch, CP_ARG_SR_MIN_PERIOD_NS, 49999) == CP_ERR_BAD_ARG_VALUE, "min period < 50 us");
   CHECK(ParameterizeChannel(ch, CP_ARG_SR_MIN_PERIOD_NS, 50000) == 0, "min period 50 us");
   CHECK(ParameterizeChannel(ch, CP_ARG_SR_MAX_PERIOD_NS, 2000000000) == CP_ERR_BAD_ARG_VALUE, "max period > 1 s");

@@ -21,7 +21,7 @@ class ServiceRateStruct(ctypes.Structure):
     """cp_service_rate_t (CP_ServiceRate's answer)."""
     _fields_ = [("rate", ctypes.c_double), ("running", ctypes.c_double), ("period_s", ctypes.c_double),
                 ("samples", _i64), ("periods", _i64), ("convergences", _i64),
-                ("converged", _i32), ("reserved", _i32)]
+                ("converged", _i32), ("reserved", _i32), ("mean", ctypes.c_double)]
 
 
 # name: (restype, argtypes). Every function of capi/cloudprofiler.h.

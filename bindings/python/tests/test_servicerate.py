@@ -47,18 +47,19 @@ def test_constants_match_the_header():
 
 
 def test_service_rate_struct_is_the_headers():
-    # cp_service_rate_t: 3 doubles, 3 int64, 2 int32.
+    # cp_service_rate_t: 3 doubles, 3 int64, 2 int32, a double.
     s = _lib.ServiceRateStruct
     assert s.rate.offset == 0 and s.period_s.offset == 16 and s.samples.offset == 24
     assert s.convergences.offset == 40 and s.converged.offset == 48 and s.reserved.offset == 52
-    assert ctypes.sizeof(s) == 56
+    assert s.mean.offset == 56
+    assert ctypes.sizeof(s) == 64
 
 
 def test_mark_blocked_and_service_rate(logdir, uname):
     with cp.open_channel(uname, LF.BINARY_TSC, H.SERVICERATE) as ch:
         sr = ch.service_rate()
         assert isinstance(sr, cp.ServiceRate)
-        assert sr.period_s == pytest.approx(0.001) and sr.rate == 0 and sr.converged is False
+        assert sr.period_s == pytest.approx(0.001) and sr.rate == 0 and sr.converged is False and sr.mean == 0
         for which in (cp.Blocked.INPUT, cp.Blocked.OUTPUT, cp.Blocked.INPUT | cp.Blocked.OUTPUT, 1, "OUTPUT"):
             assert ch.mark_blocked(which) is None
         for bad in (0, 4, 7, -1):
@@ -86,6 +87,7 @@ def test_mark_blocked_and_service_rate(logdir, uname):
             ch.mark_blocked(cp.Blocked.INPUT)
         sr = ch.service_rate()
         assert sr.periods - s0.periods >= 5 and sr.samples == s0.samples and sr.convergences == 0
+        assert sr.mean == 0, "no unblocked period: no mean rate"
     with pytest.raises(cp.ChannelClosedError):
         ch.mark_blocked(cp.Blocked.INPUT)
     with pytest.raises(cp.ChannelClosedError):

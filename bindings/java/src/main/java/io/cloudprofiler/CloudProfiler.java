@@ -334,11 +334,11 @@ public final class CloudProfiler {
 
     static ServiceRate serviceRateOrThrow(long ch, String call) {
         requireLoaded();
-        double[] d = new double[3];
+        double[] d = new double[4];
         long[] l = new long[4];
         int rc = serviceRate0(ch, d, l);
         if (rc < 0) throw new CloudProfilerException(rc, call + ": " + errorString(rc) + " (" + rc + ")");
-        return new ServiceRate(d[0], d[1], d[2], l[0], l[1], l[2], l[3] != 0);
+        return new ServiceRate(d[0], d[1], d[2], l[0], l[1], l[2], l[3] != 0, d[3]);
     }
 
     private static void requireLoaded() {

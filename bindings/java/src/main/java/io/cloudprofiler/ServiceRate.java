@@ -12,6 +12,9 @@ package io.cloudprofiler;
  * @param periods periods sampled so far
  * @param convergences converged estimates so far (each an event in the file)
  * @param converged true when rate is a converged estimate
+ * @param mean the mean rate of the last window of unblocked periods (0: none yet): what the
+ *     operator did a second while not blocked, preemption and all; {@code rate} (their 95th
+ *     percentile) keeps the periods it ran undisturbed and stands above it on a shared machine
  */
 public record ServiceRate(double rate, double running, double periodSeconds, long samples, long periods,
-                          long convergences, boolean converged) {}
+                          long convergences, boolean converged, double mean) {}

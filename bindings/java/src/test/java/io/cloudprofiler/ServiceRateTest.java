@@ -50,6 +50,7 @@ class ServiceRateTest {
             assertEquals(0.001, sr.periodSeconds(), 1e-12, sr.toString());  // T starts at 1 ms
             assertEquals(0, sr.convergences(), sr.toString());
             assertFalse(sr.converged(), sr.toString());
+            assertEquals(0, sr.mean(), sr.toString());  // no period yet
             ch.parameterize(CloudProfiler.ARG_SR_MIN_PERIOD_NS, 2_000_000)
               .parameterize(CloudProfiler.ARG_SR_WINDOW, 8)
               .parameterize(CloudProfiler.ARG_SR_WIDEN_AFTER, 4)
@@ -65,14 +66,17 @@ class ServiceRateTest {
             assertTrue(t >= 0.002 && t <= 0.016, "T " + t);
             // A busy operator for half a second: items counted, periods sampled.
             long[] ids = new long[64];
-            long end = System.nanoTime() + 500_000_000L;
+            long start = System.nanoTime(), end = start + 500_000_000L;
             while (System.nanoTime() < end) {
                 assertEquals(0, ch.logTS(items++));
                 assertEquals(ids.length, ch.logTS(ids, ids.length));
                 items += ids.length;
             }
             sr = ch.serviceRate();
+            double done = items / ((System.nanoTime() - start) / 1e9);
             assertTrue(sr.periods() >= 20, sr.toString());
+            // The window's mean rate: what the loop did a second (never blocked), within a factor of two.
+            assertTrue(sr.mean() > done / 2 && sr.mean() < 2 * done, sr + " against " + done + " items/s done");
             assertTrue(sr.samples() > 0 && sr.samples() <= sr.periods(), sr.toString());
             assertTrue(sr.running() > 0 || sr.rate() > 0, sr.toString());
             assertTrue(sr.periodSeconds() >= 0.002 && sr.periodSeconds() <= 0.016, sr.toString());

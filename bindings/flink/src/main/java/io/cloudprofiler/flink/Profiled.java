@@ -77,8 +77,12 @@ import org.apache.flink.util.Collector;
  * tuplesOut} (records marked in and out), {@code serviceRate} (records a
  * second: the library's run-time estimate, Beard &amp; Chamberlain, from a
  * {@code OPERATOR#SUBTASK count} channel that counts every record taken; 0
- * until the first estimate) and {@code serviceRateConverged} (1 when that
- * rate is a converged estimate). Flink's web UI, its REST API and its
+ * until the first estimate), {@code serviceRateConverged} (1 when that
+ * rate is a converged estimate) and {@code serviceRateMean} (the mean rate
+ * of the estimator's recent periods: what the instance did a second while
+ * busy, preemption and all; serviceRate, their 95th percentile, is what it
+ * does undisturbed, above the mean on a shared machine; an instance that
+ * waits for input shows its arrival rate in both). Flink's web UI, its REST API and its
  * metric reporters (Prometheus, OpenTelemetry, JMX) show them like any
  * operator metric. The global job parameter {@value #METRICS} {@code false}
  * leaves the count channel and the gauges out. Backlog is not among them:
@@ -300,6 +304,10 @@ public final class Profiled {
             g.gauge("serviceRateConverged", (Gauge<Integer>) () -> {
                 ServiceRate r = m.serviceRate();
                 return r != null && r.converged() ? 1 : 0;
+            });
+            g.gauge("serviceRateMean", (Gauge<Double>) () -> {
+                ServiceRate r = m.serviceRate();
+                return r == null ? 0.0 : r.mean();
             });
         }
         return m;
