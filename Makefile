@@ -167,6 +167,7 @@ test-cluster: java
 	cd examples/storm && $(MVN) $(JAVA_PROPS) package -DskipTests
 	CP_TOOL=$(abspath $(TOOL)) CP_FLINK_LIB=$(abspath tests/cluster/flink/target/lib) \
 	CP_BINDING_JAR=$(abspath bindings/java/target/cloudprofiler-java-0.1.0.jar) \
+	CP_STORM_MODULE_JAR=$(abspath bindings/storm/target/cloudprofiler-storm-0.1.0.jar) \
 	CP_FLINK_JOB_JAR=$(abspath examples/flink/target/cloudprofiler-flink-example-0.1.0.jar) \
 	CP_STORM_LIB=$(abspath tests/cluster/storm/target/lib) CP_STORM_LIB_WORKER=$(abspath tests/cluster/storm/target/lib-worker) \
 	CP_ZOOKEEPER_LIB=$(abspath tests/cluster/storm/target/zookeeper) \

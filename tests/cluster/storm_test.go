@@ -2,12 +2,15 @@ package cluster
 
 import (
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"cloudprofiler/internal/capacity"
+	"cloudprofiler/internal/results"
 	"cloudprofiler/tests/internal/netns"
 )
 
@@ -15,20 +18,27 @@ import (
 // Central), Nimbus, and two Supervisors, each on a node of its own (a
 // network namespace, its own CP_NODE and counter), the Supervisors
 // launching the worker JVMs the way a distribution does (storm.home with
-// lib-worker/, conf/, log4j2/). The topology jar (examples/storm, shaded:
-// it carries the binding) is submitted with StormSubmitter, runs until its
-// spout has every tuple acked, and is killed through Nimbus: the
-// Supervisors stop their workers with SIGTERM.
+// lib-worker/, conf/, log4j2/, extlib/). examples/storm's topologies are
+// submitted with StormSubmitter, run until the spout has every tuple
+// acked, and are killed through Nimbus: the Supervisors stop their workers
+// with SIGTERM. Three runs: ProfiledTopology (its bolts wrapped with
+// cloudprofiler-storm's Profiled.bolt, its spout marked by MarkingHook)
+// from the shaded jar, which carries the module and the binding; the same
+// from the thin jar, the module and the binding in each Supervisor's
+// extlib/; and PlainTopology, which has nothing of Cloudprofiler in its
+// code, from the thin jar with only the hook given at submission
+// (topology.auto.task.hooks through storm.options, as `storm jar -c`
+// passes it), extlib/ as before.
 
-type stormEnv struct{ tool, lib, libWorker, zookeeper, topologyJar, thinJar, binding string }
+type stormEnv struct{ tool, lib, libWorker, zookeeper, topologyJar, thinJar, binding, module string }
 
 func needStorm(t *testing.T) stormEnv {
 	t.Helper()
 	e := stormEnv{tool: os.Getenv("CP_TOOL"), lib: os.Getenv("CP_STORM_LIB"), libWorker: os.Getenv("CP_STORM_LIB_WORKER"),
 		zookeeper: os.Getenv("CP_ZOOKEEPER_LIB"), topologyJar: os.Getenv("CP_STORM_TOPOLOGY_JAR"),
-		thinJar: os.Getenv("CP_STORM_THIN_JAR"), binding: os.Getenv("CP_BINDING_JAR")}
-	if e.tool == "" || e.lib == "" || e.libWorker == "" || e.zookeeper == "" || e.topologyJar == "" || e.thinJar == "" || e.binding == "" {
-		t.Skip("CP_TOOL, CP_STORM_LIB, CP_STORM_LIB_WORKER, CP_ZOOKEEPER_LIB, CP_STORM_TOPOLOGY_JAR, CP_STORM_THIN_JAR and CP_BINDING_JAR are not set: run `make test-cluster`")
+		thinJar: os.Getenv("CP_STORM_THIN_JAR"), binding: os.Getenv("CP_BINDING_JAR"), module: os.Getenv("CP_STORM_MODULE_JAR")}
+	if e.tool == "" || e.lib == "" || e.libWorker == "" || e.zookeeper == "" || e.topologyJar == "" || e.thinJar == "" || e.binding == "" || e.module == "" {
+		t.Skip("CP_TOOL, CP_STORM_LIB, CP_STORM_LIB_WORKER, CP_ZOOKEEPER_LIB, CP_STORM_TOPOLOGY_JAR, CP_STORM_THIN_JAR, CP_BINDING_JAR and CP_STORM_MODULE_JAR are not set: run `make test-cluster`")
 	}
 	return e
 }
@@ -88,11 +98,13 @@ topology.worker.max.heap.size.mb: 256.0
 }
 
 // TestStormClusterInNamespaces: ZooKeeper and Nimbus on node "nimbus", a
-// Supervisor with one slot on each of "sup0" and "sup1"; the topology with
+// Supervisor with one slot on each of "sup0" and "sup1"; each topology with
 // two workers (one per supervisor: tuples cross nodes), run until every
-// tuple is acked, then killed; analyze with the rounds: every file
-// complete, every tuple id once at every mark, every duration within its
-// strict bound of the ground truth.
+// tuple is acked, then killed; analyze --strict with the rounds: every file
+// complete, every tuple id once at every mark (ProfiledTopology: the
+// spout's out, each bolt's in and out; PlainTopology with the hook alone:
+// every component's out, and analyze says why it names no bottleneck),
+// every duration within its strict bound of the ground truth.
 func TestStormClusterInNamespaces(t *testing.T) {
 	e := needStorm(t)
 	if why := netns.Available(); why != "" {
@@ -149,24 +161,39 @@ func TestStormClusterInNamespaces(t *testing.T) {
 
 	// A topology: 20,000 tuples over two workers, submitted with
 	// StormSubmitter from the nimbus node (its storm.yaml names Nimbus) as
-	// `storm jar` would (the client's classpath: storm-client, extlib/,
-	// the jar), run until its spout has every tuple acked, then killed:
-	// the supervisors stop the workers with SIGTERM. Its files are then
-	// collected (moved out of the nodes' CP_LOG_DIR) before the next run.
+	// `storm jar` would (the client's classpath: storm-client, the jar;
+	// for ProfiledTopology, which builds its topology with the module, the
+	// module and the binding too), run until its spout has every tuple
+	// acked, then killed: the supervisors stop the workers with SIGTERM.
+	// Its files are then collected (moved out of the nodes' CP_LOG_DIR)
+	// before the next run.
 	const tuples = 20000
-	client := func(jar string, args ...string) string {
+	type topology struct {
+		class string   // the main class: io.cloudprofiler.examples.storm.<class>
+		cp    []string // what the client needs besides storm-client and the jar
+		opts  []string // the client's JVM options besides the usual
+	}
+	profiled := topology{class: "ProfiledTopology", cp: []string{e.binding, e.module}}
+	// `storm jar -c topology.auto.task.hooks=[...]`: storm.py passes each -c
+	// URL-encoded (quote_plus) in -Dstorm.options, which StormSubmitter
+	// merges over the topology's own configuration (Utils.readCommandLineOpts).
+	plain := topology{class: "PlainTopology", opts: []string{"-Dstorm.options=" +
+		url.QueryEscape(`topology.auto.task.hooks=["io.cloudprofiler.storm.MarkingHook"]`)}}
+	client := func(top topology, jar string, args ...string) string {
 		argv := append([]string{"java", "-Xmx128m", "-XX:-UsePerfData", "-Djava.io.tmpdir=" + tmp, "-Dstorm.jar=" + jar,
-			"-Dlog4j.configurationFile=" + filepath.Join(homes["nimbus"], "log4j2", "cluster.xml"), "-Dstorm.log.dir=" + filepath.Join(homes["nimbus"], "logs"), "-Dlogfile.name=client.log",
-			"-cp", strings.Join([]string{filepath.Join(e.libWorker, "*"), e.binding, jar, filepath.Join(homes["nimbus"], "conf")}, ":"),
-			"io.cloudprofiler.examples.storm.ProfiledTopology"}, args...)
+			"-Dlog4j.configurationFile=" + filepath.Join(homes["nimbus"], "log4j2", "cluster.xml"), "-Dstorm.log.dir=" + filepath.Join(homes["nimbus"], "logs"), "-Dlogfile.name=client.log"},
+			top.opts...)
+		cp := append(append([]string{filepath.Join(e.libWorker, "*")}, top.cp...), jar, filepath.Join(homes["nimbus"], "conf"))
+		argv = append(append(argv, "-cp", strings.Join(cp, ":"), "io.cloudprofiler.examples.storm."+top.class), args...)
 		out, err := l.Run(2*time.Minute, l.NS["nimbus"], nil, argv...)
 		if err != nil {
-			t.Fatalf("ProfiledTopology %s: %v\n%s", strings.Join(args, " "), err, out)
+			t.Fatalf("%s %s: %v\n%s", top.class, strings.Join(args, " "), err, out)
 		}
 		return out
 	}
-	run := func(name, jar string) string {
-		client(jar, name, fmt.Sprint(tuples), "2")
+	run := func(name string, top topology, jar string) string {
+		start := time.Now()
+		client(top, jar, name, fmt.Sprint(tuples), "2")
 		deadline := time.Now().Add(3 * time.Minute)
 		for !acked(homes, name, tuples) {
 			if time.Now().After(deadline) {
@@ -174,7 +201,8 @@ func TestStormClusterInNamespaces(t *testing.T) {
 			}
 			time.Sleep(500 * time.Millisecond)
 		}
-		t.Logf("%s", strings.TrimSpace(client(jar, "--kill", name, "1")))
+		acks := time.Since(start)
+		t.Logf("%s", strings.TrimSpace(client(top, jar, "--kill", name, "1")))
 		deadline = time.Now().Add(time.Minute)
 		for workers(dir) > 0 {
 			if time.Now().After(deadline) {
@@ -182,24 +210,74 @@ func TestStormClusterInNamespaces(t *testing.T) {
 			}
 			time.Sleep(300 * time.Millisecond)
 		}
+		t.Logf("%s: submitted to all acked %.1f s, then to the workers gone %.1f s", name, acks.Seconds(), (time.Since(start) - acks).Seconds())
 		return collect(t, logs, name)
 	}
-	// Run 1: the shaded jar, which carries the binding (the supervisor puts
-	// its resources/Linux-amd64/ on the workers' java.library.path).
-	shaded := run("shaded", e.topologyJar)
-	// Run 2: a thin topology jar, the binding in each supervisor's
-	// extlib/ (on every worker's classpath), as README recommends.
+	// Run 1: the shaded jar, which carries the module and the binding (the
+	// supervisor puts its resources/Linux-amd64/ on the workers'
+	// java.library.path).
+	shaded := run("shaded", profiled, e.topologyJar)
+	// Run 2: a thin topology jar, the module and the binding in each
+	// supervisor's extlib/ (on every worker's classpath), as docs/storm.md
+	// recommends.
 	for _, n := range []string{"sup0", "sup1"} {
-		must(t, os.Symlink(e.binding, filepath.Join(homes[n], "extlib", filepath.Base(e.binding))))
+		for _, jar := range []string{e.binding, e.module} {
+			must(t, os.Symlink(jar, filepath.Join(homes[n], "extlib", filepath.Base(jar))))
+		}
 	}
-	thin := run("thin", e.thinJar)
+	thin := run("thin", profiled, e.thinJar)
+	// Run 3: a topology that has nothing of Cloudprofiler in its code
+	// (its client runs without the module or the binding), profiled by
+	// the hook given at submission alone; extlib/ as in run 2.
+	hooked := run("hooked", plain, e.thinJar)
 	clk.round("after")
 	for _, p := range append(sups, nimbus, zk) {
 		p.Stop(20 * time.Second)
 	}
 	clk.stop()
-	checkFinished(t, e.tool, clk.Rounds, shaded, filepath.Join(dir, "out-shaded"), "nimbus", []string{"sup0", "sup1"}, 1<<36, tuples, 8, stormFakes)
-	checkFinished(t, e.tool, clk.Rounds, thin, filepath.Join(dir, "out-thin"), "nimbus", []string{"sup0", "sup1"}, 1<<36, tuples, 8, stormFakes)
+	workerNodes := []string{"sup0", "sup1"}
+	// 7 marks: spout out (the hook), transform, keyed and sink in and out
+	// (Profiled.bolt; their count channels are counters, not marks).
+	checkFinished(t, e.tool, clk.Rounds, shaded, filepath.Join(dir, "out-shaded"), "nimbus", workerNodes, 1<<36, tuples, 7, stormFakes)
+	checkFinished(t, e.tool, clk.Rounds, thin, filepath.Join(dir, "out-thin"), "nimbus", workerNodes, 1<<36, tuples, 7, stormFakes)
+	// 4 marks: each component's out, no in.
+	checkFinished(t, e.tool, clk.Rounds, hooked, filepath.Join(dir, "out-hooked"), "nimbus", workerNodes, 1<<36, tuples, 4, stormFakes)
+	checkHookOnly(t, filepath.Join(dir, "out-hooked"), "spout", "transform", "keyed", "sink")
+}
+
+// checkHookOnly holds a hook-only run's analysis to what analyze says of
+// marks without an in: every operator's out, so every hop and the
+// end-to-end latency, but no arrivals and no service time, hence no
+// capacity and no bottleneck, each operator told why (summary.txt), and no
+// capacity row named the bottleneck.
+func checkHookOnly(t *testing.T, out string, operators ...string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(out, "summary.txt"))
+	must(t, err)
+	text := string(b)
+	for _, want := range []string{"Bottleneck: none found: no operator has both a capacity and arrivals",
+		"bottleneck: none found"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("hook only: summary.txt does not say %q:\n%s", want, text)
+		}
+	}
+	for _, op := range operators {
+		if want := op + " (in/out): no in mark: no arrivals, no service time"; !strings.Contains(text, want) {
+			t.Errorf("hook only: summary.txt does not say %q", want)
+		}
+	}
+	rows, err := results.ReadAll[capacity.Row](filepath.Join(out, "capacity.parquet"))
+	must(t, err)
+	for _, r := range rows {
+		if r.Bottleneck || r.Capacity > 0 {
+			t.Errorf("hook only: a capacity row with a capacity or named the bottleneck: %+v", r)
+		}
+	}
+	for _, line := range strings.Split(text, "\n") {
+		if strings.Contains(line, "Bottleneck:") {
+			t.Logf("hook only: %d capacity rows, none with a capacity; %s", len(rows), strings.TrimSpace(line))
+		}
+	}
 }
 
 // supervisorsIn counts the ids ZooKeeperMain listed ("[id1, id2]").

@@ -128,6 +128,10 @@ final class Marking {
                 ServiceRate r = m.serviceRate();
                 return r != null && r.converged() ? 1 : 0;
             });
+            gauge(c, "serviceRateMean", () -> {
+                ServiceRate r = m.serviceRate();
+                return r == null ? 0.0 : r.mean();
+            });
         }
         return m;
     }

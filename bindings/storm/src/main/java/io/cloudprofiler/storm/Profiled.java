@@ -47,7 +47,11 @@ import org.apache.storm.tuple.Tuple;
  * {@code cloudprofiler.tuplesOut}, {@code cloudprofiler.serviceRate}
  * (tuples a second, the library's run-time estimate from the {@code count}
  * channel; 0.0 until there is one) and {@code
- * cloudprofiler.serviceRateConverged} (1 when converged); a marked spout
+ * cloudprofiler.serviceRateConverged} (1 when converged), {@code
+ * cloudprofiler.serviceRateMean} (the mean rate of the estimator's recent
+ * periods: what the task did a second while busy, preemption and all;
+ * serviceRate, their 95th percentile, stands above it on a shared
+ * machine); a marked spout
  * {@code cloudprofiler.tuplesOut}.
  *
  * <p>Without changing any code: {@link MarkingHook} marks every task's

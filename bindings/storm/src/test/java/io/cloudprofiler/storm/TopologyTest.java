@@ -444,10 +444,13 @@ class TopologyTest {
                 last.clear();
                 last.putAll(gauges(csv));
                 return String.valueOf(N).equals(last.get("tuplesIn")) && String.valueOf(N).equals(last.get("tuplesOut"))
-                        && last.containsKey("serviceRate") && last.containsKey("serviceRateConverged");
+                        && last.containsKey("serviceRate") && last.containsKey("serviceRateConverged")
+                        && last.containsKey("serviceRateMean");
             }, 30_000);
             double rate = Double.parseDouble(last.get("serviceRate"));
             assertTrue(rate >= 0, "serviceRate " + rate);
+            double mean = Double.parseDouble(last.get("serviceRateMean"));
+            assertTrue(mean >= 0, "serviceRateMean " + mean);
             assertTrue(Set.of("0", "1").contains(last.get("serviceRateConverged")), "serviceRateConverged " + last);
         } finally {
             KillOptions kill = new KillOptions();

@@ -1,13 +1,17 @@
 package io.cloudprofiler.examples.storm;
 
-import java.util.HashMap;
+import io.cloudprofiler.storm.Profiled;
 import java.util.Map;
-import java.util.concurrent.atomic.LongAdder;
+import java.util.function.BiFunction;
 import org.apache.storm.Config;
 import org.apache.storm.StormSubmitter;
 import org.apache.storm.generated.StormTopology;
+import org.apache.storm.topology.BasicOutputCollector;
+import org.apache.storm.topology.IBasicBolt;
+import org.apache.storm.topology.IRichBolt;
 import org.apache.storm.topology.OutputFieldsDeclarer;
 import org.apache.storm.topology.TopologyBuilder;
+import org.apache.storm.topology.base.BaseBasicBolt;
 import org.apache.storm.tuple.Fields;
 import org.apache.storm.tuple.Tuple;
 import org.apache.storm.tuple.Values;
@@ -15,7 +19,9 @@ import org.apache.storm.tuple.Values;
 /**
  * A topology with one bolt made slow on purpose, fed by {@code cloudprofiler
  * gen send} through the object factory, every task marked by the marking
- * convention ({@code <component>#<task> in|out}): the capacity analysis
+ * convention ({@code <component>#<task> in|out}; the bolts' with
+ * cloudprofiler-storm's {@code Profiled.bolt}, which adds each bolt task's
+ * {@code count} channel): the capacity analysis
  * should name the slow bolt as the bottleneck and predict the highest rate
  * the topology sustains, which {@code gen maxrate} measures from outside.
  *
@@ -48,30 +54,8 @@ public final class CapacityTopology {
 
     private CapacityTopology() {}
 
-    /** Per ad type: how many so far; emits (id, ad_type, seen). */
-    public static class CountBolt extends ProfiledBolt {
-        private static final long serialVersionUID = 1L;
-        private transient Map<String, Long> seen;
-
-        @Override
-        protected void open(String instance) {
-            seen = new HashMap<>();
-        }
-
-        @Override
-        protected Values process(Tuple t, long id) {
-            String type = t.getStringByField("ad_type");
-            return new Values(id, type, seen.merge(type, 1L, Long::sum));
-        }
-
-        @Override
-        public void declareOutputFields(OutputFieldsDeclarer d) {
-            d.declare(new Fields("id", "ad_type", "seen"));
-        }
-    }
-
     /** The slow bolt: spins scoreNanos per tuple; emits (id, ad_type, seq, score). */
-    public static class ScoreBolt extends ProfiledBolt {
+    public static class ScoreBolt extends BaseBasicBolt {
         private static final long serialVersionUID = 1L;
         private final long scoreNanos;
         private transient long seq;
@@ -81,30 +65,15 @@ public final class CapacityTopology {
         }
 
         @Override
-        protected Values process(Tuple t, long id) {
+        public void execute(Tuple t, BasicOutputCollector out) {
             long score = spin(scoreNanos);
-            return new Values(id, t.getString(1), ++seq, score);
+            out.emit(new Values(t.getLongByField("id"), t.getStringByField("ad_type"), ++seq, score));
         }
 
         @Override
         public void declareOutputFields(OutputFieldsDeclarer d) {
             d.declare(new Fields("id", "ad_type", "seq", "score"));
         }
-    }
-
-    /** Counts every tuple in {@link #SEEN} (per JVM: the LocalCluster test waits on it). */
-    public static class SinkBolt extends ProfiledBolt {
-        private static final long serialVersionUID = 1L;
-        public static final LongAdder SEEN = new LongAdder();
-
-        @Override
-        protected Values process(Tuple t, long id) {
-            SEEN.increment();
-            return null;
-        }
-
-        @Override
-        public void declareOutputFields(OutputFieldsDeclarer d) {}
     }
 
     /**
@@ -119,23 +88,20 @@ public final class CapacityTopology {
 
     /**
      * The factory listens on host:port (0: ephemeral); marks: whether the
-     * tasks log their marks (false: the same topology without channels).
+     * tasks log their marks (the spout's own, {@link FactorySpout#marked};
+     * the bolts wrapped with {@code Profiled.bolt}, the component id their
+     * operator), or the same topology without them. The sink is
+     * IngestTopology's.
      */
     public static StormTopology build(String host, int port, long scoreNanos, boolean marks) {
         FactorySpout spout = new FactorySpout(host, port, FACTORY_QUEUE).receiveBuffer(RECEIVE_BUFFER);
-        ProfiledBolt count = new CountBolt(), score = new ScoreBolt(scoreNanos), sink = new SinkBolt();
-        if (marks) {
-            spout.marked();
-        } else {
-            count.unmarked();
-            score.unmarked();
-            sink.unmarked();
-        }
+        if (marks) spout.marked();
+        BiFunction<String, IBasicBolt, IRichBolt> bolt = marks ? Profiled::bolt : PlainTopology.AS_IS;
         TopologyBuilder b = new TopologyBuilder();
         b.setSpout("spout", spout, SPOUTS);
-        b.setBolt("count", count, COUNTERS).fieldsGrouping("spout", new Fields("ad_type"));
-        b.setBolt(SCORE, score, 1).shuffleGrouping("count");
-        b.setBolt("sink", sink, 1).shuffleGrouping(SCORE);
+        b.setBolt("count", bolt.apply("count", new CountBolt("ad_type")), COUNTERS).fieldsGrouping("spout", new Fields("ad_type"));
+        b.setBolt(SCORE, bolt.apply(SCORE, new ScoreBolt(scoreNanos)), 1).shuffleGrouping("count");
+        b.setBolt("sink", bolt.apply("sink", new IngestTopology.SinkBolt()), 1).shuffleGrouping(SCORE);
         return b.createTopology();
     }
 

@@ -1,12 +1,14 @@
 package io.cloudprofiler.examples.storm;
 
-import io.cloudprofiler.Channel;
+import io.cloudprofiler.Marks;
 import io.cloudprofiler.datagen.Bucket;
 import io.cloudprofiler.datagen.ObjectFactory;
 import io.cloudprofiler.datagen.SharedFactory;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.util.Map;
+import java.util.Queue;
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
 import org.apache.storm.spout.SpoutOutputCollector;
 import org.apache.storm.task.TopologyContext;
@@ -32,25 +34,35 @@ import org.apache.storm.tuple.Values;
  * backpressure (bounded executor queues) slows {@code nextTuple} instead,
  * which leaves buckets in the queues and holds the sender back through TCP.
  *
- * <p>{@link #marked()} adds the marking convention's channels per task,
- * {@code <component>#<task> in} (the tuple taken from the bucket) and
- * {@code ... out} (right before {@code emit}), and a receive buffer ({@link
- * #receiveBuffer}) bounds what waits in the kernel for the factory.
+ * <p>{@link #marked()} adds the marking convention's channels per task
+ * (the binding's {@link Marks}), {@code <component>#<task> in} (the tuple
+ * taken from the bucket: it arrived at the factory and waited in its queue)
+ * and {@code ... out} (right before {@code emit}), with the tuple's id from
+ * the sender's framing. Not cloudprofiler-storm's {@code Profiled.spout}:
+ * that gives each tuple a new id of its own and marks {@code out} alone, as
+ * where tuples start; here they start at the sender, and the spout is an
+ * operator with arrivals. A receive buffer ({@link #receiveBuffer}) bounds
+ * what waits in the kernel for the factory.
  */
 public class FactorySpout extends BaseRichSpout {
     private static final long serialVersionUID = 1L;
 
     /** The worker's factory and its open spout tasks. */
     private static final SharedFactory<Values> SHARED = new SharedFactory<>();
+    /**
+     * The marks' failures (an open or a close that threw; a close throws when
+     * a mark was refused), per JVM: empty in a good run (the LocalCluster
+     * tests assert it). Nothing throws into Storm, which would end the worker.
+     */
+    public static final Queue<String> ERRORS = new ConcurrentLinkedQueue<>();
 
     private final String host;
     private final int port;
     private final int queueCapacity;
-    private boolean marks;
+    private boolean marked;
     private int receiveBuffer;
     private transient ObjectFactory<Values> factory;
-    private transient Channel in, out;
-    private transient String component;
+    private transient Marks marks;
     private transient SpoutOutputCollector collector;
     private transient int task, tasks;
     private transient Bucket<Values> bucket;
@@ -65,7 +77,7 @@ public class FactorySpout extends BaseRichSpout {
 
     /** Logs the marks (channels {@code <component>#<task> in|out}); returns this. */
     public FactorySpout marked() {
-        this.marks = true;
+        this.marked = true;
         return this;
     }
 
@@ -80,10 +92,13 @@ public class FactorySpout extends BaseRichSpout {
         this.collector = collector;
         this.task = context.getThisTaskIndex();
         this.tasks = context.getComponentTasks(context.getThisComponentId()).size();
-        if (marks) {
-            String instance = context.getThisComponentId() + "#" + context.getThisTaskId();
-            in = Probes.openBuffered(instance + " in");
-            out = Probes.openBuffered(instance + " out");
+        this.marks = Marks.off();
+        if (marked) {
+            try {
+                marks = Marks.open(context.getThisComponentId(), String.valueOf(context.getThisTaskId()), false, false);
+            } catch (RuntimeException e) {
+                ERRORS.add(context.getThisComponentId() + "#" + context.getThisTaskId() + ": " + e);
+            }
         }
         try {
             this.factory = SHARED.acquire(() -> {
@@ -96,8 +111,6 @@ public class FactorySpout extends BaseRichSpout {
             throw new UncheckedIOException(e);
         }
         SHARED.consumerStarted(); // open: nextTuple may be called from now on
-        component = context.getThisComponentId();
-        Probes.started(component);
     }
 
     @Override
@@ -109,23 +122,25 @@ public class FactorySpout extends BaseRichSpout {
             if (bucket == null) return; // nothing queued: Storm's wait strategy backs off
         }
         long id = bucket.id(next);
-        Probes.log(in, id);
+        marks.in(id);
         Values v = bucket.get(next++);
-        Probes.log(out, id);
+        marks.out(id);
         collector.emit(v);
     }
 
     @Override
     public void close() {
-        Probes.close(in);
-        Probes.close(out);
-        in = out = null;
+        try {
+            marks.close(); // before the factory: a test that sees the factory closed finds every file complete
+        } catch (RuntimeException e) {
+            ERRORS.add("close: " + e);
+        }
+        marks = Marks.off();
         if (factory != null) {
             SHARED.consumerStopped();
             SHARED.release(factory);
             factory = null;
         }
-        Probes.stopped(component);
     }
 
     @Override

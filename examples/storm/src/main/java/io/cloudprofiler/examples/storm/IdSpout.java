@@ -1,6 +1,5 @@
 package io.cloudprofiler.examples.storm;
 
-import io.cloudprofiler.Channel;
 import java.util.ArrayDeque;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicLong;
@@ -18,12 +17,12 @@ import org.slf4j.LoggerFactory;
  * FIRST_ID + count - 1 (beyond 32 bits: the profiler's tuple ids are 64-bit),
  * key "k" + id % keys; then nothing. Reliable emits: the tuple id is the
  * message id, so Storm acks each tuple tree back here. A failed tuple is
- * emitted again and logged again (a replay); the test asserts there were
- * none.
+ * emitted again (a replay, which the marks would log twice); the tests
+ * assert there were none.
  *
- * <p>Channels {@code spout#<task> in} (the id is chosen: a new one, or one to
- * replay) and {@code spout#<task> out} (just before {@code collector.emit}),
- * by the marking convention (see {@link ProfiledBolt}).
+ * <p>A plain spout: nothing of Cloudprofiler in it. Its id is the field
+ * {@code id}, first, which is where {@code MarkingHook} (its {@code out}) and
+ * {@code Profiled.bolt} (the bolts' {@code in} and {@code out}) find it.
  */
 public class IdSpout extends BaseRichSpout {
     private static final long serialVersionUID = 1L;
@@ -32,6 +31,7 @@ public class IdSpout extends BaseRichSpout {
     /** The first tuple id: 2^36. */
     public static final long FIRST_ID = 1L << 36;
 
+    // Per JVM: on a LocalCluster the test reads them; on a cluster each worker has its own.
     public static final AtomicLong EMITTED = new AtomicLong();
     public static final AtomicLong ACKED = new AtomicLong();
     public static final AtomicLong FAILED = new AtomicLong();
@@ -39,10 +39,8 @@ public class IdSpout extends BaseRichSpout {
     private final long count;
     private final int keys;
     private transient SpoutOutputCollector collector;
-    private transient Channel in, out;
     private transient long next;
     private transient ArrayDeque<Long> replay;
-    private transient String component;
 
     public IdSpout(long count, int keys) {
         this.count = count;
@@ -62,13 +60,8 @@ public class IdSpout extends BaseRichSpout {
     @Override
     public void open(Map<String, Object> conf, TopologyContext context, SpoutOutputCollector collector) {
         this.collector = collector;
-        this.component = context.getThisComponentId();
-        String instance = component + "#" + context.getThisTaskId();
-        this.in = Probes.openBuffered(instance + " in");
-        this.out = Probes.openBuffered(instance + " out");
         this.next = 0;
         this.replay = new ArrayDeque<>();
-        Probes.started(component);
     }
 
     @Override
@@ -83,10 +76,7 @@ public class IdSpout extends BaseRichSpout {
         } else {
             return; // done: Storm's spout wait strategy backs off
         }
-        Probes.log(in, id);
-        Values v = new Values(id, key(id, keys));
-        Probes.log(out, id);
-        collector.emit(v, id);
+        collector.emit(new Values(id, key(id, keys)), id);
     }
 
     @Override
@@ -102,15 +92,6 @@ public class IdSpout extends BaseRichSpout {
     public void fail(Object msgId) {
         FAILED.incrementAndGet();
         replay.add((Long) msgId);
-    }
-
-    /** Called on kill in a LocalCluster; on a real cluster maybe not (the shutdown hook closes the channel then). */
-    @Override
-    public void close() {
-        Probes.close(in);
-        Probes.close(out);
-        in = out = null;
-        Probes.stopped(component);
     }
 
     @Override

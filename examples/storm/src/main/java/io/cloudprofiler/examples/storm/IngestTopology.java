@@ -1,7 +1,6 @@
 package io.cloudprofiler.examples.storm;
 
 import java.util.BitSet;
-import java.util.HashMap;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.LongAdder;
@@ -14,7 +13,6 @@ import org.apache.storm.topology.TopologyBuilder;
 import org.apache.storm.topology.base.BaseBasicBolt;
 import org.apache.storm.tuple.Fields;
 import org.apache.storm.tuple.Tuple;
-import org.apache.storm.tuple.Values;
 
 /**
  * A topology fed by {@code cloudprofiler gen send} through the object
@@ -32,24 +30,6 @@ public final class IngestTopology {
     public static final int SPOUTS = 2, COUNTERS = 2;
 
     private IngestTopology() {}
-
-    /** Per ad type: how many so far; emits (id, ad_type, seen). */
-    public static class CountBolt extends BaseBasicBolt {
-        private static final long serialVersionUID = 1L;
-        private transient Map<String, Long> seen;
-
-        @Override
-        public void execute(Tuple t, BasicOutputCollector out) {
-            if (seen == null) seen = new HashMap<>();
-            String type = t.getStringByField("ad_type");
-            out.emit(new Values(t.getLongByField("id"), type, seen.merge(type, 1L, Long::sum)));
-        }
-
-        @Override
-        public void declareOutputFields(OutputFieldsDeclarer d) {
-            d.declare(new Fields("id", "ad_type", "seen"));
-        }
-    }
 
     /** Counts every tuple, and which ids it saw (per JVM). */
     public static class SinkBolt extends BaseBasicBolt {
@@ -85,7 +65,7 @@ public final class IngestTopology {
     public static StormTopology build(String host, int port, int queueCapacity) {
         TopologyBuilder b = new TopologyBuilder();
         b.setSpout("factory-spout", new FactorySpout(host, port, queueCapacity), SPOUTS);
-        b.setBolt("count", new CountBolt(), COUNTERS).fieldsGrouping("factory-spout", new Fields("ad_type"));
+        b.setBolt("count", new CountBolt("ad_type"), COUNTERS).fieldsGrouping("factory-spout", new Fields("ad_type"));
         b.setBolt("sink", new SinkBolt(), 1).shuffleGrouping("count");
         return b.createTopology();
     }

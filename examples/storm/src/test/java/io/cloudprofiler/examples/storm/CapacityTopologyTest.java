@@ -8,11 +8,11 @@ import static org.junit.jupiter.api.Assertions.fail;
 import io.cloudprofiler.AnalysisCsv;
 import io.cloudprofiler.datagen.ObjectFactory;
 import io.cloudprofiler.examples.Backlog;
+import io.cloudprofiler.storm.MarkingState;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
@@ -87,77 +87,60 @@ class CapacityTopologyTest {
     }
 
     /**
-     * One measurement: the topology, its marks paused during a warm-up (the
-     * channels stay open and empty), then one logged run, its kill, and
-     * analyze over the logs moved to runDir.
+     * One measurement: a warm-up on the same topology without its marks
+     * (JIT, the first buffers: gen send's ids restart with each run, so its
+     * tuples must not be logged), killed; then the marked topology, one
+     * logged run, its kill, and analyze over the logs moved to runDir.
      */
     void measureOnce(LocalCluster cluster, Path cpLogDir, Path runDir, String name) throws Exception {
         logDir = runDir.resolve("cp-logs");
         outDir = runDir.resolve("analysis");
         Files.createDirectories(logDir);
-        Probes.reset();
+        FactorySpout.ERRORS.clear();
         marks.clear();
         long tUp = System.nanoTime();
         Set<Path> before = cplogs(cpLogDir);
-        Probes.pause(true);
-        ObjectFactory<Values> f = submit(cluster, name, true);
-        long tMax = 0;
+        ObjectFactory<Values> f = submit(cluster, name + "-warm-up", false);
         try {
-            String to = "127.0.0.1:" + f.port();
-            // Warm-up (JIT, the first buffers), unlogged.
-            run(List.of(tool.toString(), "gen", "send", "--to", to, "--synthetic", "--threads", "" + THREADS, "--rate",
-                    "" + Math.round(NOMINAL / 4), "--duration", "3s"), 0, 3);
-            tMax = System.nanoTime();
-            runLogged(to);
+            run(List.of(tool.toString(), "gen", "send", "--to", "127.0.0.1:" + f.port(), "--synthetic", "--threads",
+                    "" + THREADS, "--rate", "" + Math.round(NOMINAL / 4), "--duration", "3s"), 0, 3);
         } finally {
-            Probes.pause(false);
+            kill(cluster, name + "-warm-up", f);
+        }
+        assertEquals(before, cplogs(cpLogDir), "the warm-up topology logged");
+        long tMax = System.nanoTime();
+        f = submit(cluster, name, true);
+        try {
+            runLogged("127.0.0.1:" + f.port());
+        } finally {
             kill(cluster, name, f);
         }
         for (Path file : cplogs(cpLogDir)) {
             if (!before.contains(file)) Files.move(file, logDir.resolve(file.getFileName()));
         }
-        System.out.printf(PREFIX + " topology up and warm-up %.1f s, logged run %.1f s%n",
+        System.out.printf(PREFIX + " topology up and warm-up %.1f s, marked topology up and logged run %.1f s%n",
                 (tMax - tUp) / 1e9, (System.nanoTime() - tMax) / 1e9);
-        assertEquals(List.of(), List.copyOf(Probes.ERRORS), "instrumentation errors");
-        assertEquals(0, Probes.LOG_FAILURES.get(), "logTS failures");
+        assertEquals(List.of(), List.copyOf(FactorySpout.ERRORS), "the spout's marking failures");
+        assertEquals(0, MarkingState.failures(), "marking failures (cloudprofiler-storm logs them instead of throwing)");
         long t1 = System.nanoTime();
         run(List.of(tool.toString(), "analyze", "--logs", logDir.toString(), "--out", outDir.toString(), "--no-durations"), 0);
         System.out.printf(PREFIX + " analyze %.1f s: %s%n", (System.nanoTime() - t1) / 1e9, outDir);
         readMarks();
     }
 
-    /** The logged run (marks logging once the topology is idle): one gen send run. */
+    /** The logged run: one gen send run. */
     void runLogged(String to) throws Exception {
         long rate = Math.round(NOMINAL * RATE), n = rate * LOGGED_SECONDS;
-        // What the warm-up left drains (unlogged: its tuple ids are the run's too); its
-        // garbage is collected (else young-GC pauses of tens of ms fall inside the score
-        // bolt's spins).
-        long seen = awaitQuiet();
-        Probes.pause(false);
+        // The warm-up's garbage is collected (else young-GC pauses of tens of ms fall
+        // inside the score bolt's spins).
+        long seen = IngestTopology.SinkBolt.SEEN.sum();
         System.gc();
         Thread.sleep(500);
         String out = run(List.of(tool.toString(), "gen", "send", "--to", to, "--synthetic", "--threads", "" + THREADS,
                 "--rate", "" + rate, "--duration", LOGGED_SECONDS + "s"), 0, 3);
         System.out.print("[storm capacity] logged run: gen send --rate " + rate + " --duration " + LOGGED_SECONDS + "s\n" + out);
         assertTrue(out.contains("receiver: received " + n + ", lost 0"), out);
-        waitFor("the sink to see the run's " + n + " tuples", CapacityTopology.SinkBolt.SEEN::sum, seen + n, 60_000);
-    }
-
-    /** Waits until the sink's count has not moved for 500 ms (at most 60 s); the count. */
-    static long awaitQuiet() throws InterruptedException {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60), last = -1, since = System.nanoTime();
-        while (System.nanoTime() < deadline) {
-            long n = CapacityTopology.SinkBolt.SEEN.sum();
-            if (n != last) {
-                last = n;
-                since = System.nanoTime();
-            } else if (System.nanoTime() - since > 500_000_000L) {
-                return n;
-            }
-            Thread.sleep(20);
-        }
-        fail("the topology did not drain in 60 s: " + last + " tuples at the sink");
-        return last;
+        waitFor("the sink to see the run's " + n + " tuples", IngestTopology.SinkBolt.SEEN::sum, seen + n, 60_000);
     }
 
     /** Submits the topology; its factory once both spout tasks are open. */
@@ -168,14 +151,17 @@ class CapacityTopologyTest {
         return f;
     }
 
-    /** Kills the topology and waits until every task's close()/cleanup() has run (its channels closed). */
+    /**
+     * Kills the topology and waits until every task's close()/cleanup() has
+     * closed its channels: the wrapped bolts' (the module's count of open
+     * ones back at 0) and the spouts' (each closes its marks before it
+     * releases the factory, which the last one closes).
+     */
     static void kill(LocalCluster cluster, String name, ObjectFactory<Values> f) throws Exception {
-        long started = Probes.total(Probes.STARTED);
         KillOptions kill = new KillOptions();
         kill.set_wait_secs(0);
         cluster.killTopologyWithOpts(name, kill);
-        waitFor("close()/cleanup() of every task of " + name, () -> Probes.total(Probes.STOPPED), started, 60_000);
-        assertTrue(f.isClosed(), name + ": the last spout task to close closed the factory");
+        waitFor("close()/cleanup() of every task of " + name, () -> f.isClosed() && MarkingState.open() == 0 ? 1 : 0, 1, 60_000);
     }
 
     @Test
@@ -238,6 +224,7 @@ class CapacityTopologyTest {
         for (Map<String, String> r : AnalysisCsv.read(csv)) { // a note may be quoted, with commas in it
             if (!r.get("level").equals("operator")) continue;
             if (!r.get("window").equals("-1")) continue;
+            if (!r.get("method").equals("in/out")) continue; // not the count channels' Beard & Chamberlain rows
             System.out.printf("[storm capacity] capacity.csv %-6s cost_us %s capacity %10s [%s, %s] load %s"
                     + " max_source_rate %s bottleneck %s%n", r.get("operator"), r.get("cost_us"), r.get("capacity"),
                     r.get("capacity_low"), r.get("capacity_high"), r.get("load"), r.get("max_source_rate"),
@@ -255,8 +242,8 @@ class CapacityTopologyTest {
         StringBuilder b = new StringBuilder();
         for (Map<String, String> r : AnalysisCsv.read(csv)) {
             if (!r.get("window").equals("-1")) continue;
-            b.append(String.format("%n  %-8s %-10s %-12s cost_us %s (own %s, hand-off %s) backlogged %s capacity %s"
-                    + " max_source_rate %s bottleneck %s note %s", r.get("level"), r.get("operator"), r.get("instance"),
+            b.append(String.format("%n  %-8s %-10s %-12s %-17s cost_us %s (own %s, hand-off %s) backlogged %s capacity %s"
+                    + " max_source_rate %s bottleneck %s note %s", r.get("level"), r.get("operator"), r.get("instance"), r.get("method"),
                     r.get("cost_us"), r.get("own_us"), r.get("handoff_us"), r.get("backlogged"), r.get("capacity"),
                     r.get("max_source_rate"), r.get("bottleneck"), r.get("note")));
         }
@@ -282,14 +269,25 @@ class CapacityTopologyTest {
         return tuples / (cycles / hz);
     }
 
+    /**
+     * Reads every mark's records; each wrapped bolt task's count channel
+     * (CP_SERVICERATE) must total what its in logged.
+     */
     void readMarks() throws Exception {
-        Pattern name = Pattern.compile("(?m)^channel:\\s+\\d+ \"([a-z]+)#(\\d+) (in|out)\"");
+        Pattern name = Pattern.compile("(?m)^channel:\\s+\\d+ \"([a-z]+)#(\\d+) (in|out|count)\"");
+        Map<String, Long> counted = new TreeMap<>(); // task -> its count channel's total
         try (Stream<Path> s = Files.list(logDir)) {
             for (Path f : s.filter(p -> p.toString().endsWith(".cplog")).sorted().toList()) {
                 String dump = run(List.of(tool.toString(), "dump", f.toString()), 0);
                 Matcher m = name.matcher(dump);
-                assertTrue(m.find(), "not a mark: " + f + "\n" + dump);
+                assertTrue(m.find(), "not a channel of the convention: " + f + "\n" + dump);
                 assertTrue(dump.contains("dropped 0, holes 0"), f + ":\n" + dump);
+                if (m.group(3).equals("count")) {
+                    Matcher total = Pattern.compile("closed:.* total (\\d+),").matcher(dump);
+                    assertTrue(dump.contains("handler:    SERVICERATE") && total.find(), f + ":\n" + dump);
+                    counted.put(m.group(1) + "#" + m.group(2), Long.parseLong(total.group(1)));
+                    continue;
+                }
                 Matcher hm = Pattern.compile("(?m)^tsc:\\s+([0-9.]+) GHz").matcher(dump);
                 assertTrue(hm.find(), dump);
                 hz = Double.parseDouble(hm.group(1)) * 1e9;
@@ -308,9 +306,14 @@ class CapacityTopologyTest {
             }
         }
         Map<String, Integer> tasks = new TreeMap<>();
-        for (String t : marks.keySet()) tasks.merge(t.substring(0, t.indexOf('#')), 1, Integer::sum);
+        Map<String, Long> took = new TreeMap<>(); // bolt task -> its in records
+        for (String t : marks.keySet()) {
+            tasks.merge(t.substring(0, t.indexOf('#')), 1, Integer::sum);
+            if (!t.startsWith("spout#")) took.put(t, (long) marks.get(t).get("in").size());
+        }
         assertEquals(Map.of("spout", CapacityTopology.SPOUTS, "count", CapacityTopology.COUNTERS, SCORE, 1, "sink", 1),
                 tasks, "tasks marked: " + marks.keySet());
+        assertEquals(took, counted, "each bolt task's count channel total against its in records (the spouts have none)");
     }
 
     // ---- helpers
@@ -327,7 +330,7 @@ class CapacityTopologyTest {
         while (value.getAsLong() < target) {
             if (System.currentTimeMillis() > deadline) {
                 fail("timed out waiting for " + what + ": " + value.getAsLong() + " of " + target + "; errors "
-                        + List.copyOf(Probes.ERRORS));
+                        + List.copyOf(FactorySpout.ERRORS) + ", marking failures " + MarkingState.failures());
             }
             Thread.sleep(20);
         }

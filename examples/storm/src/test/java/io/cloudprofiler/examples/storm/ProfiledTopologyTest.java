@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
 import io.cloudprofiler.CloudProfiler;
+import io.cloudprofiler.storm.MarkingState;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
@@ -35,17 +36,24 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * Runs the profiled topology on an in-process LocalCluster until the sink has
+ * Runs the profiled topology (cloudprofiler-storm: the bolts wrapped, the
+ * spout marked by the hook) on an in-process LocalCluster until the sink has
  * seen every tuple, kills it, and checks what the channels wrote: every file
  * decodes with the cloudprofiler tool, every tuple id is logged exactly once
- * where it should be, the sink's counter totals N, and `cloudprofiler
- * analyze` times every bolt and every hop between executors.
+ * where it should be, each bolt task's count channel totals what it took,
+ * and `cloudprofiler analyze` times every bolt and every hop between
+ * executors.
  */
 class ProfiledTopologyTest {
     static final long N = 100_000L;
     static final String TOPOLOGY = "cloudprofiler-storm-example";
-    /** The marking convention's OPERATOR#INSTANCE ROLE (Storm's task id the instance), and the sink's counter. */
-    static final Pattern CHANNEL = Pattern.compile("(spout|transform|keyed|sink)#(\\d+) (in|out|counter)");
+    /**
+     * The marking convention's OPERATOR#INSTANCE ROLE (the component id the
+     * operator, Storm's task id the instance); count: a wrapped bolt's
+     * counter of the tuples it took (CP_SERVICERATE: its live service rate).
+     */
+    static final Pattern CHANNEL = Pattern.compile("(spout|transform|keyed|sink)#(\\d+) (in|out|count)");
+    static final List<String> BOLTS = List.of("transform", "keyed", "sink");
 
     /** One decoded channel file. */
     record Log(Path file, String name, String component, int task, String point, String info, long[] ids,
@@ -82,39 +90,37 @@ class ProfiledTopologyTest {
         System.out.println("[storm] library " + CloudProfiler.libraryPath());
 
         // What Storm did: exactly N tuples, all acked, none failed (so none replayed).
-        assertEquals(List.of(), List.copyOf(Probes.ERRORS), "instrumentation errors");
-        assertEquals(0, Probes.LOG_FAILURES.get(), "logTS failures");
+        assertEquals(0, MarkingState.failures(), "marking failures (cloudprofiler-storm logs them instead of throwing)");
         assertEquals(N, IdSpout.EMITTED.get(), "spout emitted");
         assertEquals(0, IdSpout.FAILED.get(), "failed tuples: each would be replayed and logged twice");
         assertEquals(N, IdSpout.ACKED.get(), "acked tuple trees");
-        assertEquals(N, ProfiledTopology.SinkBolt.SEEN.get(), "tuples at the sink");
-        Map<String, Long> tasks = Map.of("spout", 1L, "transform", (long) ProfiledTopology.PARALLELISM,
-                "keyed", (long) ProfiledTopology.PARALLELISM, "sink", 1L);
-        assertEquals(tasks, counts(Probes.STARTED), "open()/prepare() per task");
-        assertEquals(tasks, counts(Probes.STOPPED), "close()/cleanup() per task after the kill");
+        assertEquals(N, PlainTopology.SinkBolt.SEEN.get(), "tuples at the sink");
 
-        // Every file decodes, was closed by close()/cleanup(), lost nothing.
+        // Every file decodes, was closed by cleanup() (the hook's and the
+        // wrappers', not the shutdown hook), lost nothing: one file per task
+        // and role.
         List<Log> logs = new ArrayList<>();
         try (Stream<Path> files = Files.list(logDir)) {
             for (Path f : files.sorted().toList()) logs.add(decode(tool, f));
         }
         Map<String, List<Log>> byPoint = new TreeMap<>();
         for (Log l : logs) byPoint.computeIfAbsent(l.component + " " + l.point, k -> new ArrayList<>()).add(l);
-        assertEquals(Map.of("spout in", 1, "spout out", 1, "transform in", 2, "transform out", 2, "keyed in", 2,
-                        "keyed out", 2, "sink in", 1, "sink out", 1, "sink counter", 1),
+        int p = PlainTopology.PARALLELISM;
+        assertEquals(Map.of("spout out", 1, "transform in", p, "transform out", p, "transform count", p, "keyed in", p,
+                        "keyed out", p, "keyed count", p, "sink in", 1, "sink out", 1, "sink count", 1),
                 byPoint.entrySet().stream().collect(Collectors.toMap(Map.Entry::getKey, e -> e.getValue().size())),
                 "channel files: " + logs.stream().map(Log::name).toList());
         for (Log l : logs) {
-            assertTrue(l.info.contains("closed:     close at"), l.file + " was not closed by close()/cleanup():\n" + l.info);
+            assertTrue(l.info.contains("closed:     close at"), l.file + " was not closed by cleanup():\n" + l.info);
             assertTrue(l.info.contains("dropped 0, holes 0"), l.file + ":\n" + l.info);
             for (String bad : List.of("DAMAGED", "anomalies", "truncated")) {
                 assertFalse(l.info.contains(bad), l.file + ":\n" + l.info);
             }
         }
 
-        // The spout logged ids FIRST_ID .. FIRST_ID+N-1, once each, in order, in and out alike.
+        // The spout (its out, marked by the hook at each emit) logged ids
+        // FIRST_ID .. FIRST_ID+N-1, once each, in order.
         long[] emitted = byPoint.get("spout out").get(0).ids;
-        assertTrue(Arrays.equals(emitted, byPoint.get("spout in").get(0).ids), "spout: in and out ids differ");
         long[] expected = new long[(int) N];
         Arrays.setAll(expected, i -> IdSpout.FIRST_ID + i);
         assertTrue(Arrays.equals(expected, emitted), "spout emit ids are not FIRST_ID.. in order (" + emitted.length + " ids)");
@@ -124,7 +130,7 @@ class ProfiledTopologyTest {
         // Each bolt: a task's out ids are its in ids in the same order; over
         // its tasks every id exactly once. taskOf: which task of the bolt had the id.
         Map<String, Map<Long, Integer>> taskOf = new HashMap<>();
-        for (String bolt : List.of("transform", "keyed", "sink")) {
+        for (String bolt : BOLTS) {
             Map<Long, Integer> where = new HashMap<>((int) (2 * N));
             for (Log in : byPoint.get(bolt + " in")) {
                 Log out = byPoint.get(bolt + " out").stream().filter(l -> l.task == in.task).findFirst().orElseThrow();
@@ -145,20 +151,32 @@ class ProfiledTopologyTest {
         Map<List<Integer>, Long> crossing = new TreeMap<>(Comparator.comparing((List<Integer> l) -> l.get(0)).thenComparing(l -> l.get(1)));
         for (long id : emitted) {
             int k = taskOf.get("keyed").get(id);
-            Integer was = keyTask.putIfAbsent(IdSpout.key(id, ProfiledTopology.KEYS), k);
-            assertTrue(was == null || was == k, "key " + IdSpout.key(id, ProfiledTopology.KEYS) + " went to keyed tasks " + was + " and " + k);
+            Integer was = keyTask.putIfAbsent(IdSpout.key(id, PlainTopology.KEYS), k);
+            assertTrue(was == null || was == k, "key " + IdSpout.key(id, PlainTopology.KEYS) + " went to keyed tasks " + was + " and " + k);
             crossing.merge(List.of(taskOf.get("transform").get(id), k), 1L, Long::sum);
         }
         System.out.println("[storm] tuples per (transform task, keyed task): " + crossing);
-        assertEquals(ProfiledTopology.PARALLELISM * ProfiledTopology.PARALLELISM, crossing.size(), "transform -> keyed task pairs used");
+        assertEquals(p * p, crossing.size(), "transform -> keyed task pairs used");
 
-        // The periodic counter: its total is N, and so is the sum of its periods.
-        Log counter = byPoint.get("sink counter").get(0);
-        Matcher total = Pattern.compile("closed:.* total (\\d+),").matcher(counter.info);
-        assertTrue(total.find(), "no total on the counter's closed: line:\n" + counter.info);
-        assertEquals(N, Long.parseLong(total.group(1)), "counter total");
-        assertTrue(counter.info.contains("period_ns:" + ProfiledTopology.COUNTER_PERIOD_NS), "counter period:\n" + counter.info);
-        assertEquals(N, counter.counters.stream().mapToLong(r -> r[1]).sum(), "sum of the counter's periods");
+        // Each bolt task's count channel (CP_SERVICERATE, behind its live
+        // metrics): its total is what the task's in logged, and so is the sum
+        // of its periods; over a bolt's tasks, N.
+        Map<String, Long> counted = new TreeMap<>(); // count channel -> its total
+        for (String bolt : BOLTS) {
+            long sum = 0;
+            for (Log count : byPoint.get(bolt + " count")) {
+                assertTrue(count.info.contains("handler:    SERVICERATE"), count.info);
+                Matcher total = Pattern.compile("closed:.* total (\\d+),").matcher(count.info);
+                assertTrue(total.find(), "no total on the count channel's closed: line:\n" + count.info);
+                long t = Long.parseLong(total.group(1));
+                Log in = byPoint.get(bolt + " in").stream().filter(l -> l.task == count.task).findFirst().orElseThrow();
+                assertEquals(in.ids.length, t, count.name + ": total vs " + in.name);
+                assertEquals(t, count.counters.stream().mapToLong(r -> r[1]).sum(), count.name + ": the sum of its periods");
+                counted.put(count.name, t);
+                sum += t;
+            }
+            assertEquals(N, sum, bolt + ": its count channels' totals");
+        }
         long tDecoded = System.nanoTime();
 
         // analyze: every log from one node, so no --rounds; bounds are 0.
@@ -168,7 +186,7 @@ class ProfiledTopologyTest {
         System.out.println("[storm] cloudprofiler analyze --logs " + logDir + " --out " + outDir + "\n" + summaryTxt);
         List<Row> rows = readSummary(outDir.resolve("summary.csv"));
         checkSummary(rows, byPoint, taskOf);
-        checkThroughput(outDir.resolve("throughput.csv"), counter.name);
+        checkThroughput(outDir.resolve("throughput.csv"), counted);
         long tDone = System.nanoTime();
         System.out.printf("[storm] topology %.1f s (LocalCluster start to close), decode and checks %.1f s, analyze and checks %.1f s%n",
                 secs(tRun - t0), secs(tDecoded - tRun), secs(tDone - tDecoded));
@@ -177,9 +195,8 @@ class ProfiledTopologyTest {
     /** Starts a LocalCluster, runs the topology until the sink has seen N and the spout N acks, kills it, closes the cluster. */
     @SuppressWarnings("try") // LocalCluster.close() throws Exception, InterruptedException among them: fine here
     private static void runTopology() throws Exception {
-        Probes.reset();
         IdSpout.reset();
-        ProfiledTopology.SinkBolt.SEEN.set(0);
+        PlainTopology.SinkBolt.SEEN.set(0);
         long t0 = System.nanoTime();
         // The supervisor sleeps supervisor.worker.shutdown.sleep.secs (3) after
         // a kill even in local mode: 1 s makes close() 2 s faster.
@@ -190,15 +207,15 @@ class ProfiledTopologyTest {
             long tStarted = System.nanoTime();
             cluster.submitTopology(TOPOLOGY, ProfiledTopology.config(), ProfiledTopology.build(N));
             long tSubmitted = System.nanoTime();
-            waitFor("the sink to see N tuples", ProfiledTopology.SinkBolt.SEEN::get, N, 180_000);
+            waitFor("the sink to see N tuples", PlainTopology.SinkBolt.SEEN::get, N, 180_000);
             waitFor("the spout to get N acks", IdSpout.ACKED::get, N, 60_000);
             long tDone = System.nanoTime();
             KillOptions kill = new KillOptions();
             kill.set_wait_secs(0); // the default waits topology.message.timeout.secs
             cluster.killTopologyWithOpts(TOPOLOGY, kill);
-            // The kill is asynchronous: wait until every cleanup()/close() has run.
-            long started = Probes.total(Probes.STARTED);
-            waitFor("cleanup()/close() of every task", () -> Probes.total(Probes.STOPPED), started, 60_000);
+            // The kill is asynchronous: wait until every task's cleanup has
+            // closed its channels (the wrappers' and the hook's).
+            waitFor("the cleanup of every marked task", () -> MarkingState.open() == 0 ? 1 : 0, 1, 60_000);
             long tKilled = System.nanoTime();
             System.out.printf("[storm] LocalCluster start %.1f s, submit %.1f s, %d tuples through %.1f s, kill to cleanup %.1f s%n",
                     secs(tStarted - t0), secs(tSubmitted - tStarted), N, secs(tDone - tSubmitted), secs(tKilled - tDone));
@@ -207,14 +224,14 @@ class ProfiledTopologyTest {
 
     /** The summary.csv rows analyze must write, and their counts and values. */
     private static void checkSummary(List<Row> rows, Map<String, List<Log>> byPoint, Map<String, Map<Long, Integer>> taskOf) {
-        String spoutIn = byPoint.get("spout in").get(0).name, spoutOut = byPoint.get("spout out").get(0).name;
+        String spoutOut = byPoint.get("spout out").get(0).name;
         String sinkIn = byPoint.get("sink in").get(0).name, sinkOut = byPoint.get("sink out").get(0).name;
         // Every hop of a tuple: pair -> how many tuples took it, from the logs themselves.
         Map<List<String>, Long> hops = new HashMap<>();
-        Set<String> withinExecutor = new TreeSet<>(); // in -> out of one task (the spout's and bolts' own work)
-        for (String component : List.of("spout", "transform", "keyed", "sink")) {
-            for (Log in : byPoint.get(component + " in")) {
-                String out = component + "#" + in.task + " out";
+        Set<String> withinExecutor = new TreeSet<>(); // in -> out of one task (a bolt's own work)
+        for (String bolt : BOLTS) {
+            for (Log in : byPoint.get(bolt + " in")) {
+                String out = bolt + "#" + in.task + " out";
                 hops.put(List.of(in.name, out), (long) in.ids.length);
                 withinExecutor.add(in.name + " -> " + out);
             }
@@ -230,7 +247,7 @@ class ProfiledTopologyTest {
         // between executors are compute rows too, and there are no transfer rows.
         Map<String, Long> want = new TreeMap<>();
         hops.forEach((p, n) -> want.put("compute " + p.get(0) + " -> " + p.get(1), n));
-        want.put("end_to_end " + spoutIn + " -> " + sinkOut, N);
+        want.put("end_to_end " + spoutOut + " -> " + sinkOut, N);
         Map<String, Long> got = new TreeMap<>();
         for (Row r : rows) got.put(r.kind + " " + r.from + " -> " + r.to, r.count);
         assertEquals(want, got, "summary.csv rows (kind from -> to = count)");
@@ -251,7 +268,7 @@ class ProfiledTopologyTest {
                 mm[1] = Math.max(mm[1], r.max);
             }
         }
-        assertEquals(7, stage.size(), "stages: " + stage.keySet());
+        assertEquals(6, stage.size(), "stages (3 bolts' own work, 3 hops): " + stage.keySet());
         for (double[] mm : stage.values()) {
             e2eMinFloor += mm[0];
             e2eMaxCeil += mm[1];
@@ -268,18 +285,18 @@ class ProfiledTopologyTest {
         }
     }
 
-    private static void checkThroughput(Path csv, String counterName) throws IOException {
+    /** throughput.csv: the count channels' periods, each channel's adding up to its total. */
+    private static void checkThroughput(Path csv, Map<String, Long> totals) throws IOException {
         List<String> lines = Files.readAllLines(csv);
         assertEquals("node,channel,period_end_s,period_s,count,tuples_per_s", lines.get(0));
-        long sum = 0;
+        Map<String, Long> sums = new TreeMap<>();
         double peak = 0;
         for (String line : lines.subList(1, lines.size())) {
             String[] f = line.split(",");
-            assertEquals(counterName, f[1], line);
-            sum += Long.parseLong(f[4]);
-            peak = Math.max(peak, Double.parseDouble(f[5]));
+            sums.merge(f[1], Long.parseLong(f[4]), Long::sum);
+            if (f[1].startsWith("sink#")) peak = Math.max(peak, Double.parseDouble(f[5]));
         }
-        assertEquals(N, sum, "throughput.csv: tuples over every period");
+        assertEquals(totals, sums, "throughput.csv: tuples over every period, per count channel");
         System.out.printf("[storm] throughput.csv: %d periods, peak %.0f tuples/s at the sink%n", lines.size() - 1, peak);
         assertTrue(peak > 0);
     }
@@ -315,7 +332,7 @@ class ProfiledTopologyTest {
         ToolResult csv = run(tool, "dump", "--csv", file.toString());
         assertEquals(0, csv.code, "dump --csv " + file + ":\n" + csv.out.lines().limit(5).toList());
         List<String> lines = csv.out.lines().toList();
-        boolean isCounter = c.group(3).equals("counter");
+        boolean isCounter = c.group(3).equals("count");
         assertEquals(isCounter ? "period_end_tsc,count,skipped_periods" : "tuple_id,tsc", lines.get(0), file + ": CSV header");
         long[] ids = new long[lines.size() - 1];
         List<long[]> counters = new ArrayList<>();
@@ -356,16 +373,12 @@ class ProfiledTopologyTest {
 
     // ---- helpers
 
-    private static Map<String, Long> counts(Map<String, java.util.concurrent.atomic.AtomicLong> m) {
-        return m.entrySet().stream().collect(Collectors.toMap(Map.Entry::getKey, e -> e.getValue().get()));
-    }
-
     private static void waitFor(String what, LongSupplier value, long target, long timeoutMs) throws InterruptedException {
         long deadline = System.currentTimeMillis() + timeoutMs;
         while (value.getAsLong() < target) {
             if (System.currentTimeMillis() > deadline) {
                 fail("timed out waiting for " + what + ": " + value.getAsLong() + " of " + target
-                        + "; errors " + List.copyOf(Probes.ERRORS) + ", failed " + IdSpout.FAILED.get());
+                        + "; marking failures " + MarkingState.failures() + ", failed " + IdSpout.FAILED.get());
             }
             Thread.sleep(20);
         }
