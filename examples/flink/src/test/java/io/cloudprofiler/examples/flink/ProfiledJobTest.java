@@ -7,7 +7,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
 import java.io.IOException;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -18,13 +17,13 @@ import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.TreeSet;
-import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.stream.Stream;
 
 import org.apache.flink.api.common.JobExecutionResult;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import io.cloudprofiler.testkit.Logs;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
@@ -388,18 +387,7 @@ class ProfiledJobTest {
 
     /** Runs the tool; its stdout, failing the test with its stderr if it fails. */
     String tool(String... args) throws IOException, InterruptedException {
-        List<String> cmd = new ArrayList<>(List.of(tool));
-        cmd.addAll(List.of(args));
-        Path err = Files.createTempFile("cloudprofiler-tool", ".err");
-        try {
-            Process p = new ProcessBuilder(cmd).redirectError(err.toFile()).start();
-            String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-            assertTrue(p.waitFor(120, TimeUnit.SECONDS), String.join(" ", cmd) + ": timed out");
-            assertEquals(0, p.exitValue(), String.join(" ", cmd) + " failed:\n" + Files.readString(err));
-            return out;
-        } finally {
-            Files.deleteIfExists(err);
-        }
+        return Logs.run(args);
     }
 
     /** Removes earlier runs' logs (only log files: CP_LOG_DIR may have been pointed elsewhere). */
