@@ -69,6 +69,12 @@
  * is waited for, at most 50 ms in all). With a handler of the program's the
  * channels stay open: what is logged after the flush is written by the
  * program's CloseAllChannels or exit(), not by a handler calling _exit().
+ * Signal stacks: the Go runtime inside the library handles a signal that
+ * arrives while it runs on a calling thread on that thread's alternate
+ * signal stack (sigaltstack), the one the thread had at its first call. A
+ * thread must not remove or free that stack while it may still call in; the
+ * atexit hook gives the exiting thread a stack of its own when it has none
+ * (CPython's faulthandler frees its stack before exit() runs the hook).
  *
  * Configuration comes from the environment at the first OpenChannel
  * (CP_LOG_DIR, CP_BLOCK_RECORDS, CP_RING_BLOCKS, CP_NO_SIGNAL_HANDLER, ...:

@@ -396,6 +396,25 @@ int cp_install_sigterm(void) {
 // there parks forever (a child that called exit(0) never ended).
 static pid_t hook_pid;
 
+// Go handles a signal that arrives while it runs on a host's thread on that
+// thread's alternate signal stack, and with none it dies ("non-Go code
+// disabled sigaltstack"). By the time exit() runs this hook, the host may
+// have removed the stack its thread had when it first called in: CPython's
+// faulthandler frees its own at interpreter shutdown and leaves the thread
+// without one. So the hook gives the thread a stack of its own, never freed,
+// before entering Go (Go takes whichever stack is current).
+static char exit_sigstack[64 * 1024];
+
+static void ensure_signal_stack(void) {
+  stack_t cur;
+  if (sigaltstack(NULL, &cur) != 0 || !(cur.ss_flags & SS_DISABLE)) return;
+  stack_t st;
+  memset(&st, 0, sizeof st);
+  st.ss_sp = exit_sigstack;
+  st.ss_size = sizeof exit_sigstack;
+  sigaltstack(&st, NULL);
+}
+
 static void on_exit_hook(void) {
   // If the host's SIGTERM handler called exit(), we are inside a signal
   // handler: entering Go is not safe there, and the raw flush already ran.
@@ -403,6 +422,7 @@ static void on_exit_hook(void) {
   // A forked child: its channels are the parent's (the parent closes
   // them); whatever it logged itself never had a drainer (README: fork).
   if (getpid() != hook_pid) return;
+  ensure_signal_stack();
   cpCloseAllAtExit();
 }
 

@@ -99,6 +99,42 @@ def test_atexit_closes_channels(tmp_path):
         assert header.summary["trailer"], "closed at exit: the trailer is written (%s)" % name
 
 
+def test_exit_with_faulthandler_survives_signals(tmp_path):
+    # faulthandler (pytest turns it on) gives the main thread an alternate
+    # signal stack; Go, called from that thread, takes it as its own. At
+    # interpreter shutdown faulthandler frees it, and then exit() runs the
+    # library's C hook, which enters Go to close what is still open: a
+    # signal arriving while Go runs there killed the process ("non-Go code
+    # disabled sigaltstack", exit 134, 6 of 6 runs before the fix). A
+    # process-directed SIGURG (Go's preemption signal: a no-op for Go
+    # elsewhere) lands on the main thread, so a stream of them finds that
+    # moment. The channels left open for the hook are all written.
+    r = run_child("""
+        import atexit, faulthandler, os, subprocess
+        faulthandler.enable()
+        import numpy as np
+        ids = np.arange(200_000, dtype=np.int64)
+        def late():  # registered before import: runs after the binding's close_all
+            for i in range(20):
+                cp.open_channel("late %d" % i, cp.LogFormat.ZSTD_TSC, cp.Handler.BUFFER_IDENTITY).log_many(ids)
+            print("left 20 open", flush=True)
+        atexit.register(late)
+        import cloudprofiler as cp
+        with cp.open_channel("early", cp.LogFormat.ZSTD_TSC, cp.Handler.BUFFER_IDENTITY) as ch:
+            ch.log(1)  # Go takes faulthandler's stack for this thread
+        def urgent():  # runs first; the loop ends once the process is reaped
+            subprocess.Popen(["sh", "-c", "while kill -URG %d 2>/dev/null; do :; done" % os.getpid()],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        atexit.register(urgent)
+    """, tmp_path)
+    assert r.returncode == 0, r.stderr[:600]
+    assert r.stdout == "left 20 open\n", r.stdout
+    for i in range(20):
+        path = [f for f in os.listdir(tmp_path) if f.endswith("late_%d.cplog" % i)]
+        assert len(path) == 1, os.listdir(tmp_path)
+        records, header = cp.read_log(os.path.join(tmp_path, path[0]))
+        assert len(records) == 200_000 and header.summary["trailer"], path[0]
+
 def test_fork_without_exec_is_refused(tmp_path):
     r = run_child("""
         import os, cloudprofiler as cp
