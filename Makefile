@@ -1,7 +1,11 @@
 # Cloudprofiler. `make` builds the library and the tool and runs the demo;
 # `make test` runs every test; `make bench` runs the benchmarks.
 GO      ?= go
-CC      ?= gcc
+# make's own default CC is cc, so ?= would never apply: gcc unless the
+# command line or the environment names another compiler.
+ifeq ($(origin CC),default)
+CC      := gcc
+endif
 CFLAGS  ?= -O2 -Wall -Werror
 BUILD   := build
 LIB     := $(BUILD)/libcloudprofiler.so

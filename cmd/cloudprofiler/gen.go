@@ -82,6 +82,11 @@ func runGen(stdout, stderr io.Writer, args []string) error {
 	if len(args) == 0 {
 		return errors.New("gen: send, recv, maxrate or tuples (see cloudprofiler help)")
 	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, genUsage)
+		return flag.ErrHelp
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	// After the first signal the default action is back: a second Ctrl-C
@@ -99,6 +104,18 @@ func runGen(stdout, stderr io.Writer, args []string) error {
 	}
 	return fmt.Errorf("gen: unknown subcommand %q: send, recv, maxrate or tuples", args[0])
 }
+
+// genUsage is gen's part of the usage; each subcommand's --help lists its flags.
+const genUsage = `usage: cloudprofiler gen SUBCOMMAND [FLAGS]
+
+subcommands:
+  send      send tuples over TCP at a controlled rate
+  recv      receive, count per sender, report gaps and reordering
+  maxrate   the highest rate a receiver sustains without loss
+  tuples    write a tuples file of synthetic ad events
+
+cloudprofiler gen SUBCOMMAND --help lists its flags.
+`
 
 // senderFlags are the flags send and maxrate share.
 type senderFlags struct {

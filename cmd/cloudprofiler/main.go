@@ -4,7 +4,9 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
 )
 
@@ -40,6 +42,12 @@ commands:
                          the same marks give the largest latency predicted from
                          load per window beside the measured one, and what-if
                          scenarios (mace.csv, README "Mace")
+          [--trace FILE [--trace-sample 1000]] [--durations-csv] [--no-report]
+          [--quiet] [--workers N] [--spill DIR] [--one-run] [--decode-only]
+                         a Perfetto trace of a sample of tuples; durations.csv
+                         beside durations.parquet; no report.html; no progress
+                         line; decoding goroutines; where records past --mem-mb
+                         go; logs taken as one run; decode only, say how fast
   (dump exits 3 when a file is damaged or misses records it accepted)
   gen send --to ADDR --rate R --duration D [--threads T] (--tuples FILE | --synthetic)
                          send tuples over TCP at a controlled rate (datagen/FRAMING.md);
@@ -50,44 +58,77 @@ commands:
                          the highest rate the receiver sustains without loss
   gen tuples --synthetic N --out FILE
                          write a tuples file of synthetic ad events
+
+cloudprofiler COMMAND --help (gen SUBCOMMAND --help) lists every flag of a command.
 `
 
 func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprint(os.Stderr, usage)
-		os.Exit(2)
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run runs one command and returns the process's exit status. --help (or
+// -h) anywhere before a command's operands prints its usage, every flag, on
+// stdout and exits 0.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	// A command's flag set writes its usage to the writer it is given as
+	// stderr: with --help that is what the user asked for, so stdout.
+	errw := stderr
+	if wantsHelp(args[1:]) {
+		errw = stdout
 	}
 	var err error
-	switch os.Args[1] {
+	switch args[0] {
 	case "dump":
-		err = dump(os.Stdout, os.Stderr, os.Args[2:])
+		err = dump(stdout, errw, args[1:])
 	case "confserver":
-		err = runConfServer(os.Stderr, os.Args[2:])
+		err = runConfServer(errw, args[1:])
 	case "conf":
-		err = runConf(os.Stdout, os.Stderr, os.Args[2:])
+		err = runConf(stdout, errw, args[1:])
 	case "analyze":
-		err = runAnalyze(os.Stdout, os.Stderr, os.Args[2:])
+		err = runAnalyze(stdout, errw, args[1:])
 	case "tsc-server":
-		err = runTSCServer(os.Stderr, os.Args[2:])
+		err = runTSCServer(errw, args[1:])
 	case "tsc-client":
-		err = runTSCClient(os.Stderr, os.Args[2:])
+		err = runTSCClient(errw, args[1:])
 	case "tsc-round":
-		err = runTSCRound(os.Stdout, os.Stderr, os.Args[2:])
+		err = runTSCRound(stdout, errw, args[1:])
 	case "gen":
-		err = runGen(os.Stdout, os.Stderr, os.Args[2:])
-	case "-h", "--help", "help":
-		fmt.Print(usage)
-		return
+		err = runGen(stdout, errw, args[1:])
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
 	default:
-		fmt.Fprintf(os.Stderr, "cloudprofiler: unknown command %q\n%s", os.Args[1], usage)
-		os.Exit(2)
+		fmt.Fprintf(stderr, "cloudprofiler: unknown command %q\n%s", args[0], usage)
+		return 2
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "cloudprofiler:", err)
+		fmt.Fprintln(stderr, "cloudprofiler:", err)
 		var ec *exitCode
 		if errors.As(err, &ec) {
-			os.Exit(ec.code)
+			return ec.code
 		}
-		os.Exit(1)
+		return 1
 	}
+	return 0
+}
+
+// wantsHelp tells whether args ask for help before any operand (where the
+// flag package would still read them as flags).
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		switch {
+		case a == "-h" || a == "-help" || a == "--help":
+			return true
+		case a == "--":
+			return false
+		}
+	}
+	return false
 }
