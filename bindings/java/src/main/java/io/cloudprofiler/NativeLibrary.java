@@ -9,6 +9,7 @@ import java.nio.charset.Charset;
 import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.AtomicMoveNotSupportedException;
+import java.nio.file.DirectoryStream;
 import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
@@ -16,6 +17,7 @@ import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.attribute.BasicFileAttributes;
+import java.nio.file.attribute.FileTime;
 import java.nio.file.attribute.PosixFilePermission;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.nio.file.attribute.UserPrincipal;
@@ -42,7 +44,10 @@ import java.util.Set;
  *     half a file; an existing copy is used only if its hash matches). Both
  *     directories must be real directories (not symbolic links), owned by
  *     this process's user and not writable by group or others: otherwise
- *     nothing is loaded from them.
+ *     nothing is loaded from them. Each build's jar has its own copy (11
+ *     MB): once one is loaded, the other versions' and builds' copies there
+ *     that no JVM has extracted or reused for {@value #PRUNE_AFTER_MINUTES}
+ *     minutes are removed (a JVM that still runs one keeps its mapping).
  * </ol>
  * A JNI library can be loaded into one classloader only. A classloader
  * that finds the library bound to another one (a job's, with the jar in a
@@ -58,6 +63,8 @@ final class NativeLibrary {
     static final String EXTRACT_DIR_PROPERTY = "cloudprofiler.extract.dir";
     static final String RESOURCE = "/resources/Linux-amd64/libcloudprofiler.so";
     static final String FILE_NAME = "libcloudprofiler.so";
+    /** A copy of another version or build, unused this long, is removed when a JVM loads its own. */
+    static final long PRUNE_AFTER_MINUTES = 10;
     /** How long a job's classloader waits for another one to let go of the library. */
     static final long OTHER_LOADER_WAIT_MS = 3000;
 
@@ -121,6 +128,7 @@ final class NativeLibrary {
         try {
             Path lib = extract();
             loadFile(lib.toString(), "extracted from the jar");
+            pruneOtherCopies(lib.getParent());
             return;
         } catch (IOException | RuntimeException e) {
             if (e instanceof CloudProfilerException) throw (CloudProfilerException) e;
@@ -281,6 +289,9 @@ final class NativeLibrary {
         Path dir = base.resolve(version() + "-" + sha.substring(0, 16));
         privateDirectory(dir);
         checkPrivate(dir, me);
+        // In use: another JVM's pruneOtherCopies leaves a directory touched
+        // within PRUNE_AFTER_MINUTES alone.
+        Files.setLastModifiedTime(dir, FileTime.fromMillis(System.currentTimeMillis()));
         Path lib = dir.resolve(FILE_NAME);
         if (Files.isRegularFile(lib, LinkOption.NOFOLLOW_LINKS) && sha256(Files.readAllBytes(lib)).equals(sha)) return lib;
         Path tmp = Files.createTempFile(dir, FILE_NAME, ".tmp");
@@ -296,6 +307,42 @@ final class NativeLibrary {
             Files.deleteIfExists(tmp);
         }
         return lib;
+    }
+
+    /**
+     * Removes the copies beside keep ({@code <version>-<hash>} directories)
+     * that no JVM extracted or reused in the last {@value
+     * #PRUNE_AFTER_MINUTES} minutes: nothing else would, and each build's jar
+     * leaves one. A JVM still running such a copy keeps it mapped (the file
+     * goes, its pages stay). Best effort: a copy that cannot be removed
+     * stays, and nothing is thrown.
+     */
+    static void pruneOtherCopies(Path keep) {
+        long cutoff = System.currentTimeMillis() - PRUNE_AFTER_MINUTES * 60_000;
+        try (DirectoryStream<Path> copies = Files.newDirectoryStream(keep.getParent())) {
+            for (Path d : copies) {
+                if (d.equals(keep) || !d.getFileName().toString().matches(".+-[0-9a-f]{16}")) continue;
+                try {
+                    BasicFileAttributes a = Files.readAttributes(d, BasicFileAttributes.class, LinkOption.NOFOLLOW_LINKS);
+                    if (!a.isDirectory() || a.lastModifiedTime().toMillis() > cutoff) continue;
+                    List<Path> files = new ArrayList<>();
+                    try (DirectoryStream<Path> in = Files.newDirectoryStream(d)) {
+                        for (Path f : in) files.add(f);
+                    }
+                    boolean recent = false;
+                    for (Path f : files) {
+                        recent |= Files.getLastModifiedTime(f, LinkOption.NOFOLLOW_LINKS).toMillis() > cutoff;
+                    }
+                    if (recent) continue;
+                    for (Path f : files) Files.deleteIfExists(f);
+                    Files.deleteIfExists(d);
+                } catch (IOException | RuntimeException e) {
+                    // left as it is
+                }
+            }
+        } catch (IOException | RuntimeException e) {
+            // left as it is
+        }
     }
 
     /** Makes dir (rwx------) unless something is there already (checked after, by checkPrivate). */

@@ -1,6 +1,7 @@
 package io.cloudprofiler;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -15,6 +16,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
+import java.nio.file.attribute.FileTime;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.util.List;
 import java.util.Map;
@@ -80,6 +82,39 @@ class LoaderTest {
         assertEquals(p1, field(r3, "path"), r3.toString());
         assertEquals("0", field(r3, "log"));
         assertEquals(Files.size(TestSupport.nativeLib()), Files.size(lib));
+    }
+
+    /**
+     * Copies of other versions and builds beside the one loaded: those no
+     * JVM touched for ten minutes go, a fresh one stays (another JVM may be
+     * loading it), and what is not such a copy stays.
+     */
+    @Test
+    void otherBuildsCopiesUnusedForTenMinutesAreRemoved(@TempDir Path dir) throws Exception {
+        Path extract = dir.resolve("x");
+        Path base = extract.resolve("cloudprofiler-" + System.getProperty("user.name").replaceAll("[^A-Za-z0-9._-]", "_"));
+        Files.createDirectories(base);
+        Files.setPosixFilePermissions(base, PosixFilePermissions.fromString("rwx------"));
+        FileTime hourAgo = FileTime.fromMillis(System.currentTimeMillis() - 3_600_000L);
+        Path stale = base.resolve("0.0.9-0123456789abcdef"), fresh = base.resolve("0.1.0-fedcba9876543210"),
+                oldFreshFile = base.resolve("0.0.8-00112233445566aa"), other = base.resolve("notes");
+        for (Path d : new Path[] {stale, fresh, oldFreshFile, other}) {
+            Files.createDirectories(d);
+            Files.write(d.resolve("libcloudprofiler.so"), new byte[] {1, 2, 3});
+        }
+        for (Path d : new Path[] {stale, other}) Files.setLastModifiedTime(d.resolve("libcloudprofiler.so"), hourAgo);
+        Files.setLastModifiedTime(oldFreshFile.resolve("libcloudprofiler.so"), FileTime.fromMillis(System.currentTimeMillis()));
+        for (Path d : new Path[] {stale, oldFreshFile, other}) Files.setLastModifiedTime(d, hourAgo);
+
+        TestSupport.Result r = probe(classes(), dir, "-Dcloudprofiler.extract.dir=" + extract);
+        String p = field(r, "path");
+        assertTrue(p.endsWith("(extracted from the jar)"), r.toString());
+        Path lib = Paths.get(p.substring(0, p.indexOf(" (")));
+        assertTrue(Files.isRegularFile(lib), p);
+        assertFalse(Files.exists(stale), "a copy unused for an hour is removed");
+        assertTrue(Files.exists(fresh.resolve("libcloudprofiler.so")), "a copy touched just now stays");
+        assertTrue(Files.exists(oldFreshFile.resolve("libcloudprofiler.so")), "a copy whose file was written just now stays");
+        assertTrue(Files.exists(other.resolve("libcloudprofiler.so")), "a directory that is no copy stays");
     }
 
     @Test
