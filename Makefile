@@ -66,7 +66,13 @@ demo: build
 	@echo "report: $(abspath $(BUILD))/multinode-demo/results/report.html (open it in a browser)"
 	@echo "trace:  $(abspath $(BUILD))/multinode-demo/results/trace.json (open it in ui.perfetto.dev or chrome://tracing)"
 
-test: test-go test-fuzz test-analyze-data test-c test-java test-report test-cluster test-multinode test-capacity test-critpath test-mace test-python
+# make test runs every suite to its end, keeps each one's output in
+# build/test-logs/, and ends with a summary of what passed and failed (and
+# the tail of each failure); it fails if any suite failed. test-report reads
+# what test-java's Flink example left, so test-java runs before it.
+SUITES := test-go test-fuzz test-analyze-data test-c test-install test-java test-report test-cluster test-multinode test-capacity test-critpath test-mace test-python
+test:
+	@MAKE='$(MAKE)' bash tests/run-suites.sh $(SUITES)
 
 test-go:
 	$(GO) vet ./...
@@ -294,6 +300,32 @@ validate: $(LIB) $(TOOL) $(BUILD)/tandem $(BUILD)/udpstage
 .PHONY: bench-gen
 bench-gen: $(TOOL)
 	bash tests/bench-gen.sh $(BUILD)
+
+# make install PREFIX=DIR (default /usr/local; DESTDIR for staging): the
+# library in DIR/lib, the header in DIR/include, the tool in DIR/bin and
+# DIR/lib/pkgconfig/cloudprofiler.pc, whose Libs carry the run path, so
+#   cc prog.c $(pkg-config --cflags --libs cloudprofiler)
+# builds a program that starts without LD_LIBRARY_PATH (with
+# PKG_CONFIG_PATH=DIR/lib/pkgconfig where pkg-config does not look by
+# itself). make uninstall PREFIX=DIR removes those four files.
+PREFIX  ?= /usr/local
+VERSION := 0.1.0
+.PHONY: install uninstall test-install
+install: $(LIB) $(TOOL) capi/cloudprofiler.h capi/cloudprofiler.pc.in
+	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libcloudprofiler.so
+	install -m 0644 capi/cloudprofiler.h $(DESTDIR)$(PREFIX)/include/cloudprofiler.h
+	install -m 0755 $(TOOL) $(DESTDIR)$(PREFIX)/bin/cloudprofiler
+	sed -e '/^#/d' -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' capi/cloudprofiler.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/cloudprofiler.pc
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/lib/libcloudprofiler.so $(DESTDIR)$(PREFIX)/include/cloudprofiler.h \
+	  $(DESTDIR)$(PREFIX)/bin/cloudprofiler $(DESTDIR)$(PREFIX)/lib/pkgconfig/cloudprofiler.pc
+
+# make install into a new prefix, then examples/c/demo.c built with the
+# compile line docs/c.md gives and run from another directory, its logs
+# dumped by the installed tool; make uninstall leaves the prefix empty.
+test-install: $(LIB) $(TOOL)
+	$(call with-tmp,bash tests/install.sh)
 
 clean:
 	rm -rf $(BUILD)
