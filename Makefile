@@ -70,7 +70,7 @@ demo: build
 # build/test-logs/, and ends with a summary of what passed and failed (and
 # the tail of each failure); it fails if any suite failed. test-report reads
 # what test-java's Flink example left, so test-java runs before it.
-SUITES := test-go test-fuzz test-analyze-data test-c test-install test-java test-report test-cluster test-multinode test-capacity test-critpath test-mace test-python
+SUITES := test-go test-fuzz test-analyze-data test-c test-install test-java test-report test-cluster test-multinode test-capacity test-critpath test-mace test-python test-docs
 test:
 	@MAKE='$(MAKE)' bash tests/run-suites.sh $(SUITES)
 
@@ -300,6 +300,14 @@ validate: $(LIB) $(TOOL) $(BUILD)/tandem $(BUILD)/udpstage
 .PHONY: bench-gen
 bench-gen: $(TOOL)
 	bash tests/bench-gen.sh $(BUILD)
+
+# The code blocks of README.md and docs/*.md (tests/docs): each says what
+# tests it; the runnable ones run as written, a page at a time, in a
+# directory of their own that links the repository's sources and build/.
+.PHONY: test-docs
+test-docs: build wheel
+	@$(PYENV) -c 'import numpy, pandas, pyarrow' 2>/dev/null || $(PIP) install -q numpy pandas pyarrow
+	$(call with-tmp,CP_DOCS_RUN=1 $(GO) test -count=1 -v -timeout 15m ./tests/docs)
 
 # make install PREFIX=DIR (default /usr/local; DESTDIR for staging): the
 # library in DIR/lib, the header in DIR/include, the tool in DIR/bin and

@@ -10,7 +10,7 @@
  * channel in the log directory ($CP_LOG_DIR, default ./cloudprofiler-logs,
  * created if missing). `cloudprofiler dump FILE` decodes any of them.
  *
- * Marking operators (the capacity analysis, README "Capacity"). A channel
+ * Marking operators (the capacity analysis, docs/capacity.md). A channel
  * named "OPERATOR ROLE" or "OPERATOR#INSTANCE ROLE" marks one instance of
  * an operator; ROLE is the name's last space-separated word:
  *   in    the instance took the tuple from its input and starts on it (log
@@ -78,7 +78,7 @@
  *
  * Configuration comes from the environment at the first OpenChannel
  * (CP_LOG_DIR, CP_BLOCK_RECORDS, CP_RING_BLOCKS, CP_NO_SIGNAL_HANDLER, ...:
- * see README.md); a C host may setenv() before that call. A bad value fails
+ * see docs/configuration.md); a C host may setenv() before that call. A bad value fails
  * that OpenChannel with CP_ERR_CONFIG (the message on stderr names the
  * variable) and the next OpenChannel reads the environment again.
  *   CP_FAKE_TSC=RATE:OFFSET  every TSC the library reads (LogTS of every
@@ -211,7 +211,7 @@ enum cp_log_format {
  *                        NET_CONF.
  * CP_GPIORTT             aarch64 boards only (CP_ERR_UNSUPPORTED_PLATFORM here).
  * CP_SERVICERATE         an operator's service rate from counters only (Beard
- *                        & Chamberlain, README "Capacity"): LogTS counts one
+ *                        & Chamberlain, docs/capacity.md): LogTS counts one
  *                        item the operator took (a plain increment, one writer
  *                        per channel as FASTPERIODICCOUNTER; the id is not
  *                        kept), LogTSMany adds n; CP_MarkBlocked says its input
@@ -271,8 +271,8 @@ enum cp_arg {
   CP_ARG0 = 0,
   CP_ARG1 = 1,
   CP_ARG_DROP_WHEN_FULL = 100,
-  /* CP_SERVICERATE's estimator (the paper leaves these open; README
-   * "Capacity" says why each default):                          [default, range] */
+  /* CP_SERVICERATE's estimator (the paper leaves these open; docs/capacity.md
+   * says why each default):                          [default, range] */
   CP_ARG_SR_MIN_PERIOD_NS = 200,  /* shortest sampling period T    [1e5, 5e4..1e9] */
   CP_ARG_SR_MAX_PERIOD_NS = 201,  /* widest T                      [16e6, min..1e9] */
   CP_ARG_SR_WINDOW = 202,         /* periods in the window S       [64, 8..4096] */
@@ -377,7 +377,7 @@ int32_t LogTS(int64_t ch, int64_t tuple_id);
  * 4096) with plain stores and publishes it with one store; once several
  * threads log on the channel, each run of up to 512 positions is reserved
  * with one atomic add (a batch's records stay contiguous in runs). Both
- * cost about rdtsc and a 16-byte store per record (README, `make bench`).
+ * cost about rdtsc and a 16-byte store per record (docs/performance.md).
  * Thread-safe like LogTS (batches from several threads interleave by run);
  * never enters Go, never allocates; waits (sleeping) only when a buffered
  * channel's ring is full. A close racing with the batch stops it there. */

@@ -420,7 +420,7 @@ static void on_exit_hook(void) {
   // handler: entering Go is not safe there, and the raw flush already ran.
   if (atomic_load(&in_signal_chain)) return;
   // A forked child: its channels are the parent's (the parent closes
-  // them); whatever it logged itself never had a drainer (README: fork).
+  // them); whatever it logged itself never had a drainer (docs/limits.md).
   if (getpid() != hook_pid) return;
   ensure_signal_stack();
   cpCloseAllAtExit();

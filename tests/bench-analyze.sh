@@ -6,13 +6,13 @@
 #     record, on every core, nothing else);
 #   - `analyze --no-durations` with --mem-mb 256 (the default) and 64, each
 #     with its wall time, records/s, CPU use (200% = both cores), peak RSS
-#     against the budget plus the fixed overhead README states, and the
+#     against the budget plus the fixed overhead docs/performance.md states, and the
 #     ratio to the floor; the two runs' summaries must be identical.
 # usage: tests/bench-analyze.sh BUILD_DIR [N] [MEMS]   (MEMS: "256 64")
 set -euo pipefail
 B=$(cd "$1" && pwd); N=${2:-25000000}; MEMS=${3:-256 64}
 T=$B/cloudprofiler
-# The fixed overhead on top of --mem-mb (README, "Memory"), MiB.
+# The fixed overhead on top of --mem-mb (docs/performance.md, "Memory"), MiB.
 OVERHEAD=${OVERHEAD_MB:-64}
 D=$(mktemp -d "${BENCH_DIR:-/tmp}/cp-bench-analyze.XXXXXX")
 trap 'rm -rf "$D"' EXIT

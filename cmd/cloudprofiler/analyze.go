@@ -37,7 +37,7 @@ func runAnalyze(stdout, stderr io.Writer, args []string) error {
 	fs.StringVar(&cfg.Ref, "ref", "", "reference node (default: chosen from the rounds, see minrtt)")
 	order := fs.String("order", "", `channel order of the topology, first to last: "node/name" or "name", comma-separated (default: found from the data)`)
 	method := fs.String("method", "best", "error bound: best (tightest strict), paper (two MinRTTs), allprobes")
-	mem := fs.Int("mem-mb", 256, "memory the analysis aims to stay within, MiB (README says what comes on top)")
+	mem := fs.Int("mem-mb", 256, "memory the analysis aims to stay within, MiB (docs/performance.md says what comes on top)")
 	fs.BoolVar(&cfg.NoDurations, "no-durations", false, "do not write durations.parquet (one row per duration), only summaries")
 	fs.BoolVar(&cfg.DurationsCSV, "durations-csv", false, "also write durations.csv (about 180 bytes a duration: 18 GB for 100M; Parquet takes 25 to 40)")
 	fs.StringVar(&cfg.SpillDir, "spill", "", "directory for records spilled past --mem-mb, up to 16 bytes a record (default OUT/.spill)")
@@ -65,7 +65,7 @@ func runAnalyze(stdout, stderr io.Writer, args []string) error {
 	fs.Float64Var(&cfg.MaceFit, "mace-fit", 0, "Mace: take each instance's cost from the first windows that hold this share of the tuples, e.g. 0.08 (default: all of them)")
 	fs.StringVar(&cfg.MaceCosts, "mace-costs", "", "Mace: take each operator's cost from another run's mace-costs.csv")
 	fs.BoolVar(&cfg.NoMace, "no-mace", false, "skip the Mace analysis even when channels mark operators")
-	// The report and the trace (README, "The report and the trace").
+	// The report and the trace (docs/report.md).
 	fs.BoolVar(&cfg.NoReport, "no-report", false, "write no report.html (and keep no aggregates over time for it)")
 	fs.StringVar(&cfg.Trace, "trace", "", "also write a trace of a sample of tuples to this file: in Perfetto's protobuf format where its name ends in .pftrace, else in the Trace Event Format's JSON (ui.perfetto.dev opens both, chrome://tracing the JSON)")
 	fs.IntVar(&cfg.TraceSample, "trace-sample", analyze.DefaultTraceSample, "--trace: how many tuples: the slowest tenth end to end, the rest a uniform sample")

@@ -31,17 +31,17 @@ commands:
           [--window 1s] [--target-rate R] [--min-tuples 30] [--no-capacity]
                          channels named "OP[#INST] in|out|sent|count" give each
                          operator's service rate, the bottleneck and the highest
-                         sustainable source rate (capacity.csv, README "Capacity")
+                         sustainable source rate (capacity.csv, docs/capacity.md)
           [--slice 1s] [--no-critical-path]
                          the same marks give each slice's critical path and the
                          tail's latency taken apart into compute, queueing and
-                         transfer (criticalpath.csv, breakdown.csv, README
-                         "Where the latency goes")
+                         transfer (criticalpath.csv, breakdown.csv,
+                         docs/critical-path.md)
           [--mace-window 1s] [--what-if rate=x2|cost:OP=0.5|colocate:A,B]...
           [--mace-fit 0.08] [--mace-costs FILE] [--no-mace]
                          the same marks give the largest latency predicted from
                          load per window beside the measured one, and what-if
-                         scenarios (mace.csv, README "Mace")
+                         scenarios (mace.csv, docs/mace.md)
           [--trace FILE [--trace-sample 1000]] [--durations-csv] [--no-report]
           [--quiet] [--workers N] [--spill DIR] [--one-run] [--decode-only]
                          a Perfetto trace of a sample of tuples; durations.csv

@@ -17,7 +17,7 @@
 // exits 0 and prints one line "<role> <NAME> ids=<count>" on stdout. Any
 // error exits 1 with a message on stderr. Every wait is bounded.
 //
-// STAGE_FOX=1 in the environment adds the return-trip (ReT) method (README,
+// STAGE_FOX=1 in the environment adds the return-trip (ReT) method (docs/clocks.md,
 // "The return-trip method"): the source opens "<NAME> out" as FOX_START
 // (receives ReTACKs on CP_RET_LISTEN and writes them to its return log,
 // <...>.ret.cplog) and the sink opens "<NAME> in" as FOX_END (sends one

@@ -2,7 +2,7 @@
 // machine, marked for the capacity, critical-path and Mace analyses. The
 // tests of those analyses (tests/capacity, tests/mace) run it on a shared
 // machine, with no real-time priority and no pinning, and work their truth
-// out of the records the same run logged (README, "Capacity: how we know
+// out of the records the same run logged (docs/capacity.md, "How we know
 // it is right").
 //
 //   udpstage source NAME --to PORT[,PORT...] --rate R (--tuples N | --duration S)

@@ -152,7 +152,7 @@ func (a *analysis) critPathPlan() (*capacity.Plan, error) {
 		}
 	}
 	if !plan.TupleMarks() {
-		a.res.CritPathNote = "critical path: no channel marks an operator's in and out (README, \"Capacity\": channels named \"OPERATOR in\", \"OPERATOR out\")"
+		a.res.CritPathNote = "critical path: no channel marks an operator's in and out (docs/capacity.md: channels named \"OPERATOR in\", \"OPERATOR out\")"
 		return nil, nil
 	}
 	a.cp.plan = plan

@@ -72,7 +72,7 @@ func (a *analysis) planMace() error {
 		a.res.MaceNote = "Mace: not analysed: it takes each operator's cost from the capacity analysis (--no-capacity)"
 		return nil
 	case !a.cap.tupleMark:
-		a.res.MaceNote = "Mace: not analysed: no tuple channel marks an operator (name channels \"OPERATOR in\" and \"OPERATOR out\"; README, \"Capacity\")"
+		a.res.MaceNote = "Mace: not analysed: no tuple channel marks an operator (name channels \"OPERATOR in\" and \"OPERATOR out\"; docs/capacity.md)"
 		return nil
 	}
 	var whatIfs []mace.WhatIf

@@ -1,7 +1,7 @@
 // Package capacity measures each operator's service rate, busy share and
 // headroom from the marks a program logs at its operators' entry and exit,
 // and from them the topology's bottleneck and the highest source rate it
-// sustains (README, "Capacity").
+// sustains (docs/capacity.md).
 //
 // A channel marks an operator instance when its name follows the naming
 // rule (ParseName): "OPERATOR ROLE" or "OPERATOR#INSTANCE ROLE", ROLE one

@@ -9,7 +9,7 @@ import (
 	"cloudprofiler/internal/cost"
 )
 
-// Row is one row of capacity.parquet and capacity.csv (README, "Capacity").
+// Row is one row of capacity.parquet and capacity.csv (docs/capacity.md).
 // Rates are per second of the reference clock; NaN where a value is not
 // measured (no such mark) or not measurable (too few tuples: Note says).
 type Row struct {

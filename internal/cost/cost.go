@@ -1,6 +1,6 @@
 // Package cost is the cost model that the capacity analysis, Mace and the
 // report share: what one tuple costs an operator instance in a window of
-// the run, from the marks it logs (README, "Capacity").
+// the run, from the marks it logs (docs/capacity.md).
 //
 // An instance works on a tuple from its in to its out (its own work), then
 // hands it on: from its out to its sent where it marks sent, a hand-off

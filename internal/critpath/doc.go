@@ -2,8 +2,7 @@
 // time slice (Sager, "Critical Path Analysis of a Dataflow Engine", ch. 3
 // and 5; SnailTrail's critical participation) and every tuple's end-to-end
 // latency taken apart into its operators' own work, queueing behind
-// earlier tuples, transfers, and the rest (README, "Where the latency
-// goes").
+// earlier tuples, transfers, and the rest (docs/critical-path.md).
 //
 // The activity graph comes from the operator marks of package capacity: an
 // operator instance is a worker; its in..out is processing; out..sent is

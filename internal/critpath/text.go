@@ -22,7 +22,7 @@ var TextGroups = []string{"p99", "median", "cut"}
 // inconsistent, then the breakdown of the p99 and median journeys'
 // end-to-end latency into its parts, largest first, and what was read.
 func (r *Result) WriteText(w io.Writer) error {
-	fmt.Fprintln(w, `Where the latency goes (criticalpath.csv has every slice, breakdown.csv every group; README, "Where the latency goes")`)
+	fmt.Fprintln(w, `Where the latency goes (criticalpath.csv has every slice, breakdown.csv every group; docs/critical-path.md)`)
 	if r.Note != "" {
 		fmt.Fprintf(w, "  %s\n", r.Note)
 	}

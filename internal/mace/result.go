@@ -672,7 +672,7 @@ func (res *Result) flags(a *Acc, costs []instCost, cm CostModel) {
 	// operator's out, not the source's entry.
 	for j, in := range cfg.Insts {
 		if k := a.orphans[j]; k > 0 {
-			res.Flags = append(res.Flags, fmt.Sprintf("missing lineage: %d tuple(s) start at %s's out (%s): ids it made without logging where they came from, so their stimulus is taken there, not at the source; log lineage (CP_LogLineage, README \"Where the latency goes\")",
+			res.Flags = append(res.Flags, fmt.Sprintf("missing lineage: %d tuple(s) start at %s's out (%s): ids it made without logging where they came from, so their stimulus is taken there, not at the source; log lineage (CP_LogLineage, docs/critical-path.md)",
 				k, in.Operator, in.Label))
 		}
 	}

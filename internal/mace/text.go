@@ -11,7 +11,7 @@ import (
 // WriteText writes the summary's Mace section.
 func (res *Result) WriteText(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Mace: the largest latency predicted from load (mace.csv has every window, mace-costs.csv the costs; README, \"Mace\")\n")
+	fmt.Fprintf(&b, "Mace: the largest latency predicted from load (mace.csv has every window, mace-costs.csv the costs; docs/mace.md)\n")
 	costs := "each instance's cost by the time its backlogged tuples took, in each window where it served 10 or more (else over the run) and each eighth of one where it was backlogged half the time"
 	if !res.PerWindow {
 		costs = "one cost per instance for the run"

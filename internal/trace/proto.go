@@ -18,7 +18,7 @@ import (
 // Perfetto's; tests/report reads the file with Perfetto's own definitions.
 //
 // Perfetto calls JSON traces legacy; this one is 2.3-2.5 times smaller
-// (README, "The trace").
+// (docs/report.md, "The trace").
 func WriteProto(w io.Writer, l *Layout, tuples []Tuple, slow int) (Stats, error) {
 	ld := lay(l, tuples, slow)
 	bw := bufio.NewWriter(w)

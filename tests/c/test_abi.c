@@ -659,7 +659,7 @@ static int kill_child(const char *mode, int sig, int64_t after, int want_status)
     if (sig != SIGKILL && atomic_load(&sh->off_main) && want_status != 5) {
       // The kernel gave the signal to another thread: the logging thread went
       // on during the flush, and a handler that then ends the process loses
-      // what it logged after the flush (README: Shutdown). Only whole,
+      // what it logged after the flush (docs/log-files.md, "Shutdown"). Only whole,
       // consecutive records and no damage are promised then.
       fprintf(stderr, "  (the handler ran on another thread than the logging one)\n");
       CHECK(!strstr(d.err, "damaged frames") && !strstr(d.err, "damaged lines"), "%s: damaged: %s", suffix[k], d.err);

@@ -18,8 +18,8 @@ import (
 // A validation, not a test: `make validate` runs it (CP_VALIDATE=1) and it
 // prints its figures. It compares two measurements taken at different
 // times, minutes apart on a shared machine whose load moves between them,
-// so it asserts nothing that a busy machine could break (README,
-// "Capacity: how we know it is right").
+// so it asserts nothing that a busy machine could break (docs/capacity.md,
+// "How we know it is right").
 
 func needValidate(t *testing.T) {
 	if os.Getenv("CP_VALIDATE") == "" {

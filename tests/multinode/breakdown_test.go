@@ -72,7 +72,7 @@ func readBreakdown(path string) ([]bdRow, error) {
 	return rows, nil
 }
 
-// checkBreakdown holds breakdown.csv (README, "Where the latency goes") to
+// checkBreakdown holds breakdown.csv (docs/critical-path.md) to
 // the truth of a run on several nodes. The relays' channels mark operator
 // instances, so each tuple's journey source out -> map in, map out ->
 // reduce in, reduce out -> sink in takes apart into the relays' compute

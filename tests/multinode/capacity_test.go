@@ -11,7 +11,7 @@ import (
 	"cloudprofiler/internal/results"
 )
 
-// checkCapacity holds capacity.parquet (README, "Capacity") to the truth of
+// checkCapacity holds capacity.parquet (docs/capacity.md) to the truth of
 // a run on several nodes: the relays' channels follow the naming rule
 // ("map in", "map out"), so every relay is an operator instance. Windows are
 // in the reference clock from the run's first tuple record; a relay's

@@ -296,13 +296,13 @@ def read_analysis(out_dir):
     files' whichever was read: ids and counts int64, TSCs uint64, seconds
     and cycles float64, scenario int32, names strings (capacity: rates and
     shares float64, NaN where not measured, bottleneck bool, note "" when
-    there is none; README, "Capacity"; critical_path: slice int64 (-1: the
+    there is none; docs/capacity.md; critical_path: slice int64 (-1: the
     whole run), share and participation float64, consistent bool, name and
     note "" when there is none; breakdown: tuples and total_cycles int64,
     the means and bounds in microseconds float64, where "" for end-to-end;
-    README, "Where the latency goes"; mace: window, events and tuples
+    docs/critical-path.md; mace: window, events and tuples
     int64, seconds float64 (NaN where not measured), within a nullable
-    boolean (NA without tuples); README, "Mace"). summary has both
+    boolean (NA without tuples); docs/mace.md). summary has both
     scenario_0..scenario_3 (int64) and scenario_counts ("a/b/c/d", as in
     summary.csv).
 

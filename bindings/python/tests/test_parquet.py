@@ -190,29 +190,31 @@ def test_damaged_log_still_gives_results(real_run, tmp_path, how):
 
 
 def _readme_blocks(name):
-    """The code blocks README.md marks with <!-- tested: name --> on the line
-    before their opening fence (indented in a list item or not)."""
-    lines = open(os.path.join(REPO, "README.md"), encoding="utf-8").read().split("\n")
+    """The code blocks README.md and the pages under docs/ mark with
+    <!-- tested: name --> on the line before their opening fence (indented
+    in a list item or not), with where each starts."""
     blocks = []
-    for i, line in enumerate(lines):
-        if line.strip() != "<!-- tested: %s -->" % name:
-            continue
-        fence = lines[i + 1]
-        assert fence.strip().startswith("```"), "README.md:%d: no code block after the marker" % (i + 1)
-        indent = fence[:len(fence) - len(fence.lstrip())]
-        end = next(j for j in range(i + 2, len(lines)) if lines[j].strip() == "```")
-        code = "\n".join(l[len(indent):] if l.startswith(indent) else l for l in lines[i + 2:end])
-        blocks.append((i + 3, textwrap.dedent(code)))
+    for page in ["README.md"] + sorted("docs/" + f for f in os.listdir(os.path.join(REPO, "docs")) if f.endswith(".md")):
+        lines = open(os.path.join(REPO, page), encoding="utf-8").read().split("\n")
+        for i, line in enumerate(lines):
+            if line.strip() != "<!-- tested: %s -->" % name:
+                continue
+            fence = lines[i + 1]
+            assert fence.strip().startswith("```"), "%s:%d: no code block after the marker" % (page, i + 1)
+            indent = fence[:len(fence) - len(fence.lstrip())]
+            end = next(j for j in range(i + 2, len(lines)) if lines[j].strip() == "```")
+            code = "\n".join(l[len(indent):] if l.startswith(indent) else l for l in lines[i + 2:end])
+            blocks.append(("%s:%d" % (page, i + 3), textwrap.dedent(code)))
     return blocks
 
 
-def _run(code, lineno):
+def _run(code, where):
     """Runs code as a notebook cell would: the value of its last expression."""
     tree = ast.parse(code)
     last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
     ns = {"__name__": "__readme__"}
-    exec(compile(tree, "README.md:%d" % lineno, "exec"), ns)
-    return eval(compile(ast.Expression(last.value), "README.md:%d" % lineno, "eval"), ns) if last else None
+    exec(compile(tree, where, "exec"), ns)
+    return eval(compile(ast.Expression(last.value), where, "eval"), ns) if last else None
 
 
 def test_readme_queries(real_analysis):
@@ -221,11 +223,11 @@ def test_readme_queries(real_analysis):
     the same numbers, each hop's worst bound the summary's error_max_s."""
     duckdb = pytest.importorskip("duckdb")
     blocks = _readme_blocks("test_readme_queries")
-    assert len(blocks) == 2, "README.md: want two marked blocks (pandas, DuckDB), found %d" % len(blocks)
+    assert len(blocks) == 2, "README.md and docs/: want two marked blocks (pandas, DuckDB), found %d" % len(blocks)
     got = {}
-    for lineno, code in blocks:
+    for where, code in blocks:
         assert "results/" in code, code
-        value = _run(code.replace("results/", str(real_analysis) + "/"), lineno)
+        value = _run(code.replace("results/", str(real_analysis) + "/"), where)
         got["duckdb" if "import duckdb" in code else "pandas"] = value
     assert set(got) == {"pandas", "duckdb"}
     assert isinstance(got["duckdb"], duckdb.DuckDBPyRelation)

@@ -3,7 +3,7 @@
 // capacity analysis and Mace, and works the truth of a run out of the
 // records the run logged: what each operator instance really did, read
 // with `cloudprofiler dump --csv`, by code that shares nothing with the
-// analysis (README, "Capacity: how we know it is right").
+// analysis (docs/capacity.md, "How we know it is right").
 //
 // No real-time priority, no pinning: the machine is as shared as a cloud
 // VM, and a test may keep another process spinning beside the pipeline

@@ -4,7 +4,7 @@ import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 
 /**
- * The marks of one operator instance by the marking convention (README,
+ * The marks of one operator instance by the marking convention (docs/capacity.md,
  * "Marking an operator"): channels {@code OPERATOR#INSTANCE in}, {@code ...
  * out} and, where the instance hands its records on itself and can see the
  * hand-off return, {@code ... sent}:

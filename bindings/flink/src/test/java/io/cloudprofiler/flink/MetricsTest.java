@@ -118,7 +118,7 @@ class MetricsTest {
         // second while backlogged, from the same run's marks. The live
         // serviceRate is Beard & Chamberlain's: the 95th percentile of the
         // rates of the periods it ran unblocked, so above what the operator
-        // departs on a machine that preempts it (README, "Capacity": +12%
+        // departs on a machine that preempts it (docs/capacity.md: +12%
         // to +87%; here up to +118% with both vCPUs busy besides the job);
         // the test holds it to that: the same operator and unit, above the
         // truth by less than three times. serviceRateMean, the mean of

@@ -10,7 +10,7 @@ import org.apache.storm.tuple.Tuple;
 
 /**
  * Marks a Storm bolt or spout without changing it, by the marking
- * convention (README, "Marking an operator"): channels {@code
+ * convention (docs/capacity.md, "Marking an operator"): channels {@code
  * OPERATOR#TASK in} and {@code OPERATOR#TASK out} (a spout: {@code out}
  * only), one per task, with the tuple's id.
  *

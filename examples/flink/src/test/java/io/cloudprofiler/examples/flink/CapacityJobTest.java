@@ -49,7 +49,7 @@ import org.junit.jupiter.api.Timeout;
  *
  * No rate is asserted against another measurement taken at another time
  * (gen maxrate's answer against a prediction: that is {@code make validate}'s
- * business, README "Capacity").
+ * business, docs/capacity.md).
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class CapacityJobTest {
