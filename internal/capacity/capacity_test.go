@@ -154,7 +154,9 @@ func find(t *testing.T, rows []Row, level, op string, window int64, method strin
 // backlogged.
 func walk(t *testing.T, p *Plan, grid cost.Grid, tuples [][]Event) *cost.Acc {
 	t.Helper()
-	type visit struct{ h, in, dep float64 }
+	// dep: the departure, the sent where marked (else the out); blocked:
+	// out to sent, which in these tests only waits for room downstream.
+	type visit struct{ h, in, out, dep float64 }
 	per := make([][]visit, len(p.Instances))
 	for _, evs := range tuples {
 		for i, e := range evs {
@@ -162,7 +164,7 @@ func walk(t *testing.T, p *Plan, grid cost.Grid, tuples [][]Event) *cost.Acc {
 			if inst < 0 || role != RoleIn {
 				continue
 			}
-			v := visit{h: math.Inf(1), in: e.Est, dep: e.Est}
+			v := visit{h: math.Inf(1), in: e.Est, out: e.Est, dep: e.Est}
 			if i > 0 {
 				v.h = evs[i-1].Est
 			}
@@ -171,7 +173,10 @@ func walk(t *testing.T, p *Plan, grid cost.Grid, tuples [][]Event) *cost.Acc {
 				if ik != inst || rk == RoleIn {
 					break
 				}
-				if rk == RoleOut {
+				switch rk {
+				case RoleOut:
+					v.out, v.dep = evs[k].Est, evs[k].Est
+				case RoleSent:
 					v.dep = evs[k].Est
 				}
 			}
@@ -187,9 +192,12 @@ func walk(t *testing.T, p *Plan, grid cost.Grid, tuples [][]Event) *cost.Acc {
 		sort.Slice(vs, func(a, b int) bool { return vs[a].in < vs[b].in })
 		for k, v := range vs {
 			acc.Visit(j, int64(v.in))
-			acc.Own(j, int64(v.in), int64(v.dep))
+			acc.Own(j, int64(v.in), int64(v.out))
+			if v.dep > v.out {
+				acc.Blocked(j, int64(v.out), int64(v.dep))
+			}
 			if k > 0 && v.h <= vs[k-1].dep {
-				acc.Take(j, int64(vs[k-1].dep), int64(v.in), int64(v.dep))
+				acc.Take(j, int64(vs[k-1].dep), int64(v.in), int64(v.out))
 			}
 		}
 	}
@@ -683,6 +691,48 @@ func TestBlockedByASaturatedDownstream(t *testing.T) {
 	require.InDelta(t, 1e5, b.Capacity, 1e3)
 	require.InDelta(t, 1e6, a.Capacity, 1e4, "A's own work alone: 1 us")
 	require.Contains(t, a.Note, "b, downstream, was saturated and held it back wherever it had a backlog")
+}
+
+// As above, but B itself waits 40 ms for room in its own downstream (out
+// to sent) in the second of the run's cells, a third of the cell: B took
+// no input then either, so it still held A back there, and A's take there
+// (40 ms at once) is time blocked, not A's cost. Counting only B's
+// backlogged time as saturation left that cell out, and A's take there
+// made A the bottleneck (seen in a Flink job: busy 0.73, blocked 0.26).
+func TestReceiverBlockedByItsOwnDownstreamStillHoldsItsSenderBack(t *testing.T) {
+	p, err := NewPlan([]Channel{
+		{Node: "n", PID: 1, Name: "src out", Tuples: true},
+		{Node: "n", PID: 2, Name: "a in", Tuples: true}, {Node: "n", PID: 2, Name: "a out", Tuples: true},
+		{Node: "n", PID: 3, Name: "b in", Tuples: true}, {Node: "n", PID: 3, Name: "b out", Tuples: true},
+		{Node: "n", PID: 3, Name: "b sent", Tuples: true},
+	})
+	require.NoError(t, err)
+	var tuples [][]Event
+	var aDep, bIn, bDep float64
+	stalled := false
+	for i := 0; i < 30000; i++ {
+		h := float64(i)
+		ain := math.Max(aDep, bIn) + 100
+		aout := ain + 1000
+		bin := math.Max(aout+100, bDep)
+		bout := bin + 10000
+		bsent := bout + 100
+		if !stalled && bin >= 150e6 { // in the second cell of 125 ms
+			bsent, stalled = bout+40e6, true
+		}
+		aDep, bIn, bDep = aout, bin, bsent
+		tuples = append(tuples, []Event{{0, h}, {1, ain}, {2, aout}, {3, bin}, {4, bout}, {5, bsent}})
+	}
+	require.True(t, stalled)
+	win, err := NewWindows(0, bDep, 1e9)
+	require.NoError(t, err)
+	res := rowsOf(t, p, win, tuples, Config{Hz: 1e9, MinTuples: 30})
+	a := find(t, res.Rows, "operator", "a", -1, MethodInOut)
+	b := find(t, res.Rows, "operator", "b", -1, MethodInOut)
+	t.Logf("a: cap %.0f note %s; b: cap %.0f busy %.3f blocked %.3f", a.Capacity, a.Note, b.Capacity, b.BusyShare, b.BlockedShare); require.Equal(t, "b", res.Bottleneck, "a: %s", a.Note)
+	require.InDelta(t, 1e6, a.Capacity, 1e4, "A's own work alone: 1 us")
+	require.Contains(t, a.Note, "b, downstream, was saturated and held it back wherever it had a backlog")
+	require.Greater(t, b.BlockedShare, 0.1, "B's 40 ms blocked")
 }
 
 // A saturated B behind an A that is not held back (an unbounded queue

@@ -201,7 +201,10 @@ type maker struct {
 // downstreamSaturated finds, for each operator, the cells of the run
 // where the operator its copies go to held it back. That operator was
 // saturated there (every instance of it with visits in the cell spent at
-// least SaturatedBusy of it serving its backlog), and over those cells
+// least SaturatedBusy of it serving its backlog or waiting for room in its
+// own full downstream: either way it took no input, and a Flink job's cell
+// where the sink held the receiver back a quarter of the time had its
+// sender's blocked takes counted as its cost), and over those cells
 // this operator went no faster while backlogged than that one departed
 // (paced: at most pacedFactor times its departures, copies counted). Its
 // take there is then the time its full output kept it from taking the
@@ -243,7 +246,7 @@ func (m *maker) downstreamSaturated() {
 					continue
 				}
 				any = true
-				all = all && float64(c.Busy) >= SaturatedBusy*sp
+				all = all && float64(c.Busy+c.Blocked) >= SaturatedBusy*sp
 			}
 			sat[oi][ci] = any && all
 		}
@@ -300,8 +303,8 @@ func (m *maker) downstreamSaturated() {
 }
 
 // SaturatedBusy is the share of a cell an instance spends serving its
-// backlog from which it counts as saturated there (holding its senders
-// back).
+// backlog (or blocked by its downstream) from which it counts as
+// saturated there (holding its senders back).
 const SaturatedBusy = 0.75
 
 // pacedFactor: a sender whose backlogged rate is within this factor of
