@@ -303,9 +303,10 @@ bench-gen: $(TOOL)
 
 # The code blocks of README.md and docs/*.md (tests/docs): each says what
 # tests it; the runnable ones run as written, a page at a time, in a
-# directory of their own that links the repository's sources and build/.
+# directory of their own that links the repository's sources and build/
+# (and the Java binding's jar, for docs/java.md's program).
 .PHONY: test-docs
-test-docs: build wheel
+test-docs: build wheel java
 	@$(PYENV) -c 'import numpy, pandas, pyarrow' 2>/dev/null || $(PIP) install -q numpy pandas pyarrow
 	$(call with-tmp,CP_DOCS_RUN=1 $(GO) test -count=1 -v -timeout 15m ./tests/docs)
 
