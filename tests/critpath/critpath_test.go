@@ -3,8 +3,10 @@ package critpath
 import (
 	"cloudprofiler/tests/internal/testrun"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 )
@@ -212,10 +214,43 @@ func TestBurst(t *testing.T) {
 	if !found {
 		t.Fatalf("breakdown.csv group all has no part queue where B: %v", groups["all"])
 	}
-	rel := float64(got)/float64(b.BurstWaitCycles) - 1
-	t.Logf("queueing charged to B: %d cycles; tandem measured %d: %+.2f%%", got, b.BurstWaitCycles, 100*rel)
-	if rel < -0.05 || rel > 0.05 {
-		t.Errorf("breakdown.csv charges %d cycles of queueing to B, tandem measured %d waiting in B's queue (%+.2f%%, allowed 5%%)", got, b.BurstWaitCycles, 100*rel)
+	// What the records cannot tell apart, worked out of the same run's
+	// records: where B departed between A's out and A's sent, A reads as
+	// blocked by B (it may have been preempted there instead: the queue
+	// holds the burst), and the tuples waiting in A's queue meanwhile
+	// (handed on by the source before that out, taken by A after that
+	// sent) count as waiting at B. Their wait there may land on either
+	// side; the rest must match within 5%.
+	srcSent, aIn, aOut, aSent := marks(t, tl, logs, "source sent"), marks(t, tl, logs, "A#0 in"),
+		marks(t, tl, logs, "A#0 out"), marks(t, tl, logs, "A#0 sent")
+	var bDeps []uint64
+	for _, ts := range marks(t, tl, logs, "B#0 sent") {
+		bDeps = append(bDeps, ts)
+	}
+	sort.Slice(bDeps, func(i, j int) bool { return bDeps[i] < bDeps[j] })
+	var either float64
+	for id := int64(0); id < n; id++ {
+		out, sent := aOut[id], aSent[id]
+		k := sort.Search(len(bDeps), func(i int) bool { return bDeps[i] >= out })
+		if sent <= out || k == len(bDeps) || bDeps[k] > sent {
+			continue
+		}
+		waiting := 0
+		for j := int64(0); j < n; j++ {
+			if srcSent[j] <= out && aIn[j] >= sent {
+				waiting++
+			}
+		}
+		either += float64(sent-out) * float64(waiting)
+	}
+	diff := float64(got) - float64(b.BurstWaitCycles)
+	rel := diff / float64(b.BurstWaitCycles)
+	allowed := 0.05*float64(b.BurstWaitCycles) + either
+	t.Logf("queueing charged to B: %d cycles; tandem measured %d: %+.2f%% (allowed %.2f%%: 5%% and %.2f%% of waits behind an A that read as blocked)",
+		got, b.BurstWaitCycles, 100*rel, 100*allowed/float64(b.BurstWaitCycles), 100*either/float64(b.BurstWaitCycles))
+	if math.Abs(diff) > allowed {
+		t.Errorf("breakdown.csv charges %d cycles of queueing to B, tandem measured %d waiting in B's queue (%+.2f%%, allowed %.2f%%)",
+			got, b.BurstWaitCycles, 100*rel, 100*allowed/float64(b.BurstWaitCycles))
 	}
 	slices, run := criticalPath(t, out)
 	checkCriticalPath(t, slices, run, false)
