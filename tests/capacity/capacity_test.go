@@ -361,13 +361,18 @@ func TestBeardChamberlainPhaseChange(t *testing.T) {
 			// capacity, the summary says so (TestBeardChamberlain).
 			got, want := median(est[1])/median(est[0]), b.Phases[1].TrueRate/b.Phases[0].TrueRate
 			t.Logf("run %d: phase 2 against phase 1: B&C %.3f, the truth %.3f", attempt, got, want)
-			if want > 0.7 {
-				t.Fatalf("the truth's phase 2 over phase 1 %.3f: the run did not halve B's capacity", want)
-			}
-			if got <= 0.8 {
+			switch {
+			case want > 0.7:
+				// The machine slowed B's first phase (preempted inside
+				// its tuples) so much that the run did not halve B's
+				// capacity (a CI run: 6211/s then 4776/s, 0.769): such a
+				// run tests something else, as one without estimates.
+				msg = fmt.Sprintf("the truth's phase 2 over phase 1 %.3f: the run did not halve B's capacity", want)
+			case got <= 0.8:
 				return
+			default:
+				msg = fmt.Sprintf("B&C's phase 2 over phase 1 %.3f, the truth's %.3f: B&C did not see the halving", got, want)
 			}
-			msg = fmt.Sprintf("B&C's phase 2 over phase 1 %.3f, the truth's %.3f: B&C did not see the halving", got, want)
 		}
 		if attempt == 3 {
 			t.Fatal(msg)
