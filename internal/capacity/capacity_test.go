@@ -652,14 +652,14 @@ func TestBeardChamberlainDisagreement(t *testing.T) {
 }
 
 // srcABPlan: a source's out, then A and B, each in its process, marking
-// in and out.
-func srcABPlan(t *testing.T) *Plan {
+// in and out, and any more channels after those.
+func srcABPlan(t *testing.T, more ...Channel) *Plan {
 	t.Helper()
-	p, err := NewPlan([]Channel{
+	p, err := NewPlan(append([]Channel{
 		{Node: "n", PID: 1, Name: "src out", Tuples: true},
 		{Node: "n", PID: 2, Name: "a in", Tuples: true}, {Node: "n", PID: 2, Name: "a out", Tuples: true},
 		{Node: "n", PID: 3, Name: "b in", Tuples: true}, {Node: "n", PID: 3, Name: "b out", Tuples: true},
-	})
+	}, more...))
 	require.NoError(t, err)
 	return p
 }
@@ -700,13 +700,7 @@ func TestBlockedByASaturatedDownstream(t *testing.T) {
 // backlogged time as saturation left that cell out, and A's take there
 // made A the bottleneck (seen in a Flink job: busy 0.73, blocked 0.26).
 func TestReceiverBlockedByItsOwnDownstreamStillHoldsItsSenderBack(t *testing.T) {
-	p, err := NewPlan([]Channel{
-		{Node: "n", PID: 1, Name: "src out", Tuples: true},
-		{Node: "n", PID: 2, Name: "a in", Tuples: true}, {Node: "n", PID: 2, Name: "a out", Tuples: true},
-		{Node: "n", PID: 3, Name: "b in", Tuples: true}, {Node: "n", PID: 3, Name: "b out", Tuples: true},
-		{Node: "n", PID: 3, Name: "b sent", Tuples: true},
-	})
-	require.NoError(t, err)
+	p := srcABPlan(t, Channel{Node: "n", PID: 3, Name: "b sent", Tuples: true})
 	var tuples [][]Event
 	var aDep, bIn, bDep float64
 	stalled := false

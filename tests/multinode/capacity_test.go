@@ -72,6 +72,7 @@ func (tr truth) checkCapacity(t *testing.T, outDir string) {
 	// over those choices. The designed spin does not say which relay
 	// limits the pipeline: on a shared machine a relay preempted in its
 	// backlogs departs slower than its spin allows.
+	//
 	// The analysis's error on the gap from the upstream's hand-off to the
 	// relay's previous departure is that of the hop into the relay (times
 	// on one node share their translation).
@@ -89,8 +90,7 @@ func (tr truth) checkCapacity(t *testing.T, outDir string) {
 			continue
 		}
 		in, out := n.stage+" in", n.stage+" out"
-		up := p[indexOf(p, in)-1]
-		var c capRange
+		up := p[indexOf(p, in)-1] // the upstream hand-off
 		var sure, either []float64
 		for id := 1; id < nTuples; id++ {
 			prev := trueRef(out, id-1)
@@ -106,16 +106,9 @@ func (tr truth) checkCapacity(t *testing.T, outDir string) {
 				sure = append(sure, gap)
 			}
 		}
-		c.sure, c.either = len(sure), len(either)
+		c := capRange{sure: len(sure), either: len(either)}
 		c.low, c.high = departureRates(sure, either, refHz)
 		trueCap[n.stage] = c
-	}
-	for _, n := range tr.nodes {
-		if n.role != "relay" {
-			continue
-		}
-		in, out := n.stage+" in", n.stage+" out"
-		up := p[indexOf(p, in)-1] // the upstream hand-off
 		all, ok := inst[key{n.stage, -1}]
 		if !ok {
 			t.Errorf("capacity: no whole-run row of relay %s (node %s)", n.stage, n.name)
@@ -128,7 +121,6 @@ func (tr truth) checkCapacity(t *testing.T, outDir string) {
 		}
 		truthRate := float64(nTuples) / (svc / refHz)
 		rel := all.ServiceRate/truthRate - 1
-		c := trueCap[n.stage]
 		t.Logf("capacity: %s on %s: service rate %.0f/s (truth %.0f/s, %+.1e), busy share %.3f, %d tuples in, work %d ns; "+
 			"capacity %.0f/s over %d backlogged (truth %.0f-%.0f/s: %d backlogged and %d within the hop's bound of it)",
 			n.stage, n.name, all.ServiceRate, truthRate, rel, all.BusyShare, all.TuplesIn, n.workNs,
