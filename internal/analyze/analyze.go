@@ -30,6 +30,7 @@ import (
 	"cloudprofiler/internal/capacity"
 	"cloudprofiler/internal/critpath"
 	"cloudprofiler/internal/mace"
+	"cloudprofiler/internal/report"
 	"cloudprofiler/internal/timeline"
 	"cloudprofiler/internal/trace"
 	"cloudprofiler/minrtt"
@@ -85,7 +86,7 @@ type Config struct {
 
 	noFastCritPath bool // the critical path without the departure indexes (critpath.Config.Fast): a test compares
 
-	// The report (report.html, html.go) and the trace (timeline.go,
+	// The report (report.html, package report) and the trace (timeline.go,
 	// package trace): NoReport writes no report.html and keeps no
 	// aggregates over time; Trace names a trace file to write (Perfetto's
 	// protobuf where trace.IsProto says so, else the Trace Event Format's
@@ -114,10 +115,10 @@ const maxTupleEvents = 4096
 
 // Kinds of duration.
 const (
-	KindCompute   = "compute"    // two channels of one process: work inside an actor
-	KindTransfer  = "transfer"   // channels of two processes: actor to actor
-	KindEndToEnd  = "end_to_end" // a tuple's first channel to its last (3 or more channels)
-	KindReturnRTT = "return_trip"
+	KindCompute   = report.KindCompute
+	KindTransfer  = report.KindTransfer
+	KindEndToEnd  = report.KindEndToEnd
+	KindReturnRTT = report.KindReturnRTT
 )
 
 // PairKey names the channels a duration runs between.

@@ -5,24 +5,15 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"strings"
-	"text/tabwriter"
 
+	"cloudprofiler/internal/report"
 	"cloudprofiler/minrtt"
 )
 
-// Row is one line of the summary: a pair's durations in seconds.
-type Row struct {
-	Kind, From, To                  string
-	Count                           uint64
-	Min, P25, Median, P75, P99, Max float64 // duration, seconds
-	ErrMin, ErrMedian, ErrMax       float64 // bound, seconds
-	PaperMedian, BaselineMedian     float64 // the paper's and the baseline's bounds, seconds
-	RetErrMedian, RetErrMax         float64 // return_trip: ReT minus ours, seconds
-	OursErrMedian                   float64 // return_trip: our bound on the start-to-end duration, seconds
-	Scenarios                       [4]uint64
-	Exact                           bool
-}
+// Row is one line of the summary: a pair's durations in seconds. The
+// report (internal/report) shows it; the pipeline computes it and writes
+// it to summary.csv and summary.parquet.
+type Row = report.Row
 
 // Rows summarises every pair, in report order.
 func (r *Result) Rows() []Row {
@@ -106,91 +97,5 @@ func (a *analysis) writeSummaries() error {
 	if a.cfg.NoReport {
 		return nil
 	}
-	return out("report.html", func(w io.Writer) error { return a.writeHTML(w, rows) })
-}
-
-// WriteText writes the summary as a table for people, in microseconds.
-func (r *Result) WriteText(w io.Writer) error {
-	fmt.Fprintf(w, "reference node %s (%.6f GHz); %d channels, %d tuple records, %d tuples, %d durations\n",
-		r.Ref, r.RefHz/1e9, len(r.Channels), r.Records, r.Tuples, r.Durations)
-	rows := r.Rows()
-	var vb strings.Builder
-	writeVerdictText(&vb, r.Verdict(rows))
-	io.WriteString(w, vb.String())
-	fmt.Fprintf(w, "channel order: %s\n", strings.Join(r.Order, " -> "))
-	if r.SkippedTuples > 0 {
-		fmt.Fprintf(w, "left out: %d tuple ids with more than %d records each (%d records): ids reused?\n",
-			r.SkippedTuples, maxTupleEvents, r.SkippedRecords)
-	}
-	for _, s := range r.SkippedFiles {
-		fmt.Fprintf(w, "not read: %s\n", s)
-	}
-	if r.LineageChannels > 0 {
-		fmt.Fprintf(w, "lineage: %d channels, %d records: %d output ids joined to the last input logged for each\n",
-			r.LineageChannels, r.LineagePairs, r.LineageOutputs)
-	}
-	fmt.Fprintln(w, "bounds are strict in reference cycles; seconds divide by the reference node's registered TSC frequency")
-	fmt.Fprintln(w, "durations in microseconds; ± is the strict bound (median, max); paper and baseline: their bounds' medians")
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "kind\tfrom\tto\tcount\tmin\tp25\tmedian\tp75\tp99\tmax\t±median\t±max\tpaper\tbaseline\t")
-	us := func(v float64) string { return num(v * 1e6) }
-	for _, x := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", x.Kind, x.From, x.To, x.Count,
-			us(x.Min), us(x.P25), us(x.Median), us(x.P75), us(x.P99), us(x.Max), us(x.ErrMedian), us(x.ErrMax),
-			us(x.PaperMedian), us(x.BaselineMedian))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	for _, x := range rows {
-		if x.Kind == KindReturnRTT {
-			fmt.Fprintf(w, "return-trip method %s -> %s: overestimates by %s us (median), %s us (max); our bound on the same durations ±%s us (median)\n",
-				x.From, x.To, us(x.RetErrMedian), us(x.RetErrMax), us(x.OursErrMedian))
-		}
-	}
-	for _, s := range r.Runs {
-		fmt.Fprintf(w, "run %s: %.6f s ± %.3f us (tuples %d .. %d)\n", s.Channel, s.Duration.Est/r.RefHz,
-			s.Duration.Err/r.RefHz*1e6, s.FirstID, s.LastID)
-	}
-	r.writeIntegrity(w)
-	switch {
-	case r.Capacity != nil:
-		if err := r.Capacity.WriteText(w); err != nil {
-			return err
-		}
-	case r.CapacityNote != "":
-		fmt.Fprintln(w, r.CapacityNote)
-	}
-	switch {
-	case r.CritPath != nil:
-		if err := r.CritPath.WriteText(w); err != nil {
-			return err
-		}
-	case r.CritPathNote != "":
-		fmt.Fprintln(w, r.CritPathNote)
-	}
-	switch {
-	case r.Mace != nil:
-		return r.Mace.WriteText(w)
-	case r.MaceNote != "":
-		fmt.Fprintln(w, r.MaceNote)
-	}
-	return nil
-}
-
-// writeIntegrity says, per channel, whether its file held every record the
-// channel accepted, undamaged; the analysis above used every valid record.
-func (r *Result) writeIntegrity(w io.Writer) {
-	bad := r.Incomplete()
-	if len(bad) == 0 {
-		fmt.Fprintf(w, "logs: all %d files complete and undamaged\n", len(r.Channels))
-		return
-	}
-	fmt.Fprintf(w, "logs: %d of %d files DAMAGED OR INCOMPLETE (the results above use every valid record in them):\n", len(bad), len(r.Channels))
-	for _, c := range bad {
-		fmt.Fprintf(w, "  %s (%s):\n", c.Label(), c.Path)
-		for _, p := range c.Problems {
-			fmt.Fprintf(w, "    %s\n", p)
-		}
-	}
+	return out("report.html", func(w io.Writer) error { return report.WriteHTML(w, a.pageInput(rows)) })
 }

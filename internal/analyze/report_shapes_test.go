@@ -81,19 +81,6 @@ func TestReportOfWideTopologies(t *testing.T) {
 	}
 }
 
-func TestTrim(t *testing.T) {
-	for _, c := range []struct {
-		s    string
-		n    int
-		want string
-	}{
-		{"abc", 3, "abc"}, {"abcdef", 3, "…ef"}, {"abcdef", 1, "…"}, {"abcdef", 0, ""}, {"abcdef", -4, ""}, {"", -1, ""},
-		{"αβγδ", 2, "…δ"},
-	} {
-		require.Equal(t, c.want, trim(c.s, c.n), "trim(%q, %d)", c.s, c.n)
-	}
-}
-
 // A FIFO under a log's name in the logs' directory: analyze does not wait
 // for a writer that never comes (it hung), it skips the FIFO and says so;
 // named itself, it is refused.

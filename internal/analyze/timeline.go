@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync/atomic"
 
 	"cloudprofiler/internal/capacity"
@@ -259,7 +258,7 @@ func (a *analysis) traceCounters() []trace.Counter {
 	for _, in := range insts {
 		rows := byInst[in]
 		slices.SortFunc(rows, func(x, y *capacity.Row) int { return cmp.Compare(x.Window, y.Window) })
-		name := instanceName(rows[0])
+		name := rows[0].InstanceName()
 		busy := trace.Counter{Node: node[rows[0].Node], Name: name + " busy", Arg: "share"}
 		backlog := trace.Counter{Node: busy.Node, Name: name + " backlogged", Arg: "share"}
 		at := func(s, b, q float64) {
@@ -283,14 +282,4 @@ func (a *analysis) traceCounters() []trace.Counter {
 		cs = append(cs, busy, backlog)
 	}
 	return cs
-}
-
-// instanceName is what the trace and the report call an instance of a
-// capacity row: OPERATOR#INSTANCE (the label's last part, node/pid/INSTANCE),
-// or the operator alone where the instance has no name.
-func instanceName(r *capacity.Row) string {
-	if n := r.Instance[strings.LastIndex(r.Instance, "/")+1:]; n != "" {
-		return r.Operator + "#" + n
-	}
-	return r.Operator
 }

@@ -83,6 +83,16 @@ type Row struct {
 	Note              string  `parquet:"note,dict"`
 }
 
+// InstanceName is what the trace and the report call a row's instance:
+// OPERATOR#INSTANCE (the label's last part, node/pid/INSTANCE), or the
+// operator alone where the instance has no name.
+func (r *Row) InstanceName() string {
+	if n := r.Instance[strings.LastIndex(r.Instance, "/")+1:]; n != "" {
+		return r.Operator + "#" + n
+	}
+	return r.Operator
+}
+
 // Methods.
 const (
 	MethodInOut = "in/out"

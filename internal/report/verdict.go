@@ -1,4 +1,4 @@
-package analyze
+package report
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"cloudprofiler/internal/capacity"
+	"cloudprofiler/internal/critpath"
 )
 
 // The verdict: the answers an engineer opens the report for, in
@@ -33,8 +34,8 @@ const (
 	clockPoor = 0.5
 )
 
-// Verdict is the report's first answers (rows: the pairs' statistics).
-func (r *Result) Verdict(rows []Row) []VerdictLine {
+// Verdict is the report's first answers.
+func Verdict(r *Input) []VerdictLine {
 	var v []VerdictLine
 	add := func(topic, section, text string, alarm bool) {
 		v = append(v, VerdictLine{topic, section, text, alarm})
@@ -50,10 +51,10 @@ func (r *Result) Verdict(rows []Row) []VerdictLine {
 	} else if r.CapacityNote != "" {
 		add("bottleneck", "capacity", "Bottleneck: not analysed. "+firstSentence(r.CapacityNote), false)
 	}
-	if s := r.p99Sentence(); s != "" {
+	if s := p99Sentence(r.CritPath); s != "" {
 		add("p99", "critical-path", s, false)
 	}
-	if s, alarm := clockSentence(rows); s != "" {
+	if s, alarm := clockSentence(r.Pairs); s != "" {
 		add("clock", "links", s, alarm)
 	}
 	bad := r.Incomplete()
@@ -62,10 +63,10 @@ func (r *Result) Verdict(rows []Row) []VerdictLine {
 		add("logs", "integrity", fmt.Sprintf("Logs: all %d files complete and undamaged.", len(r.Channels)), false)
 	default:
 		add("logs", "integrity", fmt.Sprintf("Logs: %d of %d files damaged or incomplete (%s: %s); the numbers use every valid record.",
-			len(bad), len(r.Channels), bad[0].Label(), bad[0].Problems[0]), true)
+			len(bad), len(r.Channels), bad[0].Label, bad[0].Problems[0]), true)
 	}
 	if r.SkippedTuples > 0 {
-		add("logs", "summary", fmt.Sprintf("Left out: %s tuple ids with more than %d records each (ids reused?).", count(r.SkippedTuples), maxTupleEvents), true)
+		add("logs", "summary", fmt.Sprintf("Left out: %s tuple ids with more than %d records each (ids reused?).", count(r.SkippedTuples), r.MaxTupleRecords), true)
 	}
 	return v
 }
@@ -158,8 +159,7 @@ func carriedRate(c *capacity.Result) (out carried) {
 
 // p99Sentence names the largest part of the p99 journeys' latency and
 // where it happens.
-func (r *Result) p99Sentence() string {
-	c := r.CritPath
+func p99Sentence(c *critpath.Result) string {
 	if c == nil {
 		return ""
 	}
@@ -174,7 +174,7 @@ func (r *Result) p99Sentence() string {
 		}
 	}
 	s := fmt.Sprintf("Where the p99 goes: %s, %s of the p99 journeys' %s", partName(top.Part, top.Where), percent(top.Share), dur(e2e.E2EMeanUS/1e6))
-	if med := r.journeyMeanUS("median"); med > 0 {
+	if med := journeyMeanUS(c, "median"); med > 0 {
 		s += fmt.Sprintf(" (the median journey: %s)", dur(med/1e6))
 	}
 	return s + "."
@@ -182,11 +182,11 @@ func (r *Result) p99Sentence() string {
 
 // journeyMeanUS is the mean end-to-end latency of a group of the critical
 // path's breakdown ("median", "p99"), µs; 0 without one.
-func (r *Result) journeyMeanUS(group string) float64 {
-	if r.CritPath == nil {
+func journeyMeanUS(c *critpath.Result, group string) float64 {
+	if c == nil {
 		return 0
 	}
-	if row, _ := r.CritPath.GroupRows(group); row != nil {
+	if row, _ := c.GroupRows(group); row != nil {
 		return row.E2EMeanUS
 	}
 	return 0
@@ -211,7 +211,7 @@ func partName(part, where string) string {
 // clockSentence sets the median strict bound of the hops across nodes
 // against their median (hops within a node are exact: they compare
 // freely).
-func clockSentence(rows []Row) (string, bool) {
+func clockSentence(rows []Pair) (string, bool) {
 	var hops, bounds []float64
 	n := 0
 	for _, x := range rows {

@@ -1,4 +1,4 @@
-package analyze
+package report
 
 import (
 	"fmt"
@@ -37,7 +37,7 @@ func num(v float64) string {
 // capacityHTML writes the capacity section: a bar per operator of the
 // highest source rate it sustains (the bottleneck's in red, the target rate
 // as a line), and the whole-run rows of operators and instances.
-func capacityHTML(b *strings.Builder, r *Result) {
+func capacityHTML(b *strings.Builder, r *Input) {
 	esc := html.EscapeString
 	c := r.Capacity
 	if c == nil {
@@ -196,7 +196,7 @@ func capacityOverTimeHTML(b *strings.Builder, c *capacity.Result) {
 		if x.Level != "instance" || x.Window < 0 || x.Method != capacity.MethodInOut || x.TuplesIn == 0 {
 			continue
 		}
-		name := instanceName(&x)
+		name := x.InstanceName()
 		l := lines[x.Instance]
 		if l == nil {
 			l = &line{chart.Series{Name: name}, chart.Series{Name: name}}
@@ -236,7 +236,7 @@ func capacityOverTimeHTML(b *strings.Builder, c *capacity.Result) {
 // stacked bar per slice (adjacent slices pooled into one bar when there are
 // many), and the p99 and median journeys' latency taken apart. Aggregates
 // only: criticalpath.csv and breakdown.csv have the rest.
-func critPathHTML(b *strings.Builder, r *Result) {
+func critPathHTML(b *strings.Builder, r *Input) {
 	esc := html.EscapeString
 	c := r.CritPath
 	if c == nil {
@@ -460,7 +460,7 @@ func critPathBreakdownHTML(b *strings.Builder, c *critpath.Result, pct func(floa
 // maceHTML writes the Mace section: a line per window of the measured run
 // (Mace, the predicted and the measured largest latency) as an SVG, the
 // scenarios' table, the costs and what breaks the theorem's assumptions.
-func maceHTML(b *strings.Builder, r *Result) {
+func maceHTML(b *strings.Builder, r *Input) {
 	esc := html.EscapeString
 	m := r.Mace
 	if m == nil {

@@ -1,4 +1,4 @@
-package analyze
+package report
 
 import (
 	"fmt"
@@ -17,7 +17,7 @@ import (
 // sections, in order: what the run was (and what the logs lack), the
 // topology, the latency distributions, latency and throughput over time,
 // the links between nodes, the summary table, then the capacity, critical
-// path and Mace sections of those analyses (html.go), and the logs'
+// path and Mace sections of those analyses (sections.go), and the logs'
 // integrity. Aggregates only: every chart is drawn from the per-pair
 // statistics and the timeline's buckets, so the page stays small however
 // many records the run had.
@@ -26,8 +26,9 @@ import (
 // reads them back from the page.
 var reportSections = []string{"verdict", "overview", "topology", "distributions", "over-time", "throughput", "links", "summary", "capacity", "critical-path", "mace", "integrity"}
 
-func (a *analysis) writeHTML(w io.Writer, rows []Row) error {
-	r := a.res
+// WriteHTML writes report.html.
+func WriteHTML(w io.Writer, in *Input) error {
+	r := in
 	var b strings.Builder
 	esc := html.EscapeString
 	b.WriteString(`<!doctype html><html lang="en"><head><meta charset="utf-8">
@@ -43,17 +44,17 @@ nav a{margin-right:1em}ul.verdict{list-style:none;padding:.6em 1em;margin:.5em 0
 ul.verdict li{margin:.25em 0;padding-left:1.4em;text-indent:-1.4em}ul.verdict li::before{content:"✓";display:inline-block;width:1.4em;text-indent:0;color:#2a7a2a}
 ul.verdict li.alarm::before{content:"!";color:#c00;font-weight:bold}ul.verdict a{font-size:13px;margin-left:.4em}.grid{display:flex;flex-wrap:wrap;gap:0 1em}</style></head><body>`)
 	fmt.Fprintf(&b, `<h1>Cloudprofiler: where the time goes, in one reference clock</h1>`)
-	verdictHTML(&b, r.Verdict(rows))
+	verdictHTML(&b, Verdict(in))
 	fmt.Fprintf(&b, `<section id="overview"><p>Reference node <b>%s</b> (%.6f GHz). %d channels on %d node(s), %d tuple records, %d tuples, %d durations`,
-		esc(r.Ref), r.RefHz/1e9, len(r.Channels), len(a.model.Nodes()), r.Records, r.Tuples, r.Durations)
-	if span := a.tl.grid.Width * float64(a.tl.grid.N) / r.RefHz; a.tl.on && r.Records > 0 {
+		esc(r.Ref), r.RefHz/1e9, len(r.Channels), len(r.Nodes), r.Records, r.Tuples, r.Durations)
+	if span := r.Timeline.Width * float64(r.Timeline.Buckets); r.Timeline.On && r.Records > 0 {
 		fmt.Fprintf(&b, ` over %.3f s`, span)
 	}
 	b.WriteString(`. Every duration comes with its strict error bound (±): the true value, in reference TSC cycles, lies within it; microseconds divide by the reference node's registered TSC frequency.</p>`)
 	if len(r.Order) > 0 {
 		fmt.Fprintf(&b, `<p class="note">Channel order: %s.</p>`, esc(strings.Join(r.Order, " → ")))
 	}
-	if miss := a.missing(rows); len(miss) > 0 {
+	if miss := missing(in); len(miss) > 0 {
 		b.WriteString(`<p class="missing"><b>What these logs cannot show:</b></p><ul class="missing">`)
 		for _, m := range miss {
 			fmt.Fprintf(&b, `<li>%s</li>`, esc(m))
@@ -67,37 +68,37 @@ ul.verdict li.alarm::before{content:"!";color:#c00;font-weight:bold}ul.verdict a
 	b.WriteString(`</nav></section>`)
 
 	b.WriteString(`<section id="topology"><h2>Topology</h2>`)
-	a.topologyHTML(&b, rows)
+	topologyHTML(&b, in)
 	b.WriteString(`</section><section id="distributions"><h2>Latency distributions</h2>`)
-	a.distributionsHTML(&b, rows)
+	distributionsHTML(&b, in)
 	b.WriteString(`</section><section id="over-time"><h2>Latency over time</h2>`)
-	a.latencyOverTimeHTML(&b, rows)
+	latencyOverTimeHTML(&b, in)
 	b.WriteString(`</section><section id="throughput"><h2>Throughput over time</h2>`)
-	a.throughputHTML(&b)
+	throughputHTML(&b, in)
 	b.WriteString(`</section><section id="links"><h2>Links between nodes</h2>`)
-	a.linksHTML(&b, rows)
+	linksHTML(&b, in)
 	b.WriteString(`</section><section id="summary"><h2>Summary</h2>`)
-	a.summaryHTML(&b, rows)
+	summaryHTML(&b, in)
 	b.WriteString(`</section><section id="capacity">`)
 	if r.Capacity == nil && r.CapacityNote == "" {
 		b.WriteString(`<h2>Capacity</h2><p class="missing">Not analysed.</p>`)
 	}
-	capacityHTML(&b, r)
+	capacityHTML(&b, in)
 	b.WriteString(`</section><section id="critical-path">`)
 	if r.CritPath == nil && r.CritPathNote == "" {
 		b.WriteString(`<h2>Where the latency goes</h2><p class="missing">Not analysed.</p>`)
 	}
-	critPathHTML(&b, r)
+	critPathHTML(&b, in)
 	b.WriteString(`</section><section id="mace">`)
 	if r.Mace == nil && r.MaceNote == "" {
 		b.WriteString(`<h2>Mace: the largest latency predicted from load</h2><p class="missing">Not analysed.</p>`)
 	}
-	maceHTML(&b, r)
+	maceHTML(&b, in)
 	b.WriteString(`</section><section id="integrity">`)
 	if bad := r.Incomplete(); len(bad) > 0 {
 		fmt.Fprintf(&b, `<h2>Log integrity: %d of %d files damaged or incomplete</h2><p class="note">The results above use every valid record in them; these records are missing or were damaged.</p><table><tr><th>channel</th><th>file</th><th>problems</th></tr>`, len(bad), len(r.Channels))
 		for _, c := range bad {
-			fmt.Fprintf(&b, `<tr><td class="l">%s</td><td class="l">%s</td><td class="l">%s</td></tr>`, esc(c.Label()), esc(c.Path), esc(strings.Join(c.Problems, "; ")))
+			fmt.Fprintf(&b, `<tr><td class="l">%s</td><td class="l">%s</td><td class="l">%s</td></tr>`, esc(c.Label), esc(c.Path), esc(strings.Join(c.Problems, "; ")))
 		}
 		b.WriteString("</table>")
 	} else {
@@ -110,38 +111,34 @@ ul.verdict li.alarm::before{content:"!";color:#c00;font-weight:bold}ul.verdict a
 
 // missing says what the logs cannot show, for the overview: each item
 // names what is absent and what would add it.
-func (a *analysis) missing(rows []Row) []string {
+func missing(in *Input) []string {
 	var m []string
-	r := a.res
 	tupleChans, counters := 0, 0
-	for _, c := range r.Channels {
-		switch c.Role {
-		case RoleTuples:
+	for _, c := range in.Channels {
+		switch {
+		case c.Tuples:
 			tupleChans++
-		case RoleCounter:
+		case c.Counter:
 			counters++
 		}
 	}
 	switch {
-	case r.Records == 0:
+	case in.Records == 0:
 		m = append(m, "no tuple records: no latencies (the logs hold no channel that logs tuples, or their files are empty)")
-	case len(rows) == 0:
+	case len(in.Pairs) == 0:
 		m = append(m, fmt.Sprintf("no durations: a tuple needs records on two channels, and %d tuple channel(s) logged no tuple id twice", tupleChans))
 	}
-	if len(a.model.Nodes()) < 2 {
-		m = append(m, fmt.Sprintf("one node (%s): no links between nodes, and every duration is exact within it; logs from several nodes need --rounds (tsc-server --out)", a.model.Ref()))
+	if len(in.Nodes) < 2 {
+		m = append(m, fmt.Sprintf("one node (%s): no links between nodes, and every duration is exact within it; logs from several nodes need --rounds (tsc-server --out)", in.Ref))
 	}
 	if counters == 0 {
 		m = append(m, "no periodic counter channels: the throughput chart shows tuple records only (a channel with the periodic-counter handler counts tuples the library does not log one by one)")
 	}
-	if a.tl.dropped.Load() > 0 {
-		m = append(m, fmt.Sprintf("%d pairs have no line over time: their aggregates would pass an eighth of --mem-mb", a.tl.dropped.Load()))
+	if in.Timeline.Dropped > 0 {
+		m = append(m, fmt.Sprintf("%d pairs have no line over time: their aggregates would pass an eighth of --mem-mb", in.Timeline.Dropped))
 	}
 	return m
 }
-
-// us is cycles in microseconds at the reference frequency.
-func (a *analysis) us(cycles float64) float64 { return cycles / a.res.RefHz * 1e6 }
 
 // usFmt writes microseconds for an axis.
 func usFmt(v float64) string {
@@ -165,11 +162,11 @@ func rateFmt(v float64) string {
 	return fmt.Sprintf("%g", v)
 }
 
-// hopRows are the rows drawn as hops (compute and transfer) and as end to
-// end, apart.
-func hopRows(rows []Row) (hops, e2e []int) {
-	for i, x := range rows {
-		switch x.Kind {
+// hopPairs are the pairs drawn as hops (compute and transfer) and as end
+// to end, apart.
+func hopPairs(pairs []Pair) (hops, e2e []int) {
+	for i := range pairs {
+		switch pairs[i].Kind {
 		case KindCompute, KindTransfer:
 			hops = append(hops, i)
 		case KindEndToEnd:
@@ -179,13 +176,8 @@ func hopRows(rows []Row) (hops, e2e []int) {
 	return hops, e2e
 }
 
-// cdfProbs are the probabilities a distribution is drawn at, denser in the
-// tail.
-var cdfProbs = []float64{0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7,
-	0.75, 0.8, 0.85, 0.9, 0.93, 0.95, 0.97, 0.98, 0.99, 0.995, 0.998, 0.999, 0.9995, 0.9999}
-
-func (a *analysis) distributionsHTML(b *strings.Builder, rows []Row) {
-	hops, e2e := hopRows(rows)
+func distributionsHTML(b *strings.Builder, in *Input) {
+	hops, e2e := hopPairs(in.Pairs)
 	if len(hops)+len(e2e) == 0 {
 		b.WriteString(`<p class="missing">No durations to draw.</p>`)
 		return
@@ -199,22 +191,21 @@ func (a *analysis) distributionsHTML(b *strings.Builder, rows []Row) {
 			X: chart.Axis{Label: "latency (log)", Log: true, Format: usFmt},
 			Y: chart.Axis{Label: "fraction of tuples at or below", Min: 0, Max: 1}, Height: 240}
 		for _, i := range idx {
-			p := a.res.Pairs[i]
-			qs := p.Dur.Quantiles(cdfProbs...)
-			s := chart.Series{Name: a.pairName(&rows[i])}
+			p := &in.Pairs[i]
+			s := chart.Series{Name: pairName(in, p)}
 			add := func(v, q float64) {
-				v = a.us(v)
+				v *= 1e6
 				if !(v > 0) {
 					return
 				}
 				s.X, s.Y = append(s.X, v), append(s.Y, q)
 			}
-			add(p.Dur.Min, 0)
-			for k, q := range cdfProbs {
-				add(qs[k], q)
+			add(p.Min, 0)
+			for k, q := range p.CDF {
+				add(q, CDFProbs[k])
 			}
-			add(p.Dur.Max, 1)
-			if p.Dur.Min <= 0 {
+			add(p.Max, 1)
+			if p.Min <= 0 {
 				dropped++
 			}
 			c.Series = append(c.Series, s)
@@ -231,10 +222,10 @@ func (a *analysis) distributionsHTML(b *strings.Builder, rows []Row) {
 
 // pairName names a pair for a chart: its kind, and its channels (without
 // the node when there is one).
-func (a *analysis) pairName(x *Row) string {
+func pairName(in *Input, x *Pair) string {
 	from, to := x.From, x.To
-	if len(a.model.Nodes()) == 1 {
-		n := a.model.Nodes()[0] + "/"
+	if len(in.Nodes) == 1 {
+		n := in.Nodes[0] + "/"
 		from, to = strings.TrimPrefix(from, n), strings.TrimPrefix(to, n)
 	}
 	if x.Kind == KindEndToEnd {
@@ -247,23 +238,23 @@ func (a *analysis) pairName(x *Row) string {
 // ones first, then the hops with the largest p99.
 const maxOverTime = 12
 
-func (a *analysis) latencyOverTimeHTML(b *strings.Builder, rows []Row) {
-	if !a.tl.on || len(rows) == 0 {
+func latencyOverTimeHTML(b *strings.Builder, in *Input) {
+	tl := in.Timeline
+	if !tl.On || len(in.Pairs) == 0 {
 		b.WriteString(`<p class="missing">No durations to draw.</p>`)
 		return
 	}
-	hops, e2e := hopRows(rows)
-	sort.SliceStable(hops, func(i, j int) bool { return rows[hops[i]].P99 > rows[hops[j]].P99 })
+	hops, e2e := hopPairs(in.Pairs)
+	sort.SliceStable(hops, func(i, j int) bool { return in.Pairs[hops[i]].P99 > in.Pairs[hops[j]].P99 })
 	idx := append(append([]int(nil), e2e...), hops...)
 	shown := 0
-	b.WriteString(`<p class="note">Per bucket of the run (` + fmt.Sprint(a.tl.grid.N) + ` across it, by each duration's start): the median, the p99 (dashed) and the largest (dotted grey) on a log axis, so that a pause or a backlog shows where it happened. A bucket's quantiles are within 6.25% (a histogram of 8 bins an octave); the run's exact ones are in the summary.</p><div class="grid">`)
-	g := a.tl.grid
+	b.WriteString(`<p class="note">Per bucket of the run (` + fmt.Sprint(tl.Buckets) + ` across it, by each duration's start): the median, the p99 (dashed) and the largest (dotted grey) on a log axis, so that a pause or a backlog shows where it happened. A bucket's quantiles are within 6.25% (a histogram of 8 bins an octave); the run's exact ones are in the summary.</p><div class="grid">`)
 	for _, i := range idx {
 		if shown == maxOverTime {
 			break
 		}
-		p := a.res.Pairs[i]
-		if p.series == nil {
+		p := &in.Pairs[i]
+		if p.OverTime == nil {
 			continue
 		}
 		shown++
@@ -272,22 +263,22 @@ func (a *analysis) latencyOverTimeHTML(b *strings.Builder, rows []Row) {
 		p99.Dash, mx.Dash = true, true
 		p99.Color, mx.Color = "#d62728", "#999"
 		prev := -1
-		for _, pt := range p.series.Points() {
-			t := (float64(pt.Bucket) + 0.5) * g.Width / a.res.RefHz
-			if prev >= 0 && int(pt.Bucket) > prev+1 {
+		for _, pt := range p.OverTime {
+			t := (float64(pt.Index) + 0.5) * tl.Width
+			if prev >= 0 && pt.Index > prev+1 {
 				// Empty buckets between: a gap, not a line across them.
-				gap := t - g.Width/a.res.RefHz
+				gap := t - tl.Width
 				for _, s := range []*chart.Series{&med, &p99, &mx} {
 					s.X, s.Y = append(s.X, gap), append(s.Y, math.NaN())
 				}
 			}
-			prev = int(pt.Bucket)
-			med.X, med.Y = append(med.X, t), append(med.Y, a.us(pt.P50))
-			p99.X, p99.Y = append(p99.X, t), append(p99.Y, a.us(pt.P99))
-			mx.X, mx.Y = append(mx.X, t), append(mx.Y, a.us(pt.Max))
+			prev = pt.Index
+			med.X, med.Y = append(med.X, t), append(med.Y, pt.P50*1e6)
+			p99.X, p99.Y = append(p99.X, t), append(p99.Y, pt.P99*1e6)
+			mx.X, mx.Y = append(mx.X, t), append(mx.Y, pt.Max*1e6)
 		}
-		c := chart.Chart{ID: "over-time-" + fmt.Sprint(shown), Title: a.pairName(&rows[i]),
-			X: chart.Axis{Label: "time from the run's first tuple record (s)", Min: 0, Max: g.Width * float64(g.N) / a.res.RefHz},
+		c := chart.Chart{ID: "over-time-" + fmt.Sprint(shown), Title: pairName(in, p),
+			X: chart.Axis{Label: "time from the run's first tuple record (s)", Min: 0, Max: tl.Width * float64(tl.Buckets)},
 			Y: chart.Axis{Label: "latency (µs, log)", Log: true, Format: usFmt}, Series: []chart.Series{med, p99, mx}, Width: 470, Height: 150}
 		c.SVG(b)
 	}
@@ -297,19 +288,17 @@ func (a *analysis) latencyOverTimeHTML(b *strings.Builder, rows []Row) {
 	}
 }
 
-func (a *analysis) throughputHTML(b *strings.Builder) {
-	g := a.tl.grid
-	runS := g.Width * float64(g.N) / a.res.RefHz
-	if a.tl.on && a.tl.recs != nil && a.res.Records > 0 {
+func throughputHTML(b *strings.Builder, in *Input) {
+	tl := in.Timeline
+	if tl.On && in.Records > 0 {
 		c := chart.Chart{ID: "throughput-tuples", Title: "tuples per second, per operator (what its instances took in; a source: what it sent)",
-			X: chart.Axis{Label: "time from the run's first tuple record (s)", Min: 0, Max: runS},
+			X: chart.Axis{Label: "time from the run's first tuple record (s)", Min: 0, Max: tl.Width * float64(tl.Buckets)},
 			Y: chart.Axis{Label: "tuples/s", Format: rateFmt}}
-		secs := g.Width / a.res.RefHz
-		for _, l := range a.throughputLines() {
+		for _, l := range throughputLines(in) {
 			var sum []uint64
 			for _, ch := range l.chans {
-				cnt, ok := a.tl.recs.Channel(ch)
-				if !ok {
+				cnt := in.Channels[ch].TupleCounts
+				if cnt == nil {
 					continue
 				}
 				sum = append(sum, make([]uint64, max(0, len(cnt)-len(sum)))...)
@@ -322,7 +311,7 @@ func (a *analysis) throughputHTML(b *strings.Builder) {
 			}
 			s := chart.Series{Name: l.name}
 			for k, n := range sum {
-				s.X, s.Y = append(s.X, (float64(k)+0.5)*secs), append(s.Y, float64(n)/secs)
+				s.X, s.Y = append(s.X, (float64(k)+0.5)*tl.Width), append(s.Y, float64(n)/tl.Width)
 			}
 			c.Series = append(c.Series, s)
 		}
@@ -330,28 +319,17 @@ func (a *analysis) throughputHTML(b *strings.Builder) {
 	} else {
 		b.WriteString(`<p class="missing">No tuple records to count.</p>`)
 	}
-	if len(a.throughput) == 0 {
+	if len(in.Counters) == 0 {
 		b.WriteString(`<p class="missing">No periodic counter channels in these logs.</p>`)
 		return
 	}
-	// Counters' periods end at times measured from a.t0, which counters
-	// can move before the first tuple record: put them on the same axis.
-	shift := (a.tl.t0 - a.t0) / a.res.RefHz
-	if a.res.Records == 0 {
-		shift = 0
-	}
-	var idx []int
-	for i := range a.throughput {
-		idx = append(idx, i)
-	}
-	sort.Ints(idx)
 	c := chart.Chart{ID: "throughput-counters", Title: "periodic counters: tuples per second",
 		X: chart.Axis{Label: "time from the run's first tuple record (s)"}, Y: chart.Axis{Label: "tuples/s", Format: rateFmt}}
-	for _, i := range idx {
-		s := chart.Series{Name: a.chans[i].Label()}
-		for _, p := range a.throughput[i] {
+	for _, ct := range in.Counters {
+		s := chart.Series{Name: in.Channels[ct.Channel].Label}
+		for _, p := range ct.Points {
 			if p.Period > 0 {
-				s.X, s.Y = append(s.X, p.T-shift), append(s.Y, float64(p.Count)/p.Period)
+				s.X, s.Y = append(s.X, p.T), append(s.Y, float64(p.Count)/p.Period)
 			}
 		}
 		c.Series = append(c.Series, s)
@@ -368,52 +346,44 @@ type throughputLine struct {
 }
 
 // throughputLines are the throughput chart's lines, in the channel order.
-func (a *analysis) throughputLines() []throughputLine {
-	plan := a.cap.plan
+func throughputLines(in *Input) []throughputLine {
 	type opRoles struct{ in, out []int }
 	ops := map[string]*opRoles{}
 	var order []string
 	var lines []throughputLine
-	for ch, c := range a.chans {
-		if c.Role != RoleTuples {
+	for ch, c := range in.Channels {
+		if !c.Tuples {
 			continue
 		}
-		inst, role := -1, capacity.RoleNone
-		if plan != nil {
-			inst, role = plan.Role(ch)
-		}
-		if inst < 0 || (role != capacity.RoleIn && role != capacity.RoleOut) {
-			if inst < 0 {
-				lines = append(lines, throughputLine{c.Label(), []int{ch}})
+		if c.Instance == "" || (c.Role != capacity.RoleIn && c.Role != capacity.RoleOut) {
+			if c.Instance == "" {
+				lines = append(lines, throughputLine{c.Label, []int{ch}})
 			}
 			continue
 		}
-		op := plan.Instances[inst].Operator
-		o := ops[op]
+		o := ops[c.Operator]
 		if o == nil {
 			o = &opRoles{}
-			ops[op] = o
-			order = append(order, op)
+			ops[c.Operator] = o
+			order = append(order, c.Operator)
 		}
-		if role == capacity.RoleIn {
+		if c.Role == capacity.RoleIn {
 			o.in = append(o.in, ch)
 		} else {
 			o.out = append(o.out, ch)
 		}
 	}
-	if a.rank != nil {
-		first := func(chans []int) int {
-			r := len(a.rank)
-			for _, ch := range chans {
-				r = min(r, a.rank[ch])
-			}
-			return r
+	first := func(chans []int) int {
+		r := len(in.Channels)
+		for _, ch := range chans {
+			r = min(r, in.Channels[ch].Rank)
 		}
-		sort.SliceStable(order, func(i, j int) bool {
-			x, y := ops[order[i]], ops[order[j]]
-			return first(append(x.in, x.out...)) < first(append(y.in, y.out...))
-		})
+		return r
 	}
+	sort.SliceStable(order, func(i, j int) bool {
+		x, y := ops[order[i]], ops[order[j]]
+		return first(append(x.in, x.out...)) < first(append(y.in, y.out...))
+	})
 	for _, op := range order {
 		chans := ops[op].in
 		if len(chans) == 0 {
@@ -427,16 +397,16 @@ func (a *analysis) throughputLines() []throughputLine {
 // scenarioNames say where a duration's two ends were (minrtt.Duration.Scenario).
 var scenarioNames = [4]string{"both on the reference node", "both on one other node", "one end on the reference node", "two other nodes"}
 
-func (a *analysis) linksHTML(b *strings.Builder, rows []Row) {
+func linksHTML(b *strings.Builder, in *Input) {
 	esc := html.EscapeString
-	r := a.res
-	nodes := a.model.Nodes()
+	r := in
+	nodes := in.Nodes
 	if len(nodes) < 2 {
 		fmt.Fprintf(b, `<p class="missing">All logs come from one node (%s): no links between nodes to measure; durations within one node are exact.</p>`, esc(nodes[0]))
 		return
 	}
-	links := a.model.Links()
-	linksSVG(b, nodes, a.model.Ref(), links, r.RefHz)
+	links := in.Links
+	linksSVG(b, nodes, in.Ref, links, r.RefHz)
 	b.WriteString(`<p class="note">Translating one node's counter into another's (MinRTT, the paper's method and its strict bounds). Round trips are in their origin's cycles, errors in the receiving node's, all shown in µs at the reference frequency.</p><table><tr><th>from</th><th>into</th><th>rounds</th><th>probes</th><th>min RTT</th><th>min RTT back</th><th>ratio</th><th>error mid-run, paper</th><th>all probes</th><th>used</th></tr>`)
 	for _, l := range links {
 		fmt.Fprintf(b, `<tr><td class="l">%s</td><td class="l">%s</td><td>%d</td><td>%d</td><td>%s</td><td>%s</td><td>%.9f</td><td>%s</td><td>%s</td><td class="l">%v %s</td></tr>`,
@@ -445,9 +415,9 @@ func (a *analysis) linksHTML(b *strings.Builder, rows []Row) {
 	}
 	b.WriteString(`</table>`)
 	// Which way each hop across nodes was bounded.
-	fmt.Fprintf(b, `<h3>How each hop across nodes was bounded</h3><p class="note">Method: %s. Where the hop's ends were, for its durations; its bound against the paper's and a baseline's (medians).</p><table><tr><th>kind</th><th>from</th><th>to</th><th>ends</th><th>± median</th><th>± max</th><th>paper ±</th><th>baseline ±</th></tr>`, esc(a.cfg.Method.String()))
+	fmt.Fprintf(b, `<h3>How each hop across nodes was bounded</h3><p class="note">Method: %s. Where the hop's ends were, for its durations; its bound against the paper's and a baseline's (medians).</p><table><tr><th>kind</th><th>from</th><th>to</th><th>ends</th><th>± median</th><th>± max</th><th>paper ±</th><th>baseline ±</th></tr>`, esc(in.Method))
 	n := 0
-	for _, x := range rows {
+	for _, x := range in.Pairs {
 		if x.Scenarios[2]+x.Scenarios[3] == 0 || x.Kind == KindReturnRTT {
 			continue
 		}

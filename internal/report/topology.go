@@ -1,4 +1,4 @@
-package analyze
+package report
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"cloudprofiler/internal/capacity"
-	"cloudprofiler/internal/trace"
+	"cloudprofiler/internal/critpath"
 	"cloudprofiler/minrtt"
 )
 
@@ -59,13 +59,14 @@ type opState struct {
 }
 
 // opStates finds each thread's capacity row and queueing.
-func (a *analysis) opStates(threads []trace.Thread, of []int) []opState {
+func opStates(in *Input) []opState {
+	threads := in.Threads
 	st := make([]opState, len(threads))
 	for t := range st {
 		st[t].load, st[t].queueMed, st[t].queueP99 = math.NaN(), math.NaN(), math.NaN()
 	}
 	inst := map[string]*capacity.Row{}
-	if c := a.res.Capacity; c != nil {
+	if c := in.Capacity; c != nil {
 		for i := range c.Rows {
 			x := &c.Rows[i]
 			if x.Level == "instance" && x.Window == -1 && x.Method == capacity.MethodInOut {
@@ -73,16 +74,14 @@ func (a *analysis) opStates(threads []trace.Thread, of []int) []opState {
 			}
 		}
 	}
-	if p := a.cap.plan; p != nil {
-		for ch, t := range of {
-			if in, r := p.Role(ch); in >= 0 && r != capacity.RoleNone {
-				if x := inst[p.Instances[in].Label()]; x != nil {
-					st[t].row, st[t].load = x, x.Load*a.res.Capacity.Offered(x.Operator)
-				}
+	for _, c := range in.Channels {
+		if c.Instance != "" && c.Role != capacity.RoleNone {
+			if x := inst[c.Instance]; x != nil {
+				st[c.Thread].row, st[c.Thread].load = x, x.Load*in.Capacity.Offered(x.Operator)
 			}
 		}
 	}
-	if queue := a.breakdownMeans("queue"); queue != nil {
+	if queue := breakdownMeans(in.CritPath, "queue"); queue != nil {
 		for t, th := range threads {
 			op, _, _ := strings.Cut(th.Name, "#")
 			if q, ok := queue[op]; ok || (st[t].row != nil && st[t].row.TuplesIn > 0) {
@@ -97,8 +96,7 @@ func (a *analysis) opStates(threads []trace.Thread, of []int) []opState {
 // transfer) by where it happens: the median and the p99 journeys' means,
 // in µs (nil without the analysis). A part a group leaves out took none
 // of its journeys' time: 0.
-func (a *analysis) breakdownMeans(part string) map[string][2]float64 {
-	c := a.res.CritPath
+func breakdownMeans(c *critpath.Result, part string) map[string][2]float64 {
 	if c == nil {
 		return nil
 	}
@@ -124,24 +122,24 @@ func (a *analysis) breakdownMeans(part string) map[string][2]float64 {
 // transfers, coloured by the transfer time alone (the critical path's
 // breakdown takes the queueing out of it; without that analysis, the hop
 // whole, queueing included, says so).
-func (a *analysis) topologyHTML(b *strings.Builder, rows []Row) {
+func topologyHTML(b *strings.Builder, in *Input) {
 	esc := html.EscapeString
-	threads, of := a.threads()
-	if len(threads) == 0 || a.res.Records == 0 {
+	threads := in.Threads
+	if len(threads) == 0 || in.Records == 0 {
 		b.WriteString(`<p class="missing">No tuple records: no topology to draw.</p>`)
 		return
 	}
-	hops, e2e := hopRows(rows)
+	hops, e2e := hopPairs(in.Pairs)
 	total := 0.0
 	for _, i := range e2e {
-		total = math.Max(total, rows[i].Median)
+		total = math.Max(total, in.Pairs[i].Median)
 	}
 	if total <= 0 {
 		for _, i := range hops {
-			total += math.Max(rows[i].Median, 0)
+			total += math.Max(in.Pairs[i].Median, 0)
 		}
 	}
-	if med := a.res.journeyMeanUS("median"); med > 0 {
+	if med := journeyMeanUS(in.CritPath, "median"); med > 0 {
 		total = med / 1e6
 	}
 	share := func(v float64) float64 {
@@ -150,23 +148,20 @@ func (a *analysis) topologyHTML(b *strings.Builder, rows []Row) {
 		}
 		return math.Min(1, math.Max(v, 0)/total)
 	}
-	states := a.opStates(threads, of)
-	transfers := a.breakdownMeans("transfer")
+	states := opStates(in)
+	transfers := breakdownMeans(in.CritPath, "transfer")
 	// Boxes: threads with a tuple channel that holds records; their column
 	// by the earliest rank of the operator's channels.
 	used := make([]bool, len(threads))
 	baseRank := map[string]int{}
 	base := func(t int) string { n, _, _ := strings.Cut(threads[t].Name, "#"); return n }
-	for ch, c := range a.chans {
-		if c.Role != RoleTuples || a.tscMin[ch] > a.tscMax[ch] {
+	for _, c := range in.Channels {
+		if !c.Tuples || !c.HasRecords {
 			continue
 		}
-		t := of[ch]
+		t := c.Thread
 		used[t] = true
-		rk := ch
-		if a.rank != nil {
-			rk = a.rank[ch]
-		}
+		rk := c.Rank
 		if r, ok := baseRank[base(t)]; !ok || rk < r {
 			baseRank[base(t)] = rk
 		}
@@ -183,9 +178,9 @@ func (a *analysis) topologyHTML(b *strings.Builder, rows []Row) {
 	inside := make([][]int, len(threads)) // compute hops within a box
 	var edges []int
 	for _, i := range hops {
-		k := a.res.Pairs[i].Key
-		if of[k.From] == of[k.To] {
-			inside[of[k.From]] = append(inside[of[k.From]], i)
+		from, to := in.Channels[in.Pairs[i].FromChannel].Thread, in.Channels[in.Pairs[i].ToChannel].Thread
+		if from == to {
+			inside[from] = append(inside[from], i)
 		} else {
 			edges = append(edges, i)
 		}
@@ -205,7 +200,7 @@ func (a *analysis) topologyHTML(b *strings.Builder, rows []Row) {
 			}
 		}
 		for _, i := range inside[t] {
-			l = append(l, fmt.Sprintf("%s %s, p99 %s", hopWord(&rows[i]), dur(rows[i].Median), dur(rows[i].P99)))
+			l = append(l, fmt.Sprintf("%s %s, p99 %s", hopWord(&in.Pairs[i].Row), dur(in.Pairs[i].Median), dur(in.Pairs[i].P99)))
 		}
 		if q := states[t]; !math.IsNaN(q.queueMed) {
 			l = append(l, fmt.Sprintf("queue %s, p99 %s", dur(q.queueMed/1e6), dur(q.queueP99/1e6)))
@@ -213,7 +208,7 @@ func (a *analysis) topologyHTML(b *strings.Builder, rows []Row) {
 		return l
 	}
 	// Lanes: the nodes with boxes, in the model's order.
-	nodes := a.model.Nodes()
+	nodes := in.Nodes
 	stack := map[[2]int]int{} // (node, column) -> boxes so far
 	pos := make([][2]int, len(threads))
 	laneRows := make([]int, len(nodes))
@@ -296,22 +291,22 @@ func (a *analysis) topologyHTML(b *strings.Builder, rows []Row) {
 	// Edges under the boxes: the transfer alone where the breakdown has
 	// it, else the hop (queueing included).
 	for _, i := range edges {
-		x := &rows[i]
-		k := a.res.Pairs[i].Key
-		ax, ay := box(of[k.From])
-		bx, by := box(of[k.To])
+		x := &in.Pairs[i]
+		from, to := in.Channels[x.FromChannel].Thread, in.Channels[x.ToChannel].Thread
+		ax, ay := box(from)
+		bx, by := box(to)
 		x1, y1 := ax+float64(bw), ay+float64(bh)/2
 		x2, y2 := bx, by+float64(bh)/2
 		med, p99, what := x.Median, x.P99, "hop, queueing included"
-		if transfers != nil && states[of[k.From]].row != nil && states[of[k.To]].row != nil {
-			tr := transfers[base(of[k.From])+" -> "+base(of[k.To])]
+		if transfers != nil && states[from].row != nil && states[to].row != nil {
+			tr := transfers[base(from)+" -> "+base(to)]
 			med, p99, what = tr[0]/1e6, tr[1]/1e6, "transfer"
 		}
 		s := share(med)
 		c := math.Max(40, math.Abs(x2-x1)/2)
 		fmt.Fprintf(b, `<g class="hop" data-from="%s" data-to="%s" data-share="%.4f"><path d="M%.1f,%.1f C%.1f,%.1f %.1f,%.1f %.1f,%.1f" fill="none" stroke="%s" stroke-width="%.1f" marker-end="url(#arrow)"><title>%s %s → %s: median %s ± %s, p99 %s, max %s (queueing at %s included); %s: %s in the median journey, %s in the p99 journeys, %.1f%% of the median journey</title></path>`,
 			esc(x.From), esc(x.To), s, x1, y1, x1+c, y1, x2-c, y2, x2, y2, blue(0.2+0.8*s), 2+6*s,
-			esc(x.Kind), esc(x.From), esc(x.To), dur(x.Median), dur(x.ErrMedian), dur(x.P99), dur(x.Max), esc(base(of[k.To])), what, dur(med), dur(p99), 100*s)
+			esc(x.Kind), esc(x.From), esc(x.To), dur(x.Median), dur(x.ErrMedian), dur(x.P99), dur(x.Max), esc(base(to)), what, dur(med), dur(p99), 100*s)
 		// The label above the arrow's middle, clear of its stroke (beside
 		// it where the arrow runs down to another lane).
 		mx, my, anchor := (x1+x2)/2, math.Min(y1, y2)-6-3*s, "middle"
@@ -494,9 +489,10 @@ func linksSVG(b *strings.Builder, nodes []string, ref string, links []minrtt.Lin
 
 // summaryHTML is the table of every pair, the return-trip comparisons and
 // the run durations.
-func (a *analysis) summaryHTML(b *strings.Builder, rows []Row) {
+func summaryHTML(b *strings.Builder, in *Input) {
 	esc := html.EscapeString
-	r := a.res
+	r := in
+	rows := in.Rows()
 	if len(rows) == 0 {
 		b.WriteString(`<p class="missing">No durations.</p>`)
 	} else {
@@ -510,7 +506,7 @@ func (a *analysis) summaryHTML(b *strings.Builder, rows []Row) {
 	}
 	// Several end-to-end pairs: journeys that end early (lost, filtered,
 	// or in flight when the logs ended) make pairs of their own.
-	if _, e2e := hopRows(rows); len(e2e) > 1 {
+	if _, e2e := hopPairs(in.Pairs); len(e2e) > 1 {
 		var ends []string
 		for _, i := range e2e {
 			ends = append(ends, fmt.Sprintf("%s tuples' last record is %s", count(rows[i].Count), esc(rows[i].To)))
@@ -527,7 +523,7 @@ func (a *analysis) summaryHTML(b *strings.Builder, rows []Row) {
 	if len(r.Runs) > 0 {
 		b.WriteString("<h3>Run duration (FIRSTLAST)</h3><table><tr><th>channel</th><th>duration</th><th>±</th></tr>")
 		for _, s := range r.Runs {
-			fmt.Fprintf(b, `<tr><td class="l">%s</td><td>%s</td><td>%s</td></tr>`, esc(s.Channel), dur(s.Duration.Est/r.RefHz), dur(s.Duration.Err/r.RefHz))
+			fmt.Fprintf(b, `<tr><td class="l">%s</td><td>%s</td><td>%s</td></tr>`, esc(s.Channel), dur(s.Seconds), dur(s.Bound))
 		}
 		b.WriteString("</table>")
 	}
