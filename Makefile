@@ -132,6 +132,14 @@ test-java: java
 # The pipeline against the analysis it replaced (internal/analyze/
 # reference_test.go), on logs the library writes: bench-analyze's data, 1M
 # records, in a directory removed afterwards.
+# A fresh Debian 12 in a chroot (debootstrap minbase, under build/): .ci/run
+# --setup installs what the build needs, Go from the module proxy among it,
+# then `make` builds and runs the demos. Root and the network; not in make
+# test (it fetches a Debian and about 1 GB of packages).
+.PHONY: test-fresh
+test-fresh:
+	bash tests/fresh-debian.sh
+
 .PHONY: test-analyze-data
 test-analyze-data: $(LIB) $(TOOL) $(BUILD)/logmany
 	@rm -rf $(BUILD)/analyze-data
