@@ -11,7 +11,7 @@
 # Needs root (chroot, mounts), debootstrap (apt-get install debootstrap), and
 # the network: Debian's mirror and the Go module proxy. Not part of `make
 # test`: it fetches a Debian and about 1 GB of packages. `make test-fresh`
-# runs it. The mounts live in a mount namespace of their own (unshare), so
+# runs it; the minimal Debian is kept in DIR.tar for the next run. The mounts live in a mount namespace of their own (unshare), so
 # nothing stays mounted when it ends, however it ends.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -22,17 +22,21 @@ mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
 step() { printf '== %s\n' "$*"; }
 t0=$(date +%s)
-if [ ! -x "$root/bin/bash" ]; then
-  step "debootstrap --variant=minbase bookworm $root"
+# The minimal system is fetched once and kept as a tarball beside the
+# chroot; every run starts from it afresh.
+if [ ! -s "$root.tar" ]; then
+  step "debootstrap --variant=minbase bookworm"
   rm -rf "$root.part"
-  debootstrap --variant=minbase bookworm "$root.part" "$mirror" > "$repo/build/fresh-debian.debootstrap.log" 2>&1 ||
-    { tail -20 "$repo/build/fresh-debian.debootstrap.log" >&2; exit 1; }
-  mv "$root.part" "$root"
+  debootstrap --variant=minbase bookworm "$root.part" "$mirror" > "$root.debootstrap.log" 2>&1 ||
+    { tail -20 "$root.debootstrap.log" >&2; exit 1; }
+  tar -C "$root.part" -cf "$root.tar.part" . && mv "$root.tar.part" "$root.tar"
+  rm -rf "$root.part"
 fi
+rm -rf "$root" && mkdir -p "$root" && tar -C "$root" -xf "$root.tar"
 # The minimal system, before: no go, gcc, javac or git.
 for c in go gcc javac git; do
   if chroot "$root" /usr/bin/env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin sh -c "command -v $c" >/dev/null; then
-    echo "fresh-debian: $root already has $c: not a fresh machine (remove it to start over)" >&2
+    echo "fresh-debian: $root.tar already has $c: not a fresh machine (remove it to start over)" >&2
     exit 1
   fi
 done
@@ -40,6 +44,18 @@ done
 rm -rf "$root/root/cloudprofiler"
 git -C "$repo" archive --format=tar --prefix=cloudprofiler/ HEAD | tar -x -C "$root/root"
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+# The host's TLS trust, as a machine behind a TLS-inspecting proxy has it:
+# its CA bundle installed as a local CA (Debian's ca-certificates adds it
+# to the system's when .ci/run installs it), and the variables that point
+# tools with a bundle of their own (pip) at the system's.
+trust=()
+if [ -s /etc/ssl/certs/ca-certificates.crt ]; then
+  mkdir -p "$root/usr/local/share/ca-certificates"
+  cp /etc/ssl/certs/ca-certificates.crt "$root/usr/local/share/ca-certificates/host-trust.crt"
+  for v in PIP_CERT REQUESTS_CA_BUNDLE SSL_CERT_FILE CURL_CA_BUNDLE; do
+    [ "${!v:-}" = /etc/ssl/certs/ca-certificates.crt ] && trust+=("$v=/etc/ssl/certs/ca-certificates.crt")
+  done
+fi
 
 # Inside: .ci/run --setup, then `make` as README says, with HOME empty.
 cat > "$root/root/fresh.sh" <<'EOF'
@@ -57,14 +73,14 @@ EOF
 step "chroot: .ci/run --setup, then make"
 unshare --mount --propagation private bash -c '
   set -e
-  root=$1
+  root=$1; shift
   mount -t proc proc "$root/proc"
   mount --rbind /dev "$root/dev"
   mount -t sysfs sys "$root/sys"
   mount -t tmpfs tmp "$root/tmp"
-  chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
+  chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 "$@" \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin bash /root/fresh.sh
-' _ "$root"
+' _ "$root" "${trust[@]}"
 # The demo's outputs, read from outside.
 out=$root/root/cloudprofiler/build
 for f in libcloudprofiler.so cloudprofiler; do
