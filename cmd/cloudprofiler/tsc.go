@@ -131,8 +131,8 @@ func runTSCRound(stdout, stderr io.Writer, args []string) error {
 	fs.SetOutput(stderr)
 	server := fs.String("server", "", "TSC server host:port (required)")
 	label := fs.String("label", "manual", `the round's label: "before", "after", "during" or any text`)
-	waitNodes := fs.Int("wait-nodes", 0, "first wait until this many nodes are registered")
-	waitTimeout := fs.Duration("wait-timeout", 10*time.Second, "how long to wait for them")
+	waitNodes := fs.Int("wait-nodes", 0, "first wait until this many nodes are registered (and for the server to listen: it may be starting)")
+	waitTimeout := fs.Duration("wait-timeout", 10*time.Second, "how long to wait for the server and the nodes")
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up on the server's answer after this long")
 	if err := parseFlags(fs, args); err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"net"
 	"sort"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -720,4 +721,44 @@ func TestNodeNameConflict(t *testing.T) {
 	require.Equal(t, "boot aaaa", s.Nodes()[0].TSCDomain)
 	restarted.Close()
 	require.NoError(t, restartedWait())
+}
+
+// A round requested with a wait for nodes before the server listens (a
+// script that starts both in the background) waits for the server too;
+// without a wait for nodes, a refused connection is an error at once.
+func TestRoundRequestWaitsForServerToListen(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close()) // the port is free again: nothing listens there yet
+
+	_, _, err = RequestRound(context.Background(), addr, RoundRequest{Label: "now"})
+	require.ErrorIs(t, err, syscall.ECONNREFUSED)
+
+	type result struct {
+		sum *RoundSummary
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		_, sum, err := RequestRound(context.Background(), addr, RoundRequest{Label: "before", WaitNodes: 2, WaitTimeout: 20 * time.Second})
+		done <- result{sum, err}
+	}()
+	time.Sleep(300 * time.Millisecond) // the requester is refused at least once
+	s := startServer(t, &Server{Listen: addr, Probes: 10})
+	startNode(t, s.Addr(), "a", mustFake(t, "1:0"), nil)
+	startNode(t, s.Addr(), "b", mustFake(t, "1:5"), nil)
+	select {
+	case r := <-done:
+		require.NoError(t, r.err)
+		require.Equal(t, 2, r.sum.Nodes)
+		require.Equal(t, "before", r.sum.Label)
+	case <-time.After(60 * time.Second):
+		t.Fatal("the round request never returned")
+	}
+
+	// The wait is bounded by WaitTimeout, and says what it waited for.
+	_, _, err = RequestRound(context.Background(), "127.0.0.1:1", RoundRequest{WaitNodes: 2, WaitTimeout: 200 * time.Millisecond})
+	require.ErrorIs(t, err, syscall.ECONNREFUSED)
+	require.ErrorContains(t, err, "no server listening within 200ms")
 }

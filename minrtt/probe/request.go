@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"syscall"
 	"time"
 )
 
@@ -19,9 +20,15 @@ type RoundRequest struct {
 // RequestRound asks the server at addr to run a round and waits until it is
 // written; it returns the file's path (on the server's machine) and a
 // summary. ctx bounds the whole exchange.
+//
+// A requester that waits for nodes (WaitNodes > 0) also waits, within its
+// WaitTimeout, for a server not listening yet: a script that starts the
+// server and its clients in the background and asks for the first round
+// at once would otherwise race the server's start (a busy machine lost
+// that race in a test). Without WaitNodes a refused connection is an
+// error at once.
 func RequestRound(ctx context.Context, addr string, req RoundRequest) (string, *RoundSummary, error) {
-	d := net.Dialer{Timeout: 5 * time.Second}
-	c, err := d.DialContext(ctx, "tcp", addr)
+	c, err := dialServer(ctx, addr, req)
 	if err != nil {
 		return "", nil, err
 	}
@@ -58,4 +65,31 @@ func RequestRound(ctx context.Context, addr string, req RoundRequest) (string, *
 		return "", nil, errors.New("server answered without a summary")
 	}
 	return m.Path, m.Summary, nil
+}
+
+// dialServer connects to the server, retrying a refused connection until
+// the request's wait for nodes runs out (RequestRound).
+func dialServer(ctx context.Context, addr string, req RoundRequest) (net.Conn, error) {
+	d := net.Dialer{Timeout: 5 * time.Second}
+	wait := req.WaitTimeout
+	if wait <= 0 {
+		wait = 10 * time.Second // the server's default wait for nodes
+	}
+	deadline := time.Now().Add(wait)
+	backoff := 20 * time.Millisecond
+	for {
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err == nil || req.WaitNodes <= 0 || !errors.Is(err, syscall.ECONNREFUSED) || time.Now().Add(backoff).After(deadline) {
+			if err != nil && req.WaitNodes > 0 && errors.Is(err, syscall.ECONNREFUSED) {
+				err = fmt.Errorf("no server listening within %v: %w", wait, err)
+			}
+			return c, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
+	}
 }

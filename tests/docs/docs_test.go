@@ -228,6 +228,11 @@ func TestRun(t *testing.T) {
 				// server it started before failing) is stopped with it.
 				cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 				cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+				// A process the block left running in the background keeps
+				// its output open: the block's end is its shell's exit,
+				// and what it left behind fails it after 10 s, not at the
+				// timeout.
+				cmd.WaitDelay = 10 * time.Second
 				start := time.Now()
 				out, err := cmd.CombinedOutput()
 				if cmd.Process != nil {
