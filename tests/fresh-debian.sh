@@ -41,7 +41,6 @@ for c in go gcc javac git; do
   fi
 done
 # The repository as a clone has it (what is committed), without git.
-rm -rf "$root/root/cloudprofiler"
 git -C "$repo" archive --format=tar --prefix=cloudprofiler/ HEAD | tar -x -C "$root/root"
 cp /etc/resolv.conf "$root/etc/resolv.conf"
 # The host's TLS trust, as a machine behind a TLS-inspecting proxy has it:

@@ -38,6 +38,7 @@ func (r *Result) Rows() []Row {
 func (a *analysis) writeSummaries() error {
 	r := a.res
 	rows := r.Rows()
+	in := r.reportInput(rows) // what summary.txt and report.html show
 	out := func(name string, fn func(io.Writer) error) error {
 		path := filepath.Join(a.cfg.Out, name)
 		r.Files = append(r.Files, path)
@@ -78,7 +79,7 @@ func (a *analysis) writeSummaries() error {
 	if err := writeTable(a, "summary.parquet", table); err != nil {
 		return err
 	}
-	if err := out("summary.txt", func(w io.Writer) error { return r.WriteText(w) }); err != nil {
+	if err := out("summary.txt", func(w io.Writer) error { return report.WriteText(w, in) }); err != nil {
 		return err
 	}
 	if err := out("model.json", func(w io.Writer) error {
@@ -97,5 +98,5 @@ func (a *analysis) writeSummaries() error {
 	if a.cfg.NoReport {
 		return nil
 	}
-	return out("report.html", func(w io.Writer) error { return report.WriteHTML(w, a.pageInput(rows)) })
+	return out("report.html", func(w io.Writer) error { return report.WriteHTML(w, a.addPage(in)) })
 }

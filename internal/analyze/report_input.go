@@ -41,13 +41,12 @@ func (r *Result) reportInput(rows []Row) *report.Input {
 	return in
 }
 
-// pageInput adds to the Result what report.html draws: the nodes and
-// their links, the topology's boxes and the operator each channel marks,
-// each pair's distribution and its line over time, the tuple records and
-// the counters' periods over time.
-func (a *analysis) pageInput(rows []Row) *report.Input {
+// addPage adds to the Result's Input (reportInput) what report.html
+// draws: the nodes and their links, the topology's boxes and the operator
+// each channel marks, each pair's distribution and its line over time,
+// the tuple records and the counters' periods over time.
+func (a *analysis) addPage(in *report.Input) *report.Input {
 	r := a.res
-	in := r.reportInput(rows)
 	in.Nodes, in.Links, in.Method = a.model.Nodes(), a.model.Links(), a.cfg.Method.String()
 	threads, of := a.threads()
 	for _, t := range threads {

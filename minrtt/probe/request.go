@@ -79,11 +79,11 @@ func dialServer(ctx context.Context, addr string, req RoundRequest) (net.Conn, e
 	backoff := 20 * time.Millisecond
 	for {
 		c, err := d.DialContext(ctx, "tcp", addr)
-		if err == nil || req.WaitNodes <= 0 || !errors.Is(err, syscall.ECONNREFUSED) || time.Now().Add(backoff).After(deadline) {
-			if err != nil && req.WaitNodes > 0 && errors.Is(err, syscall.ECONNREFUSED) {
-				err = fmt.Errorf("no server listening within %v: %w", wait, err)
-			}
+		if err == nil || req.WaitNodes <= 0 || !errors.Is(err, syscall.ECONNREFUSED) {
 			return c, err
+		}
+		if time.Now().Add(backoff).After(deadline) {
+			return nil, fmt.Errorf("no server listening within %v: %w", wait, err)
 		}
 		select {
 		case <-ctx.Done():
