@@ -155,7 +155,7 @@ test-multinode: $(LIB) $(TOOL)
 	@CP_TOOL=$(abspath $(TOOL)) CP_LIB=$(abspath $(LIB)) $(GO) test -count=1 -v -timeout 4m ./tests/multinode > $(BUILD)/multinode.log 2>&1; \
 	  s=$$?; cat $(BUILD)/multinode.log; \
 	  if [ $$s -ne 0 ]; then echo "---- test-multinode failed; its checks' lines (all of it above, and in $(BUILD)/multinode.log):"; \
-	    grep -E -- "--- FAIL|_test\.go:[0-9]+: .*(want|violation|not |no |Error)" $(BUILD)/multinode.log | tail -n 40; fi; exit $$s
+	    grep -E -- "--- FAIL|_test\.go:[0-9]+: check failed: " $(BUILD)/multinode.log | tail -n 40; fi; exit $$s
 
 # The report and the trace (tests/report): the multinode demo's report,
 # the Flink example's (examples/flink's ProfiledJobTest leaves it in

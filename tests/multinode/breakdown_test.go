@@ -28,7 +28,7 @@ func readModel(t *testing.T, outDir string) modelJSON {
 		err = json.Unmarshal(b, &m)
 	}
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("check failed: %v", err)
 	}
 	return m
 }
@@ -91,11 +91,11 @@ func (tr truth) checkBreakdown(t *testing.T, outDir string) {
 	hz := model.RefHz
 	rows, err := readBreakdown(filepath.Join(outDir, "breakdown.csv"))
 	if err != nil {
-		t.Fatalf("breakdown: %v", err)
+		t.Fatalf("check failed: breakdown: %v", err)
 	}
 	durs, err := readDurations(filepath.Join(outDir, "durations.parquet"))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("check failed: %v", err)
 	}
 
 	// The journey from the topology: each hop into an in is a hop between
@@ -142,14 +142,14 @@ func (tr truth) checkBreakdown(t *testing.T, outDir string) {
 		}
 		if r.part == "end-to-end" {
 			if g.e2e.part != "" {
-				t.Errorf("breakdown: group %s has two end-to-end rows", r.group)
+				t.Errorf("check failed: breakdown: group %s has two end-to-end rows", r.group)
 			}
 			g.e2e = r
 			continue
 		}
 		k := r.part + "|" + r.where
 		if _, dup := g.parts[k]; dup {
-			t.Errorf("breakdown: group %s has two %s %q rows", r.group, r.part, r.where)
+			t.Errorf("check failed: breakdown: group %s has two %s %q rows", r.group, r.part, r.where)
 		}
 		g.parts[k] = r
 		g.sumC += r.totalCycles
@@ -157,7 +157,7 @@ func (tr truth) checkBreakdown(t *testing.T, outDir string) {
 	}
 	for _, name := range []string{"p99", "median", "all"} {
 		if groups[name] == nil || groups[name].e2e.part == "" {
-			t.Errorf("breakdown: no end-to-end row of group %s (groups %v)", name, order)
+			t.Errorf("check failed: breakdown: no end-to-end row of group %s (groups %v)", name, order)
 		}
 	}
 	if t.Failed() {
@@ -166,26 +166,26 @@ func (tr truth) checkBreakdown(t *testing.T, outDir string) {
 	for _, name := range order {
 		g := groups[name]
 		if g.sumC != g.e2e.totalCycles {
-			t.Errorf("breakdown %s: the parts' total_cycles add up to %d, the end-to-end's is %d", name, g.sumC, g.e2e.totalCycles)
+			t.Errorf("check failed: breakdown %s: the parts' total_cycles add up to %d, the end-to-end's is %d", name, g.sumC, g.e2e.totalCycles)
 		}
 		if !(g.sumB >= g.e2e.boundUS*(1-1e-9)) {
-			t.Errorf("breakdown %s: the parts' bounds add up to %.6f us, under the end-to-end bound %.6f us", name, g.sumB, g.e2e.boundUS)
+			t.Errorf("check failed: breakdown %s: the parts' bounds add up to %.6f us, under the end-to-end bound %.6f us", name, g.sumB, g.e2e.boundUS)
 		}
 		for k, r := range g.parts {
 			if r.tuples != g.e2e.tuples || r.e2eMeanUS != g.e2e.e2eMeanUS || r.e2eBound != g.e2e.e2eBound {
-				t.Errorf("breakdown %s %s: tuples/e2e columns %d %v %v differ from the end-to-end row's", name, k, r.tuples, r.e2eMeanUS, r.e2eBound)
+				t.Errorf("check failed: breakdown %s %s: tuples/e2e columns %d %v %v differ from the end-to-end row's", name, k, r.tuples, r.e2eMeanUS, r.e2eBound)
 			}
 			if !(r.boundUS >= 0) {
-				t.Errorf("breakdown %s %s: bound %v", name, k, r.boundUS)
+				t.Errorf("check failed: breakdown %s %s: bound %v", name, k, r.boundUS)
 			}
 		}
 		for _, h := range hops {
 			if h.link == "" {
 				c, ok := g.parts["compute|"+h.op]
 				if !ok {
-					t.Errorf("breakdown %s: no compute row of %s", name, h.op)
+					t.Errorf("check failed: breakdown %s: no compute row of %s", name, h.op)
 				} else if c.boundUS != 0 {
-					t.Errorf("breakdown %s: compute at %s (one process) has bound %v us, want 0", name, h.op, c.boundUS)
+					t.Errorf("check failed: breakdown %s: compute at %s (one process) has bound %v us, want 0", name, h.op, c.boundUS)
 				}
 				continue
 			}
@@ -198,12 +198,12 @@ func (tr truth) checkBreakdown(t *testing.T, outDir string) {
 			q := g.parts["queue|"+h.op]
 			switch {
 			case !ok && !(h.cross && q.boundUS > 0):
-				t.Errorf("breakdown %s: no transfer row of link %q", name, h.link)
+				t.Errorf("check failed: breakdown %s: no transfer row of link %q", name, h.link)
 			case h.cross && !(x.boundUS+q.boundUS > 0):
-				t.Errorf("breakdown %s: the hop %q crosses nodes %s -> %s but neither its transfer nor the queue at %s carries a bound (%v, %v us)", name, h.link,
+				t.Errorf("check failed: breakdown %s: the hop %q crosses nodes %s -> %s but neither its transfer nor the queue at %s carries a bound (%v, %v us)", name, h.link,
 					tr.logged.node[h.from], tr.logged.node[h.to], h.op, x.boundUS, q.boundUS)
 			case !h.cross && x.boundUS != 0:
-				t.Errorf("breakdown %s: transfer %q within one node carries bound %v us, want 0", name, h.link, x.boundUS)
+				t.Errorf("check failed: breakdown %s: transfer %q within one node carries bound %v us, want 0", name, h.link, x.boundUS)
 			}
 		}
 		// No part but the journey's: the relays' compute, the receivers'
@@ -220,7 +220,7 @@ func (tr truth) checkBreakdown(t *testing.T, outDir string) {
 		}
 		for k, r := range g.parts {
 			if !want[k] && (r.totalCycles != 0 || r.boundUS != 0) {
-				t.Errorf("breakdown %s: unexpected part %s (total %d cycles, bound %v us)", name, k, r.totalCycles, r.boundUS)
+				t.Errorf("check failed: breakdown %s: unexpected part %s (total %d cycles, bound %v us)", name, k, r.totalCycles, r.boundUS)
 			}
 		}
 	}
@@ -229,7 +229,7 @@ func (tr truth) checkBreakdown(t *testing.T, outDir string) {
 	all := groups["all"]
 	n := float64(nTuples)
 	if all.e2e.tuples != nTuples {
-		t.Errorf("breakdown all: %d tuples, want %d", all.e2e.tuples, nTuples)
+		t.Errorf("check failed: breakdown all: %d tuples, want %d", all.e2e.tuples, nTuples)
 		return
 	}
 	fr := tr.fakes[model.Ref]
@@ -263,17 +263,17 @@ func (tr truth) checkBreakdown(t *testing.T, outDir string) {
 		tol := cyc(boundUS) + float64(k)*n*perTuple
 		fmt.Fprintf(tw, "  %s\t%.3f\t%.3f\t%+.4f\t%.3f\t%.3f\t\n", what, usOf(total), usOf(truth), usOf(diff), boundUS, usOf(durBound))
 		if !(math.Abs(diff) <= tol) {
-			t.Errorf("breakdown all %s: mean %.4f us, truth %.4f us: off by %.4f us, more than the bound %.4f us (+ %.0f cycles a tuple)",
+			t.Errorf("check failed: breakdown all %s: mean %.4f us, truth %.4f us: off by %.4f us, more than the bound %.4f us (+ %.0f cycles a tuple)",
 				what, usOf(total), usOf(truth), usOf(diff), boundUS, float64(k)*perTuple)
 		}
 	}
 	e2eKey := [2]string{first, last}
 	if durN[e2eKey] != nTuples {
-		t.Errorf("durations.parquet: %d end-to-end rows %q -> %q, want %d", durN[e2eKey], first, last, nTuples)
+		t.Errorf("check failed: durations.parquet: %d end-to-end rows %q -> %q, want %d", durN[e2eKey], first, last, nTuples)
 	}
 	// The end-to-end bound is the end_to_end durations' mean bound.
 	if eb := usOf(durErr[e2eKey]); math.Abs(all.e2e.boundUS-eb) > 1e-6*eb+1e-9 {
-		t.Errorf("breakdown all: end-to-end bound %.6f us, the end_to_end durations' mean bound is %.6f us", all.e2e.boundUS, eb)
+		t.Errorf("check failed: breakdown all: end-to-end bound %.6f us, the end_to_end durations' mean bound is %.6f us", all.e2e.boundUS, eb)
 	}
 	checkPart("end-to-end", float64(all.e2e.totalCycles), trueSum(first, last), all.e2e.boundUS, durErr[e2eKey], 1)
 	var crossTotal, crossTruth, crossBound, crossDur float64
@@ -291,7 +291,7 @@ func (tr truth) checkBreakdown(t *testing.T, outDir string) {
 		// The hop's bound is on its queue or its transfer: together they
 		// carry the hop's durations' bounds (float32 in between).
 		if db := usOf(durErr[k]); math.Abs(bound-db) > 1e-6*db+1e-9 {
-			t.Errorf("breakdown all: queue at %s + transfer %q carry bound %.6f us, the hop's durations %.6f us", h.op, h.link, bound, db)
+			t.Errorf("check failed: breakdown all: queue at %s + transfer %q carry bound %.6f us, the hop's durations %.6f us", h.op, h.link, bound, db)
 		}
 		checkPart(fmt.Sprintf("queue %s + transfer %s (%s -> %s)", h.op, h.link, tr.logged.node[h.from], tr.logged.node[h.to]),
 			total, truth, bound, durErr[k], 1)
@@ -306,7 +306,7 @@ func (tr truth) checkBreakdown(t *testing.T, outDir string) {
 		}
 	}
 	if nCross == 0 {
-		t.Errorf("breakdown: no hop of the pipeline crosses nodes")
+		t.Errorf("check failed: breakdown: no hop of the pipeline crosses nodes")
 	}
 	checkPart("cross-node parts", crossTotal, crossTruth, crossBound, crossDur, nCross)
 	tw.Flush()

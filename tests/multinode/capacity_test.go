@@ -26,7 +26,7 @@ func (tr truth) checkCapacity(t *testing.T, outDir string) {
 	// The largest bound of any duration bounds each record's own.
 	durs, err := readDurations(filepath.Join(outDir, "durations.parquet"))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("check failed: %v", err)
 	}
 	maxErrCycles := 0.0
 	for _, d := range durs {
@@ -34,7 +34,7 @@ func (tr truth) checkCapacity(t *testing.T, outDir string) {
 	}
 	rows, err := results.ReadAll[capacity.Row](filepath.Join(outDir, "capacity.parquet"))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("check failed: %v", err)
 	}
 	fr := tr.fakes[ref]
 	// trueRef is a record's true time in reference cycles.
@@ -97,7 +97,7 @@ func (tr truth) checkCapacity(t *testing.T, outDir string) {
 			gap := trueRef(out, id) - prev
 			e, ok := hopErr[hop{up, in, int64(id)}]
 			if !ok {
-				t.Fatalf("capacity: no duration %q -> %q of tuple %d", up, in, id)
+				t.Fatalf("check failed: capacity: no duration %q -> %q of tuple %d", up, in, id)
 			}
 			switch d := trueRef(up, id) - prev; {
 			case math.Abs(d) <= e+2*slackCycles:
@@ -111,7 +111,7 @@ func (tr truth) checkCapacity(t *testing.T, outDir string) {
 		trueCap[n.stage] = c
 		all, ok := inst[key{n.stage, -1}]
 		if !ok {
-			t.Errorf("capacity: no whole-run row of relay %s (node %s)", n.stage, n.name)
+			t.Errorf("check failed: capacity: no whole-run row of relay %s (node %s)", n.stage, n.name)
 			continue
 		}
 		// Service rate: tuples over their true own service time.
@@ -128,18 +128,18 @@ func (tr truth) checkCapacity(t *testing.T, outDir string) {
 		// Capacity: within the truth's range (and the node's rate
 		// estimate's ppm).
 		if !(all.Capacity >= c.low*(1-5e-5) && all.Capacity <= c.high*(1+5e-5)) {
-			t.Errorf("capacity: %s: capacity %.0f/s, truth %.0f-%.0f/s", n.stage, all.Capacity, c.low, c.high)
+			t.Errorf("check failed: capacity: %s: capacity %.0f/s, truth %.0f-%.0f/s", n.stage, all.Capacity, c.low, c.high)
 		}
 		if all.TuplesIn != nTuples || all.TuplesOut != nTuples {
-			t.Errorf("capacity: %s: %d in, %d out, want %d", n.stage, all.TuplesIn, all.TuplesOut, nTuples)
+			t.Errorf("check failed: capacity: %s: %d in, %d out, want %d", n.stage, all.TuplesIn, all.TuplesOut, nTuples)
 		}
 		// One node's records differ by the node's rate estimate only
 		// (ppm): 50 ppm is far below the 370-1100 ppm between the nodes.
 		if !(math.Abs(rel) <= 5e-5) {
-			t.Errorf("capacity: %s: service rate %.2f/s, truth %.2f/s (%+.2e)", n.stage, all.ServiceRate, truthRate, rel)
+			t.Errorf("check failed: capacity: %s: service rate %.2f/s, truth %.2f/s (%+.2e)", n.stage, all.ServiceRate, truthRate, rel)
 		}
 		if all.ServiceRate > 1e9/float64(n.workNs) {
-			t.Errorf("capacity: %s: service rate %.0f/s beats its spin of %d ns a tuple", n.stage, all.ServiceRate, n.workNs)
+			t.Errorf("check failed: capacity: %s: service rate %.0f/s beats its spin of %d ns a tuple", n.stage, all.ServiceRate, n.workNs)
 		}
 		// Windows: the records of each, from the truth.
 		width := all.EndS - all.StartS // whole run: not a window
@@ -179,15 +179,15 @@ func (tr truth) checkCapacity(t *testing.T, outDir string) {
 			} {
 				sure, near := count(c.ch)
 				if !(c.got >= float64(sure)-0.5 && c.got <= float64(sure+near)+0.5) {
-					t.Errorf("capacity: %s window %d [%.3f s, %.3f s): %.1f %s, truth %d (+%d within %.0f cycles of an edge)",
+					t.Errorf("check failed: capacity: %s window %d [%.3f s, %.3f s): %.1f %s, truth %d (+%d within %.0f cycles of an edge)",
 						n.stage, k, r.StartS, r.EndS, c.got, c.what, sure, near, slack)
 				}
 			}
 		}
 		if w.Level == "" {
-			t.Errorf("capacity: relay %s has no window rows", n.stage)
+			t.Errorf("check failed: capacity: relay %s has no window rows", n.stage)
 		} else if width <= 0 {
-			t.Errorf("capacity: %s: windows of %v s", n.stage, width)
+			t.Errorf("check failed: capacity: %s: windows of %v s", n.stage, width)
 		}
 	}
 	// The bottleneck is the relay that departed slowest while backlogged
@@ -202,15 +202,15 @@ func (tr truth) checkCapacity(t *testing.T, outDir string) {
 	}
 	sort.Strings(names)
 	if len(ops) == 0 {
-		t.Errorf("capacity: no operator rows")
+		t.Errorf("check failed: capacity: no operator rows")
 	}
 	b, ok := trueCap[bottleneck]
 	if !ok {
-		t.Errorf("capacity: the bottleneck is %q, want a relay (operators %v)", bottleneck, names)
+		t.Errorf("check failed: capacity: the bottleneck is %q, want a relay (operators %v)", bottleneck, names)
 	}
 	for op, c := range trueCap {
 		if ok && c.high < b.low {
-			t.Errorf("capacity: the bottleneck is %s (truth %.0f-%.0f/s), but %s departed slower while backlogged (%.0f-%.0f/s)",
+			t.Errorf("check failed: capacity: the bottleneck is %s (truth %.0f-%.0f/s), but %s departed slower while backlogged (%.0f-%.0f/s)",
 				bottleneck, b.low, b.high, op, c.low, c.high)
 		}
 	}

@@ -101,16 +101,16 @@ func needEnv(t *testing.T) env {
 	for _, p := range []*string{&e.tool, &e.lib} {
 		abs, err := filepath.Abs(*p)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("check failed: %v", err)
 		}
 		if _, err := os.Stat(abs); err != nil {
-			t.Fatalf("CP_TOOL/CP_LIB: %v", err)
+			t.Fatalf("check failed: CP_TOOL/CP_LIB: %v", err)
 		}
 		*p = abs
 	}
 	capi, err := filepath.Abs("../../capi")
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("check failed: %v", err)
 	}
 	e.capi = capi
 	return e
@@ -122,7 +122,7 @@ func needCommands(t *testing.T, tool string) {
 	out, _ := exec.Command(tool, "--help").CombinedOutput()
 	for _, c := range []string{"tsc-server", "tsc-client", "tsc-round", "analyze"} {
 		if !strings.Contains(string(out), c) {
-			t.Fatalf("%s has no %s command", tool, c)
+			t.Fatalf("check failed: %s has no %s command", tool, c)
 		}
 	}
 }
@@ -135,7 +135,7 @@ func buildStage(t *testing.T, e env, dir string) string {
 	args := []string{"-O2", "-Wall", "-Werror", "-I" + e.capi, "../../examples/pipeline/stage.c", "-o", bin,
 		"-L" + libdir, "-lcloudprofiler", "-Wl,-rpath," + libdir, "-lpthread"}
 	if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
-		t.Fatalf("gcc %s: %v\n%s", strings.Join(args, " "), err, out)
+		t.Fatalf("check failed: gcc %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return bin
 }
@@ -163,7 +163,7 @@ func runConfig(t *testing.T, e env, bin, tag string, c config) {
 	for _, n := range nodes {
 		f, err := tsc.ParseFake(n.fake)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("check failed: %v", err)
 		}
 		fakes[n.name] = f
 		names = append(names, n.name)
@@ -190,7 +190,7 @@ func runConfig(t *testing.T, e env, bin, tag string, c config) {
 		out, err := l.Run(60*time.Second, l.Hub, nil, e.tool, "tsc-round", "--server", server, "--label", label,
 			"--wait-nodes", fmt.Sprint(len(nodes)), "--wait-timeout", "15s")
 		if err != nil {
-			t.Fatalf("tsc-round %s: %v", label, err)
+			t.Fatalf("check failed: tsc-round %s: %v", label, err)
 		}
 		t.Logf("round %s: %s", label, strings.TrimSpace(out))
 	}
@@ -237,7 +237,7 @@ func runConfig(t *testing.T, e env, bin, tag string, c config) {
 	}
 	for _, p := range append(stages, burners...) {
 		if err := p.Wait(60 * time.Second); err != nil {
-			t.Fatal(err)
+			t.Fatalf("check failed: %v", err)
 		}
 	}
 	pipelineTook := time.Since(pipelineStart)
@@ -254,12 +254,12 @@ func runConfig(t *testing.T, e env, bin, tag string, c config) {
 
 	rounds, err := minrtt.ReadRounds(roundsDir)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("check failed: %v", err)
 	}
 	checkRounds(t, rounds, len(nodes))
 	delays, nProbes, err := probeDelays(fakes, rounds)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("check failed: %v", err)
 	}
 	t.Logf("%d rounds, %d answered probes; every one-way delay is positive under the fake counters", len(rounds), nProbes)
 	var sb strings.Builder
@@ -284,7 +284,7 @@ func runConfig(t *testing.T, e env, bin, tag string, c config) {
 		}
 		text, err := l.Run(90*time.Second, l.Hub, nil, args...)
 		if err != nil {
-			t.Fatalf("analyze: %v\n%s", err, text)
+			t.Fatalf("check failed: analyze: %v\n%s", err, text)
 		}
 		if verbose {
 			t.Logf("%s:\n%s", strings.Join(args[1:len(args)-len(nodes)-1], " "), text)
@@ -304,7 +304,7 @@ func runConfig(t *testing.T, e env, bin, tag string, c config) {
 	analyze(outDir+"-ref-"+relay, true, "--ref", relay)
 	ref, r = tr.checkAnalysis(t, outDir+"-ref-"+relay, true)
 	if ref != relay {
-		t.Errorf("analyze --ref %s: model.json says the reference is %s", relay, ref)
+		t.Errorf("check failed: analyze --ref %s: model.json says the reference is %s", relay, ref)
 	}
 	ret = append(ret, r.named("--ref "+relay))
 	tr.checkBreakdown(t, outDir+"-ref-"+relay)
@@ -328,15 +328,15 @@ func checkRounds(t *testing.T, rounds []*minrtt.Round, n int) {
 		for _, r := range rounds {
 			labels = append(labels, r.Label)
 		}
-		t.Fatalf("want rounds before and after, got %v", labels)
+		t.Fatalf("check failed: want rounds before and after, got %v", labels)
 	}
 	for _, r := range rounds {
 		if len(r.Nodes) != n || len(r.Missing) != 0 || len(r.Dirs) != n*(n-1) {
-			t.Fatalf("round %q: %d nodes, %d directions, missing %v: want %d nodes, %d directions", r.Label, len(r.Nodes), len(r.Dirs), r.Missing, n, n*(n-1))
+			t.Fatalf("check failed: round %q: %d nodes, %d directions, missing %v: want %d nodes, %d directions", r.Label, len(r.Nodes), len(r.Dirs), r.Missing, n, n*(n-1))
 		}
 		for _, d := range r.Dirs {
 			if len(d.Probes) < d.Sent/2 || len(d.Probes) == 0 {
-				t.Errorf("round %q %s->%s: %d of %d probes answered (%s)", r.Label, d.Origin, d.Responder, len(d.Probes), d.Sent, d.Error)
+				t.Errorf("check failed: round %q %s->%s: %d of %d probes answered (%s)", r.Label, d.Origin, d.Responder, len(d.Probes), d.Sent, d.Error)
 			}
 		}
 	}
@@ -386,16 +386,16 @@ func checkLogs(t *testing.T, nodes []node, fakes map[string]tsc.Fake, logsDir st
 	for _, n := range nodes {
 		files, _ := filepath.Glob(filepath.Join(logsDir, n.name, "*.cplog"))
 		if len(files) == 0 {
-			t.Fatalf("node %s wrote no log files", n.name)
+			t.Fatalf("check failed: node %s wrote no log files", n.name)
 		}
 		for _, path := range files {
 			lf, err := logfile.Open(path)
 			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("check failed: %v", err)
 			}
 			name := lf.Header.Name
 			if lf.Header.Node != n.name {
-				t.Fatalf("%s: header node %q, want %q (CP_NODE)", path, lf.Header.Node, n.name)
+				t.Fatalf("check failed: %s: header node %q, want %q (CP_NODE)", path, lf.Header.Node, n.name)
 			}
 			role := ""
 			if lf.Header.Fox != nil {
@@ -403,25 +403,25 @@ func checkLogs(t *testing.T, nodes []node, fakes map[string]tsc.Fake, logsDir st
 			}
 			isRet := role == "return"
 			if want := roles[name]; role != want && !(isRet && want == "start") {
-				t.Fatalf("%s: channel %q has FOX role %q, want %q (STAGE_FOX=1)", path, name, role, want)
+				t.Fatalf("check failed: %s: channel %q has FOX role %q, want %q (STAGE_FOX=1)", path, name, role, want)
 			}
 			if isRet != strings.HasSuffix(path, ".ret.cplog") {
-				t.Fatalf("%s: FOX role %q: only return logs are named *.ret.cplog", path, role)
+				t.Fatalf("check failed: %s: FOX role %q: only return logs are named *.ret.cplog", path, role)
 			}
 			if role != "" {
 				// Every ReTACK was sent and heard: the trailers count them.
 				tr := lf.Summary.Trailer
 				if tr == nil || tr.Fox == nil {
-					t.Fatalf("%s: FOX role %q without ReTACK counts in a trailer", path, role)
+					t.Fatalf("check failed: %s: FOX role %q without ReTACK counts in a trailer", path, role)
 				}
 				f := *tr.Fox
 				if role == "end" && (f.Sent != nTuples || f.SendFailed != 0) ||
 					role != "end" && (f.Received != nTuples || f.Malformed != 0 || f.KernelDrop != 0) {
-					t.Fatalf("%s: FOX role %q: ReTACK counts %+v, want every one of %d sent and received", path, role, f, nTuples)
+					t.Fatalf("check failed: %s: FOX role %q: ReTACK counts %+v, want every one of %d sent and received", path, role, f, nTuples)
 				}
 			}
 			if _, dup := tscs[name]; dup && !isRet || isRet && ret != nil {
-				t.Fatalf("channel %q logged twice", name)
+				t.Fatalf("check failed: channel %q logged twice", name)
 			}
 			got := make([]uint64, nTuples)
 			seen := 0
@@ -435,10 +435,10 @@ func checkLogs(t *testing.T, nodes []node, fakes map[string]tsc.Fake, logsDir st
 			})
 			lf.Close()
 			if err != nil {
-				t.Fatalf("%s: %v", path, err)
+				t.Fatalf("check failed: %s: %v", path, err)
 			}
 			if seen != nTuples {
-				t.Fatalf("%s: %d records, want %d", path, seen, nTuples)
+				t.Fatalf("check failed: %s: %d records, want %d", path, seen, nTuples)
 			}
 			if isRet {
 				ret = got
@@ -452,7 +452,7 @@ func checkLogs(t *testing.T, nodes []node, fakes map[string]tsc.Fake, logsDir st
 	for i := 1; i < len(p); i++ {
 		from, to := p[i-1], p[i]
 		if tscs[from] == nil || tscs[to] == nil {
-			t.Fatalf("no channel %q or %q in the logs", from, to)
+			t.Fatalf("check failed: no channel %q or %q in the logs", from, to)
 		}
 		ff, tf := fakes[chanNode[from]], fakes[chanNode[to]]
 		var us []float64
@@ -464,14 +464,14 @@ func checkLogs(t *testing.T, nodes []node, fakes map[string]tsc.Fake, logsDir st
 				// With a rate above 1 some counter values are never read;
 				// a logged one would mean another mapping than tsc.Fake's.
 				if lo, hi := rawOf(x.f, x.v); hi < lo {
-					t.Fatalf("tuple %d: %d is not a value counter %s ever reads", id, x.v, x.f)
+					t.Fatalf("check failed: tuple %d: %d is not a value counter %s ever reads", id, x.v, x.f)
 				}
 			}
 			d := rawMid(tf, tscs[to][id]) - rawMid(ff, tscs[from][id])
 			// No hop outlasts the pipeline's run (a hop of over 2 s was
 			// seen on a machine busy beyond the test's own load).
 			if d < -1 || d > pipelineTook.Seconds()*hz {
-				t.Fatalf("tuple %d %q -> %q: true duration %.0f cycles: the logged counters are not the nodes' CP_FAKE_TSC", id, from, to, d)
+				t.Fatalf("check failed: tuple %d %q -> %q: true duration %.0f cycles: the logged counters are not the nodes' CP_FAKE_TSC", id, from, to, d)
 			}
 			us = append(us, d/hz*1e6)
 		}
@@ -482,7 +482,7 @@ func checkLogs(t *testing.T, nodes []node, fakes map[string]tsc.Fake, logsDir st
 	// source's counter (not a value read from it, so any value may occur);
 	// it comes after the sink logged the tuple, within a second.
 	if ret == nil {
-		t.Fatalf("no return log (*.ret.cplog) of %q", p[0])
+		t.Fatalf("check failed: no return log (*.ret.cplog) of %q", p[0])
 	}
 	first, last := p[0], p[len(p)-1]
 	src, snk := fakes[chanNode[first]], fakes[chanNode[last]]
@@ -490,7 +490,7 @@ func checkLogs(t *testing.T, nodes []node, fakes map[string]tsc.Fake, logsDir st
 	for id := 0; id < nTuples; id++ {
 		d := rawMid(src, ret[id]) - rawMid(snk, tscs[last][id])
 		if d <= 0 || d > hz {
-			t.Fatalf("tuple %d: ReTACK arrived %.0f cycles after %q logged it: the return log is not on the source's counter", id, d, last)
+			t.Fatalf("check failed: tuple %d: ReTACK arrived %.0f cycles after %q logged it: the return log is not on the source's counter", id, d, last)
 		}
 		back = append(back, d/hz*1e6)
 	}
@@ -521,22 +521,22 @@ func (tr truth) checkAnalysis(t *testing.T, outDir string, verbose bool) (string
 	}
 	b, err := os.ReadFile(filepath.Join(outDir, "model.json"))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("check failed: %v", err)
 	}
 	if err := json.Unmarshal(b, &model); err != nil || model.Ref == "" || !(model.RefHz > 0) {
-		t.Fatalf("model.json: %v %s", err, b)
+		t.Fatalf("check failed: model.json: %v %s", err, b)
 	}
 	if _, ok := fakes[model.Ref]; !ok {
-		t.Fatalf("model.json: reference node %q is not one of ours", model.Ref)
+		t.Fatalf("check failed: model.json: reference node %q is not one of ours", model.Ref)
 	}
 	for _, f := range []string{"summary.csv", "report.html"} {
 		if st, err := os.Stat(filepath.Join(outDir, f)); err != nil || st.Size() == 0 {
-			t.Errorf("%s missing or empty: %v", f, err)
+			t.Errorf("check failed: %s missing or empty: %v", f, err)
 		}
 	}
 	rows, err := readDurations(filepath.Join(outDir, "durations.parquet"))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("check failed: %v", err)
 	}
 
 	// Every tuple has all its hops (5 consecutive pairs), its end to end and
@@ -560,7 +560,7 @@ func (tr truth) checkAnalysis(t *testing.T, outDir string, verbose bool) (string
 	bad := 0
 	for _, d := range rows {
 		if d.tuple < 0 || d.tuple >= nTuples {
-			t.Fatalf("line %d: tuple id %d was never logged", d.line, d.tuple)
+			t.Fatalf("check failed: line %d: tuple id %d was never logged", d.line, d.tuple)
 		}
 		k := d.fromCh + " -> " + d.toCh
 		count[k]++
@@ -577,11 +577,11 @@ func (tr truth) checkAnalysis(t *testing.T, outDir string, verbose bool) (string
 		case !offPath[d.tuple] && d.kind != want[k]:
 			// The kinds of a tuple whose events are in the pipeline's order.
 			if bad++; bad <= 10 {
-				t.Errorf("line %d: %s is a %s duration, want %s", d.line, k, d.kind, want[k])
+				t.Errorf("check failed: line %d: %s is a %s duration, want %s", d.line, k, d.kind, want[k])
 			}
 		case logged.node[d.fromCh] != d.fromNode || logged.node[d.toCh] != d.toNode:
 			if bad++; bad <= 10 {
-				t.Errorf("line %d: %s on nodes %s -> %s, logged on %s -> %s", d.line, k, d.fromNode, d.toNode, logged.node[d.fromCh], logged.node[d.toCh])
+				t.Errorf("check failed: line %d: %s on nodes %s -> %s, logged on %s -> %s", d.line, k, d.fromNode, d.toNode, logged.node[d.fromCh], logged.node[d.toCh])
 			}
 		case d.start != logged.tscs[d.fromCh][d.tuple] || d.end != logged.tscs[d.toCh][d.tuple] && d.kind != "return_trip" ||
 			d.kind == "return_trip" && d.end != logged.ret[d.tuple]:
@@ -589,22 +589,22 @@ func (tr truth) checkAnalysis(t *testing.T, outDir string, verbose bool) (string
 			// the values the stages logged (a return trip's end is its
 			// ReTACK's arrival in the return log).
 			if bad++; bad <= 10 {
-				t.Errorf("line %d: tuple %d %s: start_tsc %d end_tsc %d are not the logged values", d.line, d.tuple, k, d.start, d.end)
+				t.Errorf("check failed: line %d: tuple %d %s: start_tsc %d end_tsc %d are not the logged values", d.line, d.tuple, k, d.start, d.end)
 			}
 		}
 		perTuple[d.tuple]++
 	}
 	if bad > 0 {
-		t.Errorf("%d rows with a kind, nodes or start_tsc/end_tsc other than logged", bad)
+		t.Errorf("check failed: %d rows with a kind, nodes or start_tsc/end_tsc other than logged", bad)
 	}
 	// Each tuple crossed 6 channels: 5 consecutive durations, its end to end
 	// and its return trip.
 	if len(rows) != len(want)*nTuples {
-		t.Errorf("%d rows, want %d", len(rows), len(want)*nTuples)
+		t.Errorf("check failed: %d rows, want %d", len(rows), len(want)*nTuples)
 	}
 	for id, n := range perTuple {
 		if n != len(want) {
-			t.Errorf("tuple %d has %d durations, want %d", id, n, len(want))
+			t.Errorf("check failed: tuple %d has %d durations, want %d", id, n, len(want))
 			break
 		}
 	}
@@ -619,7 +619,7 @@ func (tr truth) checkAnalysis(t *testing.T, outDir string, verbose bool) (string
 	if len(offPath) > 0 || len(short) > 0 {
 		msg := fmt.Sprintf("%d of %d tuples have their events in another order than the pipeline's (e.g. %s); rows per hop short of %d: %s",
 			len(offPath), nTuples, offExample, nTuples, strings.Join(short, ", "))
-		t.Error(msg)
+		t.Error("check failed: " + msg)
 	}
 
 	// The scenario follows from the nodes (paper 3.3, numbered from 0).
@@ -636,29 +636,29 @@ func (tr truth) checkAnalysis(t *testing.T, outDir string, verbose bool) (string
 		}
 		if d.scenario != want {
 			if badScenario++; badScenario <= 5 {
-				t.Errorf("line %d: %s -> %s with reference %s: scenario %d, want %d", d.line, d.fromNode, d.toNode, model.Ref, d.scenario, want)
+				t.Errorf("check failed: line %d: %s -> %s with reference %s: scenario %d, want %d", d.line, d.fromNode, d.toNode, model.Ref, d.scenario, want)
 			}
 		}
 	}
 
 	v, err := check(fakes, model.Ref, rows)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("check failed: %v", err)
 	}
 	us := func(c float64) float64 { return c / model.RefHz * 1e6 }
 	t.Logf("reference node %s at %.0f Hz; %d durations checked against the truth (slack %.0f cycles): %d violations; "+
 		"the paper's bound missed %d, the baseline's %d",
 		model.Ref, model.RefHz, v.rows, slackCycles, v.nViolation, v.paperMiss, v.baselineMiss)
 	for _, s := range v.violations {
-		t.Errorf("violation: %s", s)
+		t.Errorf("check failed: violation: %s", s)
 	}
 	if v.nViolation > len(v.violations) {
-		t.Errorf("... and %d more violations", v.nViolation-len(v.violations))
+		t.Errorf("check failed: ... and %d more violations", v.nViolation-len(v.violations))
 	}
 	// The reference frequency is the reference node's counter's: the
 	// hardware's times its fake rate.
 	if hz := tsc.HardwareFreq().Hz * fakes[model.Ref].Rate(); math.Abs(model.RefHz-hz) > hz*1e-6 {
-		t.Errorf("model.json: ref_hz %.0f, the reference node's counter runs at %.0f Hz", model.RefHz, hz)
+		t.Errorf("check failed: model.json: ref_hz %.0f, the reference node's counter runs at %.0f Hz", model.RefHz, hz)
 	}
 	if verbose {
 		// The check has teeth on this data: were one relay's counter later
@@ -679,11 +679,11 @@ func (tr truth) checkAnalysis(t *testing.T, outDir string, verbose bool) (string
 		moved["c"] = f
 		mv, err := check(moved, model.Ref, rows)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("check failed: %v", err)
 		}
 		t.Logf("negative control: with node c's counter taken %.0f us later than it is, %d of the %d rows that cross c's border are violations", shiftUs, mv.nViolation, touching)
 		if mv.nViolation != touching {
-			t.Errorf("negative control: %d violations, want %d", mv.nViolation, touching)
+			t.Errorf("check failed: negative control: %d violations, want %d", mv.nViolation, touching)
 		}
 	}
 
@@ -830,7 +830,7 @@ func (tr truth) checkReturnTrips(t *testing.T, outDir, ref string, refHz float64
 	var truth []float64
 	for id, b := range byTuple {
 		if b.e2e == nil || b.ret == nil {
-			t.Errorf("tuple %d: no end_to_end %q -> %q or no return_trip row", id, first, last)
+			t.Errorf("check failed: tuple %d: no end_to_end %q -> %q or no return_trip row", id, first, last)
 			return r
 		}
 		truth = append(truth, (rawMid(tr.fakes[src], tr.logged.ret[id])-rawMid(tr.fakes[snk], tr.logged.tscs[last][id]))/hz*1e6)
@@ -841,12 +841,12 @@ func (tr truth) checkReturnTrips(t *testing.T, outDir, ref string, refHz float64
 
 	f, err := os.Open(filepath.Join(outDir, "summary.csv"))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("check failed: %v", err)
 	}
 	defer f.Close()
 	recs, err := csv.NewReader(f).ReadAll()
 	if err != nil || len(recs) < 2 {
-		t.Fatalf("summary.csv: %v (%d lines)", err, len(recs))
+		t.Fatalf("check failed: summary.csv: %v (%d lines)", err, len(recs))
 	}
 	col := map[string]int{}
 	for i, h := range recs[0] {
@@ -854,7 +854,7 @@ func (tr truth) checkReturnTrips(t *testing.T, outDir, ref string, refHz float64
 	}
 	for _, c := range []string{"kind", "from", "to", "count", "ret_minus_ours_median_s", "ret_minus_ours_max_s"} {
 		if _, ok := col[c]; !ok {
-			t.Fatalf("summary.csv: no column %q", c)
+			t.Fatalf("check failed: summary.csv: no column %q", c)
 		}
 	}
 	found := 0
@@ -865,21 +865,21 @@ func (tr truth) checkReturnTrips(t *testing.T, outDir, ref string, refHz float64
 		found++
 		r.sumFrom, r.sumTo = rec[col["from"]], rec[col["to"]]
 		if r.sumFrom != src+"/"+first || r.sumTo != snk+"/"+last || rec[col["count"]] != fmt.Sprint(nTuples) {
-			t.Errorf("summary.csv: return_trip %s -> %s, %s tuples: want %s/%s -> %s/%s, %d", r.sumFrom, r.sumTo,
+			t.Errorf("check failed: summary.csv: return_trip %s -> %s, %s tuples: want %s/%s -> %s/%s, %d", r.sumFrom, r.sumTo,
 				rec[col["count"]], src, first, snk, last, nTuples)
 		}
 		med, err1 := strconv.ParseFloat(rec[col["ret_minus_ours_median_s"]], 64)
 		max, err2 := strconv.ParseFloat(rec[col["ret_minus_ours_max_s"]], 64)
 		if err1 != nil || err2 != nil {
-			t.Fatalf("summary.csv: return_trip: %v %v", err1, err2)
+			t.Fatalf("check failed: summary.csv: return_trip: %v %v", err1, err2)
 		}
 		r.repMed, r.repMax = med*1e6, max*1e6
 	}
 	if found != 1 {
-		t.Fatalf("summary.csv: %d return_trip rows, want 1", found)
+		t.Fatalf("check failed: summary.csv: %d return_trip rows, want 1", found)
 	}
 	if math.Abs(r.repMed-r.trueMed) > r.slack || math.Abs(r.repMax-r.trueMax) > r.slack {
-		t.Errorf("summary.csv: the ReT method overestimates by %.3f us (median), %.3f us (max); the truth is %.3f, %.3f, and bounds allow ±%.3f",
+		t.Errorf("check failed: summary.csv: the ReT method overestimates by %.3f us (median), %.3f us (max); the truth is %.3f, %.3f, and bounds allow ±%.3f",
 			r.repMed, r.repMax, r.trueMed, r.trueMax, r.slack)
 	}
 	return r

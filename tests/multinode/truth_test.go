@@ -239,16 +239,16 @@ func TestRawOfInvertsFake(t *testing.T) {
 	for _, s := range []string{"1.0:-3000000000", "0.9996:70000000000", "1.00037:-1500000000", "1.0011:25000000000", "0.5:7", "3.3:-99"} {
 		f, err := tsc.ParseFake(s)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("check failed: %v", err)
 		}
 		for _, raw := range []uint64{1 << 40, 1<<40 + 1, 123456789012345, 987654321098765, 1<<50 + 12345} {
 			v := f.Apply(raw)
 			lo, hi := rawOf(f, v)
 			if raw < lo || raw > hi || f.Apply(lo) != v || f.Apply(hi) != v || f.Apply(lo-1) == v || f.Apply(hi+1) == v {
-				t.Errorf("%s raw %d -> %d: rawOf gave [%d, %d]", s, raw, v, lo, hi)
+				t.Errorf("check failed: %s raw %d -> %d: rawOf gave [%d, %d]", s, raw, v, lo, hi)
 			}
 			if hi-lo > uint64(math.Ceil(1/f.Rate())) {
-				t.Errorf("%s: range [%d, %d] wider than 1/rate", s, lo, hi)
+				t.Errorf("check failed: %s: range [%d, %d] wider than 1/rate", s, lo, hi)
 			}
 		}
 	}
@@ -256,13 +256,13 @@ func TestRawOfInvertsFake(t *testing.T) {
 	// an empty range between the raw values around them.
 	f, err := tsc.ParseFake("3.3:-99")
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("check failed: %v", err)
 	}
 	raw := uint64(1 << 40)
 	v := f.Apply(raw) + 1
 	lo, hi := rawOf(f, v)
 	if hi != lo-1 || f.Apply(hi) >= v || f.Apply(lo) <= v || rawMid(f, v) != float64(lo)-0.5 {
-		t.Errorf("unread value %d: rawOf gave [%d, %d], mid %v", v, lo, hi, rawMid(f, v))
+		t.Errorf("check failed: unread value %d: rawOf gave [%d, %d], mid %v", v, lo, hi, rawMid(f, v))
 	}
 }
 
@@ -274,7 +274,7 @@ func TestCheckFindsViolations(t *testing.T) {
 	for n, s := range map[string]string{"a": "1.0:-3000000000", "b": "0.9996:70000000000"} {
 		f, err := tsc.ParseFake(s)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("check failed: %v", err)
 		}
 		fakes[n] = f
 	}
@@ -293,16 +293,16 @@ func TestCheckFindsViolations(t *testing.T) {
 	}
 	v, err := check(fakes, "a", rows)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("check failed: %v", err)
 	}
 	if v.nViolation != 2 || !strings.HasPrefix(v.violations[0], "line 5:") || !strings.HasPrefix(v.violations[1], "line 6:") {
-		t.Fatalf("want lines 5 and 6 flagged, got %d: %v", v.nViolation, v.violations)
+		t.Fatalf("check failed: want lines 5 and 6 flagged, got %d: %v", v.nViolation, v.violations)
 	}
 	// Truth is in the reference node's cycles: with b (rate 0.9996) as the
 	// reference, 100000 raw cycles are 99960.
 	b := []duration{mk(2, "b", "b", raw0, raw0+100000, 99960, 0), mk(3, "b", "b", raw0, raw0+100000, 100000, 0)}
 	v, err = check(fakes, "b", b)
 	if err != nil || v.nViolation != 1 || !strings.HasPrefix(v.violations[0], "line 3:") {
-		t.Fatalf("ref b: want line 3 flagged: %v %v", err, v.violations)
+		t.Fatalf("check failed: ref b: want line 3 flagged: %v %v", err, v.violations)
 	}
 }
