@@ -253,7 +253,10 @@ test-python: wheel $(TOOL)
 # Go encoder; minrtt's translation of one duration or reading. Bursts of 1M
 # records fit a ring of 32 blocks of 64Ki records.
 # The NET_CONF row has no server: the channel runs its fallback, NULLH.
-bench: $(LIB) $(TOOL) $(BUILD)/bench $(BUILD)/sustained
+# First, why LogTS reads rdtscp (tests/c/tscorder.c): the work that rdtsc's
+# stamps leave out.
+bench: $(LIB) $(TOOL) $(BUILD)/bench $(BUILD)/sustained $(BUILD)/tscorder
+	$(BUILD)/tscorder
 	@rm -rf $(BUILD)/bench-logs && mkdir -p $(BUILD)/bench-logs
 	CP_LOG_DIR=$(BUILD)/bench-logs CP_RING_BLOCKS=32 CP_CONF_SERVER= $(BUILD)/bench
 	@rm -rf $(BUILD)/bench-logs && mkdir -p $(BUILD)/bench-logs

@@ -44,6 +44,12 @@ uint64_t cp_fake_apply(uint64_t raw) {
 // and a branch that always goes the same way; the mapping itself is out of
 // line (cold), so that it takes no registers from the paths that do not use
 // it (LogTS keeps needing no stack frame).
+//
+// LogTS reads rdtscp, not rdtsc: rdtsc is not ordered with the instructions
+// before it and may read the counter while the work an event follows is
+// still in flight, microseconds early when that work ends in cache misses
+// (tests/c/tscorder.c measures it; docs/performance.md). rdtscp waits until
+// every older instruction has executed; it costs ~9 ns more (FACTS.md).
 static inline __attribute__((always_inline)) uint64_t rdtscp_inline(void) {
   uint64_t t = rdtscp_raw();
   if (__builtin_expect(cp_fake_on, 0)) t = cp_fake_apply_cold(t);
@@ -607,6 +613,12 @@ int64_t LogTSMany(int64_t ch, const int64_t *ids, int64_t n, int32_t *err) {
     rc = (w >> 47) != (gen << 1) ? cp_word_error(w, gen) : CP_ERR_BAD_ARG_VALUE;
     goto out;
   }
+  // The records' stamps are read with rdtsc (9 ns less than rdtscp, per
+  // record), after one lfence: lfence waits until every instruction before
+  // it has executed, so no stamp of the batch is read before the caller's
+  // work has finished (rdtsc alone may run microseconds ahead of loads
+  // still in flight: tests/c/tscorder.c, docs/performance.md).
+  __builtin_ia32_lfence();
   int64_t i = 0;
   while (i < n) {
     // Every round validates the handle again: a close racing with the batch
