@@ -141,25 +141,21 @@ func missing(in *Input) []string {
 }
 
 // usFmt writes microseconds for an axis.
-func usFmt(v float64) string {
-	switch {
-	case v >= 1e6:
-		return fmt.Sprintf("%gs", v/1e6)
-	case v >= 1e3:
-		return fmt.Sprintf("%gms", v/1e3)
-	}
-	return fmt.Sprintf("%gµs", v)
-}
+func usFmt(v float64) string { return scaledFmt(v, "s", "ms", "µs") }
 
 // rateFmt writes a rate for an axis.
-func rateFmt(v float64) string {
+func rateFmt(v float64) string { return scaledFmt(v, "M", "k", "") }
+
+// scaledFmt writes v with the unit of its scale: mega (v/1e6), kilo (v/1e3)
+// or one.
+func scaledFmt(v float64, mega, kilo, one string) string {
 	switch {
 	case v >= 1e6:
-		return fmt.Sprintf("%gM", v/1e6)
+		return fmt.Sprintf("%g%s", v/1e6, mega)
 	case v >= 1e3:
-		return fmt.Sprintf("%gk", v/1e3)
+		return fmt.Sprintf("%g%s", v/1e3, kilo)
 	}
-	return fmt.Sprintf("%g", v)
+	return fmt.Sprintf("%g%s", v, one)
 }
 
 // hopPairs are the pairs drawn as hops (compute and transfer) and as end
