@@ -5,13 +5,15 @@ import (
 )
 
 // parquetSink writes durations.parquet (package results: typed columns,
-// names and kinds as dictionary strings, compressed).
+// names and kinds as dictionary strings, compressed), its row groups
+// encoded on every core (results.CreateLanes): the writer goroutine only
+// hands them out.
 type parquetSink struct {
 	w *results.Writer[DurationRow]
 }
 
-func newParquetSink(path string) (*parquetSink, error) {
-	w, err := results.Create[DurationRow](path)
+func newParquetSink(path string, lanes int) (*parquetSink, error) {
+	w, err := results.CreateLanes[DurationRow](path, lanes)
 	if err != nil {
 		return nil, err
 	}

@@ -290,7 +290,7 @@ func (a *analysis) writes(name string) bool {
 func (a *analysis) durationSinks() ([]rowSink, error) {
 	var sinks []rowSink
 	if a.writes("durations.parquet") {
-		s, err := newParquetSink(filepath.Join(a.cfg.Out, "durations.parquet"))
+		s, err := newParquetSink(filepath.Join(a.cfg.Out, "durations.parquet"), a.cfg.Workers)
 		if err != nil {
 			return nil, err
 		}

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -417,6 +418,18 @@ func (f *fullFile) Write(p []byte) (int, error) {
 	return n, &os.PathError{Op: "write", Path: f.Name(), Err: syscall.ENOSPC}
 }
 
+// openFull opens files as open does, each full once it has taken room
+// bytes.
+func openFull(open func(string) (file, error), room int) func(string) (file, error) {
+	return func(name string) (file, error) {
+		f, err := open(name)
+		if err != nil {
+			return nil, err
+		}
+		return &fullFile{File: f.(*os.File), room: room}, nil
+	}
+}
+
 // The same as TestFullDisk without a tmpfs: the disk fills at the first
 // row group's write, at the footer's, and at the last byte.
 func TestFullDiskInjected(t *testing.T) {
@@ -432,13 +445,7 @@ func TestFullDiskInjected(t *testing.T) {
 	old := openFile
 	defer func() { openFile = old }()
 	for _, room := range []int{0, 100, int(st.Size()) / 2, int(st.Size()) - 1} {
-		openFile = func(name string) (file, error) {
-			f, err := old(name)
-			if err != nil {
-				return nil, err
-			}
-			return &fullFile{File: f.(*os.File), room: room}, nil
-		}
+		openFile = openFull(old, room)
 		dir := t.TempDir()
 		path := filepath.Join(dir, "every.parquet")
 		w, err := Create[every](path)
@@ -554,14 +561,20 @@ func (g *durationGen) fill(rows []durationRow) {
 // BenchmarkWriteDurations writes b.N rows of the durations table to one
 // file, in batches of 64Ki rows (made once, their ids and TSCs moved on
 // for each batch), Close included.
-func BenchmarkWriteDurations(b *testing.B) {
+func BenchmarkWriteDurations(b *testing.B) { benchWriteDurations(b, 1) }
+
+// benchWriteDurations writes durations with lanes (0: one a core).
+func benchWriteDurations(b *testing.B, lanes int) {
+	if lanes == 0 {
+		lanes = runtime.GOMAXPROCS(0)
+	}
 	path := filepath.Join(b.TempDir(), "durations.parquet")
 	batch := make([]durationRow, 64<<10)
 	newDurationGen().fill(batch)
 	const span = 64 << 10 / 4 * 30000 // TSC cycles a batch covers
 	b.ReportAllocs()
 	b.ResetTimer()
-	w, err := Create[durationRow](path)
+	w, err := CreateLanes[durationRow](path, lanes)
 	require.NoError(b, err)
 	defer w.Abort()
 	for n := 0; n < b.N; n += len(batch) {
