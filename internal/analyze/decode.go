@@ -14,8 +14,9 @@ import (
 // Stage 1 of the pipeline (pipeline.go): decoding. The tuple and return
 // channels' files are shared out to the workers, largest first; a worker
 // decodes a file's frames (logfile.RecordBatches: checksums verified,
-// damage skipped and counted on the channel) and hands each record to the
-// partitioning (partition.go).
+// damage skipped and counted on the channel; frames loaded ahead on the
+// cores no other file takes) and hands each record to the partitioning
+// (partition.go).
 
 // decodeAll decodes every tuple channel into ps with the given workers,
 // after the lineage channels (lineage.go): each record of an output id
@@ -46,10 +47,18 @@ func (a *analysis) decodeAll(ps *partitions, workers int) error {
 	errs := make([]error, workers)
 	var failed atomic.Bool
 	var wg sync.WaitGroup
+	// A token per core: each worker holds one while it decodes, and a file
+	// loads frames ahead on the ones free (logfile.LoadAhead), so that
+	// when fewer files than workers are left, the cores of the workers
+	// done go to the files still being read (one large channel file
+	// decodes on every core).
+	tokens := make(chan struct{}, workers)
 	for wk := 0; wk < workers; wk++ {
 		wg.Add(1)
+		tokens <- struct{}{}
 		go func(wk int) {
 			defer wg.Done()
+			defer func() { <-tokens }()
 			var pw *partWriter
 			if ps != nil {
 				pw = ps.writer(wk)
@@ -59,7 +68,7 @@ func (a *analysis) decodeAll(ps *partitions, workers int) error {
 				if k >= len(todo) {
 					break
 				}
-				n, err := a.decodeFile(todo[k], pw, alias)
+				n, err := a.decodeFile(todo[k], pw, alias, tokens)
 				records.Add(n)
 				a.chanRecords[todo[k]] = n
 				if err != nil {
@@ -89,13 +98,14 @@ func (a *analysis) decodeAll(ps *partitions, workers int) error {
 
 // decodeFile decodes channel ch's file into pw, an output id's records
 // under the id alias maps it to; it returns the records read.
-func (a *analysis) decodeFile(ch int, pw *partWriter, alias lineageMap) (uint64, error) {
+func (a *analysis) decodeFile(ch int, pw *partWriter, alias lineageMap, tokens chan struct{}) (uint64, error) {
 	c := a.chans[ch]
 	lf, err := logfile.Open(c.Path)
 	if err != nil {
 		return 0, err
 	}
 	defer lf.Close()
+	lf.LoadAhead(tokens)
 	var n uint64
 	if pw == nil { // DecodeFloor
 		err = lf.RecordBatches(func(rs []logfile.Record) error { n += uint64(len(rs)); return nil })

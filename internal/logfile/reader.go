@@ -79,21 +79,20 @@ type entry struct {
 
 // File is an open log file, indexed.
 type File struct {
-	Header   Header
-	Summary  Summary
-	path     string
-	f        *os.File
-	ascii    bool
-	version  int
-	entries  []entry
-	recSize  int
-	maxN     uint64 // records one frame may hold (from the file header, capped)
-	buf      []byte // a frame's payload, reused
-	cols     []byte // a frame's column encoding, reused
-	hb       [FrameHeaderSize]byte
-	loadErr  error // the first read error that was not a frame's own damage
-	loadErrs int
-	indexed  Summary // as Open left it: each full read starts from it
+	Header    Header
+	Summary   Summary
+	path      string
+	f         *os.File
+	ascii     bool
+	version   int
+	entries   []entry
+	recSize   int
+	maxN      uint64        // records one frame may hold (from the file header, capped)
+	frameBufs               // what loading a frame reuses
+	ahead     chan struct{} // tokens for loading frames ahead (LoadAhead); nil: none
+	loadErr   error         // the first read error that was not a frame's own damage
+	loadErrs  int
+	indexed   Summary // as Open left it: each full read starts from it
 	// lines reads an ASCII entry's lines (loadASCII), one reader for all:
 	// a new one an entry allocated 4 KiB a line (IDENTITY's records and
 	// counter records are an entry each), 500 times the file's size.
@@ -623,12 +622,14 @@ func (lf *File) RecordBatches(fn func([]Record) error) error {
 	var raw []byte
 	var bad []uint32
 	rs := uint64(lf.recSize)
+	ld := lf.newAhead(ents)
+	defer ld.stop()
 	for ei, e := range ents {
 		if err := emit(e.firstPos); err != nil {
 			return err
 		}
 		var err error
-		raw, bad, err = lf.loadRecords(raw[:0], bad[:0], e)
+		raw, bad, err = ld.load(ei, raw[:0], bad[:0])
 		if err != nil {
 			lf.frameFailed(err)
 			continue // its positions stay uncovered unless another frame has them
@@ -739,13 +740,28 @@ func (lf *File) damage() error {
 	return fmt.Errorf("%s: %w: %s", lf.path, ErrDamaged, msg)
 }
 
+// frameBufs are the buffers loading a binary frame reuses: its payload,
+// its column encoding, its header.
+type frameBufs struct {
+	buf  []byte
+	cols []byte
+	hb   [FrameHeaderSize]byte
+}
+
 // loadRecords returns the raw (fixed-size) records of one entry, and for
 // ASCII the indexes of lines that did not parse (zero records stand there).
 func (lf *File) loadRecords(dst []byte, bad []uint32, e entry) ([]byte, []uint32, error) {
 	if lf.ascii {
 		return lf.loadASCII(dst, bad, e, false)
 	}
-	payload, err := lf.payload(e)
+	return lf.loadBinary(&lf.frameBufs, dst, e)
+}
+
+// loadBinary is loadRecords for a binary entry, with fb's buffers: frames
+// loaded ahead (ahead.go) each have their own.
+func (lf *File) loadBinary(fb *frameBufs, dst []byte, e entry) ([]byte, []uint32, error) {
+	var bad []uint32
+	payload, err := lf.payload(fb, e)
 	if err != nil {
 		return dst, bad, err
 	}
@@ -756,11 +772,11 @@ func (lf *File) loadRecords(dst []byte, bad []uint32, e entry) ([]byte, []uint32
 	case CodecRaw:
 		return append(dst, payload...), bad, nil
 	case CodecZstd, CodecS2, CodecColumns:
-		cols, err := Decompress(lf.cols[:0], payload, int(e.codec), int(e.rawLen))
+		cols, err := Decompress(fb.cols[:0], payload, int(e.codec), int(e.rawLen))
 		if err != nil {
 			return dst, bad, at(err)
 		}
-		lf.cols = cols
+		fb.cols = cols
 		out, err := DecodeColumns(dst, cols, int(e.n), lf.recSize)
 		if err != nil {
 			return dst, bad, at(err)
@@ -772,23 +788,23 @@ func (lf *File) loadRecords(dst []byte, bad []uint32, e entry) ([]byte, []uint32
 
 // payload reads an entry's payload again (Open verified it) into a buffer
 // reused from frame to frame, and checks it still matches its checksum.
-func (lf *File) payload(e entry) ([]byte, error) {
-	lf.buf = append(lf.buf[:0], make([]byte, e.length)...)
-	if _, err := lf.f.ReadAt(lf.buf, e.off); err != nil {
+func (lf *File) payload(fb *frameBufs, e entry) ([]byte, error) {
+	fb.buf = append(fb.buf[:0], make([]byte, e.length)...)
+	if _, err := lf.f.ReadAt(fb.buf, e.off); err != nil {
 		return nil, fmt.Errorf("%s: frame at byte %d: %v", lf.path, e.off-FrameHeaderSize, err)
 	}
 	ok := true
 	if lf.version >= 2 {
 		fh := FrameHeader{Kind: e.kind, Codec: e.codec, Flags: e.flags, N: uint32(e.n), StoredLen: uint32(e.length),
 			FirstPos: e.firstPos, RawLen: e.rawLen}
-		ok = FrameCRC(fh.Append(lf.hb[:0]), lf.buf) == e.crc
+		ok = FrameCRC(fh.Append(fb.hb[:0]), fb.buf) == e.crc
 	} else if e.flags&FlagCRC != 0 {
-		ok = CRC(lf.buf) == e.crc
+		ok = CRC(fb.buf) == e.crc
 	}
 	if !ok { // changed since Open (a writer, or the disk)
 		return nil, fmt.Errorf("%s: frame at byte %d: %w", lf.path, e.off-FrameHeaderSize, errDamagedFrame)
 	}
-	return lf.buf, nil
+	return fb.buf, nil
 }
 
 // loadASCII parses e.length lines at e.off into raw records (16/24 bytes, or
@@ -928,7 +944,7 @@ func (lf *File) Counters(fn func(CounterRecord) error) error {
 			raw, bad, err = lf.loadASCII(raw[:0], bad[:0], e, true)
 		} else {
 			var p []byte
-			p, err = lf.payload(e)
+			p, err = lf.payload(&lf.frameBufs, e)
 			raw = append(raw[:0], p...)
 		}
 		if err != nil {
