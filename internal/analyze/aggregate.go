@@ -392,11 +392,12 @@ func (a *analysis) keptOf(key PairKey) *atomic.Uint64 {
 // out (counted), and its first maxVoteEvents records in estimate order vote,
 // as any tuple's do; they are kept while the records stream past, so memory
 // does not grow with the id's records.
-func (w *worker) reusedID(d *partData, order []radixKey) {
+func (w *worker) reusedID(order []radixKey) {
 	first := w.sorted[:0]
 	var e event
-	for _, o := range order {
-		e = event{id: d.id[o.i], tsc: d.tsc[o.i], ch: d.ch[o.i]}
+	for k := range order {
+		o := &order[k]
+		e = event{id: o.id(), tsc: o.tsc, ch: o.ch}
 		w.a.model.TranslateInto(&e.tr, w.a.chNode[e.ch], e.tsc)
 		v := e.tr.Value(w.a.model)
 		e.est, e.err = v.Est, v.Err

@@ -10,12 +10,19 @@ import (
 // a tuple's records keep their arrival order), and each tuple's records go
 // to the aggregation (aggregate.go) together.
 
-// radixKey is a record's place in the sort: its id as an unsigned key and
-// its index in the partition.
+// radixKey is a record in the sort: its id as an unsigned key, its TSC and
+// channel, and its index in the partition (for stability). The sort moves
+// the records themselves, so that the join then reads them in order
+// rather than gathering each from the partition's arrays (cache misses).
 type radixKey struct {
-	k uint64
-	i uint32
+	k   uint64
+	tsc uint64
+	ch  uint32
+	i   uint32
 }
+
+// id is the record's tuple id.
+func (x *radixKey) id() int64 { return int64(x.k ^ (1 << 63)) }
 
 // grouper sorts partitions by id, reusing its arrays.
 type grouper struct {
@@ -25,12 +32,13 @@ type grouper struct {
 
 const radixBits = 11
 
-// sortByID returns the partition's record indices ordered by tuple id
-// (signed order), equal ids in arrival order. A partition is often a few
+// sortByID returns the partition's records ordered by tuple id (signed
+// order), equal ids in arrival order. A partition is often a few
 // ascending runs (a channel's ids in the order it logged them, a block
 // after another): then merging the runs pairwise takes fewer passes than
 // the radix sort, and it is used instead; both are stable.
-func (g *grouper) sortByID(ids []int64) []radixKey {
+func (g *grouper) sortByID(d *partData) []radixKey {
+	ids := d.id
 	n := len(ids)
 	if cap(g.a) < n {
 		g.a, g.b = make([]radixKey, n), make([]radixKey, n)
@@ -49,7 +57,7 @@ func (g *grouper) sortByID(ids []int64) []radixKey {
 			g.runs = append(g.runs, i)
 		}
 		prev = k
-		a[i] = radixKey{k, uint32(i)}
+		a[i] = radixKey{k, d.tsc[i], d.ch[i], uint32(i)}
 	}
 	if len(g.runs) == 1 {
 		return a
@@ -120,7 +128,7 @@ func (g *grouper) mergeRuns(a, b []radixKey) []radixKey {
 // joinPartition calls fn with every tuple of the partition: its records in
 // arrival order (fn may reorder them; the slice is reused).
 func (w *worker) joinPartition(d *partData, fn func([]event) error) error {
-	order := w.g.sortByID(d.id)
+	order := w.g.sortByID(d)
 	for s := 0; s < len(order); {
 		e := s + 1
 		for e < len(order) && order[e].k == order[s].k {
@@ -129,13 +137,14 @@ func (w *worker) joinPartition(d *partData, fn func([]event) error) error {
 		if e-s > maxTupleEvents {
 			// A reused id: no tuple's way, left out; only its first
 			// records vote (as they would), without holding them all.
-			w.reusedID(d, order[s:e])
+			w.reusedID(order[s:e])
 			s = e
 			continue
 		}
 		w.evs = w.evs[:0]
-		for _, o := range order[s:e] {
-			w.evs = append(w.evs, event{id: d.id[o.i], tsc: d.tsc[o.i], ch: d.ch[o.i]})
+		for k := range order[s:e] {
+			o := &order[s+k]
+			w.evs = append(w.evs, event{id: o.id(), tsc: o.tsc, ch: o.ch})
 		}
 		if err := fn(w.evs); err != nil {
 			return err

@@ -48,10 +48,17 @@ func TestSortByIDIsStable(t *testing.T) {
 			}
 			return 0
 		})
-		got := g.sortByID(ids)
+		d := &partData{id: ids, tsc: make([]uint64, len(ids)), ch: make([]uint32, len(ids))}
+		for i := range ids {
+			d.tsc[i], d.ch[i] = uint64(i)*3, uint32(i%7)
+		}
+		got := g.sortByID(d)
 		require.Len(t, got, len(ids), c.name)
 		for i, k := range got {
 			require.Equal(t, want[i], int(k.i), "%s: position %d", c.name, i)
+			require.Equal(t, ids[k.i], k.id(), "%s: position %d", c.name, i)
+			require.Equal(t, uint64(k.i)*3, k.tsc, "%s: position %d", c.name, i)
+			require.Equal(t, k.i%7, k.ch, "%s: position %d", c.name, i)
 		}
 	}
 }

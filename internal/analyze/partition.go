@@ -132,8 +132,8 @@ func planSizes(total uint64, files, workers int, budget int64) (n, blockEvents i
 const maxPartitions = 1 << 14
 
 // joinBytesPerEvent is what the join holds per record of its partition: the
-// record (id, TSC, channel) and the radix sort's two key arrays.
-const joinBytesPerEvent = 20 + 2*16
+// record (id, TSC, channel) and the radix sort's two arrays of records.
+const joinBytesPerEvent = 20 + 2*24
 
 // partitionOf is the partition of a tuple id: Fibonacci hashing, so that
 // sequential ids spread evenly.
@@ -289,6 +289,9 @@ func (p *partitions) read(k int, d *partData) error {
 	// that logs ascending ids then makes one ascending run (join.go).
 	blocks := p.blocks[k]
 	slices.SortStableFunc(blocks, func(x, y block) int { return int(x.ch) - int(y.ch) })
+	// Grown once to the partition's size, not by doubling as records come.
+	n := int(p.events[k])
+	d.id, d.tsc, d.ch = slices.Grow(d.id, n), slices.Grow(d.tsc, n), slices.Grow(d.ch, n)
 	for _, b := range blocks {
 		var raw []byte
 		if b.file < 0 {
