@@ -286,14 +286,16 @@ bench-java: java
 	@rm -rf $(BUILD)/jmh-logs
 	python3 bindings/java/jmh/report.py $(BUILD)/jmh.json $(BUILD)/jmh-pairs.tsv
 
-# The analysis on 4N records (N tuples through 4 channels on 2 fake nodes;
-# N=25000000: 100M records; N=250000000: 1,000M, ~25 GB of page cache for
-# the spill): records/s, CPU, peak RSS against --mem-mb 256 and 64, and the
-# ratio to the decoding floor measured in the same run (tests/bench-analyze.sh).
-N ?= 25000000
+# The analysis on 4N records for each N in NS (N tuples through 4 channels
+# on 2 fake nodes; 25000000: 100M records; 250000000: 1,000M, about 4 GB of
+# page cache for the spill): records/s, CPU, peak RSS against each --mem-mb
+# in MEMS, and the ratio to the decoding floor measured in the same run,
+# quiet and with a CPU hog; on the first N, durations.parquet's rows a
+# second (tests/bench-analyze.sh). About 12 minutes; NS=25000000 alone, 2.
+NS ?= 25000000 250000000
 MEMS ?= 256 64
 bench-analyze: $(LIB) $(TOOL) $(BUILD)/logmany
-	bash tests/bench-analyze.sh $(BUILD) $(N) "$(MEMS)"
+	bash tests/bench-analyze.sh $(BUILD) "$(NS)" "$(MEMS)"
 
 # Validations that compare measurements taken one after the other (a
 # shared machine's load moves between them), so they print their figures
