@@ -267,6 +267,65 @@ bench: $(LIB) $(TOOL) $(BUILD)/bench $(BUILD)/sustained $(BUILD)/tscorder
 	@rm -rf $(BUILD)/bench-logs
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./internal/logfile
 	$(GO) test -run '^$$' -bench 'Duration|Point' ./minrtt
+	@$(MAKE) --no-print-directory bench-peers
+	@$(MAKE) --no-print-directory bench-nanolog
+
+# LogTS next to its peers in one process (tests/c/peers/peers.cc): bare
+# rdtscp + a 16-byte store (the floor), rdtsc + store, LogTS and LogTSMany
+# on BUFFER_IDENTITY ZSTD_TSC channels, an LTTng-UST tracepoint with one
+# 64-bit field in an active session, spdlog's async and sync file loggers
+# with one integer field; ns per event and the ratio to the floor burst just
+# before it, in interleaved rounds of 1M-event bursts. tests/bench-peers.sh
+# runs it on the default ring and on CP_RING_BLOCKS=32, quiet and with a CPU
+# hog, and sets up LTTng's session. The peers come from Debian's packages,
+# installed here when missing (make test needs none of them). ~3 minutes.
+PEER_PKGS := g++ liblttng-ust-dev lttng-tools libspdlog-dev
+PEERS_CXX := g++ -std=c++17 -O2 -Wall -Werror
+.PHONY: bench-peers bench-nanolog peer-pkgs
+peer-pkgs:
+	@missing=$$(for p in $(PEER_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then echo "bench: installing" $$missing; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
+
+$(BUILD)/peers: tests/c/peers/peers.cc tests/c/peers/peers_tp.c tests/c/peers/peers_tp.h $(LIB) capi/cloudprofiler.h | peer-pkgs
+	$(CC) $(CFLAGS) -Itests/c/peers -c tests/c/peers/peers_tp.c -o $(BUILD)/peers_tp.o
+	$(PEERS_CXX) -DCP_PEERS_LTTNG -DCP_PEERS_SPDLOG $$(pkg-config --cflags spdlog) -Itests/c/peers tests/c/peers/peers.cc \
+	  $(BUILD)/peers_tp.o -o $@ $(CLINK) $$(pkg-config --libs spdlog) -llttng-ust -ldl
+
+bench-peers: $(BUILD)/peers
+	LTTNG=1 bash tests/bench-peers.sh $(BUILD) $(BUILD)/peers
+
+# NanoLog (its C++17 mode: runtime/ and NanoLogCpp17.h, one NANO_LOG with
+# one %ld) in the same rounds, next to the floors and LogTS, from a snapshot
+# of its repository the caller gives: make bench-nanolog NANOLOG_DIR=DIR.
+# Its runtime is built from DIR into build/nanolog-peers on every run (DIR
+# may change) as its runtime/GNUmakefile builds libNanoLog.a, whose
+# GeneratedCode.cc its preprocessor (python3) makes from
+# runtime/testHelper/client.cc; without a snapshot this says how to get one.
+# NanoLog's background thread starts with the process and polls every 1 us:
+# it runs beside every row of this binary.
+NANOLOG_DIR ?=
+NANOLOG_RT  := $(NANOLOG_DIR)/runtime
+NANOLOG_SRC := Cycles Util Log NanoLog RuntimeLogger TimeTrace
+NLB         := $(BUILD)/nanolog-peers
+bench-nanolog: $(LIB) capi/cloudprofiler.h
+ifeq ($(wildcard $(NANOLOG_RT)/NanoLogCpp17.h),)
+	@echo "bench-nanolog: no NanoLog snapshot$(if $(NANOLOG_DIR), in $(NANOLOG_DIR) (no runtime/NanoLogCpp17.h there)). Get one:"
+	@echo "  git clone https://github.com/PlatformLab/NanoLog /path/to/NanoLog   (or unpack a snapshot of that repository)"
+	@echo "  make bench-nanolog NANOLOG_DIR=/path/to/NanoLog"
+	@echo "(measured with its commit 2a94d70 of 2020-12-21; g++ 12, -std=c++17)"
+else
+	@command -v g++ >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq g++; }
+	@rm -rf $(NLB) && mkdir -p $(NLB)
+	g++ -std=c++17 -O3 -E -I$(NANOLOG_RT) $(NANOLOG_RT)/testHelper/client.cc -o $(NLB)/client.cc.i
+	python3 $(NANOLOG_DIR)/preprocessor/parser.py --mapOutput=$(NLB)/client.map $(NLB)/client.cc.i
+	python3 $(NANOLOG_DIR)/preprocessor/parser.py --combinedOutput=$(NLB)/GeneratedCode.cc $(NLB)/client.map
+	g++ -std=c++17 -O3 -DNDEBUG -I$(NANOLOG_RT) -I$(NANOLOG_RT)/testHelper -c $(NLB)/GeneratedCode.cc -o $(NLB)/GeneratedCode.o
+	for f in $(NANOLOG_SRC); do \
+	  g++ -std=c++17 -O3 -DNDEBUG -I$(NANOLOG_RT) -c $(NANOLOG_RT)/$$f.cc -o $(NLB)/$$f.o || exit 1; done
+	$(PEERS_CXX) -DCP_PEERS_NANOLOG -I$(NANOLOG_RT) tests/c/peers/peers.cc $(NLB)/*.o -o $(BUILD)/peers-nanolog $(CLINK) -lrt
+	bash tests/bench-peers.sh $(BUILD) $(BUILD)/peers-nanolog
+endif
 
 # The Java binding's benchmarks (JMH, bindings/java/jmh): ns per logTS from
 # Java next to two JNI floors (an empty native; rdtscp + a 16-byte store)
