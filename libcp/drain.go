@@ -23,13 +23,28 @@ import (
 // drainLoop runs per ring channel: it sleeps until pump or dispatch kicks
 // it, then encodes, compresses and writes every full block, and the part of
 // the current block a quiet channel has filled when pump asks for that.
+//
+// Before it sleeps it sets the slot's drain_parked, and a logging thread
+// that finds half the ring waiting wakes it (an eventfd write, through
+// dispatch) only if it takes the flag back: one syscall per sleep of the
+// drainer, however many blocks a burst fills while the drainer works. After
+// setting the flag it looks once more for half a ring waiting (a logging
+// thread that entered a block before the flag was set wrote nothing), and
+// then goes on without sleeping if it takes the flag back itself; if a
+// logging thread took it first, that thread's wake-up is on its way.
 func (c *channel) drainLoop() {
 	defer close(c.drained)
+	parked := (*uint32)(unsafe.Pointer(&c.slot.drain_parked))
 	for {
-		select {
-		case <-c.kick:
-		case <-c.stop:
-			return
+		atomic.StoreUint32(parked, 1)
+		if !c.halfWaiting() || !atomic.CompareAndSwapUint32(parked, 1, 0) {
+			c.sleeps.Add(1)
+			select {
+			case <-c.kick:
+			case <-c.stop:
+				return
+			}
+			atomic.StoreUint32(parked, 0)
 		}
 		if c.spilling.Load() {
 			// If the disk still fails, the ring keeps draining into the spill:
@@ -44,6 +59,14 @@ func (c *channel) drainLoop() {
 			c.writeRange(c.written, pos)
 		}
 	}
+}
+
+// halfWaiting says whether half the ring or more is full blocks not yet
+// written: when a logging thread entering a block wakes the drainer
+// (entered_block in fastpath.c).
+func (c *channel) halfWaiting() bool {
+	pos := atomic.LoadUint64(c.word()) & countMask
+	return pos/c.blockRecs-c.written/c.blockRecs >= c.ringBlocks/2
 }
 
 // drainFinal writes every position below end (the count at close).

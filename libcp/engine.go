@@ -193,6 +193,7 @@ type channel struct {
 	stop         chan struct{}
 	kick         chan struct{}
 	drained      chan struct{}
+	sleeps       atomic.Uint64 // times the drainer slept with drain_parked set (tests)
 	holes        uint64
 	unwritten    uint64
 	scratch      []byte
@@ -673,6 +674,8 @@ func (c *channel) setupSlot() error {
 	s.inflight = 0
 	s.dropped = 0
 	s.written_pos = 0
+	s.drain_parked = 0
+	s.drain_wakes = 0
 	s.aux = 0
 	s.fpc_count = 0
 	s.sr_flags = 0

@@ -133,6 +133,9 @@ typedef struct cp_slot {
   int32_t ascii;
   int32_t log_format;
   _Atomic uint64_t written_pos;  /* positions below this are in the file */
+  _Atomic uint64_t drain_wakes;  /* eventfd writes entered_block made for this channel */
+  _Atomic uint32_t drain_parked; /* 1: the drainer sleeps, or is about to (drain.go); the logging
+                                    thread that clears it wakes the drainer (entered_block) */
   _Atomic int lock;              /* FIRSTLAST and MEDIAN state */
   int64_t fl_first_id, fl_last_id;
   uint64_t fl_first_tsc, fl_last_tsc, fl_first_mono, fl_last_mono;

@@ -131,13 +131,24 @@ static int32_t wait_for_block(cp_slot_t *s, _Atomic uint64_t *seq, uint64_t b) {
 // A logging thread entered block b. The drainers poll (they sleep between
 // looks), so normally nothing is said; only when half the ring is waiting to
 // be written is the drain woken at once. A wake-up from here costs a syscall
-// and tends to pull the woken thread onto this thread's CPU.
+// and tends to pull the woken thread onto this thread's CPU, so it is paid
+// only for a drainer that sleeps: the drainer sets drain_parked before it
+// sleeps, and the thread that takes the flag back writes the eventfd; while
+// the drainer works (a burst larger than half the ring), nothing is written.
+// No wake-up is lost: the drainer looks for half a ring waiting after
+// setting the flag (drain.go), and the fence orders this thread's records
+// (the word) before its look at the flag, so either the drainer sees this
+// block or this thread sees the flag.
 __attribute__((noinline, cold)) static int32_t entered_block(cp_slot_t *s, uint64_t b) {
   uint64_t drained = atomic_load_explicit(&s->written_pos, memory_order_relaxed) >> s->block_shift;
   if (b - drained < s->ring_blocks / 2) return 0;
+  atomic_thread_fence(memory_order_seq_cst);
+  if (!atomic_load_explicit(&s->drain_parked, memory_order_relaxed)) return 0;
+  if (!atomic_exchange_explicit(&s->drain_parked, 0, memory_order_seq_cst)) return 0;  // another thread took it
+  atomic_fetch_add_explicit(&s->drain_wakes, 1, memory_order_relaxed);
   uint64_t one = 1;
   ssize_t r = write(cp_block_ready_fd, &one, sizeof one);
-  (void)r;  // EAGAIN means the counter is saturated: the drainer is awake anyway
+  (void)r;  // EAGAIN means the counter is saturated: the dispatcher is awake anyway
   return 0;
 }
 

@@ -751,3 +751,42 @@ func TestFastPathChangesUnderLoadLoseNothing(t *testing.T) {
 	require.Zero(t, lf.Summary.Holes)
 	require.Zero(t, lf.Summary.Duplicates)
 }
+
+// A burst of 512 laps of the ring (4 blocks of 1024 here) keeps half the
+// ring waiting through most of its blocks. A logging thread wakes the
+// drainer (writes the eventfd) only when it takes back the drainer's parked
+// flag, so there is at most one write per sleep of the drainer, not one per
+// block; and every record is kept, by one thread (the owner's path) and by
+// two (the shared path).
+func TestDrainWakesAtMostOncePerSleep(t *testing.T) {
+	const n = 1 << 21
+	for _, threads := range []int{1, 2} {
+		ch, c := open(t, "wakes", logfile.ZstdTSC, handlers.BufferIdentity)
+		var wg sync.WaitGroup
+		for g := 0; g < threads; g++ {
+			wg.Add(1)
+			go func(g int) {
+				defer wg.Done()
+				per := int64(n / threads)
+				if rc := logBurstC(ch, int64(g)*per, per); rc != 0 {
+					t.Errorf("LogTS: %s", errorString(rc))
+				}
+			}(g)
+		}
+		wg.Wait()
+		require.NoError(t, closeChannel(ch, "close"))
+		wakes, sleeps := c.drainWakes(), c.sleeps.Load()
+		t.Logf("%d thread(s): %d blocks, %d eventfd writes, %d sleeps of the drainer", threads, n/1024, wakes, sleeps)
+		require.LessOrEqual(t, wakes, sleeps)
+		recs, lf := readRecords(t, c.path)
+		got := ids(recs)
+		sort.Slice(got, func(i, j int) bool { return got[i] < got[j] })
+		require.Len(t, got, n)
+		for i, id := range got {
+			if int64(i) != id {
+				t.Fatalf("record %d has id %d", i, id)
+			}
+		}
+		require.Zero(t, lf.Summary.Holes)
+	}
+}

@@ -27,6 +27,16 @@ static int64_t cp_test_operator(int64_t ch, uint64_t cycles, uint64_t total, int
   }
   return n;
 }
+
+// A burst from C, as a logging thread makes one: n LogTS calls with ids
+// first, first+1, ...; the first error, else 0.
+static int32_t cp_test_burst(int64_t ch, int64_t first, int64_t n) {
+  for (int64_t i = first; i < first + n; i++) {
+    int32_t rc = LogTS(ch, i);
+    if (rc) return rc;
+  }
+  return 0;
+}
 */
 import "C"
 
@@ -39,6 +49,16 @@ import (
 // cannot use cgo). Each call crosses into C as a real caller would.
 
 func logTS(h, id int64) int32 { return int32(C.LogTS(C.int64_t(h), C.int64_t(id))) }
+
+func logBurstC(h, first, n int64) int32 {
+	return int32(C.cp_test_burst(C.int64_t(h), C.int64_t(first), C.int64_t(n)))
+}
+
+// drainWakes is how many eventfd writes logging threads made for the
+// channel to wake its drainer (its slot's count, kept after close).
+func (c *channel) drainWakes() uint64 {
+	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.slot.drain_wakes)))
+}
 
 func errorString(code int32) string { return C.GoString(C.CP_ErrorString(C.int32_t(code))) }
 
