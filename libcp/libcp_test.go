@@ -5,7 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -455,14 +455,7 @@ func TestManyThreadsOneChannelLoseNothing(t *testing.T) {
 			}
 			wg.Wait()
 			require.NoError(t, closeChannel(ch, "close"))
-			recs, lf := readRecords(t, c.path)
-			got := ids(recs)
-			sort.Slice(got, func(i, j int) bool { return got[i] < got[j] })
-			require.Len(t, got, threads*per)
-			for i, id := range got {
-				require.Equal(t, int64(i), id)
-			}
-			require.Zero(t, lf.Summary.Holes)
+			requireIDsUpTo(t, c.path, threads*per)
 		}
 	}
 }
@@ -778,15 +771,25 @@ func TestDrainWakesAtMostOncePerSleep(t *testing.T) {
 		wakes, sleeps := c.drainWakes(), c.sleeps.Load()
 		t.Logf("%d thread(s): %d blocks, %d eventfd writes, %d sleeps of the drainer", threads, n/1024, wakes, sleeps)
 		require.LessOrEqual(t, wakes, sleeps)
-		recs, lf := readRecords(t, c.path)
-		got := ids(recs)
-		sort.Slice(got, func(i, j int) bool { return got[i] < got[j] })
-		require.Len(t, got, n)
-		for i, id := range got {
-			if int64(i) != id {
-				t.Fatalf("record %d has id %d", i, id)
-			}
-		}
-		require.Zero(t, lf.Summary.Holes)
+		requireIDsUpTo(t, c.path, n)
 	}
+}
+
+// requireIDsUpTo says the file at path holds the ids 0..n-1, each once (in
+// any order: several threads logged them), and no hole; it returns the ids
+// in the file's order.
+func requireIDsUpTo(t *testing.T, path string, n int) []int64 {
+	t.Helper()
+	recs, lf := readRecords(t, path)
+	got := ids(recs)
+	sorted := slices.Clone(got)
+	slices.Sort(sorted)
+	require.Len(t, sorted, n)
+	for i, id := range sorted {
+		if int64(i) != id {
+			t.Fatalf("the %d-th smallest id is %d", i, id)
+		}
+	}
+	require.Zero(t, lf.Summary.Holes)
+	return got
 }

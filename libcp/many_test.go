@@ -1,7 +1,6 @@
 package main
 
 import (
-	"sort"
 	"sync"
 	"testing"
 
@@ -95,8 +94,7 @@ func TestLogTSManyThreads(t *testing.T) {
 		}
 		wg.Wait()
 		require.NoError(t, closeChannel(ch, "close"))
-		recs, lf := readRecords(t, c.path)
-		got := ids(recs)
+		got := requireIDsUpTo(t, c.path, threads*batches*per)
 		last := map[int64]int64{}
 		for _, id := range got {
 			g := id / (batches * per)
@@ -105,12 +103,6 @@ func TestLogTSManyThreads(t *testing.T) {
 			}
 			last[g] = id
 		}
-		sort.Slice(got, func(i, j int) bool { return got[i] < got[j] })
-		require.Len(t, got, threads*batches*per)
-		for i, id := range got {
-			require.Equal(t, int64(i), id)
-		}
-		require.Zero(t, lf.Summary.Holes)
 	}
 }
 

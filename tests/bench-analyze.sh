@@ -72,7 +72,6 @@ for N in $NS; do
   # durations would be a 25 GB file and 8 minutes).
   if [ -n "$first" ] && [ "$N" -le 25000000 ]; then
     first=
-    floorrun
     rm -rf "$D/out"
     /usr/bin/time -f "%e %P" -o "$D/dur.time" "$T" analyze --rounds "$D/rounds" --logs "$D/logs" --out "$D/out" --ref a --quiet >/dev/null
     read -r wall cpu <"$D/dur.time"

@@ -396,8 +396,7 @@ func (w *worker) reusedID(order []radixKey) {
 	first := w.sorted[:0]
 	var e event
 	for k := range order {
-		o := &order[k]
-		e = event{id: o.id(), tsc: o.tsc, ch: o.ch}
+		e = order[k].event()
 		w.a.model.TranslateInto(&e.tr, w.a.chNode[e.ch], e.tsc)
 		v := e.tr.Value(w.a.model)
 		e.est, e.err = v.Est, v.Err

@@ -24,6 +24,9 @@ type radixKey struct {
 // id is the record's tuple id.
 func (x *radixKey) id() int64 { return int64(x.k ^ (1 << 63)) }
 
+// event is the record as the join hands it on.
+func (x *radixKey) event() event { return event{id: x.id(), tsc: x.tsc, ch: x.ch} }
+
 // grouper sorts partitions by id, reusing its arrays.
 type grouper struct {
 	a, b []radixKey
@@ -143,8 +146,7 @@ func (w *worker) joinPartition(d *partData, fn func([]event) error) error {
 		}
 		w.evs = w.evs[:0]
 		for k := range order[s:e] {
-			o := &order[s+k]
-			w.evs = append(w.evs, event{id: o.id(), tsc: o.tsc, ch: o.ch})
+			w.evs = append(w.evs, order[s+k].event())
 		}
 		if err := fn(w.evs); err != nil {
 			return err

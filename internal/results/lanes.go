@@ -96,8 +96,7 @@ func newLaneSet[T any](w *Writer[T], n int) (*laneSet[T], error) {
 	byName := map[string]reflect.StructField{}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("parquet"), ",")
-		if f.IsExported() && name != "" && name != "-" {
+		if name, _ := columnName(f); f.IsExported() && name != "" && f.Tag.Get("parquet") != "-" {
 			byName[name] = f
 		}
 	}

@@ -127,24 +127,13 @@ func CreateLanes[T any](path string, lanes int) (*Writer[T], error) {
 	return createLanes[T](path, defaultLimits, lanes)
 }
 
-func createLanes[T any](path string, lim limits, lanes int) (*Writer[T], error) {
-	w, err := createWith[T](path, lim, lanes)
-	if err != nil || lanes < 2 {
-		return w, err
-	}
-	if w.lanes, err = newLaneSet(w, lanes); err != nil {
-		w.fail(err)
-		return nil, w.err
-	}
-	return w, nil
-}
-
 func create[T any](path string, lim limits) (*Writer[T], error) {
-	return createWith[T](path, lim, 1)
+	return createLanes[T](path, lim, 1)
 }
 
-// createWith makes the Writer, its compressor ready for lanes pages at once.
-func createWith[T any](path string, lim limits, lanes int) (*Writer[T], error) {
+// createLanes makes the Writer, its compressor ready for lanes pages at
+// once, and its lanes when more than one.
+func createLanes[T any](path string, lim limits, lanes int) (*Writer[T], error) {
 	if err := checkRowType[T](); err != nil {
 		return nil, fmt.Errorf("results: writing %s: %w", path, err)
 	}
@@ -158,6 +147,9 @@ func createWith[T any](path string, lim limits, lanes int) (*Writer[T], error) {
 	}
 	w := &Writer[T]{path: path, partial: partial, f: f, out: &countingWriter{w: f}, lim: lim}
 	w.pw, err = newParquetWriter[T](w.out, lim, lanes)
+	if err == nil && lanes > 1 {
+		w.lanes, err = newLaneSet(w, lanes)
+	}
 	if err != nil {
 		w.fail(err)
 		return nil, w.err
@@ -388,6 +380,14 @@ func schemaOf[T any]() (s *parquet.Schema, err error) {
 	return parquet.SchemaOf(new(T)), nil
 }
 
+// columnName is the column a field's tag names (before its options), and
+// whether it has a tag; a tag of "-" leaves the field out.
+func columnName(f reflect.StructField) (string, bool) {
+	tag, ok := f.Tag.Lookup("parquet")
+	name, _, _ := strings.Cut(tag, ",")
+	return name, ok
+}
+
 // checkRowType says what is wrong with T as a row type, if anything: it
 // must be a struct whose exported fields are each tagged with a column name
 // (or "-") and of a kind the package comment lists. The library's own
@@ -403,11 +403,10 @@ func checkRowType[T any]() error {
 		if !f.IsExported() {
 			continue
 		}
-		tag, ok := f.Tag.Lookup("parquet")
-		if tag == "-" {
+		if f.Tag.Get("parquet") == "-" {
 			continue
 		}
-		name, _, _ := strings.Cut(tag, ",")
+		name, ok := columnName(f)
 		if !ok || name == "" {
 			return fmt.Errorf("%v.%s has no column name: tag it `parquet:\"name\"` (or `parquet:\"-\"` to leave it out)", t, f.Name)
 		}
