@@ -25,6 +25,44 @@ type multiFlag []string
 func (m *multiFlag) String() string     { return fmt.Sprint(*m) }
 func (m *multiFlag) Set(s string) error { *m = append(*m, s); return nil }
 
+// parseWithLogs parses args into fs. Go's flag package stops at the first
+// non-flag: the paths that follow --logs are taken as more log paths, and
+// parsing goes on after them.
+func parseWithLogs(fs *flag.FlagSet, args []string, logs *multiFlag) error {
+	for len(args) > 0 {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if len(*logs) == 0 {
+			return fmt.Errorf("%s: unexpected argument %q", fs.Name(), rest[0])
+		}
+		i := 0
+		for i < len(rest) && (len(rest[i]) == 0 || rest[i][0] != '-') {
+			*logs = append(*logs, rest[i])
+			i++
+		}
+		args = rest[i:]
+	}
+	return nil
+}
+
+// parseMethod is --method's value.
+func parseMethod(cmd, s string) (minrtt.Method, error) {
+	switch s {
+	case "best":
+		return minrtt.MethodBest, nil
+	case "paper":
+		return minrtt.MethodPaper, nil
+	case "allprobes":
+		return minrtt.MethodAllProbes, nil
+	}
+	return 0, fmt.Errorf("%s: --method must be best, paper or allprobes, not %q", cmd, s)
+}
+
 // runAnalyze: cloudprofiler analyze [--rounds DIR] --logs DIR... --out DIR.
 func runAnalyze(stdout, stderr io.Writer, args []string) error {
 	fs := flag.NewFlagSet("analyze", flag.ContinueOnError)
@@ -70,35 +108,12 @@ func runAnalyze(stdout, stderr io.Writer, args []string) error {
 	fs.StringVar(&cfg.Trace, "trace", "", "also write a trace of a sample of tuples to this file: in Perfetto's protobuf format where its name ends in .pftrace, else in the Trace Event Format's JSON (ui.perfetto.dev opens both, chrome://tracing the JSON)")
 	fs.IntVar(&cfg.TraceSample, "trace-sample", analyze.DefaultTraceSample, "--trace: how many tuples: the slowest tenth end to end, the rest a uniform sample")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the analysis to this file (go tool pprof): where analyze's time goes")
-	// Go's flag package stops at the first non-flag: take the paths that
-	// follow --logs as more log paths, then go on parsing.
-	for len(args) > 0 {
-		if err := fs.Parse(args); err != nil {
-			return err
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			break
-		}
-		if len(logs) == 0 {
-			return fmt.Errorf("analyze: unexpected argument %q", rest[0])
-		}
-		i := 0
-		for i < len(rest) && (len(rest[i]) == 0 || rest[i][0] != '-') {
-			logs = append(logs, rest[i])
-			i++
-		}
-		args = rest[i:]
+	if err := parseWithLogs(fs, args, &logs); err != nil {
+		return err
 	}
-	switch *method {
-	case "best":
-		cfg.Method = minrtt.MethodBest
-	case "paper":
-		cfg.Method = minrtt.MethodPaper
-	case "allprobes":
-		cfg.Method = minrtt.MethodAllProbes
-	default:
-		return fmt.Errorf("analyze: --method must be best, paper or allprobes, not %q", *method)
+	var err error
+	if cfg.Method, err = parseMethod(fs.Name(), *method); err != nil {
+		return err
 	}
 	if *mem < 16 {
 		return fmt.Errorf("analyze: --mem-mb must be at least 16")

@@ -48,6 +48,16 @@ commands:
                          beside durations.parquet; no report.html; no progress
                          line; decoding goroutines; where records past --mem-mb
                          go; logs taken as one run; decode only, say how fast
+  export [--rounds DIR] --logs DIR... --out DIR [--partitions 64] [--ref NODE]
+         [--method M] [--mem-mb 256] [--spill DIR] [--workers N] [--one-run]
+                         the tuple records translated into the reference clock,
+                         as Parquet partitioned by tuple id, for the analysis
+                         on Apache Spark (docs/spark.md); one node at a time
+                         or all at once, into one directory
+  join-part --export DIR --records FILE... --state FILE [--order-json JSON --durations FILE]
+  merge-parts --export DIR [--out DIR] STATE...
+                         the analysis of an export a partition at a time, and the
+                         merge: the stages the Spark job runs (docs/spark.md)
   (dump exits 3 when a file is damaged or misses records it accepted)
   gen send --to ADDR --rate R --duration D [--threads T] (--tuples FILE | --synthetic)
                          send tuples over TCP at a controlled rate (datagen/FRAMING.md);
@@ -90,6 +100,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runConf(stdout, errw, args[1:])
 	case "analyze":
 		err = runAnalyze(stdout, errw, args[1:])
+	case "export":
+		err = runExport(stdout, errw, args[1:])
+	case "join-part":
+		err = runJoinPart(stdout, errw, args[1:])
+	case "merge-parts":
+		err = runMergeParts(stdout, errw, args[1:])
 	case "tsc-server":
 		err = runTSCServer(errw, args[1:])
 	case "tsc-client":

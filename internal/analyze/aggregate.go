@@ -80,7 +80,13 @@ func (w *worker) partition(ps *partitions, k int) error {
 	if err := ps.read(k, &w.part); err != nil {
 		return err
 	}
-	err := w.joinPartition(&w.part, func(evs []event) error {
+	return w.joinAndAggregate(&w.part)
+}
+
+// joinAndAggregate joins the records of d and aggregates its tuples: each
+// votes, and with an order, becomes durations.
+func (w *worker) joinAndAggregate(d *partData) error {
+	err := w.joinPartition(d, func(evs []event) error {
 		evs = w.translate(evs)
 		w.a.voteCached(w.votes, &w.vcache, evs)
 		if w.rank == nil {

@@ -316,8 +316,14 @@ func prepare(cfg Config) (*analysis, error) {
 				c.Path, c.Name, c.Node, strings.Join(model.Nodes(), ", "))
 		}
 	}
-	a := &analysis{cfg: cfg, model: model, chans: chans, pairs: map[PairKey]*PairStats{}, t0: math.Inf(1),
-		res: &Result{Ref: model.Ref(), RefHz: model.RefHz(), Channels: chans, SkippedFiles: skipped, TraceNote: traceNote}}
+	return newAnalysis(cfg, model, chans, &Result{SkippedFiles: skipped, TraceNote: traceNote})
+}
+
+// newAnalysis is the analysis of chans with model (res: what prepare
+// found before).
+func newAnalysis(cfg Config, model *minrtt.Model, chans []*Channel, res *Result) (*analysis, error) {
+	res.Ref, res.RefHz, res.Channels = model.Ref(), model.RefHz(), chans
+	a := &analysis{cfg: cfg, model: model, chans: chans, pairs: map[PairKey]*PairStats{}, t0: math.Inf(1), res: res}
 	a.linkReturnLogs()
 	a.indexChannels()
 	a.tscMin, a.tscMax = make([]uint64, len(chans)), make([]uint64, len(chans))

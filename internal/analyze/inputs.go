@@ -115,23 +115,28 @@ func findChannels(paths []string) (chans []*Channel, skipped []string, err error
 		h := lf.Header
 		maxRecords := lf.MaxRecords
 		lf.Close()
-		c := &Channel{Path: path, Node: h.Node, Name: h.Name, PID: h.PID, Handler: h.Handler, Hz: h.TSCHz, Header: h, maxRecords: maxRecords}
-		if c.Node == "" {
-			c.Node = h.Host
-		}
-		switch {
-		case h.Counter():
-			c.Role = RoleCounter
-		case h.Handler == "FIRSTLAST":
-			c.Role = RoleFirst
-		case isReturnLog(&h):
-			c.Role = RoleReturn
-		case h.Handler == logfile.LineageHandler:
-			c.Role = RoleLineage
-		}
-		chans = append(chans, c)
+		chans = append(chans, channelOf(path, h, maxRecords))
 	}
 	return chans, skipped, nil
+}
+
+// channelOf is the channel of the file at path, from its header.
+func channelOf(path string, h logfile.Header, maxRecords uint64) *Channel {
+	c := &Channel{Path: path, Node: h.Node, Name: h.Name, PID: h.PID, Handler: h.Handler, Hz: h.TSCHz, Header: h, maxRecords: maxRecords}
+	if c.Node == "" {
+		c.Node = h.Host
+	}
+	switch {
+	case h.Counter():
+		c.Role = RoleCounter
+	case h.Handler == "FIRSTLAST":
+		c.Role = RoleFirst
+	case isReturnLog(&h):
+		c.Role = RoleReturn
+	case h.Handler == logfile.LineageHandler:
+		c.Role = RoleLineage
+	}
+	return c
 }
 
 // isReturnLog says whether a FOX_START file is the return log (ReTACKs).

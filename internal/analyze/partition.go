@@ -63,12 +63,18 @@ type partitions struct {
 // partitioned in one pass, so the index of blocks grows with the records:
 // a budget too small for that many is an error that says what would do.
 func partitionPlan(total uint64, files, workers int, budget int64, dir string) (*partitions, error) {
-	n, blockEvents, spill, index := planSizes(total, files, workers, budget)
+	return partitionPlanAtLeast(total, files, workers, budget, dir, 0)
+}
+
+// partitionPlanAtLeast is partitionPlan with at least minN partitions (a
+// power of two; the export's: export.go).
+func partitionPlanAtLeast(total uint64, files, workers int, budget int64, dir string, minN int) (*partitions, error) {
+	n, blockEvents, spill, index := planSizes(total, files, workers, budget, minN)
 	if spill && index > indexBudget(budget) {
 		need := budget
 		for {
 			need += need / 8
-			if _, _, _, ix := planSizes(total, files, workers, need); ix <= indexBudget(need) {
+			if _, _, _, ix := planSizes(total, files, workers, need, minN); ix <= indexBudget(need) {
 				break
 			}
 		}
@@ -114,11 +120,11 @@ func indexBudget(budget int64) uint64 { return uint64(max(budget/8, 4<<20)) }
 // the budget), the records per block (while they decode, before the join,
 // workers hold a block per partition each in half the budget), whether the
 // records spill (they fit in a quarter, else), and the bytes the index of
-// blocks takes.
-func planSizes(total uint64, files, workers int, budget int64) (n, blockEvents int, spill bool, index uint64) {
+// blocks takes; at least minN partitions (a power of two, or 0).
+func planSizes(total uint64, files, workers int, budget int64, minN int) (n, blockEvents int, spill bool, index uint64) {
 	w := uint64(workers)
 	want := total * joinBytesPerEvent / max(uint64(budget/4)/w, 1)
-	n = max(8, 4*workers)
+	n = max(8, 4*workers, minN)
 	for uint64(n) < want && n < maxPartitions {
 		n *= 2
 	}

@@ -273,7 +273,7 @@ func TestPartitionPlanLimits(t *testing.T) {
 		}
 		require.NoError(t, err, "%d records in %d MiB", c.total, c.mem>>20)
 		require.Equal(t, c.spills, p.spill)
-		_, _, _, index := planSizes(c.total, 4, 2, c.mem)
+		_, _, _, index := planSizes(c.total, 4, 2, c.mem, 0)
 		require.LessOrEqual(t, index, indexBudget(c.mem))
 		t.Logf("%d records, %d MiB: %d partitions, %d records a block, index %d KiB", c.total, c.mem>>20, p.n, p.blockEvents, index>>10)
 	}

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"cloudprofiler/internal/analyze"
+)
+
+// The two stages the analysis on Spark runs (docs/spark.md): join-part on
+// every partition of an export, then merge-parts on their states. They
+// are for the job (the Python package's cloudprofiler.spark) more than for
+// people, who run `analyze` on one machine.
+
+// runJoinPart: cloudprofiler join-part --export DIR --records FILE...
+// --state FILE [--order-json JSON --durations FILE] [--partition P].
+func runJoinPart(stdout, stderr io.Writer, args []string) error {
+	fs := flag.NewFlagSet("join-part", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg analyze.PartConfig
+	var recs multiFlag
+	fs.StringVar(&cfg.Export, "export", "", "the export's directory (export.json, channels/, rounds/; the records may be elsewhere)")
+	fs.Var(&recs, "records", "a Parquet file of the partition's records (repeat)")
+	order := fs.String("order-json", "", `the channel order to join with, a JSON list of labels (merge-parts prints it); none: the votes only`)
+	fs.StringVar(&cfg.Durations, "durations", "", "write the partition's durations to this Parquet file (with --order-json)")
+	fs.StringVar(&cfg.State, "state", "", "write the partition's state (votes, per-pair statistics, counts) to this file, for merge-parts")
+	fs.IntVar(&cfg.Partition, "partition", -1, "the export partition the records are: every tuple id must hash to it (-1: not checked)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("join-part: unexpected argument %q", fs.Arg(0))
+	}
+	if cfg.Export == "" || cfg.State == "" {
+		return errors.New("join-part: --export and --state are required")
+	}
+	cfg.Records = recs
+	if *order != "" {
+		if err := json.Unmarshal([]byte(*order), &cfg.Order); err != nil || cfg.Order == nil {
+			return fmt.Errorf("join-part: --order-json must be a JSON list of channel labels (%v)", err)
+		}
+	}
+	return analyze.RunPart(cfg)
+}
+
+// runMergeParts: cloudprofiler merge-parts --export DIR [--out DIR] STATE...
+// It prints {"order": [...], "rejoin": bool} on stdout: rejoin says the
+// states' votes give another order than they were joined with, which the
+// partitions are to be joined with again (nothing written then).
+func runMergeParts(stdout, stderr io.Writer, args []string) error {
+	fs := flag.NewFlagSet("merge-parts", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg analyze.Config
+	export := fs.String("export", "", "the export's directory (export.json, channels/, rounds/)")
+	fs.StringVar(&cfg.Out, "out", "", "write summary.csv, summary.parquet, summary.txt and model.json here (states joined with an order)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *export == "" || fs.NArg() == 0 {
+		return errors.New("merge-parts: --export and the states (join-part --state) are required")
+	}
+	res, err := analyze.MergeParts(cfg, *export, fs.Args())
+	rejoin := errors.Is(err, analyze.ErrOtherOrder)
+	if err != nil && !rejoin {
+		return err
+	}
+	out := struct {
+		Order     []string `json:"order"`
+		Rejoin    bool     `json:"rejoin"`
+		Records   uint64   `json:"records"`
+		Tuples    uint64   `json:"tuples"`
+		Durations uint64   `json:"durations"`
+	}{res.Order, rejoin, res.Records, res.Tuples, res.Durations}
+	return json.NewEncoder(stdout).Encode(out)
+}

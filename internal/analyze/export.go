@@ -1,0 +1,447 @@
+package analyze
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/bits"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"cloudprofiler/internal/results"
+	"cloudprofiler/minrtt"
+)
+
+// The export (cloudprofiler export): the pipeline's first stages, decode
+// and partition (decode.go, partition.go), ending in files instead of the
+// join, so that the join can run elsewhere, a partition a task (on Apache
+// Spark: docs/spark.md). Each tuple record is translated into the
+// reference clock and written to the Parquet file of its partition,
+//
+//	OUT/records/part=PPPPP/STEM.parquet
+//
+// where the partition is the top log2(P) bits of Fibonacci hashing of the
+// tuple id, as analyze's own partitions (a record's analyze partition then
+// lies inside its export partition), and STEM names the nodes this export
+// read (one export per node, or one for all). Beside them: export.json
+// (what every exporter into OUT must agree on: the partitions, the hash,
+// the reference, the method), channels/STEM.json (the channels read: their
+// headers, records and problems), and rounds/ (a copy of the rounds, from
+// which any task rebuilds the same model). A node needs only its own logs
+// and the rounds.
+
+// ExportFormat names the export's layout in export.json; ExportVersion is
+// its version (a reader refuses another).
+const (
+	ExportFormat  = "cloudprofiler-export"
+	ExportVersion = 1
+	// DefaultExportPartitions is export's default P.
+	DefaultExportPartitions = 64
+)
+
+// ExportRow is one tuple record in an export's Parquet files.
+type ExportRow struct {
+	TupleID int64 `parquet:"tuple_id"`
+	// TSC is the record's counter reading on its node, its 64 bits as a
+	// signed integer: Spark has no unsigned 64-bit type (it reads one as a
+	// decimal); a reading past 2^63 (never seen: 97 years at 3 GHz) shows
+	// negative, its bits kept (uint64(tsc) gives it back).
+	TSC int64 `parquet:"tsc"`
+	// Channel is the channel's label, node/name.
+	Channel string `parquet:"channel,dict"`
+	// EstCycles is the record's reference-counter estimate relative to the
+	// export's origin (export.json: add it for the reference counter's
+	// reading), ErrCycles its strict bound: the reference counter read
+	// within EstCycles ± ErrCycles of the origin when the record was
+	// logged.
+	EstCycles float64 `parquet:"est_cycles"`
+	ErrCycles float64 `parquet:"err_cycles"`
+}
+
+// ExportMeta is export.json.
+type ExportMeta struct {
+	Format     string  `json:"format"`
+	Version    int     `json:"version"`
+	Partitions int     `json:"partitions"`
+	Hash       string  `json:"hash"`
+	Ref        string  `json:"ref"`
+	RefHz      float64 `json:"ref_hz"`
+	Origin     uint64  `json:"origin"` // the reference counter's reading at est_cycles 0
+	Method     string  `json:"method"`
+	Rounds     bool    `json:"rounds"` // rounds/ holds the rounds (else: one node, its own counter)
+}
+
+// exportHash is export.json's description of the partition of a record.
+const exportHash = "fibonacci: (uint64(tuple_id) * 0x9E3779B97F4A7C15) >> (64 - log2(partitions))"
+
+// ExportChannels is channels/STEM.json.
+type ExportChannels struct {
+	Stem     string          `json:"stem"`
+	Nodes    []string        `json:"nodes"`
+	Records  uint64          `json:"records"`
+	Channels []ExportChannel `json:"channels"`
+}
+
+// ExportChannel is one channel an export read.
+type ExportChannel struct {
+	Label    string          `json:"label"`
+	Node     string          `json:"node"`
+	Name     string          `json:"name"`
+	Role     string          `json:"role"`
+	Records  uint64          `json:"records"`
+	Problems []string        `json:"problems,omitempty"`
+	Path     string          `json:"path"` // where the exporter read it
+	Header   json.RawMessage `json:"header"`
+}
+
+// ExportConfig is one export: Logs, Rounds, Ref, Method, MemBytes,
+// Workers, SpillDir, Progress and OneRun as for analyze, into Out.
+type ExportConfig struct {
+	Config
+	Partitions int // P, a power of two (default 64)
+}
+
+// ExportResult is what Export wrote.
+type ExportResult struct {
+	Meta     ExportMeta
+	Channels ExportChannels
+	Files    int // Parquet files written (partitions with records)
+	Bytes    int64
+	Problems []*Channel // channels whose files were damaged or lost records
+}
+
+// Export decodes cfg.Logs, translates every tuple record into the
+// reference clock and writes them, partitioned, into cfg.Out.
+func Export(cfg ExportConfig) (*ExportResult, error) {
+	if cfg.Out == "" {
+		return nil, errors.New("export: --logs and --out are required (and --rounds when the logs come from several nodes)")
+	}
+	if cfg.Partitions == 0 {
+		cfg.Partitions = DefaultExportPartitions
+	}
+	if p := cfg.Partitions; p < 1 || p > maxPartitions || p&(p-1) != 0 {
+		return nil, fmt.Errorf("export: --partitions %d: a power of two from 1 to %d", p, maxPartitions)
+	}
+	c := cfg.Config
+	c.NoCapacity, c.NoCriticalPath, c.NoMace, c.NoReport, c.NoDurations = true, true, true, true, true
+	a, err := prepare(c)
+	if err != nil {
+		return nil, err
+	}
+	meta := ExportMeta{Format: ExportFormat, Version: ExportVersion, Partitions: cfg.Partitions, Hash: exportHash,
+		Ref: a.model.Ref(), RefHz: a.model.RefHz(), Origin: a.model.RefOrigin(), Method: a.model.Method().String(), Rounds: cfg.Rounds != ""}
+	nodes := map[string]bool{}
+	for _, ch := range a.chans {
+		nodes[ch.Node] = true
+	}
+	var names []string
+	for n := range nodes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	stem := exportStem(names)
+	if err := checkExportDir(cfg.Out, meta, stem, names); err != nil {
+		return nil, err
+	}
+	spillDir := cfg.SpillDir
+	if spillDir == "" {
+		spillDir = filepath.Join(cfg.Out, ".spill")
+	}
+	total, files := a.tupleFiles()
+	ps, err := partitionPlanAtLeast(total, files, a.cfg.Workers, a.cfg.MemBytes, spillDir, cfg.Partitions)
+	if err != nil {
+		return nil, errors.New(strings.Replace(err.Error(), "analyze:", "export:", 1))
+	}
+	ps.removeDir = cfg.SpillDir == ""
+	defer ps.close()
+	a.progress.total, a.progress.nparts = total, cfg.Partitions
+	if err := a.decodeAll(ps, a.cfg.Workers); err != nil {
+		return nil, err
+	}
+	if err := a.checkRecords(); err != nil {
+		return nil, err
+	}
+	// Only now is anything in Out touched: this stem's files from an
+	// earlier export go (a node exported again), then the new ones come.
+	if err := removeExportStem(cfg.Out, stem); err != nil {
+		return nil, err
+	}
+	res := &ExportResult{Meta: meta}
+	nfiles, nbytes, err := a.writeExportParts(ps, cfg.Out, stem, cfg.Partitions)
+	if err != nil {
+		removeExportStem(cfg.Out, stem)
+		return nil, err
+	}
+	res.Files, res.Bytes = nfiles, nbytes
+	res.Channels = ExportChannels{Stem: stem, Nodes: names, Records: a.res.Records}
+	for i, ch := range a.chans {
+		if ch.Role != RoleTuples && ch.Role != RoleReturn {
+			continue
+		}
+		hdr, err := json.Marshal(ch.Header)
+		if err != nil {
+			return nil, err
+		}
+		res.Channels.Channels = append(res.Channels.Channels, ExportChannel{Label: ch.Label(), Node: ch.Node, Name: ch.Name,
+			Role: exportRole(ch.Role), Records: a.chanRecords[i], Problems: ch.Problems, Path: ch.Path, Header: hdr})
+		if len(ch.Problems) > 0 {
+			res.Problems = append(res.Problems, ch)
+		}
+	}
+	if err := writeExportMeta(cfg.Out, cfg.Rounds, meta, res.Channels); err != nil {
+		removeExportStem(cfg.Out, stem)
+		return nil, err
+	}
+	return res, nil
+}
+
+// exportRole is how channels/STEM.json names a channel's role.
+func exportRole(r Role) string {
+	if r == RoleReturn {
+		return "return"
+	}
+	return "tuples"
+}
+
+// exportStem names an export's files by the nodes it read.
+func exportStem(nodes []string) string {
+	var b strings.Builder
+	for i, n := range nodes {
+		if i > 0 {
+			b.WriteByte('+')
+		}
+		for _, r := range n {
+			if r == '/' || r == '=' || r == '+' || r < ' ' || r == '%' {
+				fmt.Fprintf(&b, "%%%02X", r)
+			} else {
+				b.WriteRune(r)
+			}
+		}
+	}
+	return b.String()
+}
+
+// checkExportDir refuses an Out that another export made with other
+// partitions, another reference or method, or whose other exports hold
+// one of these nodes (its records would be there twice).
+func checkExportDir(out string, meta ExportMeta, stem string, nodes []string) error {
+	b, err := os.ReadFile(filepath.Join(out, "export.json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		entries, rerr := os.ReadDir(out)
+		if rerr == nil && len(entries) > 0 {
+			return fmt.Errorf("export: %s is not empty and holds no export.json: give a new directory (an export writes records/, channels/, rounds/ and export.json)", out)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	var old ExportMeta
+	if err := json.Unmarshal(b, &old); err != nil || old.Format != ExportFormat {
+		return fmt.Errorf("export: %s/export.json is no cloudprofiler export's (%v)", out, err)
+	}
+	if old.Version != meta.Version || old.Partitions != meta.Partitions || old.Ref != meta.Ref || old.Method != meta.Method ||
+		old.Origin != meta.Origin || old.Rounds != meta.Rounds {
+		return fmt.Errorf("export: %s holds an export with %d partitions, reference %s (origin %d), method %s; this one would have %d, %s (origin %d), %s: one export's nodes must agree (the same rounds, --ref, --method and --partitions), or give another directory",
+			out, old.Partitions, old.Ref, old.Origin, old.Method, meta.Partitions, meta.Ref, meta.Origin, meta.Method)
+	}
+	metas, _ := filepath.Glob(filepath.Join(out, "channels", "*.json"))
+	for _, m := range metas {
+		var ec ExportChannels
+		b, err := os.ReadFile(m)
+		if err != nil {
+			return fmt.Errorf("export: %w", err)
+		}
+		if err := json.Unmarshal(b, &ec); err != nil {
+			return fmt.Errorf("export: %s: %w", m, err)
+		}
+		if ec.Stem == stem {
+			continue // this node set again: replaced
+		}
+		for _, n := range ec.Nodes {
+			for _, m2 := range nodes {
+				if n == m2 {
+					return fmt.Errorf("export: node %s is already in %s (exported with %s): its records would be there twice; remove %s and records/part=*/%s.parquet first, or export into another directory",
+						n, out, strings.Join(ec.Nodes, ", "), m, ec.Stem)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// removeExportStem removes stem's files from out (an earlier export of the
+// same nodes).
+func removeExportStem(out, stem string) error {
+	old, _ := filepath.Glob(filepath.Join(out, "records", "part=*", stem+".parquet*"))
+	old = append(old, filepath.Join(out, "channels", stem+".json"))
+	for _, f := range old {
+		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("export: %w", err)
+		}
+	}
+	return nil
+}
+
+// writeExportParts writes each export partition's records, translated:
+// export partition p holds analyze partitions p<<j .. (p+1)<<j - 1 (their
+// top bits), read one at a time, so memory stays in the budget. Workers
+// take export partitions in turn.
+func (a *analysis) writeExportParts(ps *partitions, out, stem string, parts int) (int, int64, error) {
+	shift := bits.TrailingZeros(uint(ps.n)) - bits.TrailingZeros(uint(parts))
+	labels := make([]string, len(a.chans))
+	for i, c := range a.chans {
+		labels[i] = c.Label()
+	}
+	var next atomic.Int64
+	var files, size atomic.Int64
+	errs := make([]error, a.cfg.Workers)
+	var wg sync.WaitGroup
+	for wk := range errs {
+		wg.Add(1)
+		go func(wk int) {
+			defer wg.Done()
+			var d partData
+			var tr minrtt.Translated
+			rows := make([]ExportRow, 0, 4096)
+			for errs[wk] == nil {
+				p := int(next.Add(1)) - 1
+				if p >= parts {
+					return
+				}
+				n := uint64(0)
+				for k := p << shift; k < (p+1)<<shift; k++ {
+					n += ps.events[k]
+				}
+				if n == 0 {
+					continue
+				}
+				dir := filepath.Join(out, "records", fmt.Sprintf("part=%05d", p))
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					errs[wk] = fmt.Errorf("export: %w", err)
+					return
+				}
+				path := filepath.Join(dir, stem+".parquet")
+				w, err := results.Create[ExportRow](path)
+				if err != nil {
+					errs[wk] = fmt.Errorf("export: %w", err)
+					return
+				}
+				err = func() error {
+					for k := p << shift; k < (p+1)<<shift; k++ {
+						if err := ps.read(k, &d); err != nil {
+							return err
+						}
+						for i := range d.id {
+							ch := d.ch[i]
+							a.model.TranslateInto(&tr, a.chNode[ch], d.tsc[i])
+							v := tr.Value(a.model)
+							rows = append(rows, ExportRow{TupleID: d.id[i], TSC: int64(d.tsc[i]), Channel: labels[ch], EstCycles: v.Est, ErrCycles: v.Err})
+							if len(rows) == cap(rows) {
+								if err := w.Write(rows); err != nil {
+									return err
+								}
+								rows = rows[:0]
+							}
+						}
+					}
+					if err := w.Write(rows); err != nil {
+						return err
+					}
+					rows = rows[:0]
+					return w.Close()
+				}()
+				if err != nil {
+					w.Abort()
+					errs[wk] = fmt.Errorf("export: %s: %w", path, err)
+					return
+				}
+				files.Add(1)
+				if st, err := os.Stat(path); err == nil {
+					size.Add(st.Size())
+				}
+			}
+		}(wk)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return 0, 0, err
+		}
+	}
+	return int(files.Load()), size.Load(), nil
+}
+
+// writeExportMeta writes export.json, channels/STEM.json and rounds/ (a
+// copy; refused when out holds other rounds).
+func writeExportMeta(out, rounds string, meta ExportMeta, ch ExportChannels) error {
+	if rounds != "" {
+		src, err := filepath.Glob(filepath.Join(rounds, "round-*.json"))
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(out, "rounds")
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return fmt.Errorf("export: %w", err)
+		}
+		have, _ := filepath.Glob(filepath.Join(dst, "round-*.json"))
+		same := len(have) == len(src)
+		for _, f := range src {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return fmt.Errorf("export: %w", err)
+			}
+			t := filepath.Join(dst, filepath.Base(f))
+			if old, err := os.ReadFile(t); err == nil {
+				if !bytes.Equal(old, b) {
+					same = false
+				}
+				continue
+			}
+			if len(have) > 0 {
+				same = false
+				continue
+			}
+			if err := writeFileAtomic(t, b); err != nil {
+				return err
+			}
+		}
+		if len(have) > 0 && !same {
+			return fmt.Errorf("export: %s holds other rounds than %s: every node of one export takes the same rounds (copy them from the tsc-server's --out)", dst, rounds)
+		}
+	}
+	b, err := json.MarshalIndent(ch, "", " ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(out, "channels"), 0o755); err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	if err := writeFileAtomic(filepath.Join(out, "channels", ch.Stem+".json"), append(b, '\n')); err != nil {
+		return err
+	}
+	if b, err = json.MarshalIndent(meta, "", " "); err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(out, "export.json"), append(b, '\n'))
+}
+
+// writeFileAtomic writes path through path.partial and a rename.
+func writeFileAtomic(path string, b []byte) error {
+	tmp := path + ".partial"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("export: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("export: %w", err)
+	}
+	return nil
+}

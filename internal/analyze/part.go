@@ -1,0 +1,469 @@
+package analyze
+
+import (
+	"bytes"
+	"encoding/gob"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+
+	"cloudprofiler/internal/logfile"
+	"cloudprofiler/minrtt"
+
+	"github.com/parquet-go/parquet-go"
+)
+
+// The analysis of an export (export.go) a partition at a time, for a
+// distributed engine to schedule (Apache Spark: docs/spark.md, the Python
+// package's cloudprofiler.spark): RunPart joins one partition's records
+// exactly as analyze joins one of its own partitions (the same worker, the
+// same code) and writes the partition's durations and a state: its order
+// votes, its per-pair statistics and its counts. MergeParts merges the
+// states, as analyze merges its workers, and writes the summaries. Like
+// analyze, the driver first asks a sample of the partitions for votes only
+// (PartConfig.Order nil), takes the order they give (MergeParts' Order),
+// joins every partition with it, and joins again with the order of all
+// votes where that differs (MergeParts says so: ErrOtherOrder).
+
+// PartConfig is one partition's join.
+type PartConfig struct {
+	Export  string   // the export's directory: export.json, channels/, rounds/ (the records need not be there)
+	Records []string // the partition's Parquet files (ExportRow's columns; others ignored)
+	// Order is the channel order, labels first to last (MergeParts' Order);
+	// nil: votes only, no durations.
+	Order       []string
+	Durations   string // write the partition's durations here (Parquet; "": none)
+	State       string // write the partition's state here
+	Partition   int    // the export partition (a check: every record must hash to it); -1: not checked
+	MemBytes    int64
+	NoDurations bool
+}
+
+// partStateVersion is the state's format; MergeParts refuses another.
+const partStateVersion = 1
+
+// partState is what RunPart leaves for MergeParts (gob).
+type partState struct {
+	Version  int
+	Channels []string // labels in index order: both sides must number alike
+	Order    []string // the order joined with (nil: votes only)
+	Records, Tuples, Durations,
+	SkippedTuples, SkippedRecords uint64
+	T0    float64
+	Votes []voteState
+	Pairs []pairState
+}
+
+type voteState struct {
+	A, B         uint32
+	Sure, Likely [2]uint64
+}
+
+type pairState struct {
+	Kind            string
+	From, To        int
+	Dur, Err        statsState
+	Paper, Baseline statsState
+	Scenarios       [4]uint64
+	RetErr, OursErr *statsState
+}
+
+// statsState is a Stats with every field exported (gob).
+type statsState struct {
+	N, Limit   uint64
+	Min, Max   float64
+	Exact      []float64
+	Zero       uint64
+	Lo         int32
+	Counts     []uint64
+	Far        map[int32]uint64
+	Past, Used bool // Used: Exact is non-nil (gob drops empty slices)
+}
+
+func (s *Stats) state() statsState {
+	s.flush()
+	return statsState{N: s.N, Limit: s.limit, Min: s.Min, Max: s.Max, Exact: s.exact, Zero: s.zero, Lo: s.lo,
+		Counts: s.counts, Far: s.far, Past: s.past, Used: s.exact != nil}
+}
+
+func (st *statsState) stats() *Stats {
+	s := &Stats{N: st.N, limit: st.Limit, Min: st.Min, Max: st.Max, exact: st.Exact, zero: st.Zero, lo: st.Lo,
+		counts: st.Counts, far: st.Far, past: st.Past}
+	if st.Used && s.exact == nil {
+		s.exact = []float64{}
+	}
+	return s
+}
+
+// prepareExport is prepare for an export's partitions: the channels from
+// channels/*.json (in the order of their files, then as listed), the
+// model from rounds/.
+func prepareExport(cfg Config, dir string) (*analysis, *ExportMeta, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "export.json"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("export %s: %w", dir, err)
+	}
+	var meta ExportMeta
+	if err := json.Unmarshal(b, &meta); err != nil || meta.Format != ExportFormat {
+		return nil, nil, fmt.Errorf("%s: no cloudprofiler export (%v)", filepath.Join(dir, "export.json"), err)
+	}
+	if meta.Version != ExportVersion {
+		return nil, nil, fmt.Errorf("%s: export version %d; this cloudprofiler reads version %d (export again with it)", filepath.Join(dir, "export.json"), meta.Version, ExportVersion)
+	}
+	metas, _ := filepath.Glob(filepath.Join(dir, "channels", "*.json"))
+	sort.Strings(metas)
+	if len(metas) == 0 {
+		return nil, nil, fmt.Errorf("export %s: no channels/*.json (an export writes one per node set it read)", dir)
+	}
+	var chans []*Channel
+	for _, m := range metas {
+		b, err := os.ReadFile(m)
+		if err != nil {
+			return nil, nil, err
+		}
+		var ec ExportChannels
+		if err := json.Unmarshal(b, &ec); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", m, err)
+		}
+		for _, c := range ec.Channels {
+			var h logfile.Header
+			if err := json.Unmarshal(c.Header, &h); err != nil {
+				return nil, nil, fmt.Errorf("%s: channel %s: header: %w", m, c.Label, err)
+			}
+			ch := channelOf(c.Path, h, c.Records)
+			ch.Problems = c.Problems
+			if ch.Label() != c.Label {
+				return nil, nil, fmt.Errorf("%s: channel %s: its header names %s", m, c.Label, ch.Label())
+			}
+			chans = append(chans, ch)
+		}
+	}
+	cfg.Ref = meta.Ref
+	switch meta.Method {
+	case minrtt.MethodBest.String():
+		cfg.Method = minrtt.MethodBest
+	case minrtt.MethodPaper.String():
+		cfg.Method = minrtt.MethodPaper
+	case minrtt.MethodAllProbes.String():
+		cfg.Method = minrtt.MethodAllProbes
+	default:
+		return nil, nil, fmt.Errorf("%s: method %q", filepath.Join(dir, "export.json"), meta.Method)
+	}
+	cfg.Rounds = ""
+	if meta.Rounds {
+		cfg.Rounds = filepath.Join(dir, "rounds")
+	}
+	model, _, err := buildModel(cfg, chans)
+	if err != nil {
+		return nil, nil, err
+	}
+	if model.RefOrigin() != meta.Origin {
+		return nil, nil, fmt.Errorf("export %s: its rounds give origin %d, export.json says %d: rounds/ changed after the export", dir, model.RefOrigin(), meta.Origin)
+	}
+	for _, c := range chans {
+		c.node = model.NodeIndex(c.Node)
+		if c.node < 0 {
+			return nil, nil, fmt.Errorf("export %s: channel %s is on node %s, which its rounds do not measure", dir, c.Label(), c.Node)
+		}
+	}
+	cfg.NoCapacity, cfg.NoCriticalPath, cfg.NoMace, cfg.NoReport = true, true, true, true
+	if cfg.MemBytes <= 0 {
+		cfg.MemBytes = 256 << 20
+	}
+	cfg.Workers = 1
+	a, err := newAnalysis(cfg, model, chans, &Result{})
+	return a, &meta, err
+}
+
+// RunPart joins one export partition (PartConfig).
+func RunPart(cfg PartConfig) error {
+	a, meta, err := prepareExport(Config{MemBytes: cfg.MemBytes, Order: cfg.Order}, cfg.Export)
+	if err != nil {
+		return err
+	}
+	byLabel := map[string]uint32{}
+	labels := make([]string, len(a.chans))
+	for i, c := range a.chans {
+		byLabel[c.Label()] = uint32(i)
+		labels[i] = c.Label()
+	}
+	// The partition's records, a channel's together in the order they come
+	// (an export writes a channel's records in the order it logged them),
+	// channels in index order: as partitions.read gives analyze's.
+	perCh := make([][]partRecord, len(a.chans))
+	shift := uint(64 - bitsLen(meta.Partitions))
+	var n int
+	for _, f := range cfg.Records {
+		err := readPartRecords(f, func(rows []partRecord) error {
+			for _, r := range rows {
+				ch, ok := byLabel[r.Channel]
+				if !ok {
+					return fmt.Errorf("a record of channel %q, which the export's channels/*.json do not list", r.Channel)
+				}
+				if cfg.Partition >= 0 && meta.Partitions > 1 && int((uint64(r.TupleID)*0x9E3779B97F4A7C15)>>shift) != cfg.Partition {
+					return fmt.Errorf("tuple id %d belongs to partition %d, not %d: the records are not this partition's",
+						r.TupleID, (uint64(r.TupleID)*0x9E3779B97F4A7C15)>>shift, cfg.Partition)
+				}
+				perCh[ch] = append(perCh[ch], r)
+			}
+			n += len(rows)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+	}
+	var d partData
+	for ch, rows := range perCh {
+		for _, r := range rows {
+			d.id, d.tsc, d.ch = append(d.id, r.TupleID), append(d.tsc, uint64(r.TSC)), append(d.ch, uint32(ch))
+		}
+	}
+	perCh = nil
+	var rank []int
+	if cfg.Order != nil {
+		if rank, err = a.rankChannels(orderVotes{}); err != nil {
+			return err
+		}
+	}
+	var rows *rowBatcher
+	var dw *durationWriter
+	if rank != nil && cfg.Durations != "" && !cfg.NoDurations {
+		s, err := newParquetSink(cfg.Durations, 1)
+		if err != nil {
+			return err
+		}
+		dw = newDurationWriter(1, []rowSink{s})
+		rows = dw.batcher(a)
+	}
+	if rank != nil {
+		a.resetSeriesBudget()
+	}
+	w := a.newWorker(rank, rows)
+	if rows != nil {
+		rows.begin(0)
+	}
+	err = w.joinAndAggregate(&d)
+	if rows != nil {
+		if eerr := rows.end(); err == nil {
+			err = eerr
+		}
+	}
+	if err != nil {
+		if dw != nil {
+			dw.abandon(func(int) bool { return true })
+		}
+		return err
+	}
+	if dw != nil {
+		if err := dw.finish(); err != nil {
+			return err
+		}
+	}
+	st := partState{Version: partStateVersion, Channels: labels, Order: cfg.Order, Records: uint64(n), Tuples: w.tuples,
+		Durations: w.durations, SkippedTuples: w.skippedTuples, SkippedRecords: w.skippedRecords, T0: w.t0}
+	for k, v := range w.votes {
+		st.Votes = append(st.Votes, voteState{A: k[0], B: k[1], Sure: v.sure, Likely: v.likely})
+	}
+	for _, p := range w.pairs {
+		ps := pairState{Kind: p.Key.Kind, From: p.Key.From, To: p.Key.To, Dur: p.Dur.state(), Err: p.Err.state(),
+			Paper: p.Paper.state(), Baseline: p.Baseline.state(), Scenarios: p.Scenarios}
+		if p.RetErr != nil {
+			r, o := p.RetErr.state(), p.OursErr.state()
+			ps.RetErr, ps.OursErr = &r, &o
+		}
+		st.Pairs = append(st.Pairs, ps)
+	}
+	return writeGob(cfg.State, &st)
+}
+
+// partRecord is what join-part reads of a record: the export's columns
+// (ExportRow) that the join needs.
+type partRecord struct {
+	TupleID int64  `parquet:"tuple_id"`
+	TSC     int64  `parquet:"tsc"`
+	Channel string `parquet:"channel"`
+}
+
+// readPartRecords reads the records of the Parquet file at path in
+// batches: tuple_id and tsc 64-bit integers, channel a string, none of
+// them optional (the export's columns, or Spark's rewritten by the job).
+func readPartRecords(path string, fn func([]partRecord) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	pf, err := parquet.OpenFile(f, st.Size())
+	if err != nil {
+		return err
+	}
+	for _, c := range []struct {
+		name string
+		kind parquet.Kind
+	}{{"tuple_id", parquet.Int64}, {"tsc", parquet.Int64}, {"channel", parquet.ByteArray}} {
+		col, ok := pf.Schema().Lookup(c.name)
+		if !ok {
+			return fmt.Errorf("no column %q (an export's records have tuple_id, tsc and channel)", c.name)
+		}
+		if !col.Node.Leaf() || col.Node.Type().Kind() != c.kind || col.Node.Optional() || col.Node.Repeated() {
+			return fmt.Errorf("column %q is %s: a required %v is read", c.name, col.Node.Type(), c.kind)
+		}
+	}
+	r := parquet.NewGenericReader[partRecord](pf)
+	defer r.Close()
+	buf := make([]partRecord, 4096)
+	for {
+		k, err := r.Read(buf)
+		if k > 0 {
+			if ferr := fn(buf[:k]); ferr != nil {
+				return ferr
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func bitsLen(n int) int {
+	l := 0
+	for n > 1 {
+		n >>= 1
+		l++
+	}
+	return l
+}
+
+func writeGob(path string, v any) error {
+	var b bytes.Buffer
+	if err := gob.NewEncoder(&b).Encode(v); err != nil {
+		return err
+	}
+	return writeFileAtomic(path, b.Bytes())
+}
+
+// ErrOtherOrder: the votes of all the partitions give another channel order
+// than the one they were joined with: join them again with
+// MergeResult.Order.
+var ErrOtherOrder = errors.New("the votes of all partitions give another channel order: join them again with it")
+
+// MergeResult is what MergeParts found.
+type MergeResult struct {
+	*Result
+	// Order is the channel order the states' votes give (labels, tuple
+	// channels first to last, then the others ranked): what RunPart takes.
+	Order []string
+}
+
+// MergeParts merges the states RunPart wrote for every partition of the
+// export and, when they were joined with an order (not votes only) and
+// cfg.Out is set, writes summary.csv, summary.parquet, summary.txt and
+// model.json into it. With votes-only states it only gives the order.
+// Where the states' votes give another order than they were joined with,
+// it writes nothing and returns ErrOtherOrder with the order to join with.
+func MergeParts(cfg Config, export string, states []string) (*MergeResult, error) {
+	a, _, err := prepareExport(cfg, export)
+	if err != nil {
+		return nil, err
+	}
+	labels := make([]string, len(a.chans))
+	for i, c := range a.chans {
+		labels[i] = c.Label()
+	}
+	w := a.newWorker(nil, nil)
+	var joined []string
+	for i, path := range states {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		var st partState
+		err = gob.NewDecoder(f).Decode(&st)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: no partition state of this version (%w)", path, err)
+		}
+		if st.Version != partStateVersion || !slices.Equal(st.Channels, labels) {
+			return nil, fmt.Errorf("%s: a state of another export (its channels %v; this export's %v)", path, st.Channels, labels)
+		}
+		if i == 0 {
+			joined = st.Order
+		} else if !slices.Equal(st.Order, joined) {
+			return nil, fmt.Errorf("%s: joined with order %v, %s with %v: every partition takes one order", path, st.Order, states[0], joined)
+		}
+		o := a.newWorker(nil, nil)
+		o.tuples, o.durations, o.skippedTuples, o.skippedRecords, o.t0 = st.Tuples, st.Durations, st.SkippedTuples, st.SkippedRecords, st.T0
+		a.res.Records += st.Records
+		for _, v := range st.Votes {
+			o.votes[[2]uint32{v.A, v.B}] = &votes{sure: v.Sure, likely: v.Likely}
+		}
+		for _, p := range st.Pairs {
+			key := PairKey{p.Kind, p.From, p.To}
+			ps := &PairStats{Key: key, Dur: p.Dur.stats(), Err: p.Err.stats(), Paper: p.Paper.stats(), Baseline: p.Baseline.stats(), Scenarios: p.Scenarios}
+			if p.RetErr != nil {
+				ps.RetErr, ps.OursErr = p.RetErr.stats(), p.OursErr.stats()
+			}
+			o.pairs[key] = ps
+		}
+		w.merge(o)
+	}
+	rank, err := a.rankChannels(w.votes)
+	if err != nil {
+		return nil, err
+	}
+	res := &MergeResult{Result: a.res}
+	byRank := make([]int, len(a.chans))
+	for i, r := range rank {
+		byRank[r] = i
+	}
+	for _, i := range byRank {
+		res.Order = append(res.Order, a.chans[i].Label())
+	}
+	if joined == nil {
+		return res, nil
+	}
+	if !slices.Equal(res.Order, joined) {
+		return res, ErrOtherOrder
+	}
+	a.finishJoin(w, rank)
+	a.res.CritPathNote = "critical path: not analysed on partitions (it needs every record in time order: analyze a time range on one machine; docs/spark.md)"
+	a.res.MaceNote = "Mace: not analysed on partitions (it needs every record in time order: analyze a time range on one machine; docs/spark.md)"
+	for _, p := range a.pairs {
+		a.res.Pairs = append(a.res.Pairs, p)
+	}
+	sort.Slice(a.res.Pairs, func(i, j int) bool { return a.less(a.res.Pairs[i].Key, a.res.Pairs[j].Key) })
+	if cfg.Out == "" {
+		return res, nil
+	}
+	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
+		return nil, err
+	}
+	for _, name := range outputs {
+		if err := os.Remove(filepath.Join(cfg.Out, name)); err != nil && !errors.Is(err, fs.ErrNotExist) && name != "durations.parquet" {
+			return nil, err
+		}
+	}
+	a.cfg.Out = cfg.Out
+	if math.IsInf(a.t0, 1) {
+		a.t0 = 0
+	}
+	if err := a.writeSummaries(); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
