@@ -54,7 +54,7 @@ commands:
                          as Parquet partitioned by tuple id, for the analysis
                          on Apache Spark (docs/spark.md); one node at a time
                          or all at once, into one directory
-  join-part --export DIR --records FILE... --state FILE [--order-json JSON --durations FILE]
+  join-part --export DIR --records FILE... --state FILE [--rank-json JSON --durations FILE]
   merge-parts --export DIR [--out DIR] STATE...
                          the analysis of an export a partition at a time, and the
                          merge: the stages the Spark job runs (docs/spark.md)

@@ -16,7 +16,7 @@ import (
 // people, who run `analyze` on one machine.
 
 // runJoinPart: cloudprofiler join-part --export DIR --records FILE...
-// --state FILE [--order-json JSON --durations FILE] [--partition P].
+// --state FILE [--rank-json JSON --durations FILE] [--partition P].
 func runJoinPart(stdout, stderr io.Writer, args []string) error {
 	fs := flag.NewFlagSet("join-part", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -24,8 +24,8 @@ func runJoinPart(stdout, stderr io.Writer, args []string) error {
 	var recs multiFlag
 	fs.StringVar(&cfg.Export, "export", "", "the export's directory (export.json, channels/, rounds/; the records may be elsewhere)")
 	fs.Var(&recs, "records", "a Parquet file of the partition's records (repeat)")
-	order := fs.String("order-json", "", `the channel order to join with, a JSON list of labels (merge-parts prints it); none: the votes only`)
-	fs.StringVar(&cfg.Durations, "durations", "", "write the partition's durations to this Parquet file (with --order-json)")
+	rank := fs.String("rank-json", "", `the channel order to join with, each channel's place as a JSON list (merge-parts prints it as "rank"); none: the votes only`)
+	fs.StringVar(&cfg.Durations, "durations", "", "write the partition's durations to this Parquet file (with --rank-json)")
 	fs.StringVar(&cfg.State, "state", "", "write the partition's state (votes, per-pair statistics, counts) to this file, for merge-parts")
 	fs.IntVar(&cfg.Partition, "partition", -1, "the export partition the records are: every tuple id must hash to it (-1: not checked)")
 	if err := fs.Parse(args); err != nil {
@@ -38,16 +38,18 @@ func runJoinPart(stdout, stderr io.Writer, args []string) error {
 		return errors.New("join-part: --export and --state are required")
 	}
 	cfg.Records = recs
-	if *order != "" {
-		if err := json.Unmarshal([]byte(*order), &cfg.Order); err != nil || cfg.Order == nil {
-			return fmt.Errorf("join-part: --order-json must be a JSON list of channel labels (%v)", err)
+	if *rank != "" {
+		if err := json.Unmarshal([]byte(*rank), &cfg.Rank); err != nil || cfg.Rank == nil {
+			return fmt.Errorf("join-part: --rank-json must be a JSON list of each channel's place, as merge-parts prints it (%v)", err)
 		}
 	}
 	return analyze.RunPart(cfg)
 }
 
 // runMergeParts: cloudprofiler merge-parts --export DIR [--out DIR] STATE...
-// It prints {"order": [...], "rejoin": bool} on stdout: rejoin says the
+// It prints {"rank": [...], "order": [...], "rejoin": bool, ...} on stdout:
+// rank is the channel order for join-part, order the tuple channels in it;
+// rejoin says the
 // states' votes give another order than they were joined with, which the
 // partitions are to be joined with again (nothing written then).
 func runMergeParts(stdout, stderr io.Writer, args []string) error {
@@ -68,11 +70,12 @@ func runMergeParts(stdout, stderr io.Writer, args []string) error {
 		return err
 	}
 	out := struct {
+		Rank      []int    `json:"rank"`
 		Order     []string `json:"order"`
 		Rejoin    bool     `json:"rejoin"`
 		Records   uint64   `json:"records"`
 		Tuples    uint64   `json:"tuples"`
 		Durations uint64   `json:"durations"`
-	}{res.Order, rejoin, res.Records, res.Tuples, res.Durations}
+	}{res.Rank, res.Order, rejoin, res.Records, res.Tuples, res.Durations}
 	return json.NewEncoder(stdout).Encode(out)
 }

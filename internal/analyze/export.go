@@ -53,8 +53,12 @@ type ExportRow struct {
 	// decimal); a reading past 2^63 (never seen: 97 years at 3 GHz) shows
 	// negative, its bits kept (uint64(tsc) gives it back).
 	TSC int64 `parquet:"tsc"`
-	// Channel is the channel's label, node/name.
-	Channel string `parquet:"channel,dict"`
+	// Channel is the channel's label, node/name; ChannelKey names the
+	// channel uniquely in the export (a label may be two channels': a
+	// FOX_START channel and its return log, or two processes' channels of
+	// one name): node/FILE, the name of its log file (channels/*.json).
+	Channel    string `parquet:"channel,dict"`
+	ChannelKey string `parquet:"channel_key,dict"`
 	// EstCycles is the record's reference-counter estimate relative to the
 	// export's origin (export.json: add it for the reference counter's
 	// reading), ErrCycles its strict bound: the reference counter read
@@ -90,11 +94,12 @@ type ExportChannels struct {
 
 // ExportChannel is one channel an export read.
 type ExportChannel struct {
+	Key      string          `json:"key"` // the records' channel_key
 	Label    string          `json:"label"`
 	Node     string          `json:"node"`
 	Name     string          `json:"name"`
 	Role     string          `json:"role"`
-	Records  uint64          `json:"records"`
+	Records  uint64          `json:"records"` // tuple records exported (0 for the other roles)
 	Problems []string        `json:"problems,omitempty"`
 	Path     string          `json:"path"` // where the exporter read it
 	Header   json.RawMessage `json:"header"`
@@ -180,15 +185,16 @@ func Export(cfg ExportConfig) (*ExportResult, error) {
 	}
 	res.Files, res.Bytes = nfiles, nbytes
 	res.Channels = ExportChannels{Stem: stem, Nodes: names, Records: a.res.Records}
+	// Every channel read, so that an analysis of the export numbers and
+	// names them as analyze does; only the tuple and return channels'
+	// records are in records/ (counters and FIRSTLAST runs: not yet).
+	keys := exportKeys(a.chans)
 	for i, ch := range a.chans {
-		if ch.Role != RoleTuples && ch.Role != RoleReturn {
-			continue
-		}
 		hdr, err := json.Marshal(ch.Header)
 		if err != nil {
 			return nil, err
 		}
-		res.Channels.Channels = append(res.Channels.Channels, ExportChannel{Label: ch.Label(), Node: ch.Node, Name: ch.Name,
+		res.Channels.Channels = append(res.Channels.Channels, ExportChannel{Key: keys[i], Label: ch.Label(), Node: ch.Node, Name: ch.Name,
 			Role: exportRole(ch.Role), Records: a.chanRecords[i], Problems: ch.Problems, Path: ch.Path, Header: hdr})
 		if len(ch.Problems) > 0 {
 			res.Problems = append(res.Problems, ch)
@@ -203,10 +209,34 @@ func Export(cfg ExportConfig) (*ExportResult, error) {
 
 // exportRole is how channels/STEM.json names a channel's role.
 func exportRole(r Role) string {
-	if r == RoleReturn {
+	switch r {
+	case RoleReturn:
 		return "return"
+	case RoleFirst:
+		return "firstlast"
+	case RoleCounter:
+		return "counter"
+	case RoleLineage:
+		return "lineage"
 	}
 	return "tuples"
+}
+
+// exportKeys are the channels' keys: node/FILE (the log file's name),
+// with #2, #3... where one node has two files of one name (read from
+// several directories).
+func exportKeys(chans []*Channel) []string {
+	keys := make([]string, len(chans))
+	seen := map[string]int{}
+	for i, c := range chans {
+		k := c.Node + "/" + filepath.Base(c.Path)
+		seen[k]++
+		if n := seen[k]; n > 1 {
+			k += fmt.Sprintf("#%d", n)
+		}
+		keys[i] = k
+	}
+	return keys
 }
 
 // exportStem names an export's files by the nodes it read.
@@ -295,7 +325,7 @@ func removeExportStem(out, stem string) error {
 // take export partitions in turn.
 func (a *analysis) writeExportParts(ps *partitions, out, stem string, parts int) (int, int64, error) {
 	shift := bits.TrailingZeros(uint(ps.n)) - bits.TrailingZeros(uint(parts))
-	labels := make([]string, len(a.chans))
+	labels, keys := make([]string, len(a.chans)), exportKeys(a.chans)
 	for i, c := range a.chans {
 		labels[i] = c.Label()
 	}
@@ -342,7 +372,7 @@ func (a *analysis) writeExportParts(ps *partitions, out, stem string, parts int)
 							ch := d.ch[i]
 							a.model.TranslateInto(&tr, a.chNode[ch], d.tsc[i])
 							v := tr.Value(a.model)
-							rows = append(rows, ExportRow{TupleID: d.id[i], TSC: int64(d.tsc[i]), Channel: labels[ch], EstCycles: v.Est, ErrCycles: v.Err})
+							rows = append(rows, ExportRow{TupleID: d.id[i], TSC: int64(d.tsc[i]), Channel: labels[ch], ChannelKey: keys[ch], EstCycles: v.Est, ErrCycles: v.Err})
 							if len(rows) == cap(rows) {
 								if err := w.Write(rows); err != nil {
 									return err

@@ -36,9 +36,10 @@ import (
 type PartConfig struct {
 	Export  string   // the export's directory: export.json, channels/, rounds/ (the records need not be there)
 	Records []string // the partition's Parquet files (ExportRow's columns; others ignored)
-	// Order is the channel order, labels first to last (MergeParts' Order);
-	// nil: votes only, no durations.
-	Order       []string
+	// Rank is the channel order: each channel's place (channels numbered
+	// as channels/*.json list them; MergeParts' Rank); nil: votes only,
+	// no durations.
+	Rank        []int
 	Durations   string // write the partition's durations here (Parquet; "": none)
 	State       string // write the partition's state here
 	Partition   int    // the export partition (a check: every record must hash to it); -1: not checked
@@ -52,8 +53,8 @@ const partStateVersion = 1
 // partState is what RunPart leaves for MergeParts (gob).
 type partState struct {
 	Version  int
-	Channels []string // labels in index order: both sides must number alike
-	Order    []string // the order joined with (nil: votes only)
+	Channels []string // channel keys in index order: both sides must number alike
+	Rank     []int    // the order joined with (nil: votes only)
 	Records, Tuples, Durations,
 	SkippedTuples, SkippedRecords uint64
 	T0    float64
@@ -102,20 +103,20 @@ func (st *statsState) stats() *Stats {
 	return s
 }
 
+// exportAnalysis is the analysis of an export's partitions, with each
+// channel's key (ExportRow.ChannelKey).
+type exportAnalysis struct {
+	*analysis
+	keys []string
+}
+
 // prepareExport is prepare for an export's partitions: the channels from
 // channels/*.json (in the order of their files, then as listed), the
 // model from rounds/.
-func prepareExport(cfg Config, dir string) (*analysis, *ExportMeta, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "export.json"))
+func prepareExport(cfg Config, dir string) (*exportAnalysis, *ExportMeta, error) {
+	meta, err := readExportMeta(dir)
 	if err != nil {
-		return nil, nil, fmt.Errorf("export %s: %w", dir, err)
-	}
-	var meta ExportMeta
-	if err := json.Unmarshal(b, &meta); err != nil || meta.Format != ExportFormat {
-		return nil, nil, fmt.Errorf("%s: no cloudprofiler export (%v)", filepath.Join(dir, "export.json"), err)
-	}
-	if meta.Version != ExportVersion {
-		return nil, nil, fmt.Errorf("%s: export version %d; this cloudprofiler reads version %d (export again with it)", filepath.Join(dir, "export.json"), meta.Version, ExportVersion)
+		return nil, nil, err
 	}
 	metas, _ := filepath.Glob(filepath.Join(dir, "channels", "*.json"))
 	sort.Strings(metas)
@@ -123,6 +124,7 @@ func prepareExport(cfg Config, dir string) (*analysis, *ExportMeta, error) {
 		return nil, nil, fmt.Errorf("export %s: no channels/*.json (an export writes one per node set it read)", dir)
 	}
 	var chans []*Channel
+	var keys []string
 	for _, m := range metas {
 		b, err := os.ReadFile(m)
 		if err != nil {
@@ -143,6 +145,7 @@ func prepareExport(cfg Config, dir string) (*analysis, *ExportMeta, error) {
 				return nil, nil, fmt.Errorf("%s: channel %s: its header names %s", m, c.Label, ch.Label())
 			}
 			chans = append(chans, ch)
+			keys = append(keys, c.Key)
 		}
 	}
 	cfg.Ref = meta.Ref
@@ -179,20 +182,37 @@ func prepareExport(cfg Config, dir string) (*analysis, *ExportMeta, error) {
 	}
 	cfg.Workers = 1
 	a, err := newAnalysis(cfg, model, chans, &Result{})
-	return a, &meta, err
+	if err != nil {
+		return nil, nil, err
+	}
+	return &exportAnalysis{a, keys}, meta, nil
+}
+
+// readExportMeta reads dir/export.json.
+func readExportMeta(dir string) (*ExportMeta, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "export.json"))
+	if err != nil {
+		return nil, fmt.Errorf("export %s: %w", dir, err)
+	}
+	var meta ExportMeta
+	if err := json.Unmarshal(b, &meta); err != nil || meta.Format != ExportFormat {
+		return nil, fmt.Errorf("%s: no cloudprofiler export (%v)", filepath.Join(dir, "export.json"), err)
+	}
+	if meta.Version != ExportVersion {
+		return nil, fmt.Errorf("%s: export version %d; this cloudprofiler reads version %d (export again with it)", filepath.Join(dir, "export.json"), meta.Version, ExportVersion)
+	}
+	return &meta, nil
 }
 
 // RunPart joins one export partition (PartConfig).
 func RunPart(cfg PartConfig) error {
-	a, meta, err := prepareExport(Config{MemBytes: cfg.MemBytes, Order: cfg.Order}, cfg.Export)
+	a, meta, err := prepareExport(Config{MemBytes: cfg.MemBytes}, cfg.Export)
 	if err != nil {
 		return err
 	}
-	byLabel := map[string]uint32{}
-	labels := make([]string, len(a.chans))
-	for i, c := range a.chans {
-		byLabel[c.Label()] = uint32(i)
-		labels[i] = c.Label()
+	byKey := map[string]uint32{}
+	for i, k := range a.keys {
+		byKey[k] = uint32(i)
 	}
 	// The partition's records, a channel's together in the order they come
 	// (an export writes a channel's records in the order it logged them),
@@ -203,9 +223,9 @@ func RunPart(cfg PartConfig) error {
 	for _, f := range cfg.Records {
 		err := readPartRecords(f, func(rows []partRecord) error {
 			for _, r := range rows {
-				ch, ok := byLabel[r.Channel]
+				ch, ok := byKey[r.ChannelKey]
 				if !ok {
-					return fmt.Errorf("a record of channel %q, which the export's channels/*.json do not list", r.Channel)
+					return fmt.Errorf("a record of channel %q, which the export's channels/*.json do not list", r.ChannelKey)
 				}
 				if cfg.Partition >= 0 && meta.Partitions > 1 && int((uint64(r.TupleID)*0x9E3779B97F4A7C15)>>shift) != cfg.Partition {
 					return fmt.Errorf("tuple id %d belongs to partition %d, not %d: the records are not this partition's",
@@ -227,10 +247,18 @@ func RunPart(cfg PartConfig) error {
 		}
 	}
 	perCh = nil
-	var rank []int
-	if cfg.Order != nil {
-		if rank, err = a.rankChannels(orderVotes{}); err != nil {
-			return err
+	rank := cfg.Rank
+	if rank != nil {
+		seen := make([]bool, len(a.chans))
+		for _, r := range rank {
+			if r < 0 || r >= len(seen) || seen[r] {
+				rank = nil
+				break
+			}
+			seen[r] = true
+		}
+		if len(rank) != len(a.chans) {
+			return fmt.Errorf("the channel order %v is no order of the export's %d channels (merge-parts gives one)", cfg.Rank, len(a.chans))
 		}
 	}
 	var rows *rowBatcher
@@ -241,7 +269,7 @@ func RunPart(cfg PartConfig) error {
 			return err
 		}
 		dw = newDurationWriter(1, []rowSink{s})
-		rows = dw.batcher(a)
+		rows = dw.batcher(a.analysis)
 	}
 	if rank != nil {
 		a.resetSeriesBudget()
@@ -267,7 +295,7 @@ func RunPart(cfg PartConfig) error {
 			return err
 		}
 	}
-	st := partState{Version: partStateVersion, Channels: labels, Order: cfg.Order, Records: uint64(n), Tuples: w.tuples,
+	st := partState{Version: partStateVersion, Channels: a.keys, Rank: cfg.Rank, Records: uint64(n), Tuples: w.tuples,
 		Durations: w.durations, SkippedTuples: w.skippedTuples, SkippedRecords: w.skippedRecords, T0: w.t0}
 	for k, v := range w.votes {
 		st.Votes = append(st.Votes, voteState{A: k[0], B: k[1], Sure: v.sure, Likely: v.likely})
@@ -287,13 +315,13 @@ func RunPart(cfg PartConfig) error {
 // partRecord is what join-part reads of a record: the export's columns
 // (ExportRow) that the join needs.
 type partRecord struct {
-	TupleID int64  `parquet:"tuple_id"`
-	TSC     int64  `parquet:"tsc"`
-	Channel string `parquet:"channel"`
+	TupleID    int64  `parquet:"tuple_id"`
+	TSC        int64  `parquet:"tsc"`
+	ChannelKey string `parquet:"channel_key"`
 }
 
 // readPartRecords reads the records of the Parquet file at path in
-// batches: tuple_id and tsc 64-bit integers, channel a string, none of
+// batches: tuple_id and tsc 64-bit integers, channel_key a string, none of
 // them optional (the export's columns, or Spark's rewritten by the job).
 func readPartRecords(path string, fn func([]partRecord) error) error {
 	f, err := os.Open(path)
@@ -312,10 +340,10 @@ func readPartRecords(path string, fn func([]partRecord) error) error {
 	for _, c := range []struct {
 		name string
 		kind parquet.Kind
-	}{{"tuple_id", parquet.Int64}, {"tsc", parquet.Int64}, {"channel", parquet.ByteArray}} {
+	}{{"tuple_id", parquet.Int64}, {"tsc", parquet.Int64}, {"channel_key", parquet.ByteArray}} {
 		col, ok := pf.Schema().Lookup(c.name)
 		if !ok {
-			return fmt.Errorf("no column %q (an export's records have tuple_id, tsc and channel)", c.name)
+			return fmt.Errorf("no column %q (an export's records have tuple_id, tsc and channel_key)", c.name)
 		}
 		if !col.Node.Leaf() || col.Node.Type().Kind() != c.kind || col.Node.Optional() || col.Node.Repeated() {
 			return fmt.Errorf("column %q is %s: a required %v is read", c.name, col.Node.Type(), c.kind)
@@ -365,8 +393,10 @@ var ErrOtherOrder = errors.New("the votes of all partitions give another channel
 // MergeResult is what MergeParts found.
 type MergeResult struct {
 	*Result
-	// Order is the channel order the states' votes give (labels, tuple
-	// channels first to last, then the others ranked): what RunPart takes.
+	// Rank is the channel order the states' votes give, each channel's
+	// place: what RunPart takes. Order is the tuple channels' labels in it,
+	// first to last.
+	Rank  []int
 	Order []string
 }
 
@@ -381,12 +411,8 @@ func MergeParts(cfg Config, export string, states []string) (*MergeResult, error
 	if err != nil {
 		return nil, err
 	}
-	labels := make([]string, len(a.chans))
-	for i, c := range a.chans {
-		labels[i] = c.Label()
-	}
 	w := a.newWorker(nil, nil)
-	var joined []string
+	var joined []int
 	for i, path := range states {
 		f, err := os.Open(path)
 		if err != nil {
@@ -398,13 +424,13 @@ func MergeParts(cfg Config, export string, states []string) (*MergeResult, error
 		if err != nil {
 			return nil, fmt.Errorf("%s: no partition state of this version (%w)", path, err)
 		}
-		if st.Version != partStateVersion || !slices.Equal(st.Channels, labels) {
-			return nil, fmt.Errorf("%s: a state of another export (its channels %v; this export's %v)", path, st.Channels, labels)
+		if st.Version != partStateVersion || !slices.Equal(st.Channels, a.keys) {
+			return nil, fmt.Errorf("%s: a state of another export (its channels %v; this export's %v)", path, st.Channels, a.keys)
 		}
 		if i == 0 {
-			joined = st.Order
-		} else if !slices.Equal(st.Order, joined) {
-			return nil, fmt.Errorf("%s: joined with order %v, %s with %v: every partition takes one order", path, st.Order, states[0], joined)
+			joined = st.Rank
+		} else if !slices.Equal(st.Rank, joined) {
+			return nil, fmt.Errorf("%s: joined with order %v, %s with %v: every partition takes one order", path, st.Rank, states[0], joined)
 		}
 		o := a.newWorker(nil, nil)
 		o.tuples, o.durations, o.skippedTuples, o.skippedRecords, o.t0 = st.Tuples, st.Durations, st.SkippedTuples, st.SkippedRecords, st.T0
@@ -426,18 +452,20 @@ func MergeParts(cfg Config, export string, states []string) (*MergeResult, error
 	if err != nil {
 		return nil, err
 	}
-	res := &MergeResult{Result: a.res}
+	res := &MergeResult{Result: a.res, Rank: rank}
 	byRank := make([]int, len(a.chans))
 	for i, r := range rank {
 		byRank[r] = i
 	}
 	for _, i := range byRank {
-		res.Order = append(res.Order, a.chans[i].Label())
+		if a.chans[i].Role == RoleTuples {
+			res.Order = append(res.Order, a.chans[i].Label())
+		}
 	}
 	if joined == nil {
 		return res, nil
 	}
-	if !slices.Equal(res.Order, joined) {
+	if !slices.Equal(rank, joined) {
 		return res, ErrOtherOrder
 	}
 	a.finishJoin(w, rank)

@@ -22,13 +22,16 @@ import (
 	"cloudprofiler/minrtt"
 )
 
+// topologyNodes are writeTopology's nodes.
+var topologyNodes = []simNode{{"a", 2.4e9, 1e9}, {"b", 2.4e9 * 0.9996, 7e10}, {"c", 2.4e9 * 1.00037, 3e9}}
+
 // writeTopology writes rounds and logs of a 3-node pipeline with n tuples:
 // source (FOX_START, with its return log) on a, relay in and out on b, sink
 // on c; ids are negative and positive, logged out of order at the relay,
 // some ids twice at the sink, one id reused thousands of times.
 func writeTopology(t *testing.T, dir string, n int, seed int64) {
 	t.Helper()
-	nodes := []simNode{{"a", 2.4e9, 1e9}, {"b", 2.4e9 * 0.9996, 7e10}, {"c", 2.4e9 * 1.00037, 3e9}}
+	nodes := topologyNodes
 	a, b, c := nodes[0], nodes[1], nodes[2]
 	r := rand.New(rand.NewSource(seed))
 	for i, rd := range []*minrtt.Round{simRound(r, 1, "before", 0, nodes), simRound(r, 2, "after", 60, nodes)} {

@@ -103,7 +103,7 @@ def _run(binary, args):
     return p.stdout
 
 
-def _join_fn(meta_b, binary_name, order, schema):
+def _join_fn(meta_b, binary_name, rank, schema):
     """The task: one export partition's records (a pyarrow Table) through
     `cloudprofiler join-part`; returns its durations and, in a last row, its
     state."""
@@ -122,17 +122,17 @@ def _join_fn(meta_b, binary_name, order, schema):
             # Spark's columns are nullable; the export's are not (and none is null).
             recs_schema = pa.schema([pa.field("tuple_id", pa.int64(), nullable=False),
                                      pa.field("tsc", pa.int64(), nullable=False),
-                                     pa.field("channel", pa.string(), nullable=False)])
-            pq.write_table(table.select(["tuple_id", "tsc", "channel"]).cast(recs_schema), recs)
+                                     pa.field("channel_key", pa.string(), nullable=False)])
+            pq.write_table(table.select(["tuple_id", "tsc", "channel_key"]).cast(recs_schema), recs)
             args = ["join-part", "--export", os.path.join(tmp, "export"), "--records", recs,
                     "--state", os.path.join(tmp, "state"), "--partition", str(part)]
-            if order is not None:
-                args += ["--order-json", json.dumps(order), "--durations", os.path.join(tmp, "durations.parquet")]
+            if rank is not None:
+                args += ["--rank-json", json.dumps(rank), "--durations", os.path.join(tmp, "durations.parquet")]
             _run(binary, args)
             with open(os.path.join(tmp, "state"), "rb") as f:
                 state = f.read()
             cols = {}
-            if order is not None:
+            if rank is not None:
                 d = pq.read_table(os.path.join(tmp, "durations.parquet"))
                 for name, _ in _DURATIONS:
                     c = d.column(name)
@@ -223,7 +223,7 @@ def analyze_export(spark, export, out, binary=None, durations=True, overwrite=Fa
         raise SparkAnalysisError("%s holds an analysis already: give another --out, or overwrite" % out)
 
     nparts = json.loads(meta["export.json"])["partitions"]
-    recs = spark.read.parquet(export.rstrip("/") + "/records").select("part", "tuple_id", "tsc", "channel")
+    recs = spark.read.parquet(export.rstrip("/") + "/records").select("part", "tuple_id", "tsc", "channel_key")
     # A task per export partition (not Spark's 200 shuffle partitions by default).
     shuffle = spark.conf.get("spark.sql.shuffle.partitions")
     spark.conf.set("spark.sql.shuffle.partitions", str(nparts))
@@ -259,11 +259,11 @@ def analyze_export(spark, export, out, binary=None, durations=True, overwrite=Fa
             seen += c
         votes = (recs.where(F.col("part").isin(sample)).groupBy("part")
                  .applyInArrow(_join_fn(meta_b, name, None, _arrow_schema(False)), _ddl(False)))
-        order = merge([r["state"] for r in votes.select("state").collect()])["order"]
+        rank = merge([r["state"] for r in votes.select("state").collect()])["rank"]
 
         for attempt in range(2):
             joined = (recs.groupBy("part")
-                      .applyInArrow(_join_fn(meta_b, name, order, _arrow_schema(True)), _ddl(True))
+                      .applyInArrow(_join_fn(meta_b, name, rank, _arrow_schema(True)), _ddl(True))
                       .persist(StorageLevel.DISK_ONLY))
             states = [r["state"] for r in joined.where(F.col("state").isNotNull()).select("state").collect()]
             merged_dir = os.path.join(local, "out")
@@ -271,7 +271,7 @@ def analyze_export(spark, export, out, binary=None, durations=True, overwrite=Fa
             if not res["rejoin"] or attempt == 1:
                 break
             joined.unpersist()
-            order = res["order"]  # the sample's order was not that of all votes: again
+            rank = res["rank"]  # the sample's order was not that of all votes: again
         if res["rejoin"]:
             raise SparkAnalysisError("the channel order did not settle after a second join: %s" % res["order"])
         if durations:

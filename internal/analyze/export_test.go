@@ -1,0 +1,274 @@
+package analyze
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"cloudprofiler/internal/logfile"
+	"cloudprofiler/internal/results"
+)
+
+// exportRecords reads every row of an export's records, by partition.
+func exportRecords(t *testing.T, out string) map[int][]ExportRow {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(out, "records", "part=*", "*.parquet"))
+	require.NoError(t, err)
+	parts := map[int][]ExportRow{}
+	for _, f := range files {
+		p, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(filepath.Dir(f)), "part="))
+		require.NoError(t, err, f)
+		rows, err := results.ReadAll[ExportRow](f)
+		require.NoError(t, err)
+		parts[p] = append(parts[p], rows...)
+	}
+	return parts
+}
+
+// logRecords is every tuple and return record of the logs under dir, as
+// "label id tsc" (a multiset: counted).
+func logRecords(t *testing.T, dir string) map[string]int {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.cplog*"))
+	require.NoError(t, err)
+	out := map[string]int{}
+	for _, f := range files {
+		lf, err := logfile.Open(f)
+		require.NoError(t, err)
+		label := lf.Header.Node + "/" + lf.Header.Name
+		require.NoError(t, lf.RecordBatches(func(rs []logfile.Record) error {
+			for _, r := range rs {
+				out[fmt.Sprintf("%s %d %d", label, r.TupleID, r.TSC)]++
+			}
+			return nil
+		}))
+		lf.Close()
+	}
+	return out
+}
+
+// An export holds every tuple record of the logs once, in the partition
+// its id hashes to (worked out here), with an estimate within its bound
+// of the true reference reading (the synthetic nodes' counters are known:
+// writeTopology), in memory and spilled, on one worker or two, and one
+// node at a time as all at once.
+func TestExportPartitionsAndTranslates(t *testing.T) {
+	dir := t.TempDir()
+	writeTopology(t, dir, 20000, 5)
+	logs := filepath.Join(dir, "logs")
+	want := logRecords(t, logs)
+	nodes := map[string]simNode{}
+	for _, n := range topologyNodes {
+		nodes[n.name] = n
+	}
+	ref := nodes["b"]
+	for _, c := range []struct {
+		name    string
+		mem     int64
+		workers int
+		split   bool
+	}{{"memory-1", 256 << 20, 1, false}, {"spill-2", 64 << 10, 2, false}, {"node-at-a-time", 256 << 20, 2, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "export")
+			base := Config{Rounds: filepath.Join(dir, "rounds"), Ref: "b", MemBytes: c.mem, Workers: c.workers}
+			if c.split {
+				// Each node's logs alone, as each node would export them.
+				for _, n := range []string{"a", "b", "c"} {
+					nd := filepath.Join(t.TempDir(), n)
+					require.NoError(t, os.MkdirAll(nd, 0o755))
+					files, _ := filepath.Glob(filepath.Join(logs, n+"-*"))
+					require.NotEmpty(t, files)
+					for _, f := range files {
+						b, err := os.ReadFile(f)
+						require.NoError(t, err)
+						require.NoError(t, os.WriteFile(filepath.Join(nd, filepath.Base(f)), b, 0o644))
+					}
+					cfg := base
+					cfg.Logs, cfg.Out = []string{nd}, out
+					_, err := Export(ExportConfig{Config: cfg, Partitions: 4})
+					require.NoError(t, err, n)
+				}
+			} else {
+				cfg := base
+				cfg.Logs, cfg.Out = []string{logs}, out
+				res, err := Export(ExportConfig{Config: cfg, Partitions: 4})
+				require.NoError(t, err)
+				require.Equal(t, 4, res.Files)
+			}
+			got := map[string]int{}
+			n := 0
+			origin := exportOrigin(t, out)
+			for p, rows := range exportRecords(t, out) {
+				for _, r := range rows {
+					require.Equal(t, p, int((uint64(r.TupleID)*0x9E3779B97F4A7C15)>>62), "id %d", r.TupleID)
+					got[fmt.Sprintf("%s %d %d", r.Channel, r.TupleID, uint64(r.TSC))]++
+					// The true time of the reading, and the reference counter then.
+					node := nodes[strings.Split(r.Channel, "/")[0]]
+					tt := (float64(uint64(r.TSC)) - node.off) / node.hz
+					truth := ref.off + ref.hz*tt
+					require.LessOrEqual(t, math.Abs(r.EstCycles+float64(origin)-truth), r.ErrCycles+2, "%+v", r)
+					n++
+				}
+			}
+			require.Equal(t, want, got)
+			require.Equal(t, 20000*5+20000/97+1+maxTupleEvents+1, n)
+		})
+	}
+}
+
+// idxOf is the index of the tuple channel labelled label in the export's
+// numbering.
+func idxOf(t *testing.T, ex, label string) int {
+	a, _, err := prepareExport(Config{}, ex)
+	require.NoError(t, err)
+	for i, c := range a.chans {
+		if c.Label() == label && c.Role == RoleTuples {
+			return i
+		}
+	}
+	t.Fatalf("no channel %s", label)
+	return -1
+}
+
+func exportOrigin(t *testing.T, out string) uint64 {
+	m, err := readExportMeta(out)
+	require.NoError(t, err)
+	return m.Origin
+}
+
+// The partitions joined one at a time (join-part) and merged (merge-parts)
+// give analyze's results: summary.csv byte for byte, the durations as a
+// set of rows; with the order from a sample's votes, and again when the
+// partitions were first joined with a wrong order.
+func TestExportPartsMatchAnalyze(t *testing.T) {
+	dir := t.TempDir()
+	writeTopology(t, dir, 20000, 7)
+	cfg := Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{filepath.Join(dir, "logs")}, Ref: "b",
+		Out: filepath.Join(dir, "analyze"), NoCapacity: true, NoCriticalPath: true, NoMace: true, NoReport: true}
+	_, err := Run(cfg)
+	require.NoError(t, err)
+	wantRows, err := results.ReadAll[DurationRow](filepath.Join(cfg.Out, "durations.parquet"))
+	require.NoError(t, err)
+	wantCSV, err := os.ReadFile(filepath.Join(cfg.Out, "summary.csv"))
+	require.NoError(t, err)
+
+	ex := filepath.Join(dir, "export")
+	ecfg := cfg
+	ecfg.Out = ex
+	_, err = Export(ExportConfig{Config: ecfg, Partitions: 8})
+	require.NoError(t, err)
+	files, err := filepath.Glob(filepath.Join(ex, "records", "part=*", "*.parquet"))
+	require.NoError(t, err)
+	require.Len(t, files, 8)
+	sort.Strings(files)
+	work := t.TempDir()
+	join := func(rank []int, durations bool) []string {
+		var states []string
+		for p, f := range files {
+			st := filepath.Join(work, fmt.Sprintf("state-%d", p))
+			pc := PartConfig{Export: ex, Records: []string{f}, State: st, Partition: p, Rank: rank}
+			if durations {
+				pc.Durations = filepath.Join(work, fmt.Sprintf("durations-%d.parquet", p))
+			}
+			require.NoError(t, RunPart(pc))
+			states = append(states, st)
+		}
+		return states
+	}
+	// The order from partition 0's votes alone.
+	require.NoError(t, RunPart(PartConfig{Export: ex, Records: files[:1], State: filepath.Join(work, "votes"), Partition: 0}))
+	sample, err := MergeParts(Config{}, ex, []string{filepath.Join(work, "votes")})
+	require.NoError(t, err)
+	txt, err := os.ReadFile(filepath.Join(cfg.Out, "summary.txt"))
+	require.NoError(t, err)
+	require.Contains(t, string(txt), "channel order: "+strings.Join(sample.Order, " -> ")+"\n")
+
+	// A wrong order first: merge-parts says so, and gives the right one.
+	wrong := append([]int(nil), sample.Rank...)
+	in, out := idxOf(t, ex, "b/relay in"), idxOf(t, ex, "b/relay out")
+	wrong[in], wrong[out] = wrong[out], wrong[in] // relay in and relay out swapped
+	_, err = MergeParts(Config{Out: filepath.Join(work, "wrong")}, ex, join(wrong, false))
+	require.ErrorIs(t, err, ErrOtherOrder)
+	_, err = os.Stat(filepath.Join(work, "wrong", "summary.csv"))
+	require.True(t, errors.Is(err, os.ErrNotExist), "nothing written after a wrong order")
+
+	merged, err := MergeParts(Config{Out: filepath.Join(work, "merged")}, ex, join(sample.Rank, true))
+	require.NoError(t, err)
+	require.Equal(t, sample.Rank, merged.Rank)
+	gotCSV, err := os.ReadFile(filepath.Join(work, "merged", "summary.csv"))
+	require.NoError(t, err)
+	require.Equal(t, string(wantCSV), string(gotCSV))
+	var gotRows []DurationRow
+	for p := range files {
+		rows, err := results.ReadAll[DurationRow](filepath.Join(work, fmt.Sprintf("durations-%d.parquet", p)))
+		require.NoError(t, err)
+		gotRows = append(gotRows, rows...)
+	}
+	keys := func(rs []DurationRow) []string {
+		out := make([]string, len(rs))
+		for i, r := range rs {
+			out[i] = fmt.Sprintf("%+v", r)
+		}
+		sort.Strings(out)
+		return out
+	}
+	require.Equal(t, len(wantRows), len(gotRows))
+	require.Equal(t, keys(wantRows), keys(gotRows))
+
+	// Records of another partition are refused, not joined.
+	err = RunPart(PartConfig{Export: ex, Records: files[1:2], State: filepath.Join(work, "x"), Partition: 0})
+	require.ErrorContains(t, err, "belongs to partition 1, not 0")
+}
+
+// What cannot make one export is refused before anything is written.
+func TestExportRefusals(t *testing.T) {
+	dir := t.TempDir()
+	writeTopology(t, dir, 500, 1)
+	base := Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{filepath.Join(dir, "logs")}, Ref: "b"}
+	out := filepath.Join(t.TempDir(), "ex")
+	cfg := base
+	cfg.Out = out
+	_, err := Export(ExportConfig{Config: cfg, Partitions: 3})
+	require.ErrorContains(t, err, "a power of two")
+	_, err = Export(ExportConfig{Config: cfg, Partitions: 4})
+	require.NoError(t, err)
+	before := exportRecords(t, out)
+	// The same nodes again: replaced, the same records.
+	_, err = Export(ExportConfig{Config: cfg, Partitions: 4})
+	require.NoError(t, err)
+	require.Equal(t, before, exportRecords(t, out))
+	// Other partitions, another reference: refused.
+	_, err = Export(ExportConfig{Config: cfg, Partitions: 8})
+	require.ErrorContains(t, err, "one export's nodes must agree")
+	other := cfg
+	other.Ref = "a"
+	_, err = Export(ExportConfig{Config: other, Partitions: 4})
+	require.ErrorContains(t, err, "one export's nodes must agree")
+	// One node of those already in it: its records would be there twice.
+	one := cfg
+	one.Logs = nil
+	files, _ := filepath.Glob(filepath.Join(dir, "logs", "c-*"))
+	one.Logs = files
+	_, err = Export(ExportConfig{Config: one, Partitions: 4})
+	require.ErrorContains(t, err, "node c is already in")
+	require.Equal(t, before, exportRecords(t, out))
+	// A directory that holds something else.
+	busy := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(busy, "mine.txt"), []byte("x"), 0o644))
+	cfg.Out = busy
+	_, err = Export(ExportConfig{Config: cfg, Partitions: 4})
+	require.ErrorContains(t, err, "is not empty and holds no export.json")
+	b, err := os.ReadFile(filepath.Join(busy, "mine.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "x", string(b))
+	entries, _ := os.ReadDir(busy)
+	require.Len(t, entries, 1)
+}
