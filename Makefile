@@ -70,7 +70,7 @@ demo: build
 # build/test-logs/, and ends with a summary of what passed and failed (and
 # the tail of each failure); it fails if any suite failed. test-report reads
 # what test-java's Flink example left, so test-java runs before it.
-SUITES := test-go test-fuzz test-analyze-data test-c test-install test-java test-report test-cluster test-multinode test-capacity test-critpath test-mace test-python test-docs
+SUITES := test-go test-fuzz test-analyze-data test-c test-install test-java test-report test-cluster test-multinode test-capacity test-critpath test-mace test-python test-spark test-docs
 test:
 	@MAKE='$(MAKE)' bash tests/run-suites.sh $(SUITES)
 
@@ -247,6 +247,20 @@ test-python: wheel $(TOOL)
 	$(call with-tmp,CLOUDPROFILER_LIB=$(abspath $(LIB)) CP_TOOL=$(abspath $(TOOL)) \
 	  $(PYENV) -m pytest -q -p no:cacheprovider --basetemp=$(BUILD)/pytest bindings/python/tests)
 	@rm -rf $(BUILD)/pytest
+
+# The analysis on Apache Spark (tests/spark, docs/spark.md): pyspark from
+# PyPI (Spark 4 runs on the JDK the build already needs), Spark in local
+# mode on an export of the bench's logs and of the multinode demo's,
+# against analyze on the same logs.
+SPARK_PY := pyspark==4.0.1
+.PHONY: test-spark
+test-spark: wheel $(TOOL) $(BUILD)/logmany $(BUILD)/stage
+	@$(PYENV) -c 'import pyspark, numpy, pandas, pyarrow, pytest; assert pyspark.__version__ == "$(SPARK_PY:pyspark==%=%)"' 2>/dev/null || \
+	  $(PIP) install -q $(SPARK_PY) numpy pandas pyarrow pytest
+	$(PIP) install -q --no-deps --force-reinstall $(BUILD)/wheel/cloudprofiler-*.whl
+	$(call with-tmp,CP_TOOL=$(abspath $(TOOL)) CP_BUILD=$(abspath $(BUILD)) \
+	  $(PYENV) -m pytest -q -p no:cacheprovider --basetemp=$(BUILD)/pytest-spark tests/spark)
+	@rm -rf $(BUILD)/pytest-spark
 
 # Benchmarks: ns per LogTS from C next to the floor measured in the same run;
 # 10 s sustained ZSTD_TSC logging with bytes/record and memory; idle CPU; the

@@ -1,0 +1,139 @@
+"""The analysis on Apache Spark (cloudprofiler.spark, docs/spark.md) against
+`cloudprofiler analyze` on the same logs, in the same run: Spark in local mode
+(pyspark from PyPI, the JDK the build already needs), the binary the build
+made. `make test-spark` runs it (CP_TOOL, CP_BUILD set; TMPDIR a directory of
+its own)."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+import cloudprofiler
+from cloudprofiler import spark as cps
+
+TOOL = os.environ["CP_TOOL"]
+BUILD = os.environ["CP_BUILD"]
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# What analyze computes that the partitioned analysis does not (yet): the
+# comparison runs analyze without them.
+ONLY_DURATIONS = ["--no-capacity", "--no-critical-path", "--no-mace", "--no-report", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def spark(tmp_path_factory):
+    from pyspark.sql import SparkSession
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    tmp = str(tmp_path_factory.mktemp("spark-local"))
+    s = (SparkSession.builder.master("local[2]").appName("cloudprofiler test")
+         .config("spark.ui.enabled", "false")
+         .config("spark.local.dir", tmp)
+         .config("spark.driver.extraJavaOptions", "-Djava.io.tmpdir=" + tmp)
+         .getOrCreate())
+    s.sparkContext.setLogLevel("ERROR")
+    yield s
+    s.stop()
+
+
+def run(*args, **kw):
+    p = subprocess.run([str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    assert p.returncode == 0, "%s: %s%s" % (" ".join(map(str, args)), p.stdout, p.stderr)
+    return p.stdout
+
+
+@pytest.fixture(scope="module")
+def bench_logs(tmp_path_factory):
+    """The bench's logs, smaller: 2 nodes, 4 channels, 1M records."""
+    d = tmp_path_factory.mktemp("bench")
+    run("bash", os.path.join(REPO, "tests", "analyze-data.sh"), BUILD, d, 250000)
+    return d
+
+
+def analyze(logs, rounds, out):
+    run(TOOL, "analyze", "--logs", *logs, "--rounds", rounds, "--out", out, *ONLY_DURATIONS)
+
+
+def export(logs, rounds, out, partitions=8):
+    return run(TOOL, "export", "--logs", *logs, "--rounds", rounds, "--out", out, "--partitions", partitions)
+
+
+def durations(path):
+    """A durations table as a sorted frame (a set of rows), TSCs uint64."""
+    df = pq.read_table(str(path)).to_pandas()
+    for c in ("start_tsc", "end_tsc"):
+        df[c] = df[c].astype("uint64")
+    return df.sort_values(list(df.columns)).reset_index(drop=True)
+
+
+def same_results(ref, out):
+    with open(os.path.join(ref, "summary.csv")) as f, open(os.path.join(out, "summary.csv")) as g:
+        assert f.read() == g.read()
+    want, got = durations(os.path.join(ref, "durations.parquet")), durations(os.path.join(out, "durations.parquet"))
+    assert len(want) == len(got)
+    pd.testing.assert_frame_equal(want, got)
+    return want
+
+
+def test_bench_logs_match_analyze(spark, bench_logs, tmp_path):
+    ref, ex, out = tmp_path / "analyze", tmp_path / "export", tmp_path / "spark"
+    analyze([bench_logs / "logs"], bench_logs / "rounds", ref)
+    export([bench_logs / "logs"], bench_logs / "rounds", ex)
+    res = cps.analyze_export(spark, str(ex), str(out), binary=TOOL)
+    assert res["records"] == 1000000 and res["durations"] == 1000000
+    rows = same_results(ref, out)
+    assert len(rows) == 1000000
+    # The summary's text says what analyze's does, but for what it did not run.
+    order = [l for l in open(ref / "summary.txt") if l.startswith("channel order:")]
+    assert order and order == [l for l in open(out / "summary.txt") if l.startswith("channel order:")]
+    assert res["order"] == order[0].split(": ", 1)[1].strip().split(" -> ")
+    # read_analysis reads what Spark wrote as it reads analyze's files.
+    a = cloudprofiler.read_analysis(str(out))
+    assert len(a.durations) == 1000000 and str(a.durations["start_tsc"].dtype) == "uint64"
+    assert list(a.summary["count"]) == list(cloudprofiler.read_analysis(str(ref)).summary["count"])
+    # An analysis is not written over.
+    with pytest.raises(cps.SparkAnalysisError, match="holds an analysis already"):
+        cps.analyze_export(spark, str(ex), str(out), binary=TOOL)
+
+
+def test_multinode_demo_matches_analyze(spark, tmp_path):
+    demo = tmp_path / "demo"
+    run("bash", os.path.join(REPO, "examples", "multinode", "demo.sh"), BUILD, env=dict(os.environ, CP_DEMO_DIR=str(demo)))
+    ref, ex, out = tmp_path / "analyze", tmp_path / "export", tmp_path / "spark"
+    analyze([demo / "logs"], demo / "rounds", ref)
+    export([demo / "logs"], demo / "rounds", ex, partitions=4)
+    cps.analyze_export(spark, str(ex), str(out), binary=TOOL)
+    assert len(same_results(ref, out)) > 1000
+
+
+def test_nodes_exported_apart_with_a_damaged_log(spark, bench_logs, tmp_path):
+    """Each node exports its own logs into one export; one file is damaged:
+    the same results, and the damage said as analyze says it."""
+    logs = tmp_path / "logs"
+    shutil.copytree(bench_logs / "logs", logs)
+    work = next(p for p in (logs / "b").iterdir() if "b_work" in p.name)
+    b = bytearray(work.read_bytes())
+    for i in range(len(b) // 2, len(b) // 2 + 64):
+        b[i] ^= 0x5A
+    work.write_bytes(bytes(b))
+    ref, ex, out = tmp_path / "analyze", tmp_path / "export", tmp_path / "spark"
+    analyze([logs], bench_logs / "rounds", ref)
+    for node in ("a", "b"):
+        export([logs / node], bench_logs / "rounds", ex)
+    cps.analyze_export(spark, str(ex), str(out), binary=TOOL)
+    same_results(ref, out)
+
+    def said(path):
+        return [l for l in open(path) if l.startswith("logs:") or "damaged" in l.lower()]
+    assert said(ref / "summary.txt") and said(ref / "summary.txt") == said(out / "summary.txt")
+    assert any("DAMAGED" in l for l in said(out / "summary.txt"))
+
+
+def test_not_an_export(spark, tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(cps.SparkAnalysisError, match="no export.json"):
+        cps.analyze_export(spark, str(tmp_path / "empty"), str(tmp_path / "out"), binary=TOOL)
+    assert not (tmp_path / "out").exists()
