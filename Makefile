@@ -251,7 +251,8 @@ test-python: wheel $(TOOL)
 # The analysis on Apache Spark (tests/spark, docs/spark.md): pyspark from
 # PyPI (Spark 4 runs on the JDK the build already needs), Spark in local
 # mode on an export of the bench's logs and of the multinode demo's,
-# against analyze on the same logs.
+# against analyze on the same logs; then a standalone master and two
+# workers, each in a network namespace, the job given to spark-submit.
 SPARK_PY := pyspark==4.0.1
 .PHONY: test-spark
 test-spark: wheel $(TOOL) $(BUILD)/logmany $(BUILD)/stage
@@ -261,6 +262,8 @@ test-spark: wheel $(TOOL) $(BUILD)/logmany $(BUILD)/stage
 	$(call with-tmp,CP_TOOL=$(abspath $(TOOL)) CP_BUILD=$(abspath $(BUILD)) \
 	  $(PYENV) -m pytest -q -p no:cacheprovider --basetemp=$(BUILD)/pytest-spark tests/spark)
 	@rm -rf $(BUILD)/pytest-spark
+	$(call with-tmp,CP_TOOL=$(abspath $(TOOL)) CP_BUILD=$(abspath $(BUILD)) CP_PYTHON=$(abspath $(PYENV)) \
+	  $(GO) test -count=1 -v -timeout 10m ./tests/spark)
 
 # Benchmarks: ns per LogTS from C next to the floor measured in the same run;
 # 10 s sustained ZSTD_TSC logging with bytes/record and memory; idle CPU; the

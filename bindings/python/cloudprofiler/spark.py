@@ -193,11 +193,12 @@ def _copy_out(spark, local_dir, out, names):
                                  jvm.org.apache.hadoop.fs.Path(out.rstrip("/") + "/" + name))
 
 
-def analyze_export(spark, export, out, binary=None, durations=True, overwrite=False, sample_share=1 / 64):
+def analyze_export(spark, export, out, binary=None, durations=True, overwrite=False, sample_share=1 / 64, shipped=False):
     """Analyses the export at `export` (any path Spark reads) into `out` (any
     path Spark writes): durations.parquet/ (unless durations=False) and the
     summaries. binary: the `cloudprofiler` executable for this machine and the
     executors' (default: $CP_TOOL, else on PATH); it is shipped with the job.
+    shipped: the binary is in the job's files already (spark-submit --files).
     out must not hold an analysis already unless overwrite. Returns the
     merge's figures: {"order": [...], "records", "tuples", "durations"}."""
     from pyspark.sql import functions as F
@@ -212,7 +213,8 @@ def analyze_export(spark, export, out, binary=None, durations=True, overwrite=Fa
     if __name__ != "__main__":
         from pyspark import cloudpickle
         cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    sc.addFile(os.path.abspath(binary))
+    if not shipped:
+        sc.addFile(os.path.abspath(binary))
     name = os.path.basename(binary)
     meta = _read_meta(spark, export)
     meta_b = sc.broadcast(meta)
@@ -298,14 +300,15 @@ def main(argv=None):
     a = ap.parse_args(argv)
     from pyspark.sql import SparkSession
     spark = SparkSession.builder.appName("cloudprofiler analyze").getOrCreate()
-    binary = a.binary
+    spark.sparkContext.setLogLevel("WARN")
+    binary, shipped = a.binary, False
     if binary and not os.path.exists(binary):
         from pyspark import SparkFiles
-        shipped = SparkFiles.get(os.path.basename(binary))
-        if os.path.exists(shipped):
-            binary = shipped
+        if os.path.exists(SparkFiles.get(os.path.basename(binary))):
+            binary, shipped = SparkFiles.get(os.path.basename(binary)), True
     try:
-        res = analyze_export(spark, a.export, a.out, binary=binary, durations=not a.no_durations, overwrite=a.overwrite)
+        res = analyze_export(spark, a.export, a.out, binary=binary, durations=not a.no_durations, overwrite=a.overwrite,
+                             shipped=shipped)
     except SparkAnalysisError as e:
         print("cloudprofiler.spark: %s" % e, file=sys.stderr)
         return 1
