@@ -9,15 +9,17 @@ or, from a PySpark session, ``analyze_export(spark, export, out)``.
 Spark schedules analyze's own join on each partition of the export (the
 `cloudprofiler join-part` stage, the Go binary shipped with the job), and
 the driver merges the partitions' states (`cloudprofiler merge-parts`): one
-definition of every result, the one `analyze` computes on one machine, and
-Spark does what it is good at (reading and writing partitioned Parquet on
-any Hadoop path, scheduling tasks, retrying them). It writes, under out:
+definition of every result, the one `analyze` computes on one machine.
+Spark reads the export's files (any Hadoop path) and hands each task the
+files of its partitions whole, so that no record goes through Spark's
+shuffle one at a time. It writes, under out:
 
-- durations.parquet/  every duration, analyze's columns (a directory of
-  Spark's part files: pandas, pyarrow, DuckDB and Spark read it as one
-  table; start_tsc and end_tsc are int64 there: Spark has no unsigned type)
+- durations.parquet/  every duration, analyze's file a partition
+  (part-PPPPP.parquet, analyze's columns and types): each task writes its
+  own through pyarrow's filesystem for out (local, HDFS through libhdfs,
+  S3, GCS: pyarrow.fs.FileSystem.from_uri), aside and then moved
 - summary.csv, summary.parquet, summary.txt, model.json: as analyze writes
-  them, equal to analyze's on the same logs.
+  them (equal to analyze's on the same logs), through Hadoop's FileSystem.
 
 As `analyze` does, the channel order comes from the votes of a sample of
 the partitions first (about 1/64 of the records), every partition is then
@@ -37,15 +39,6 @@ import sys
 import tempfile
 
 __all__ = ["analyze_export", "main"]
-
-# The columns of durations.parquet, as analyze writes them (Spark types:
-# its LongType is int64; the TSCs' bits are kept).
-_DURATIONS = [
-    ("tuple_id", "long"), ("from_node", "string"), ("from_channel", "string"), ("to_node", "string"),
-    ("to_channel", "string"), ("kind", "string"), ("start_tsc", "long"), ("end_tsc", "long"),
-    ("cycles", "double"), ("error_cycles", "double"), ("seconds", "double"), ("error_seconds", "double"),
-    ("scenario", "int"), ("paper_error_cycles", "double"), ("baseline_error_cycles", "double"),
-]
 
 _META_DIRS = ("channels", "rounds")
 
@@ -103,79 +96,63 @@ def _run(binary, args):
     return p.stdout
 
 
-def _join_fn(meta_b, binary_name, rank, schema):
-    """The task: one export partition's records (a pyarrow Table) through
-    `cloudprofiler join-part`; returns its durations and, in a last row, its
-    state."""
+def _join_fn(meta_b, binary_name, rank, dur_out):
+    """The task: the files of export partitions (rows of Spark's binaryFile
+    source: part, content), each partition's files through `cloudprofiler
+    join-part`; yields a row (part, state) a partition. With dur_out (a URI),
+    the partition's durations.parquet goes there as part-PPPPP.parquet,
+    through pyarrow's filesystem for the URI (written aside, then moved: a
+    task run again writes the same file)."""
 
-    def fn(table):
+    def fn(batches):
+        import uuid
         import pyarrow as pa
-        import pyarrow.parquet as pq
+        import pyarrow.fs as pafs
         from pyspark import SparkFiles
 
         binary = SparkFiles.get(binary_name)
-        part = int(table.column("part")[0].as_py())
-        tmp = tempfile.mkdtemp(prefix="cp-join-part-")
-        try:
-            _write_meta(meta_b.value, os.path.join(tmp, "export"))
-            recs = os.path.join(tmp, "records.parquet")
-            # Spark's columns are nullable; the export's are not (and none is null).
-            recs_schema = pa.schema([pa.field("tuple_id", pa.int64(), nullable=False),
-                                     pa.field("tsc", pa.int64(), nullable=False),
-                                     pa.field("channel_key", pa.string(), nullable=False)])
-            pq.write_table(table.select(["tuple_id", "tsc", "channel_key"]).cast(recs_schema), recs)
-            args = ["join-part", "--export", os.path.join(tmp, "export"), "--records", recs,
-                    "--state", os.path.join(tmp, "state"), "--partition", str(part)]
-            if rank is not None:
-                args += ["--rank-json", json.dumps(rank), "--durations", os.path.join(tmp, "durations.parquet")]
-            _run(binary, args)
-            with open(os.path.join(tmp, "state"), "rb") as f:
-                state = f.read()
-            cols = {}
-            if rank is not None:
-                d = pq.read_table(os.path.join(tmp, "durations.parquet"))
-                for name, _ in _DURATIONS:
-                    c = d.column(name)
-                    if pa.types.is_uint64(c.type):
-                        c = c.cast(pa.int64(), safe=False)  # the bits, as Spark has no uint64
-                    cols[name] = c
-                n = d.num_rows
-            else:
-                n = 0
-            out = {}
-            for f in schema:
-                if f.name == "part":
-                    out["part"] = pa.array([part] * (n + 1), pa.int32())
-                elif f.name == "state":
-                    out["state"] = pa.array([None] * n + [state], pa.binary())
-                else:
-                    c = cols.get(f.name)
-                    nulls = pa.nulls(1, f.type)
-                    out[f.name] = pa.concat_arrays(
-                        ([c.combine_chunks()] if c is not None and n else []) + [nulls])
-            return pa.table(out, schema=schema)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        files = {}
+        for batch in batches:
+            parts, contents = batch.column("part").to_pylist(), batch.column("content")
+            for i, part in enumerate(parts):
+                files.setdefault(part, []).append(contents[i].as_buffer())
+        for part in sorted(files):
+            tmp = tempfile.mkdtemp(prefix="cp-join-part-")
+            try:
+                _write_meta(meta_b.value, os.path.join(tmp, "export"))
+                args = ["join-part", "--export", os.path.join(tmp, "export"), "--state", os.path.join(tmp, "state"),
+                        "--partition", str(part)]
+                for i, content in enumerate(files.pop(part)):
+                    path = os.path.join(tmp, "records-%d.parquet" % i)
+                    with open(path, "wb") as f:
+                        f.write(content)
+                    args += ["--records", path]
+                local = os.path.join(tmp, "durations.parquet")
+                if rank is not None:
+                    args += ["--rank-json", json.dumps(rank)]
+                    if dur_out:
+                        args += ["--durations", local]
+                _run(binary, args)
+                if rank is not None and dur_out:
+                    fs, base = pafs.FileSystem.from_uri(dur_out)
+                    fs.create_dir(base, recursive=True)
+                    final = "%s/part-%05d.parquet" % (base.rstrip("/"), part)
+                    aside = "%s/.part-%05d.parquet.%s" % (base.rstrip("/"), part, uuid.uuid4().hex)
+                    pafs.copy_files(local, aside, source_filesystem=pafs.LocalFileSystem(), destination_filesystem=fs)
+                    fs.move(aside, final)
+                with open(os.path.join(tmp, "state"), "rb") as f:
+                    state = f.read()
+                yield pa.RecordBatch.from_arrays([pa.array([part], pa.int32()), pa.array([state], pa.binary())],
+                                                 names=["part", "state"])
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
 
     return fn
 
 
-def _arrow_schema(with_durations):
-    import pyarrow as pa
-    types = {"long": pa.int64(), "string": pa.string(), "double": pa.float64(), "int": pa.int32()}
-    fields = [pa.field("part", pa.int32())]
-    if with_durations:
-        fields += [pa.field(n, types[t]) for n, t in _DURATIONS]
-    fields.append(pa.field("state", pa.binary()))
-    return pa.schema(fields)
-
-
-def _ddl(with_durations):
-    cols = ["part int"]
-    if with_durations:
-        cols += ["%s %s" % (n, t) for n, t in _DURATIONS]
-    cols.append("state binary")
-    return ", ".join(cols)
+def _uri(path):
+    """path as a URI pyarrow's filesystems take (a local path made absolute)."""
+    return path if "://" in path else "file://" + os.path.abspath(path)
 
 
 def _copy_out(spark, local_dir, out, names):
@@ -202,7 +179,6 @@ def analyze_export(spark, export, out, binary=None, durations=True, overwrite=Fa
     out must not hold an analysis already unless overwrite. Returns the
     merge's figures: {"order": [...], "records", "tuples", "durations"}."""
     from pyspark.sql import functions as F
-    from pyspark import StorageLevel
 
     binary = binary or _binary_default()
     if not binary:
@@ -221,14 +197,20 @@ def analyze_export(spark, export, out, binary=None, durations=True, overwrite=Fa
     jvm = sc._jvm
     outp = jvm.org.apache.hadoop.fs.Path(out)
     ofs = outp.getFileSystem(sc._jsc.hadoopConfiguration())
-    if ofs.exists(jvm.org.apache.hadoop.fs.Path(out.rstrip("/") + "/summary.csv")) and not overwrite:
-        raise SparkAnalysisError("%s holds an analysis already: give another --out, or overwrite" % out)
+    for held in ("summary.csv", "durations.parquet"):
+        p = jvm.org.apache.hadoop.fs.Path(out.rstrip("/") + "/" + held)
+        if ofs.exists(p):
+            if not overwrite:
+                raise SparkAnalysisError("%s holds an analysis already (%s): give another --out, or overwrite" % (out, held))
+            if held == "durations.parquet" and durations:
+                ofs.delete(p, True)  # its part files would stay beside the new ones
 
     nparts = json.loads(meta["export.json"])["partitions"]
-    recs = spark.read.parquet(export.rstrip("/") + "/records").select("part", "tuple_id", "tsc", "channel_key")
-    # A task per export partition (not Spark's 200 shuffle partitions by default).
-    shuffle = spark.conf.get("spark.sql.shuffle.partitions")
-    spark.conf.set("spark.sql.shuffle.partitions", str(nparts))
+    # Whole files, not rows: a partition's files (one per exporter) go to one
+    # task as they are, and the binary reads them; Spark moves files, not
+    # records (a shuffle of every record cost more than the join).
+    files = (spark.read.format("binaryFile").option("pathGlobFilter", "*.parquet")
+             .load(export.rstrip("/") + "/records").select("part", "content"))
     local = tempfile.mkdtemp(prefix="cp-spark-merge-")
     try:
         _write_meta(meta, os.path.join(local, "export"))
@@ -248,43 +230,39 @@ def analyze_export(spark, export, out, binary=None, durations=True, overwrite=Fa
                 os.remove(p)
             return res
 
+        def join(parts, rank, dur_out=None):
+            sel = files.where(F.col("part").isin(parts)) if parts is not None else files
+            n = len(parts) if parts is not None else nparts
+            return [r["state"] for r in sel.repartition(max(n, 1), "part")
+                    .mapInArrow(_join_fn(meta_b, name, rank, dur_out), "part int, state binary").collect()]
+
         # The order from a sample: the first partitions that hold sample_share
-        # of the records, votes only.
-        counts = sorted((r["part"], r["count"]) for r in recs.groupBy("part").count().collect())
-        if not counts:
+        # of the records (by their files' sizes), votes only.
+        sizes = sorted((r["part"], r["size"]) for r in
+                       spark.read.format("binaryFile").option("pathGlobFilter", "*.parquet")
+                       .load(export.rstrip("/") + "/records").groupBy("part").agg(F.sum("length").alias("size")).collect())
+        if not sizes:
             raise SparkAnalysisError("%s/records holds no records" % export)
-        total, seen, sample = sum(c for _, c in counts), 0, []
-        for p, c in counts:
+        total, seen, sample = sum(c for _, c in sizes), 0, []
+        for p, c in sizes:
             if sample and seen >= total * sample_share:
                 break
             sample.append(p)
             seen += c
-        votes = (recs.where(F.col("part").isin(sample)).groupBy("part")
-                 .applyInArrow(_join_fn(meta_b, name, None, _arrow_schema(False)), _ddl(False)))
-        rank = merge([r["state"] for r in votes.select("state").collect()])["rank"]
+        rank = merge(join(sample, None))["rank"]
 
+        dur_out = _uri(out.rstrip("/") + "/durations.parquet") if durations else None
+        merged_dir = os.path.join(local, "out")
         for attempt in range(2):
-            joined = (recs.groupBy("part")
-                      .applyInArrow(_join_fn(meta_b, name, rank, _arrow_schema(True)), _ddl(True))
-                      .persist(StorageLevel.DISK_ONLY))
-            states = [r["state"] for r in joined.where(F.col("state").isNotNull()).select("state").collect()]
-            merged_dir = os.path.join(local, "out")
-            res = merge(states, merged_dir)
+            res = merge(join(None, rank, dur_out), merged_dir)
             if not res["rejoin"] or attempt == 1:
                 break
-            joined.unpersist()
-            rank = res["rank"]  # the sample's order was not that of all votes: again
+            rank = res["rank"]  # the sample's order was not that of all votes: again (the durations are rewritten)
         if res["rejoin"]:
             raise SparkAnalysisError("the channel order did not settle after a second join: %s" % res["order"])
-        if durations:
-            (joined.where(F.col("state").isNull()).drop("state", "part")
-             .write.mode("overwrite" if overwrite else "errorifexists")
-             .parquet(out.rstrip("/") + "/durations.parquet"))
-        joined.unpersist()
         _copy_out(spark, merged_dir, out, ["summary.csv", "summary.parquet", "summary.txt", "model.json"])
         return res
     finally:
-        spark.conf.set("spark.sql.shuffle.partitions", shuffle)
         shutil.rmtree(local, ignore_errors=True)
 
 
