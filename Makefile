@@ -21,7 +21,7 @@ JNI_CFLAGS := $(if $(wildcard $(JAVA_HOME)/include/jni.h),-I$(JAVA_HOME)/include
 export CGO_CFLAGS := -O2 -g $(JNI_CFLAGS)
 GOSRC   := $(shell find libcp internal handlers tsc cmd minrtt confserver datagen -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*.s') capi/cloudprofiler.h go.mod go.sum
 
-.PHONY: all build demo test test-go test-c bench bench-analyze clean
+.PHONY: all build demo test test-go test-c bench bench-analyze bench-spark clean
 
 all: wheel demo
 
@@ -264,6 +264,17 @@ test-spark: wheel $(TOOL) $(BUILD)/logmany $(BUILD)/stage
 	@rm -rf $(BUILD)/pytest-spark
 	$(call with-tmp,CP_TOOL=$(abspath $(TOOL)) CP_BUILD=$(abspath $(BUILD)) CP_PYTHON=$(abspath $(PYENV)) \
 	  $(GO) test -count=1 -v -timeout 10m ./tests/spark)
+
+# make bench-spark (docs/spark.md): the analysis on Spark, local[1] and
+# local[2], next to analyze on the same logs in the same run, for 10M and
+# 100M records (SPARK_NS="2500000 25000000 250000000" adds 1,000M: about
+# 25 minutes more); each Spark run's summary.csv must be analyze's.
+SPARK_NS ?= 2500000 25000000
+.PHONY: bench-spark
+bench-spark: $(TOOL) $(BUILD)/logmany wheel
+	@$(PYENV) -c 'import pyspark, numpy, pandas, pyarrow' 2>/dev/null || $(PIP) install -q $(SPARK_PY) numpy pandas pyarrow
+	$(PIP) install -q --no-deps --force-reinstall $(BUILD)/wheel/cloudprofiler-*.whl
+	bash tests/bench-spark.sh $(BUILD) $(abspath $(PYENV)) "$(SPARK_NS)"
 
 # Benchmarks: ns per LogTS from C next to the floor measured in the same run;
 # 10 s sustained ZSTD_TSC logging with bytes/record and memory; idle CPU; the

@@ -28,7 +28,7 @@ import (
 // votes, its per-pair statistics and its counts. MergeParts merges the
 // states, as analyze merges its workers, and writes the summaries. Like
 // analyze, the driver first asks a sample of the partitions for votes only
-// (PartConfig.Order nil), takes the order they give (MergeParts' Order),
+// (PartConfig.Rank nil), takes the order they give (MergeParts' Rank),
 // joins every partition with it, and joins again with the order of all
 // votes where that differs (MergeParts says so: ErrOtherOrder).
 
@@ -39,12 +39,11 @@ type PartConfig struct {
 	// Rank is the channel order: each channel's place (channels numbered
 	// as channels/*.json list them; MergeParts' Rank); nil: votes only,
 	// no durations.
-	Rank        []int
-	Durations   string // write the partition's durations here (Parquet; "": none)
-	State       string // write the partition's state here
-	Partition   int    // the export partition (a check: every record must hash to it); -1: not checked
-	MemBytes    int64
-	NoDurations bool
+	Rank      []int
+	Durations string // write the partition's durations here (Parquet; "": none)
+	State     string // write the partition's state here
+	Partition int    // the export partition (a check: every record must hash to it); -1: not checked
+	MemBytes  int64
 }
 
 // partStateVersion is the state's format; MergeParts refuses another.
@@ -217,8 +216,6 @@ func RunPart(cfg PartConfig) error {
 	// The partition's records, a channel's together in the order they come
 	// (an export writes a channel's records in the order it logged them),
 	// channels in index order: as partitions.read gives analyze's.
-	// A channel's records together, channels in index order, as
-	// partitions.read gives analyze's.
 	type rec struct {
 		id  int64
 		tsc uint64
@@ -273,7 +270,7 @@ func RunPart(cfg PartConfig) error {
 	}
 	var rows *rowBatcher
 	var dw *durationWriter
-	if rank != nil && cfg.Durations != "" && !cfg.NoDurations {
+	if rank != nil && cfg.Durations != "" {
 		s, err := newParquetSink(cfg.Durations, 1)
 		if err != nil {
 			return err
