@@ -10,9 +10,10 @@ Spark schedules analyze's own join on each partition of the export (the
 `cloudprofiler join-part` stage, the Go binary shipped with the job), and
 the driver merges the partitions' states (`cloudprofiler merge-parts`): one
 definition of every result, the one `analyze` computes on one machine.
-Spark reads the export's files (any Hadoop path) and hands each task the
-files of its partitions whole, so that no record goes through Spark's
-shuffle one at a time. It writes, under out:
+The driver lists the export's files through Hadoop's FileSystem; each task
+gets the paths of one partition's files, copies them to local disk through
+pyarrow's filesystem for the path, and runs the binary on them: no record
+goes through Spark's shuffle or the JVM's heap. It writes, under out:
 
 - durations.parquet/  every duration, analyze's file a partition
   (part-PPPPP.parquet, analyze's columns and types): each task writes its
@@ -97,35 +98,30 @@ def _run(binary, args):
 
 
 def _join_fn(meta_b, binary_name, rank, dur_out):
-    """The task: the files of export partitions (rows of Spark's binaryFile
-    source: part, content), each partition's files through `cloudprofiler
-    join-part`; yields a row (part, state) a partition. With dur_out (a URI),
-    the partition's durations.parquet goes there as part-PPPPP.parquet,
-    through pyarrow's filesystem for the URI (written aside, then moved: a
-    task run again writes the same file)."""
+    """The task: export partitions given as (part, [file URIs]); each
+    partition's files are copied to local disk through pyarrow's filesystem
+    for their URIs and go through `cloudprofiler join-part`; yields (part,
+    state) a partition. With dur_out (a URI), the partition's
+    durations.parquet goes there as part-PPPPP.parquet the same way
+    (written aside, then moved: a task run again writes the same file)."""
 
-    def fn(batches):
+    def fn(items):
         import uuid
-        import pyarrow as pa
         import pyarrow.fs as pafs
         from pyspark import SparkFiles
 
         binary = SparkFiles.get(binary_name)
-        files = {}
-        for batch in batches:
-            parts, contents = batch.column("part").to_pylist(), batch.column("content")
-            for i, part in enumerate(parts):
-                files.setdefault(part, []).append(contents[i].as_buffer())
-        for part in sorted(files):
+        here = pafs.LocalFileSystem()
+        for part, uris in items:
             tmp = tempfile.mkdtemp(prefix="cp-join-part-")
             try:
                 _write_meta(meta_b.value, os.path.join(tmp, "export"))
                 args = ["join-part", "--export", os.path.join(tmp, "export"), "--state", os.path.join(tmp, "state"),
                         "--partition", str(part)]
-                for i, content in enumerate(files.pop(part)):
+                for i, uri in enumerate(uris):
                     path = os.path.join(tmp, "records-%d.parquet" % i)
-                    with open(path, "wb") as f:
-                        f.write(content)
+                    fs, src = pafs.FileSystem.from_uri(uri)
+                    pafs.copy_files(src, path, source_filesystem=fs, destination_filesystem=here)
                     args += ["--records", path]
                 local = os.path.join(tmp, "durations.parquet")
                 if rank is not None:
@@ -133,17 +129,17 @@ def _join_fn(meta_b, binary_name, rank, dur_out):
                     if dur_out:
                         args += ["--durations", local]
                 _run(binary, args)
+                for i in range(len(uris)):
+                    os.remove(os.path.join(tmp, "records-%d.parquet" % i))
                 if rank is not None and dur_out:
                     fs, base = pafs.FileSystem.from_uri(dur_out)
                     fs.create_dir(base, recursive=True)
                     final = "%s/part-%05d.parquet" % (base.rstrip("/"), part)
                     aside = "%s/.part-%05d.parquet.%s" % (base.rstrip("/"), part, uuid.uuid4().hex)
-                    pafs.copy_files(local, aside, source_filesystem=pafs.LocalFileSystem(), destination_filesystem=fs)
+                    pafs.copy_files(local, aside, source_filesystem=here, destination_filesystem=fs)
                     fs.move(aside, final)
                 with open(os.path.join(tmp, "state"), "rb") as f:
-                    state = f.read()
-                yield pa.RecordBatch.from_arrays([pa.array([part], pa.int32()), pa.array([state], pa.binary())],
-                                                 names=["part", "state"])
+                    yield part, f.read()
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
 
@@ -151,7 +147,14 @@ def _join_fn(meta_b, binary_name, rank, dur_out):
 
 
 def _uri(path):
-    """path as a URI pyarrow's filesystems take (a local path made absolute)."""
+    """path (local, or a Hadoop path's string) as a URI pyarrow's
+    filesystems take: a local path made absolute, file:/x as file:///x,
+    s3a:// and s3n:// as s3:// (the same objects)."""
+    if path.startswith("file:") and not path.startswith("file://"):
+        path = "file://" + path[len("file:"):]
+    for scheme in ("s3a://", "s3n://"):
+        if path.startswith(scheme):
+            path = "s3://" + path[len(scheme):]
     return path if "://" in path else "file://" + os.path.abspath(path)
 
 
@@ -171,14 +174,15 @@ def _copy_out(spark, local_dir, out, names):
 
 
 def analyze_export(spark, export, out, binary=None, durations=True, overwrite=False, sample_share=1 / 64, shipped=False):
-    """Analyses the export at `export` (any path Spark reads) into `out` (any
-    path Spark writes): durations.parquet/ (unless durations=False) and the
-    summaries. binary: the `cloudprofiler` executable for this machine and the
+    """Analyses the export at `export` into `out`: durations.parquet/ (unless
+    durations=False) and the summaries. The export's files are listed, and
+    the summaries written, through Hadoop's FileSystem (any path Spark
+    takes); the tasks read the records and write the durations through
+    pyarrow's filesystems (local, HDFS, S3 (s3a:// read as s3://), GCS). binary: the `cloudprofiler` executable for this machine and the
     executors' (default: $CP_TOOL, else on PATH); it is shipped with the job.
     shipped: the binary is in the job's files already (spark-submit --files).
     out must not hold an analysis already unless overwrite. Returns the
     merge's figures: {"order": [...], "records", "tuples", "durations"}."""
-    from pyspark.sql import functions as F
 
     binary = binary or _binary_default()
     if not binary:
@@ -205,56 +209,59 @@ def analyze_export(spark, export, out, binary=None, durations=True, overwrite=Fa
             if held == "durations.parquet" and durations:
                 ofs.delete(p, True)  # its part files would stay beside the new ones
 
-    nparts = json.loads(meta["export.json"])["partitions"]
-    # Whole files, not rows: a partition's files (one per exporter) go to one
-    # task as they are, and the binary reads them; Spark moves files, not
-    # records (a shuffle of every record cost more than the join).
-    files = (spark.read.format("binaryFile").option("pathGlobFilter", "*.parquet")
-             .load(export.rstrip("/") + "/records").select("part", "content"))
+    # The export's files, listed through Hadoop's FileSystem, by partition:
+    # a task a partition gets their paths (not their bytes, which a shuffle
+    # would hold in the JVM's heap: 200 MB a file at 10^9 records).
+    parts = {}
+    pattern = jvm.org.apache.hadoop.fs.Path(export.rstrip("/") + "/records/part=*/*.parquet")
+    for st in pattern.getFileSystem(sc._jsc.hadoopConfiguration()).globStatus(pattern) or []:
+        p = st.getPath()
+        part = p.getParent().getName()
+        if not part.startswith("part="):
+            continue
+        files_sizes = parts.setdefault(int(part[len("part="):]), [[], 0])
+        files_sizes[0].append(_uri(p.toString()))
+        files_sizes[1] += st.getLen()
+    if not parts:
+        raise SparkAnalysisError("%s/records holds no records (records/part=P/*.parquet)" % export)
     local = tempfile.mkdtemp(prefix="cp-spark-merge-")
     try:
         _write_meta(meta, os.path.join(local, "export"))
 
-        def merge(states, out_dir=None):
+        def join(which, rank, dur_out=None, out_dir=None):
+            """Joins the partitions in which; the states come to the driver one
+            partition at a time, into files merge-parts reads."""
+            items = [(p, parts[p][0]) for p in which]
+            rdd = sc.parallelize(items, max(len(items), 1)).mapPartitions(_join_fn(meta_b, name, rank, dur_out))
             paths = []
-            for i, s in enumerate(states):
-                p = os.path.join(local, "state-%06d" % i)
-                with open(p, "wb") as f:
-                    f.write(s)
-                paths.append(p)
+            for i, (_, state) in enumerate(rdd.toLocalIterator()):
+                path = os.path.join(local, "state-%06d" % i)
+                with open(path, "wb") as f:
+                    f.write(state)
+                paths.append(path)
             args = ["merge-parts", "--export", os.path.join(local, "export")]
             if out_dir:
                 args += ["--out", out_dir]
-            res = json.loads(_run(binary, args + paths))
-            for p in paths:
-                os.remove(p)
-            return res
-
-        def join(parts, rank, dur_out=None):
-            sel = files.where(F.col("part").isin(parts)) if parts is not None else files
-            n = len(parts) if parts is not None else nparts
-            return [r["state"] for r in sel.repartition(max(n, 1), "part")
-                    .mapInArrow(_join_fn(meta_b, name, rank, dur_out), "part int, state binary").collect()]
+            try:
+                return json.loads(_run(binary, args + paths))
+            finally:
+                for path in paths:
+                    os.remove(path)
 
         # The order from a sample: the first partitions that hold sample_share
         # of the records (by their files' sizes), votes only.
-        sizes = sorted((r["part"], r["size"]) for r in
-                       spark.read.format("binaryFile").option("pathGlobFilter", "*.parquet")
-                       .load(export.rstrip("/") + "/records").groupBy("part").agg(F.sum("length").alias("size")).collect())
-        if not sizes:
-            raise SparkAnalysisError("%s/records holds no records" % export)
-        total, seen, sample = sum(c for _, c in sizes), 0, []
-        for p, c in sizes:
+        total, seen, sample = sum(v[1] for v in parts.values()), 0, []
+        for p in sorted(parts):
             if sample and seen >= total * sample_share:
                 break
             sample.append(p)
-            seen += c
-        rank = merge(join(sample, None))["rank"]
+            seen += parts[p][1]
+        rank = join(sample, None)["rank"]
 
         dur_out = _uri(out.rstrip("/") + "/durations.parquet") if durations else None
         merged_dir = os.path.join(local, "out")
         for attempt in range(2):
-            res = merge(join(None, rank, dur_out), merged_dir)
+            res = join(sorted(parts), rank, dur_out, merged_dir)
             if not res["rejoin"] or attempt == 1:
                 break
             rank = res["rank"]  # the sample's order was not that of all votes: again (the durations are rewritten)
