@@ -55,7 +55,7 @@ commands:
                          on Apache Spark (docs/spark.md); one node at a time
                          or all at once, into one directory
   join-part --export DIR --records FILE... --state FILE [--rank-json JSON --durations FILE]
-  merge-parts --export DIR [--out DIR] STATE...
+  merge-parts --export DIR [--out DIR | --state FILE] STATE...
                          the analysis of an export a partition at a time, and the
                          merge: the stages the Spark job runs (docs/spark.md)
   (dump exits 3 when a file is damaged or misses records it accepted)

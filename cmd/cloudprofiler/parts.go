@@ -58,13 +58,17 @@ func runMergeParts(stdout, stderr io.Writer, args []string) error {
 	var cfg analyze.Config
 	export := fs.String("export", "", "the export's directory (export.json, channels/, rounds/)")
 	fs.StringVar(&cfg.Out, "out", "", "write summary.csv, summary.parquet, summary.txt and model.json here (states joined with an order)")
+	stateOut := fs.String("state", "", "write the states merged into one state here instead (a merge in a tree), and nothing else")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *export == "" || fs.NArg() == 0 {
 		return errors.New("merge-parts: --export and the states (join-part --state) are required")
 	}
-	res, err := analyze.MergeParts(cfg, *export, fs.Args())
+	res, err := analyze.MergeParts(cfg, *export, fs.Args(), *stateOut)
+	if *stateOut != "" {
+		return err
+	}
 	rejoin := errors.Is(err, analyze.ErrOtherOrder)
 	if err != nil && !rejoin {
 		return err

@@ -185,7 +185,7 @@ func TestExportPartsMatchAnalyze(t *testing.T) {
 	}
 	// The order from partition 0's votes alone.
 	require.NoError(t, RunPart(PartConfig{Export: ex, Records: files[:1], State: filepath.Join(work, "votes"), Partition: 0}))
-	sample, err := MergeParts(Config{}, ex, []string{filepath.Join(work, "votes")})
+	sample, err := MergeParts(Config{}, ex, []string{filepath.Join(work, "votes")}, "")
 	require.NoError(t, err)
 	txt, err := os.ReadFile(filepath.Join(cfg.Out, "summary.txt"))
 	require.NoError(t, err)
@@ -195,12 +195,20 @@ func TestExportPartsMatchAnalyze(t *testing.T) {
 	wrong := append([]int(nil), sample.Rank...)
 	in, out := idxOf(t, ex, "b/relay in"), idxOf(t, ex, "b/relay out")
 	wrong[in], wrong[out] = wrong[out], wrong[in] // relay in and relay out swapped
-	_, err = MergeParts(Config{Out: filepath.Join(work, "wrong")}, ex, join(wrong, false))
+	_, err = MergeParts(Config{Out: filepath.Join(work, "wrong")}, ex, join(wrong, false), "")
 	require.ErrorIs(t, err, ErrOtherOrder)
 	_, err = os.Stat(filepath.Join(work, "wrong", "summary.csv"))
 	require.True(t, errors.Is(err, os.ErrNotExist), "nothing written after a wrong order")
 
-	merged, err := MergeParts(Config{Out: filepath.Join(work, "merged")}, ex, join(sample.Rank, true))
+	// Merged in a tree (two halves to a state each, then those), as the
+	// Spark job merges on its executors: the same results.
+	states := join(sample.Rank, true)
+	half := len(states) / 2
+	for i, st := range [][]string{states[:half], states[half:]} {
+		_, err := MergeParts(Config{}, ex, st, filepath.Join(work, fmt.Sprintf("half-%d", i)))
+		require.NoError(t, err)
+	}
+	merged, err := MergeParts(Config{Out: filepath.Join(work, "merged")}, ex, []string{filepath.Join(work, "half-0"), filepath.Join(work, "half-1")}, "")
 	require.NoError(t, err)
 	require.Equal(t, sample.Rank, merged.Rank)
 	gotCSV, err := os.ReadFile(filepath.Join(work, "merged", "summary.csv"))

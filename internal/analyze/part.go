@@ -302,7 +302,12 @@ func RunPart(cfg PartConfig) error {
 			return err
 		}
 	}
-	st := partState{Version: partStateVersion, Channels: a.keys, Rank: cfg.Rank, Records: uint64(n), Tuples: w.tuples,
+	return writeGob(cfg.State, stateOf(w, a.keys, cfg.Rank, uint64(n)))
+}
+
+// stateOf is a worker's state, for MergeParts.
+func stateOf(w *worker, keys []string, rank []int, records uint64) *partState {
+	st := &partState{Version: partStateVersion, Channels: keys, Rank: rank, Records: records, Tuples: w.tuples,
 		Durations: w.durations, SkippedTuples: w.skippedTuples, SkippedRecords: w.skippedRecords, T0: w.t0}
 	for k, v := range w.votes {
 		st.Votes = append(st.Votes, voteState{A: k[0], B: k[1], Sure: v.sure, Likely: v.likely})
@@ -316,7 +321,7 @@ func RunPart(cfg PartConfig) error {
 		}
 		st.Pairs = append(st.Pairs, ps)
 	}
-	return writeGob(cfg.State, &st)
+	return st
 }
 
 // readPartRecords reads the records of the Parquet file at path a row
@@ -495,7 +500,11 @@ type MergeResult struct {
 // model.json into it. With votes-only states it only gives the order.
 // Where the states' votes give another order than they were joined with,
 // it writes nothing and returns ErrOtherOrder with the order to join with.
-func MergeParts(cfg Config, export string, states []string) (*MergeResult, error) {
+//
+// With stateOut, it writes the merged states as one state there instead
+// (what merging them with the others later gives the same results: a
+// merge done in a tree, on the executors) and only that.
+func MergeParts(cfg Config, export string, states []string, stateOut string) (*MergeResult, error) {
 	a, _, err := prepareExport(cfg, export)
 	if err != nil {
 		return nil, err
@@ -536,6 +545,9 @@ func MergeParts(cfg Config, export string, states []string) (*MergeResult, error
 			o.pairs[key] = ps
 		}
 		w.merge(o)
+	}
+	if stateOut != "" {
+		return &MergeResult{Result: a.res}, writeGob(stateOut, stateOf(w, a.keys, joined, a.res.Records))
 	}
 	rank, err := a.rankChannels(w.votes)
 	if err != nil {

@@ -146,6 +146,30 @@ def _join_fn(meta_b, binary_name, rank, dur_out):
     return fn
 
 
+def _merge_fn(meta_b, binary_name):
+    """Two states merged into one by `cloudprofiler merge-parts --state`."""
+
+    def merge(a, b):
+        from pyspark import SparkFiles
+
+        tmp = tempfile.mkdtemp(prefix="cp-merge-")
+        try:
+            _write_meta(meta_b.value, os.path.join(tmp, "export"))
+            paths = []
+            for i, st in enumerate((a, b)):
+                paths.append(os.path.join(tmp, "in-%d" % i))
+                with open(paths[-1], "wb") as f:
+                    f.write(st)
+            out = os.path.join(tmp, "out")
+            _run(SparkFiles.get(binary_name), ["merge-parts", "--export", os.path.join(tmp, "export"), "--state", out] + paths)
+            with open(out, "rb") as f:
+                return f.read()
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    return merge
+
+
 def _uri(path):
     """path (local, or a Hadoop path's string) as a URI pyarrow's
     filesystems take: a local path made absolute, file:/x as file:///x,
@@ -229,24 +253,24 @@ def analyze_export(spark, export, out, binary=None, durations=True, overwrite=Fa
         _write_meta(meta, os.path.join(local, "export"))
 
         def join(which, rank, dur_out=None, out_dir=None):
-            """Joins the partitions in which; the states come to the driver one
-            partition at a time, into files merge-parts reads."""
+            """Joins the partitions in which and merges their states in a tree
+            on the executors (merge-parts --state: a state can be 8 MB a pair
+            while exact), the last merge on the driver."""
             items = [(p, parts[p][0]) for p in which]
-            rdd = sc.parallelize(items, max(len(items), 1)).mapPartitions(_join_fn(meta_b, name, rank, dur_out))
-            paths = []
-            for i, (_, state) in enumerate(rdd.toLocalIterator()):
-                path = os.path.join(local, "state-%06d" % i)
-                with open(path, "wb") as f:
-                    f.write(state)
-                paths.append(path)
+            state = (sc.parallelize(items, max(len(items), 1))
+                     .mapPartitions(_join_fn(meta_b, name, rank, dur_out))
+                     .map(lambda kv: kv[1])
+                     .treeReduce(_merge_fn(meta_b, name), depth=2))
+            path = os.path.join(local, "state")
+            with open(path, "wb") as f:
+                f.write(state)
             args = ["merge-parts", "--export", os.path.join(local, "export")]
             if out_dir:
                 args += ["--out", out_dir]
             try:
-                return json.loads(_run(binary, args + paths))
+                return json.loads(_run(binary, args + [path]))
             finally:
-                for path in paths:
-                    os.remove(path)
+                os.remove(path)
 
         # The order from a sample: the first partitions that hold sample_share
         # of the records (by their files' sizes), votes only.
