@@ -202,7 +202,8 @@ def analyze_export(spark, export, out, binary=None, durations=True, overwrite=Fa
     durations=False) and the summaries. The export's files are listed, and
     the summaries written, through Hadoop's FileSystem (any path Spark
     takes); the tasks read the records and write the durations through
-    pyarrow's filesystems (local, HDFS, S3 (s3a:// read as s3://), GCS). binary: the `cloudprofiler` executable for this machine and the
+    pyarrow's filesystems (local, HDFS, S3 (s3a:// read as s3://), GCS).
+    binary: the `cloudprofiler` executable for this machine and the
     executors' (default: $CP_TOOL, else on PATH); it is shipped with the job.
     shipped: the binary is in the job's files already (spark-submit --files).
     out must not hold an analysis already unless overwrite. Returns the
@@ -230,8 +231,10 @@ def analyze_export(spark, export, out, binary=None, durations=True, overwrite=Fa
         if ofs.exists(p):
             if not overwrite:
                 raise SparkAnalysisError("%s holds an analysis already (%s): give another --out, or overwrite" % (out, held))
-            if held == "durations.parquet" and durations:
-                ofs.delete(p, True)  # its part files would stay beside the new ones
+            if held == "durations.parquet":
+                # Its part files would stay beside the new ones (or, with
+                # durations=False, beside summaries they do not match).
+                ofs.delete(p, True)
 
     # The export's files, listed through Hadoop's FileSystem, by partition:
     # a task a partition gets their paths (not their bytes, which a shuffle
