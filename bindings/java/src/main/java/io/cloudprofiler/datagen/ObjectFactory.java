@@ -926,6 +926,23 @@ public final class ObjectFactory<T> implements AutoCloseable {
             StreamReport r = new StreamReport(info.runId(), info.sender(), info.thread(), info.threads(), info.firstId(),
                     sent, acc.received, acc.lost, acc.outOfOrder, acc.duplicates, acc.outOfRange, dropped, bytes,
                     acc.gaps(MAX_GAPS), acc.truncated(MAX_GAPS), seconds, error);
+            // Recorded before the sender hears its REPORT: a sender that
+            // reads it and starts another stream finds this one in
+            // reports() before the next (they are in the order they ended).
+            // The run is complete only after the REPORT is written: a
+            // program that waits for the run and then closes the factory
+            // does not close the socket under it.
+            synchronized (lock) {
+                reports.add(r);
+                Object[] s = streams;
+                int i = java.util.Arrays.asList(s).indexOf(this);
+                if (i >= 0) {
+                    Object[] shrunk = new Object[s.length - 1];
+                    System.arraycopy(s, 0, shrunk, 0, i);
+                    System.arraycopy(s, i + 1, shrunk, i, s.length - i - 1);
+                    streams = shrunk;
+                }
+            }
             if (withEnd) {
                 try {
                     byte[] js = r.toJson().getBytes(java.nio.charset.StandardCharsets.UTF_8);
@@ -940,15 +957,6 @@ public final class ObjectFactory<T> implements AutoCloseable {
                 }
             }
             synchronized (lock) {
-                reports.add(r);
-                Object[] s = streams;
-                int i = java.util.Arrays.asList(s).indexOf(this);
-                if (i >= 0) {
-                    Object[] shrunk = new Object[s.length - 1];
-                    System.arraycopy(s, 0, shrunk, 0, i);
-                    System.arraycopy(s, i + 1, shrunk, i, s.length - i - 1);
-                    streams = shrunk;
-                }
                 RunKey key = new RunKey(info.sender(), info.runId());
                 int[] run = runs.get(key);
                 if (run != null && ++run[1] >= run[0]) {
