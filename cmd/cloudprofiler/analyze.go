@@ -25,42 +25,77 @@ type multiFlag []string
 func (m *multiFlag) String() string     { return fmt.Sprint(*m) }
 func (m *multiFlag) Set(s string) error { *m = append(*m, s); return nil }
 
-// parseWithLogs parses args into fs. Go's flag package stops at the first
-// non-flag: the paths that follow --logs are taken as more log paths, and
-// parsing goes on after them.
-func parseWithLogs(fs *flag.FlagSet, args []string, logs *multiFlag) error {
+// exitContradiction is analyze's and export's exit status when the logs
+// contradict each other (two clocks under one node name, two runs, a TSC
+// going back); nothing was written.
+const exitContradiction = 4
+
+// logInputs are the flags analyze and export share: the logs, the rounds
+// and how to translate them, and the memory and workers for reading them.
+type logInputs struct {
+	fs     *flag.FlagSet
+	cfg    *analyze.Config
+	logs   *multiFlag
+	method *string
+	mem    *int
+}
+
+// logInputFlags defines the shared flags on fs, into cfg and logs.
+func logInputFlags(fs *flag.FlagSet, cfg *analyze.Config, logs *multiFlag) *logInputs {
+	fs.StringVar(&cfg.Rounds, "rounds", "", "directory of MinRTT rounds files (tsc-server --out); not needed when every log comes from one node")
+	fs.Var(logs, "logs", "directory of channel logs (walked) or a log file; repeat, or list several after it")
+	fs.StringVar(&cfg.Ref, "ref", "", "reference node (default: chosen from the rounds, see minrtt)")
+	in := &logInputs{fs: fs, cfg: cfg, logs: logs}
+	in.method = fs.String("method", "best", "error bound: best (tightest strict), paper (two MinRTTs), allprobes")
+	in.mem = fs.Int("mem-mb", 256, "memory the "+fs.Name()+" aims to stay within, MiB (docs/performance.md says what comes on top)")
+	fs.StringVar(&cfg.SpillDir, "spill", "", "directory for records spilled past --mem-mb, up to 16 bytes a record (default OUT/.spill)")
+	fs.IntVar(&cfg.Workers, "workers", 0, "goroutines decoding and joining (default: one per core)")
+	fs.BoolVar(&cfg.OneRun, "one-run", false, "take the logs as one run even where channels were opened again after a time no channel logged (else refused as two runs)")
+	return in
+}
+
+// parse parses args; then the method, the logs and the memory are in cfg.
+// The pipeline shares the memory out (internal/analyze/pipeline.go); it is
+// the Go runtime's soft limit too: the collector works harder instead of
+// letting the heap grow past it.
+// Go's flag package stops at the first non-flag: the paths that follow
+// --logs are taken as more log paths, and parsing goes on after them.
+func (in *logInputs) parse(args []string) error {
 	for len(args) > 0 {
-		if err := fs.Parse(args); err != nil {
+		if err := in.fs.Parse(args); err != nil {
 			return err
 		}
-		rest := fs.Args()
+		rest := in.fs.Args()
 		if len(rest) == 0 {
 			break
 		}
-		if len(*logs) == 0 {
-			return fmt.Errorf("%s: unexpected argument %q", fs.Name(), rest[0])
+		if len(*in.logs) == 0 {
+			return fmt.Errorf("%s: unexpected argument %q", in.fs.Name(), rest[0])
 		}
 		i := 0
 		for i < len(rest) && (len(rest[i]) == 0 || rest[i][0] != '-') {
-			*logs = append(*logs, rest[i])
+			*in.logs = append(*in.logs, rest[i])
 			i++
 		}
 		args = rest[i:]
 	}
-	return nil
-}
-
-// parseMethod is --method's value.
-func parseMethod(cmd, s string) (minrtt.Method, error) {
-	switch s {
+	switch *in.method {
 	case "best":
-		return minrtt.MethodBest, nil
+		in.cfg.Method = minrtt.MethodBest
 	case "paper":
-		return minrtt.MethodPaper, nil
+		in.cfg.Method = minrtt.MethodPaper
 	case "allprobes":
-		return minrtt.MethodAllProbes, nil
+		in.cfg.Method = minrtt.MethodAllProbes
+	default:
+		return fmt.Errorf("%s: --method must be best, paper or allprobes, not %q", in.fs.Name(), *in.method)
 	}
-	return 0, fmt.Errorf("%s: --method must be best, paper or allprobes, not %q", cmd, s)
+	if *in.mem < 16 {
+		return fmt.Errorf("%s: --mem-mb must be at least 16", in.fs.Name())
+	}
+	in.cfg.Logs = *in.logs
+	in.cfg.MemBytes = int64(*in.mem) << 20
+	debug.SetMemoryLimit(in.cfg.MemBytes)
+	return nil
 }
 
 // runAnalyze: cloudprofiler analyze [--rounds DIR] --logs DIR... --out DIR.
@@ -69,23 +104,13 @@ func runAnalyze(stdout, stderr io.Writer, args []string) error {
 	fs.SetOutput(stderr)
 	var cfg analyze.Config
 	var logs multiFlag
-	fs.StringVar(&cfg.Rounds, "rounds", "", "directory of MinRTT rounds files (tsc-server --out); not needed when every log comes from one node")
-	fs.Var(&logs, "logs", "directory of channel logs (walked) or a log file; repeat, or list several after it")
+	in := logInputFlags(fs, &cfg, &logs)
 	fs.StringVar(&cfg.Out, "out", "", "directory for the results (created)")
-	fs.StringVar(&cfg.Ref, "ref", "", "reference node (default: chosen from the rounds, see minrtt)")
 	order := fs.String("order", "", `channel order of the topology, first to last: "node/name" or "name", comma-separated (default: found from the data)`)
-	method := fs.String("method", "best", "error bound: best (tightest strict), paper (two MinRTTs), allprobes")
-	mem := fs.Int("mem-mb", 256, "memory the analysis aims to stay within, MiB (docs/performance.md says what comes on top)")
 	fs.BoolVar(&cfg.NoDurations, "no-durations", false, "do not write durations.parquet (one row per duration), only summaries")
 	fs.BoolVar(&cfg.DurationsCSV, "durations-csv", false, "also write durations.csv (about 180 bytes a duration: 18 GB for 100M; Parquet takes 25 to 40)")
-	fs.StringVar(&cfg.SpillDir, "spill", "", "directory for records spilled past --mem-mb, up to 16 bytes a record (default OUT/.spill)")
-	fs.IntVar(&cfg.Workers, "workers", 0, "goroutines decoding and joining (default: one per core)")
 	quiet := fs.Bool("quiet", false, "no progress line on stderr")
 	floor := fs.Bool("decode-only", false, "only decode the tuple records, as the analysis does, and say how fast (the floor analyze is measured against); writes nothing")
-	fs.BoolVar(&cfg.OneRun, "one-run", false, "take the logs as one run even where channels were opened again after a time no channel logged (else refused as two runs)")
-	// exitContradiction: the logs contradict each other (two clocks under
-	// one node name, two runs, a TSC going back); nothing was written.
-	const exitContradiction = 4
 	strict := fs.Bool("strict", false, "exit with status 3 when a log file is damaged or misses records it accepted (the results are still written)")
 	// The capacity analysis: channels named "OPERATOR[#INSTANCE] in|out|sent|count".
 	fs.DurationVar(&cfg.Window, "window", analyze.DefaultWindow, "capacity: length of the time windows (reference clock) from the run's first tuple record, e.g. 1s, 250ms")
@@ -108,15 +133,8 @@ func runAnalyze(stdout, stderr io.Writer, args []string) error {
 	fs.StringVar(&cfg.Trace, "trace", "", "also write a trace of a sample of tuples to this file: in Perfetto's protobuf format where its name ends in .pftrace, else in the Trace Event Format's JSON (ui.perfetto.dev opens both, chrome://tracing the JSON)")
 	fs.IntVar(&cfg.TraceSample, "trace-sample", analyze.DefaultTraceSample, "--trace: how many tuples: the slowest tenth end to end, the rest a uniform sample")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the analysis to this file (go tool pprof): where analyze's time goes")
-	if err := parseWithLogs(fs, args, &logs); err != nil {
+	if err := in.parse(args); err != nil {
 		return err
-	}
-	var err error
-	if cfg.Method, err = parseMethod(fs.Name(), *method); err != nil {
-		return err
-	}
-	if *mem < 16 {
-		return fmt.Errorf("analyze: --mem-mb must be at least 16")
 	}
 	if cfg.MaceWindow <= 0 {
 		return fmt.Errorf("analyze: --mace-window must be a positive duration (1s, 10ms), not %s", cfg.MaceWindow)
@@ -145,7 +163,6 @@ func runAnalyze(stdout, stderr io.Writer, args []string) error {
 		return fmt.Errorf("analyze: --target-rate must be a rate in tuples per second (250000, 250k, 1.5M), not %s", target.String())
 	}
 	cfg.TargetRate = float64(target)
-	cfg.Logs = logs
 	cfg.WhatIf = whatIf
 	if *order != "" {
 		for _, o := range strings.Split(*order, ",") {
@@ -154,11 +171,6 @@ func runAnalyze(stdout, stderr io.Writer, args []string) error {
 			}
 		}
 	}
-	// The pipeline shares the budget out (internal/analyze/pipeline.go);
-	// the soft memory limit makes the collector work harder instead of
-	// letting the heap grow past it.
-	cfg.MemBytes = int64(*mem) << 20
-	debug.SetMemoryLimit(int64(*mem) << 20)
 	if !*quiet {
 		cfg.Progress = stderr
 	}

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"runtime/debug"
 	"time"
 
 	"cloudprofiler/internal/analyze"
@@ -19,31 +18,15 @@ func runExport(stdout, stderr io.Writer, args []string) error {
 	fs.SetOutput(stderr)
 	var cfg analyze.ExportConfig
 	var logs multiFlag
-	fs.StringVar(&cfg.Rounds, "rounds", "", "directory of MinRTT rounds files (tsc-server --out); not needed when every log comes from one node; every node of one export takes the same")
-	fs.Var(&logs, "logs", "directory of channel logs (walked) or a log file; repeat, or list several after it")
+	// Every node of one export takes the same rounds, --ref, --method and
+	// --partitions (export refuses others).
+	in := logInputFlags(fs, &cfg.Config, &logs)
 	fs.StringVar(&cfg.Out, "out", "", "the export's directory: created, or one that exports of other nodes wrote into")
-	fs.StringVar(&cfg.Ref, "ref", "", "reference node (default: chosen from the rounds, see minrtt); every node of one export takes the same")
-	method := fs.String("method", "best", "error bound: best (tightest strict), paper (two MinRTTs), allprobes")
 	fs.IntVar(&cfg.Partitions, "partitions", analyze.DefaultExportPartitions, "partitions by tuple id, a power of two: the join's tasks (every node of one export takes the same)")
-	mem := fs.Int("mem-mb", 256, "memory the export aims to stay within, MiB")
-	fs.StringVar(&cfg.SpillDir, "spill", "", "directory for records spilled past --mem-mb (default OUT/.spill)")
-	fs.IntVar(&cfg.Workers, "workers", 0, "goroutines decoding and writing (default: one per core)")
 	quiet := fs.Bool("quiet", false, "say nothing on stderr about damaged logs")
-	fs.BoolVar(&cfg.OneRun, "one-run", false, "take the logs as one run even where channels were opened again after a time no channel logged (else refused as two runs)")
-	const exitContradiction = 4
-	if err := parseWithLogs(fs, args, &logs); err != nil {
+	if err := in.parse(args); err != nil {
 		return err
 	}
-	var err error
-	if cfg.Method, err = parseMethod(fs.Name(), *method); err != nil {
-		return err
-	}
-	if *mem < 16 {
-		return fmt.Errorf("export: --mem-mb must be at least 16")
-	}
-	cfg.Logs = logs
-	cfg.MemBytes = int64(*mem) << 20
-	debug.SetMemoryLimit(cfg.MemBytes)
 	start := time.Now()
 	res, err := analyze.Export(cfg)
 	if errors.Is(err, analyze.ErrContradiction) {
