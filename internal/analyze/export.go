@@ -261,7 +261,7 @@ func exportStem(nodes []string) string {
 // partitions, another reference or method, or whose other exports hold
 // one of these nodes (its records would be there twice).
 func checkExportDir(out string, meta ExportMeta, stem string, nodes []string) error {
-	b, err := os.ReadFile(filepath.Join(out, "export.json"))
+	old, err := readExportMeta(out)
 	if errors.Is(err, fs.ErrNotExist) {
 		entries, rerr := os.ReadDir(out)
 		if rerr == nil && len(entries) > 0 {
@@ -271,10 +271,6 @@ func checkExportDir(out string, meta ExportMeta, stem string, nodes []string) er
 	}
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
-	}
-	var old ExportMeta
-	if err := json.Unmarshal(b, &old); err != nil || old.Format != ExportFormat {
-		return fmt.Errorf("export: %s/export.json is no cloudprofiler export's (%v)", out, err)
 	}
 	if old.Version != meta.Version || old.Partitions != meta.Partitions || old.Ref != meta.Ref || old.Method != meta.Method ||
 		old.Origin != meta.Origin || old.Rounds != meta.Rounds {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"math"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"slices"
@@ -221,7 +222,7 @@ func RunPart(cfg PartConfig) error {
 		tsc uint64
 	}
 	perCh := make([][]rec, len(a.chans))
-	shift := uint(64 - bitsLen(meta.Partitions))
+	shift := uint(64 - bits.TrailingZeros(uint(meta.Partitions)))
 	var n int
 	key := func(b []byte) (uint32, error) {
 		ch, ok := byKey[string(b)]
@@ -460,15 +461,6 @@ func appendKeys(out []uint32, p parquet.Page, key func([]byte) (uint32, error)) 
 		out = append(out, k)
 	}
 	return out, nil
-}
-
-func bitsLen(n int) int {
-	l := 0
-	for n > 1 {
-		n >>= 1
-		l++
-	}
-	return l
 }
 
 func writeGob(path string, v any) error {
