@@ -255,7 +255,7 @@ test-python: wheel $(TOOL)
 # workers, each in a network namespace, the job given to spark-submit.
 SPARK_PY := pyspark==4.0.1
 .PHONY: test-spark
-test-spark: wheel $(TOOL) $(BUILD)/logmany $(BUILD)/stage
+test-spark: wheel $(TOOL) $(BUILD)/logmany $(BUILD)/stage $(BUILD)/demo
 	@$(PYENV) -c 'import pyspark, numpy, pandas, pyarrow, pytest; assert pyspark.__version__ == "$(SPARK_PY:pyspark==%=%)"' 2>/dev/null || \
 	  $(PIP) install -q $(SPARK_PY) numpy pandas pyarrow pytest
 	$(PIP) install -q --no-deps --force-reinstall $(BUILD)/wheel/cloudprofiler-*.whl

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/bits"
 	"os"
@@ -94,15 +95,20 @@ type ExportChannels struct {
 
 // ExportChannel is one channel an export read.
 type ExportChannel struct {
-	Key      string          `json:"key"` // the records' channel_key
-	Label    string          `json:"label"`
-	Node     string          `json:"node"`
-	Name     string          `json:"name"`
-	Role     string          `json:"role"`
-	Records  uint64          `json:"records"` // tuple records exported (0 for the other roles)
-	Problems []string        `json:"problems,omitempty"`
-	Path     string          `json:"path"` // where the exporter read it
-	Header   json.RawMessage `json:"header"`
+	Key      string   `json:"key"` // the records' channel_key
+	Label    string   `json:"label"`
+	Node     string   `json:"node"`
+	Name     string   `json:"name"`
+	Role     string   `json:"role"`
+	Records  uint64   `json:"records"` // tuple records exported (0 for the other roles)
+	Problems []string `json:"problems,omitempty"`
+	Path     string   `json:"path"` // where the exporter read it
+	// Copy is the export's copy of a counter or FIRSTLAST channel's log
+	// (logs/NODE/FILE, relative to the export): their records are few,
+	// a period or a run apiece, and the analysis reads them whole for
+	// throughput and runs.
+	Copy   string          `json:"copy,omitempty"`
+	Header json.RawMessage `json:"header"`
 }
 
 // ExportConfig is one export: Logs, Rounds, Ref, Method, MemBytes,
@@ -174,37 +180,75 @@ func Export(cfg ExportConfig) (*ExportResult, error) {
 	}
 	// Only now is anything in Out touched: this stem's files from an
 	// earlier export go (a node exported again), then the new ones come.
-	if err := removeExportStem(cfg.Out, stem); err != nil {
+	if err := removeExportStem(cfg.Out, stem, names); err != nil {
 		return nil, err
 	}
 	res := &ExportResult{Meta: meta}
 	nfiles, nbytes, err := a.writeExportParts(ps, cfg.Out, stem, cfg.Partitions)
 	if err != nil {
-		removeExportStem(cfg.Out, stem)
+		removeExportStem(cfg.Out, stem, names)
 		return nil, err
 	}
 	res.Files, res.Bytes = nfiles, nbytes
 	res.Channels = ExportChannels{Stem: stem, Nodes: names, Records: a.res.Records}
 	// Every channel read, so that an analysis of the export numbers and
-	// names them as analyze does; only the tuple and return channels'
-	// records are in records/ (counters and FIRSTLAST runs: not yet).
+	// names them as analyze does; the tuple and return channels' records
+	// are in records/, the counter and FIRSTLAST channels' logs copied
+	// whole into logs/ (lineage: not exported).
 	keys := exportKeys(a.chans)
 	for i, ch := range a.chans {
 		hdr, err := json.Marshal(ch.Header)
 		if err != nil {
 			return nil, err
 		}
+		var cp string
+		if ch.Role == RoleCounter || ch.Role == RoleFirst {
+			cp = "logs/" + exportStem([]string{ch.Node}) + "/" + filepath.Base(keys[i])
+			if err := copyFileAtomic(ch.Path, filepath.Join(cfg.Out, filepath.FromSlash(cp))); err != nil {
+				removeExportStem(cfg.Out, stem, names)
+				return nil, err
+			}
+		}
 		res.Channels.Channels = append(res.Channels.Channels, ExportChannel{Key: keys[i], Label: ch.Label(), Node: ch.Node, Name: ch.Name,
-			Role: exportRole(ch.Role), Records: a.chanRecords[i], Problems: ch.Problems, Path: ch.Path, Header: hdr})
+			Role: exportRole(ch.Role), Records: a.chanRecords[i], Problems: ch.Problems, Path: ch.Path, Copy: cp, Header: hdr})
 		if len(ch.Problems) > 0 {
 			res.Problems = append(res.Problems, ch)
 		}
 	}
 	if err := writeExportMeta(cfg.Out, cfg.Rounds, meta, res.Channels); err != nil {
-		removeExportStem(cfg.Out, stem)
+		removeExportStem(cfg.Out, stem, names)
 		return nil, err
 	}
 	return res, nil
+}
+
+// copyFileAtomic copies src to dst through dst.partial and a rename.
+func copyFileAtomic(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	defer in.Close()
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	tmp := dst + ".partial"
+	out, err := os.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	_, err = io.Copy(out, in)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, dst)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("export: %s: %w", dst, err)
+	}
+	return nil
 }
 
 // exportRole is how channels/STEM.json names a channel's role.
@@ -303,12 +347,17 @@ func checkExportDir(out string, meta ExportMeta, stem string, nodes []string) er
 }
 
 // removeExportStem removes stem's files from out (an earlier export of the
-// same nodes).
-func removeExportStem(out, stem string) error {
+// same nodes): its records, its channels and its nodes' copied logs.
+func removeExportStem(out, stem string, nodes []string) error {
 	old, _ := filepath.Glob(filepath.Join(out, "records", "part=*", stem+".parquet*"))
 	old = append(old, filepath.Join(out, "channels", stem+".json"))
 	for _, f := range old {
 		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("export: %w", err)
+		}
+	}
+	for _, n := range nodes {
+		if err := os.RemoveAll(filepath.Join(out, "logs", exportStem([]string{n}))); err != nil {
 			return fmt.Errorf("export: %w", err)
 		}
 	}

@@ -151,6 +151,21 @@ func exportOrigin(t *testing.T, out string) uint64 {
 func TestExportPartsMatchAnalyze(t *testing.T) {
 	dir := t.TempDir()
 	writeTopology(t, dir, 20000, 7)
+	// Counter and FIRSTLAST channels beside the tuples: their logs go into
+	// the export whole (logs/), and merge-parts writes throughput and runs
+	// from them as analyze does. The sink's counter opens before the first
+	// tuple, so its first period starts the run's time line.
+	logs := filepath.Join(dir, "logs")
+	a, c := topologyNodes[0], topologyNodes[2]
+	var counts []string
+	for s := 1; s <= 3; s++ {
+		counts = append(counts, fmt.Sprintf("%d,%d,0", c.at(0.5+float64(s)*0.3), 1000*s))
+	}
+	rate := logfile.Header{Node: c.name, Host: "h", PID: 30, Channel: 7, Name: "sink rate", Handler: "PERIODICCOUNTER", TSCHz: c.hz}
+	rate.OpenSync.TSC = c.at(0.5)
+	writeASCII(t, logs, rate, counts)
+	writeASCII(t, logs, logfile.Header{Node: a.name, Host: "h", PID: 10, Channel: 8, Name: "source run", Handler: "FIRSTLAST", TSCHz: a.hz},
+		[]string{fmt.Sprintf("3,%d", a.at(1)), fmt.Sprintf("4,%d", a.at(1.7))})
 	cfg := Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{filepath.Join(dir, "logs")}, Ref: "b",
 		Out: filepath.Join(dir, "analyze"), NoCapacity: true, NoCriticalPath: true, NoMace: true, NoReport: true}
 	_, err := Run(cfg)
@@ -211,9 +226,21 @@ func TestExportPartsMatchAnalyze(t *testing.T) {
 	merged, err := MergeParts(Config{Out: filepath.Join(work, "merged")}, ex, []string{filepath.Join(work, "half-0"), filepath.Join(work, "half-1")}, "")
 	require.NoError(t, err)
 	require.Equal(t, sample.Rank, merged.Rank)
-	gotCSV, err := os.ReadFile(filepath.Join(work, "merged", "summary.csv"))
+	for _, name := range []string{"summary.csv", "throughput.csv", "runs.csv"} {
+		want, err := os.ReadFile(filepath.Join(cfg.Out, name))
+		require.NoError(t, err)
+		got, err := os.ReadFile(filepath.Join(work, "merged", name))
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(got), name)
+	}
+	require.Contains(t, string(wantCSV), "b/relay in")
+	tp, err := os.ReadFile(filepath.Join(cfg.Out, "throughput.csv"))
 	require.NoError(t, err)
-	require.Equal(t, string(wantCSV), string(gotCSV))
+	require.Contains(t, string(tp), "c,sink rate,0.300000,0.300000,1000,") // the counter's first period starts the time line
+	for _, name := range []string{"throughput.parquet", "runs.parquet"} {
+		_, err := os.Stat(filepath.Join(work, "merged", name))
+		require.NoError(t, err, name)
+	}
 	var gotRows []DurationRow
 	for p := range files {
 		rows, err := results.ReadAll[DurationRow](filepath.Join(work, fmt.Sprintf("durations-%d.parquet", p)))

@@ -139,7 +139,11 @@ func prepareExport(cfg Config, dir string) (*exportAnalysis, *ExportMeta, error)
 			if err := json.Unmarshal(c.Header, &h); err != nil {
 				return nil, nil, fmt.Errorf("%s: channel %s: header: %w", m, c.Label, err)
 			}
-			ch := channelOf(c.Path, h, c.Records)
+			path := c.Path
+			if c.Copy != "" {
+				path = filepath.Join(dir, filepath.FromSlash(c.Copy))
+			}
+			ch := channelOf(path, h, c.Records)
 			ch.Problems = c.Problems
 			if ch.Label() != c.Label {
 				return nil, nil, fmt.Errorf("%s: channel %s: its header names %s", m, c.Label, ch.Label())
@@ -580,6 +584,14 @@ func MergeParts(cfg Config, export string, states []string, stateOut string) (*M
 		}
 	}
 	a.cfg.Out = cfg.Out
+	// The counter and FIRSTLAST channels, from the export's copies of
+	// their logs (logs/), as analyze reads them, in the same order.
+	if err := a.runSpans(); err != nil {
+		return nil, err
+	}
+	if err := a.writeThroughput(); err != nil {
+		return nil, err
+	}
 	if math.IsInf(a.t0, 1) {
 		a.t0 = 0
 	}

@@ -4,6 +4,7 @@
 made. `make test-spark` runs it (CP_TOOL, CP_BUILD set; TMPDIR a directory of
 its own)."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -54,11 +55,11 @@ def bench_logs(tmp_path_factory):
 
 
 def analyze(logs, rounds, out):
-    run(TOOL, "analyze", "--logs", *logs, "--rounds", rounds, "--out", out, *ONLY_DURATIONS)
+    run(TOOL, "analyze", "--logs", *logs, *(["--rounds", rounds] if rounds else []), "--out", out, *ONLY_DURATIONS)
 
 
 def export(logs, rounds, out, partitions=8):
-    return run(TOOL, "export", "--logs", *logs, "--rounds", rounds, "--out", out, "--partitions", partitions)
+    return run(TOOL, "export", "--logs", *logs, *(["--rounds", rounds] if rounds else []), "--out", out, "--partitions", partitions)
 
 
 def durations(path):
@@ -107,6 +108,27 @@ def test_multinode_demo_matches_analyze(spark, tmp_path):
     export([demo / "logs"], demo / "rounds", ex, partitions=4)
     cps.analyze_export(spark, str(ex), str(out), binary=TOOL)
     assert len(same_results(ref, out)) > 1000
+
+
+def test_counters_match_analyze(spark, tmp_path):
+    """The C demo's logs, one node without rounds: a counter channel beside
+    the tuples. Its log goes into the export whole, and Spark's last merge
+    writes throughput.csv as analyze does; a stale one goes on overwrite."""
+    logs = tmp_path / "logs"
+    run(os.path.join(BUILD, "demo"), env=dict(os.environ, CP_LOG_DIR=str(logs)))
+    ref, ex, out = tmp_path / "analyze", tmp_path / "export", tmp_path / "spark"
+    analyze([logs], None, ref)
+    export([logs], None, ex, partitions=2)
+    copies = [c["copy"] for f in (ex / "channels").iterdir() for c in json.load(open(f))["channels"] if c.get("copy")]
+    assert len(copies) == 1 and (ex / copies[0]).is_file()
+    (out).mkdir()
+    (out / "runs.csv").write_text("stale\n")
+    cps.analyze_export(spark, str(ex), str(out), binary=TOOL, overwrite=True)
+    same_results(ref, out)
+    tp = (ref / "throughput.csv").read_text()
+    assert "demo throughput" in tp and tp == (out / "throughput.csv").read_text()
+    assert pq.read_table(str(out / "throughput.parquet")).num_rows == len(tp.splitlines()) - 1
+    assert not (out / "runs.csv").exists()
 
 
 def test_nodes_exported_apart_with_a_damaged_log(spark, bench_logs, tmp_path):

@@ -20,7 +20,10 @@ goes through Spark's shuffle or the JVM's heap. It writes, under out:
   own through pyarrow's filesystem for out (local, HDFS through libhdfs,
   S3, GCS: pyarrow.fs.FileSystem.from_uri), aside and then moved
 - summary.csv, summary.parquet, summary.txt, model.json: as analyze writes
-  them (equal to analyze's on the same logs), through Hadoop's FileSystem.
+  them (equal to analyze's on the same logs), through Hadoop's FileSystem;
+- throughput.csv/.parquet and runs.csv/.parquet, when the logs had counter
+  or FIRSTLAST channels (the export copies their logs: a record a period),
+  written by the last merge as analyze writes them.
 
 As `analyze` does, the channel order comes from the votes of a sample of
 the partitions first (about 1/64 of the records), every partition is then
@@ -42,6 +45,10 @@ import tempfile
 __all__ = ["analyze_export", "main"]
 
 _META_DIRS = ("channels", "rounds")
+# What the last merge writes (throughput and runs: when the export copied
+# counter or FIRSTLAST channels' logs).
+_OUTPUTS = ["summary.csv", "summary.parquet", "summary.txt", "model.json",
+            "throughput.csv", "throughput.parquet", "runs.csv", "runs.parquet"]
 
 
 class SparkAnalysisError(RuntimeError):
@@ -55,39 +62,60 @@ def _binary_default():
     return None
 
 
-def _read_meta(spark, export):
-    """export.json, channels/*.json and rounds/*.json as {relative path: text},
-    read through Hadoop's FileSystem (any path Spark reads)."""
+def _read_files(spark, export, patterns):
+    """The export's files matching patterns (relative globs) as
+    {relative path: bytes}, read through Hadoop's FileSystem (any path
+    Spark reads)."""
     sc = spark.sparkContext
     jvm = sc._jvm
     root = jvm.org.apache.hadoop.fs.Path(export)
     fs = root.getFileSystem(sc._jsc.hadoopConfiguration())
-    meta = {}
-    for rel in ["export.json"] + [d + "/*.json" for d in _META_DIRS]:
-        found = fs.globStatus(jvm.org.apache.hadoop.fs.Path(export.rstrip("/") + "/" + rel)) or []
-        for st in found:
-            p = st.getPath()
+    files = {}
+    for rel in patterns:
+        path = jvm.org.apache.hadoop.fs.Path(export.rstrip("/") + "/" + rel)
+        if "*" in rel:
+            found = [st.getPath() for st in fs.globStatus(path) or []]
+        else:  # a file's own name, which may hold a glob's characters
+            found = [path] if fs.exists(path) else []
+        for p in found:
             stream = fs.open(p)
             try:
-                data = bytearray()
                 buf = jvm.java.io.ByteArrayOutputStream()
                 jvm.org.apache.hadoop.io.IOUtils.copyBytes(stream, buf, 65536, False)
                 data = bytes(buf.toByteArray())
             finally:
                 stream.close()
-            name = p.getName()
-            meta[name if rel == "export.json" else rel.split("/")[0] + "/" + name] = data.decode("utf-8")
+            # rel's directories, then the file's name: the same relative path
+            files["/".join(rel.split("/")[:-1] + [p.getName()]) if "*" in rel.split("/")[-1] else rel] = data
+    return files
+
+
+def _read_meta(spark, export):
+    """export.json, channels/*.json and rounds/*.json as {relative path: text}."""
+    meta = {rel: data.decode("utf-8") for rel, data in
+            _read_files(spark, export, ["export.json"] + [d + "/*.json" for d in _META_DIRS]).items()}
     if "export.json" not in meta:
         raise SparkAnalysisError("%s: no export.json: not a cloudprofiler export (cloudprofiler export --out)" % export)
     return meta
+
+
+def _read_logs(spark, export, meta):
+    """The logs the export copied (counter and FIRSTLAST channels: their
+    "copy" in channels/*.json) as {relative path: bytes}: small (a record a
+    period), read by the last merge only, on the driver."""
+    want = []
+    for rel, text in meta.items():
+        if rel.startswith("channels/"):
+            want += [c["copy"] for c in json.loads(text)["channels"] if c.get("copy")]
+    return _read_files(spark, export, want)
 
 
 def _write_meta(meta, root):
     for rel, text in meta.items():
         path = os.path.join(root, rel)
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w") as f:
-            f.write(text)
+        with open(path, "wb") as f:
+            f.write(text if isinstance(text, bytes) else text.encode("utf-8"))
 
 
 def _run(binary, args):
@@ -192,9 +220,11 @@ def _copy_out(spark, local_dir, out, names):
     fs.mkdirs(dst)
     for name in names:
         src = os.path.join(local_dir, name)
+        path = jvm.org.apache.hadoop.fs.Path(out.rstrip("/") + "/" + name)
         if os.path.exists(src):
-            fs.copyFromLocalFile(False, True, jvm.org.apache.hadoop.fs.Path("file://" + os.path.abspath(src)),
-                                 jvm.org.apache.hadoop.fs.Path(out.rstrip("/") + "/" + name))
+            fs.copyFromLocalFile(False, True, jvm.org.apache.hadoop.fs.Path("file://" + os.path.abspath(src)), path)
+        elif fs.exists(path):
+            fs.delete(path, False)  # an earlier analysis's (overwrite): not this one's
 
 
 def analyze_export(spark, export, out, binary=None, durations=True, overwrite=False, sample_share=1 / 64, shipped=False):
@@ -254,6 +284,7 @@ def analyze_export(spark, export, out, binary=None, durations=True, overwrite=Fa
     local = tempfile.mkdtemp(prefix="cp-spark-merge-")
     try:
         _write_meta(meta, os.path.join(local, "export"))
+        _write_meta(_read_logs(spark, export, meta), os.path.join(local, "export"))
 
         def join(which, rank, dur_out=None, out_dir=None):
             """Joins the partitions in which and merges their states in a tree
@@ -294,7 +325,7 @@ def analyze_export(spark, export, out, binary=None, durations=True, overwrite=Fa
             rank = res["rank"]  # the sample's order was not that of all votes: again (the durations are rewritten)
         if res["rejoin"]:
             raise SparkAnalysisError("the channel order did not settle after a second join: %s" % res["order"])
-        _copy_out(spark, merged_dir, out, ["summary.csv", "summary.parquet", "summary.txt", "model.json"])
+        _copy_out(spark, merged_dir, out, _OUTPUTS)
         return res
     finally:
         shutil.rmtree(local, ignore_errors=True)
