@@ -86,3 +86,26 @@ func TestAnalyzeCapacity(t *testing.T) {
 	_, err = os.Stat(filepath.Join(o, "capacity.csv"))
 	require.True(t, os.IsNotExist(err))
 }
+
+// export's flags: the format, and a range only for a cut.
+func TestExportFlags(t *testing.T) {
+	var out, errb bytes.Buffer
+	run := func(args ...string) error { out.Reset(); errb.Reset(); return runExport(&out, &errb, args) }
+	require.ErrorContains(t, run("--logs", "l", "--out", "o", "--format", "csv"), `--format "csv": parquet or logs`)
+	require.ErrorContains(t, run("--logs", "l", "--out", "o", "--from", "10"), "--from and --to cut logs (--format logs)")
+	require.ErrorContains(t, run("--logs", "nowhere", "--out", "o", "--format", "logs", "--from", "10"), "nowhere")
+	// A one-node run (the demo's, no rounds): its first second.
+	dir := t.TempDir()
+	logs := filepath.Join(dir, "logs")
+	require.NoError(t, os.MkdirAll(logs, 0o755))
+	var lines []string
+	for i := 0; i < 100; i++ {
+		lines = append(lines, fmt.Sprintf("%d,%d", i, 1000000000+i*20000000)) // 50 a second, at 1 GHz
+	}
+	h := fmt.Sprintf(`{"version":2,"byte_order":"little","format":"ASCII_TSC","format_id":1,"handler":"IDENTITY","columns":["tuple_id","tsc"],"record_size":16,"name":"in","node":"n","tsc_hz":1e9,"open_sync":{"tsc":1000000000,"realtime_ns":%d}}`, int64(1_795_000_000_000_000_000))
+	body := "#CLOUDPROFILER-LOG v2\n#header " + h + "\n" + strings.Join(lines, "\n") + "\n#trailer {\"reason\":\"close\",\"positions\":100}\n"
+	require.NoError(t, os.WriteFile(filepath.Join(logs, "n-1-in.cplog.txt"), []byte(body), 0o644))
+	require.NoError(t, run("--logs", logs, "--out", filepath.Join(dir, "cut"), "--format", "logs", "--to", "1"))
+	require.Contains(t, out.String(), "cut 50 of 100 records (nodes [n]) to [the start, 2026-11-18T")
+	require.Contains(t, out.String(), "(then: analyze --logs "+filepath.Join(dir, "cut", "logs")+")\n")
+}

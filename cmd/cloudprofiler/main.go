@@ -54,6 +54,11 @@ commands:
                          as Parquet partitioned by tuple id, for the analysis
                          on Apache Spark (docs/spark.md); one node at a time
                          or all at once, into one directory
+  export --format logs --from T --to T [--rounds DIR] --logs DIR... --out DIR
+                         the logs cut to a time range (RFC 3339, or seconds
+                         after the first round began), every node's into one
+                         directory, for analyze on one machine: the critical
+                         path, Mace and capacity of a range of a large run
   join-part --export DIR --records FILE... --state FILE [--rank-json JSON --durations FILE]
   merge-parts --export DIR [--out DIR | --state FILE] STATE...
                          the analysis of an export a partition at a time, and the

@@ -116,6 +116,9 @@ type ExportChannel struct {
 type ExportConfig struct {
 	Config
 	Partitions int // P, a power of two (default 64)
+	// From and To are Cut's time range: wall-clock times (RFC 3339), or
+	// seconds after the first round began; "": open.
+	From, To string
 }
 
 // ExportResult is what Export wrote.
@@ -307,11 +310,7 @@ func exportStem(nodes []string) string {
 func checkExportDir(out string, meta ExportMeta, stem string, nodes []string) error {
 	old, err := readExportMeta(out)
 	if errors.Is(err, fs.ErrNotExist) {
-		entries, rerr := os.ReadDir(out)
-		if rerr == nil && len(entries) > 0 {
-			return fmt.Errorf("export: %s is not empty and holds no export.json: give a new directory (an export writes records/, channels/, rounds/ and export.json)", out)
-		}
-		return nil
+		return refuseForeignDir(out, "export.json", "an export writes records/, channels/, rounds/ and export.json")
 	}
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
@@ -342,6 +341,15 @@ func checkExportDir(out string, meta ExportMeta, stem string, nodes []string) er
 				}
 			}
 		}
+	}
+	return nil
+}
+
+// refuseForeignDir refuses an out without its marker file that is not
+// empty: someone else's directory, nothing of which is touched.
+func refuseForeignDir(out, marker, writes string) error {
+	if entries, err := os.ReadDir(out); err == nil && len(entries) > 0 {
+		return fmt.Errorf("export: %s is not empty and holds no %s: give a new directory (%s)", out, marker, writes)
 	}
 	return nil
 }
@@ -456,6 +464,28 @@ func (a *analysis) writeExportParts(ps *partitions, out, stem string, parts int)
 // writeExportMeta writes export.json, channels/STEM.json and rounds/ (a
 // copy; refused when out holds other rounds).
 func writeExportMeta(out, rounds string, meta ExportMeta, ch ExportChannels) error {
+	if err := copyRounds(out, rounds); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(ch, "", " ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(out, "channels"), 0o755); err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	if err := writeFileAtomic(filepath.Join(out, "channels", ch.Stem+".json"), append(b, '\n')); err != nil {
+		return err
+	}
+	if b, err = json.MarshalIndent(meta, "", " "); err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(out, "export.json"), append(b, '\n'))
+}
+
+// copyRounds copies the rounds into out/rounds/ (refused when it holds
+// other rounds: every node of one export or cut takes the same).
+func copyRounds(out, rounds string) error {
 	if rounds != "" {
 		src, err := filepath.Glob(filepath.Join(rounds, "round-*.json"))
 		if err != nil {
@@ -491,20 +521,7 @@ func writeExportMeta(out, rounds string, meta ExportMeta, ch ExportChannels) err
 			return fmt.Errorf("export: %s holds other rounds than %s: every node of one export takes the same rounds (copy them from the tsc-server's --out)", dst, rounds)
 		}
 	}
-	b, err := json.MarshalIndent(ch, "", " ")
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Join(out, "channels"), 0o755); err != nil {
-		return fmt.Errorf("export: %w", err)
-	}
-	if err := writeFileAtomic(filepath.Join(out, "channels", ch.Stem+".json"), append(b, '\n')); err != nil {
-		return err
-	}
-	if b, err = json.MarshalIndent(meta, "", " "); err != nil {
-		return err
-	}
-	return writeFileAtomic(filepath.Join(out, "export.json"), append(b, '\n'))
+	return nil
 }
 
 // writeFileAtomic writes path through path.partial and a rename.

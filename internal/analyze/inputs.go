@@ -46,7 +46,7 @@ type Channel struct {
 // anything else fails the analysis.
 func (c *Channel) readDone(lf *logfile.File, err error) error {
 	if errors.Is(err, logfile.ErrDamaged) {
-		c.Problems = lf.Summary.Problems(&lf.Header)
+		c.Problems = append(cutProblems(&lf.Header), lf.Summary.Problems(&lf.Header)...)
 		return nil
 	}
 	if err != nil {
@@ -122,7 +122,8 @@ func findChannels(paths []string) (chans []*Channel, skipped []string, err error
 
 // channelOf is the channel of the file at path, from its header.
 func channelOf(path string, h logfile.Header, maxRecords uint64) *Channel {
-	c := &Channel{Path: path, Node: h.Node, Name: h.Name, PID: h.PID, Handler: h.Handler, Hz: h.TSCHz, Header: h, maxRecords: maxRecords}
+	c := &Channel{Path: path, Node: h.Node, Name: h.Name, PID: h.PID, Handler: h.Handler, Hz: h.TSCHz, Header: h, maxRecords: maxRecords,
+		Problems: cutProblems(&h)}
 	if c.Node == "" {
 		c.Node = h.Host
 	}
@@ -141,3 +142,16 @@ func channelOf(path string, h logfile.Header, maxRecords uint64) *Channel {
 
 // isReturnLog says whether a FOX_START file is the return log (ReTACKs).
 func isReturnLog(h *logfile.Header) bool { return h.Fox != nil && h.Fox.Role == "return" }
+
+// cutProblems are the damage and losses of the file a cut was made from
+// (export --format logs): the cut itself is whole, its source was not.
+func cutProblems(h *logfile.Header) []string {
+	if h.Cut == nil {
+		return nil
+	}
+	out := make([]string, len(h.Cut.Problems))
+	for i, p := range h.Cut.Problems {
+		out[i] = "before the cut, in " + h.Cut.Source + ": " + p
+	}
+	return out
+}

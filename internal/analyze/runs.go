@@ -126,8 +126,9 @@ func (a *analysis) writeThroughput() error {
 		s := series{c: c}
 		prev := math.NaN()
 		if c.Header.CounterPeriod > 0 {
-			// The first period ends one period after the channel opened.
-			if v, err := a.model.PointRel(c.Node, c.Header.OpenSync.TSC); err == nil {
+			// The first period ends one period after the channel opened (in
+			// a cut, after the period before it ended).
+			if v, err := a.model.PointRel(c.Node, c.Header.PeriodStart()); err == nil {
 				prev = v.Est
 			}
 		}

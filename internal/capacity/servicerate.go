@@ -45,8 +45,8 @@ func ReadCount(lf *logfile.File, translate func(tsc uint64) float64) (*CountSeri
 		s.Estimates = append(s.Estimates, Estimate{Est: translate(e.Sync.TSC), Rate: e.Rate, PeriodNs: e.PeriodNs, Samples: e.Samples})
 	}
 	prev := math.NaN()
-	if lf.Header.OpenSync.TSC != 0 {
-		prev = translate(lf.Header.OpenSync.TSC)
+	if start := lf.Header.PeriodStart(); start != 0 {
+		prev = translate(start)
 	}
 	err := lf.Counters(func(r logfile.CounterRecord) error {
 		end := translate(r.TSC)

@@ -231,6 +231,7 @@ type Header struct {
 	CounterPeriod int64   `json:"counter_period_ns,omitempty"`
 	Conf          *Conf   `json:"conf,omitempty"` // NET_CONF channels
 	Fox           *Fox    `json:"fox,omitempty"`  // FOX_START, FOX_END channels and the return log
+	Cut           *Cut    `json:"cut,omitempty"`  // a time range of another file (cut.go)
 }
 
 // Fox describes a return-trip (ReT) file. A FOX_START channel writes two

@@ -1,0 +1,67 @@
+package logfile
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A cut reads back as the records, periods and events written, in frames
+// the reader takes (an ASCII source's cut binary, the mono column kept),
+// with the Cut in its header, a trailer that counts what it holds, and
+// nothing but the file left behind.
+func TestCutWriterReadsBack(t *testing.T) {
+	dir := t.TempDir()
+	src := Header{Format: "ASCII", FormatID: int32(ASCII), Handler: "IDENTITY", Name: "x", Node: "n", TSCHz: 1e9, RecordSize: 24}
+	w, err := CreateCut(filepath.Join(dir, "x.cplog"), src)
+	require.NoError(t, err)
+	var want []Record
+	for i := 0; i < 10000; i++ {
+		want = append(want, Record{TupleID: int64(i) - 5000, TSC: uint64(1000 + 7*i), MonoNs: uint64(3*i + 1)})
+	}
+	require.NoError(t, w.Records(want[:3]))
+	require.NoError(t, w.Records(want[3:]))
+	cut := Cut{Source: "/logs/x.cplog.txt", FromNs: 1, ToNs: 2, Records: 20000, Problems: []string{"1 damaged lines skipped"}}
+	require.NoError(t, w.Close(cut, Trailer{Reason: "sigterm", Dropped: 5, Total: 9}))
+
+	lf, err := Open(filepath.Join(dir, "x.cplog"))
+	require.NoError(t, err)
+	defer lf.Close()
+	require.Equal(t, "BINARY", lf.Header.Format)
+	require.Equal(t, &cut, lf.Header.Cut)
+	var got []Record
+	require.NoError(t, lf.Records(func(r Record) error { got = append(got, r); return nil }))
+	require.Equal(t, want, got)
+	require.Equal(t, uint64(10000), lf.Summary.Trailer.Positions)
+	require.Equal(t, "close", lf.Summary.Trailer.Reason)
+	require.Zero(t, lf.Summary.Trailer.Dropped)
+	require.Equal(t, uint64(9), lf.Summary.Trailer.Total)
+	require.Empty(t, lf.Summary.Problems(&lf.Header))
+	left, _ := os.ReadDir(dir)
+	require.Len(t, left, 1)
+
+	// A counter's periods and its service-rate events.
+	csrc := Header{Format: "BINARY_TSC", FormatID: int32(BinaryTSC), Handler: "SERVICERATE", Name: "r", Node: "n", TSCHz: 1e9, RecordSize: 24,
+		Columns:  []string{"period_end_tsc", "count", "skipped_periods"},
+		OpenSync: Sync{TSC: 10}}
+	cw, err := CreateCut(filepath.Join(dir, "r.cplog"), csrc)
+	require.NoError(t, err)
+	periods := []CounterRecord{{TSC: 100, MonoNs: 1, Count: 4}, {TSC: 200, MonoNs: 2, Count: 6, Skipped: 1}}
+	for _, p := range periods {
+		require.NoError(t, cw.Counter(p))
+	}
+	ev := Event{Event: "service_rate", Sync: &Sync{TSC: 150}, Rate: 1234.5, PeriodNs: 1000, Samples: 3}
+	require.NoError(t, cw.Event(ev))
+	require.NoError(t, cw.Close(Cut{Source: "s", PeriodStartTSC: 50}, Trailer{}))
+	lf2, err := Open(filepath.Join(dir, "r.cplog"))
+	require.NoError(t, err)
+	defer lf2.Close()
+	require.Equal(t, uint64(50), lf2.Header.PeriodStart())
+	var gotP []CounterRecord
+	require.NoError(t, lf2.Counters(func(r CounterRecord) error { gotP = append(gotP, r); return nil }))
+	require.Equal(t, periods, gotP)
+	require.Equal(t, []Event{ev}, lf2.Summary.Events)
+	require.Equal(t, uint64(10), (&Header{OpenSync: Sync{TSC: 10}}).PeriodStart(), "no cut: the open")
+}
