@@ -113,10 +113,7 @@ func runAnalyze(stdout, stderr io.Writer, args []string) error {
 	floor := fs.Bool("decode-only", false, "only decode the tuple records, as the analysis does, and say how fast (the floor analyze is measured against); writes nothing")
 	strict := fs.Bool("strict", false, "exit with status 3 when a log file is damaged or misses records it accepted (the results are still written)")
 	// The capacity analysis: channels named "OPERATOR[#INSTANCE] in|out|sent|count".
-	fs.DurationVar(&cfg.Window, "window", analyze.DefaultWindow, "capacity: length of the time windows (reference clock) from the run's first tuple record, e.g. 1s, 250ms")
-	var target rateValue
-	fs.Var(&target, "target-rate", "capacity: a source rate, tuples per second (250000, 250k, 1.5M), for the parallelism each operator needs (DS2's rule)")
-	fs.IntVar(&cfg.MinTuples, "min-tuples", analyze.DefaultMinTuples, "capacity: fewest paired tuples (in and out) for a service rate; fewer: \"not enough data\"")
+	checkCapacity := capacityFlags(fs, &cfg, true, true)
 	fs.BoolVar(&cfg.NoCapacity, "no-capacity", false, "skip the capacity analysis (service rates, bottleneck) even when channels mark operators")
 	// The critical-path analysis: the same marks.
 	fs.DurationVar(&cfg.Slice, "slice", analyze.DefaultSlice, "critical path: length of the time slices (reference clock) from the run's first tuple record, e.g. 1s, 100ms")
@@ -145,8 +142,8 @@ func runAnalyze(stdout, stderr io.Writer, args []string) error {
 	if cfg.Slice <= 0 {
 		return fmt.Errorf("analyze: --slice must be a positive duration (1s, 100ms), not %s", cfg.Slice)
 	}
-	if cfg.Window <= 0 {
-		return fmt.Errorf("analyze: --window must be a positive duration (1s, 250ms), not %s", cfg.Window)
+	if err := checkCapacity(); err != nil {
+		return err
 	}
 	if cfg.TraceSample < 1 {
 		return fmt.Errorf("analyze: --trace-sample must be at least 1 tuple, not %d", cfg.TraceSample)
@@ -156,13 +153,6 @@ func runAnalyze(stdout, stderr io.Writer, args []string) error {
 			return fmt.Errorf("analyze: --trace names a file to write, and %s is a directory", cfg.Trace)
 		}
 	}
-	if cfg.MinTuples < 1 {
-		return fmt.Errorf("analyze: --min-tuples must be at least 1, not %d", cfg.MinTuples)
-	}
-	if t := float64(target); t < 0 || math.IsNaN(t) || math.IsInf(t, 0) {
-		return fmt.Errorf("analyze: --target-rate must be a rate in tuples per second (250000, 250k, 1.5M), not %s", target.String())
-	}
-	cfg.TargetRate = float64(target)
 	cfg.WhatIf = whatIf
 	if *order != "" {
 		for _, o := range strings.Split(*order, ",") {
@@ -238,4 +228,34 @@ func runAnalyze(stdout, stderr io.Writer, args []string) error {
 		return &exitCode{exitDamaged, fmt.Sprintf("analyze: %d of %d log files damaged or incomplete (--strict)", len(bad), len(res.Channels))}
 	}
 	return nil
+}
+
+// capacityFlags defines the capacity analysis's flags on fs (analyze;
+// join-part takes the window, merge-parts the rest); the function it
+// returns checks them after parsing and sets cfg.
+func capacityFlags(fs *flag.FlagSet, cfg *analyze.Config, window, rows bool) func() error {
+	if window {
+		fs.DurationVar(&cfg.Window, "window", analyze.DefaultWindow, "capacity: length of the time windows (reference clock) from the run's first tuple record, e.g. 1s, 250ms")
+	}
+	var target rateValue
+	if rows {
+		fs.Var(&target, "target-rate", "capacity: a source rate, tuples per second (250000, 250k, 1.5M), for the parallelism each operator needs (DS2's rule)")
+		fs.IntVar(&cfg.MinTuples, "min-tuples", analyze.DefaultMinTuples, "capacity: fewest paired tuples (in and out) for a service rate; fewer: \"not enough data\"")
+	}
+	return func() error {
+		if window && cfg.Window <= 0 {
+			return fmt.Errorf("%s: --window must be a positive duration (1s, 250ms), not %s", fs.Name(), cfg.Window)
+		}
+		if !rows {
+			return nil
+		}
+		if cfg.MinTuples < 1 {
+			return fmt.Errorf("%s: --min-tuples must be at least 1, not %d", fs.Name(), cfg.MinTuples)
+		}
+		if t := float64(target); t < 0 || math.IsNaN(t) || math.IsInf(t, 0) {
+			return fmt.Errorf("%s: --target-rate must be a rate in tuples per second (250000, 250k, 1.5M), not %s", fs.Name(), target.String())
+		}
+		cfg.TargetRate = float64(target)
+		return nil
+	}
 }

@@ -28,9 +28,15 @@ func runJoinPart(stdout, stderr io.Writer, args []string) error {
 	fs.StringVar(&cfg.Durations, "durations", "", "write the partition's durations to this Parquet file (with --rank-json)")
 	fs.StringVar(&cfg.State, "state", "", "write the partition's state (votes, per-pair statistics, counts) to this file, for merge-parts")
 	fs.IntVar(&cfg.Partition, "partition", -1, "the export partition the records are: every tuple id must hash to it (-1: not checked)")
+	var capCfg analyze.Config
+	checkCapacity := capacityFlags(fs, &capCfg, true, false)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if err := checkCapacity(); err != nil {
+		return err
+	}
+	cfg.Window = capCfg.Window
 	if fs.NArg() > 0 {
 		return fmt.Errorf("join-part: unexpected argument %q", fs.Arg(0))
 	}
@@ -57,9 +63,13 @@ func runMergeParts(stdout, stderr io.Writer, args []string) error {
 	fs.SetOutput(stderr)
 	var cfg analyze.Config
 	export := fs.String("export", "", "the export's directory (export.json, channels/, rounds/)")
-	fs.StringVar(&cfg.Out, "out", "", "write summary.csv, summary.parquet, summary.txt and model.json here (states joined with an order)")
+	fs.StringVar(&cfg.Out, "out", "", "write summary.csv, summary.parquet, summary.txt, model.json, and throughput, runs and capacity where the export has them, here (states joined with an order)")
 	stateOut := fs.String("state", "", "write the states merged into one state here instead (a merge in a tree), and nothing else")
+	checkCapacity := capacityFlags(fs, &cfg, false, true) // the windows: join-part's, in the states
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := checkCapacity(); err != nil {
 		return err
 	}
 	if *export == "" || fs.NArg() == 0 {

@@ -72,6 +72,10 @@ type Config struct {
 	NoCriticalPath bool
 
 	testWrongSample bool // the sample's channel order is reversed (a test of the second attempt)
+	// testNoCostWalk: with NoCriticalPath, the visits are not walked
+	// either, and capacity has no cost model, as on an export's
+	// partitions (a test that they give analyze's rows).
+	testNoCostWalk bool
 	// The Mace analysis (mace.go, package mace): the maximum latency
 	// predicted from load per window of MaceWindow (default 1 s), beside
 	// the measured one; WhatIf scenarios (rate=x2, cost:OP=0.5,
@@ -184,20 +188,23 @@ type Result struct {
 }
 
 type analysis struct {
-	cfg      Config
-	model    *minrtt.Model
-	res      *Result
-	chans    []*Channel
-	pairs    map[PairKey]*PairStats
-	t0       float64     // earliest reference estimate seen: time zero of the reports
-	retOf    map[int]int // return-log channel -> its FOX_START channel
-	rank     []int       // channel -> its place in the hop order (order.go)
-	chNode   []int       // channel -> its node's index in the model
-	procOf   []int       // channel -> its process (node and pid), numbered
-	isReturn []bool      // channel -> a FOX_START return log
-	keptMu   sync.Mutex
-	kept     map[PairKey]*atomic.Uint64 // per pair: durations the workers keep exactly
-	progress progress
+	cfg    Config
+	model  *minrtt.Model
+	res    *Result
+	chans  []*Channel
+	pairs  map[PairKey]*PairStats
+	t0     float64     // earliest reference estimate seen: time zero of the reports
+	retOf  map[int]int // return-log channel -> its FOX_START channel
+	rank   []int       // channel -> its place in the hop order (order.go)
+	chNode []int       // channel -> its node's index in the model
+	// noCostModel says why capacity has no cost model ("": it has one
+	// when the visits are walked).
+	noCostModel string
+	procOf      []int  // channel -> its process (node and pid), numbered
+	isReturn    []bool // channel -> a FOX_START return log
+	keptMu      sync.Mutex
+	kept        map[PairKey]*atomic.Uint64 // per pair: durations the workers keep exactly
+	progress    progress
 	// counter channel -> its periods (throughput.csv), for the report
 	throughput map[int][]ThroughputPoint
 	cap        capState           // the capacity analysis (capacity.go)
@@ -332,6 +339,9 @@ func newAnalysis(cfg Config, model *minrtt.Model, chans []*Channel, res *Result)
 	}
 	if err := a.planCapacity(); err != nil {
 		return nil, err
+	}
+	if cfg.testNoCostWalk {
+		a.noCostModel = noWalkOnPartitions
 	}
 	// A --order naming no channel is refused now, not after the decoding.
 	if _, err := a.rankChannels(orderVotes{}); err != nil {

@@ -181,7 +181,7 @@ func (a *analysis) writeCapacity() error {
 		costs = a.cp.costs
 	}
 	res := plan.Rows(a.cap.acc, win, counts, costs, capacity.Config{Hz: a.model.RefHz(), MinTuples: a.cfg.MinTuples,
-		TargetRate: a.cfg.TargetRate, Rank: a.rank})
+		TargetRate: a.cfg.TargetRate, Rank: a.rank, NoCostModel: a.noCostModel})
 	a.res.Capacity = res
 	if err := writeTable(a, "capacity.parquet", res.Rows); err != nil {
 		return err

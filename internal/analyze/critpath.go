@@ -125,7 +125,7 @@ func checkCritPathConfig(cfg *Config) error {
 func (a *analysis) critPathPlan() (*capacity.Plan, error) {
 	if a.cfg.NoCriticalPath {
 		a.res.CritPathNote = "critical path: not analysed (--no-critical-path)"
-		if a.cap.plan == nil || !a.cap.plan.TupleMarks() {
+		if a.cap.plan == nil || !a.cap.plan.TupleMarks() || a.cfg.testNoCostWalk {
 			return nil, nil
 		}
 		// The capacity analysis and Mace take their costs from the walk

@@ -41,7 +41,7 @@ import (
 // its version (a reader refuses another).
 const (
 	ExportFormat  = "cloudprofiler-export"
-	ExportVersion = 1
+	ExportVersion = 2 // 2: counter and FIRSTLAST logs copied, tuple channels' TSC span
 	// DefaultExportPartitions is export's default P.
 	DefaultExportPartitions = 64
 )
@@ -107,7 +107,13 @@ type ExportChannel struct {
 	// (logs/NODE/FILE, relative to the export): their records are few,
 	// a period or a run apiece, and the analysis reads them whole for
 	// throughput and runs.
-	Copy   string          `json:"copy,omitempty"`
+	Copy string `json:"copy,omitempty"`
+	// TSCMin and TSCMax are a tuple channel's smallest and largest TSC
+	// (none without records): with them an analysis of the export places
+	// the run's first and last tuple records, and the capacity windows, as
+	// analyze does.
+	TSCMin *uint64         `json:"tsc_min,omitempty"`
+	TSCMax *uint64         `json:"tsc_max,omitempty"`
 	Header json.RawMessage `json:"header"`
 }
 
@@ -212,8 +218,12 @@ func Export(cfg ExportConfig) (*ExportResult, error) {
 				return nil, err
 			}
 		}
-		res.Channels.Channels = append(res.Channels.Channels, ExportChannel{Key: keys[i], Label: ch.Label(), Node: ch.Node, Name: ch.Name,
-			Role: exportRole(ch.Role), Records: a.chanRecords[i], Problems: ch.Problems, Path: ch.Path, Copy: cp, Header: hdr})
+		ec := ExportChannel{Key: keys[i], Label: ch.Label(), Node: ch.Node, Name: ch.Name,
+			Role: exportRole(ch.Role), Records: a.chanRecords[i], Problems: ch.Problems, Path: ch.Path, Copy: cp, Header: hdr}
+		if ch.Role == RoleTuples && a.tscMin[i] <= a.tscMax[i] {
+			ec.TSCMin, ec.TSCMax = &a.tscMin[i], &a.tscMax[i]
+		}
+		res.Channels.Channels = append(res.Channels.Channels, ec)
 		if len(ch.Problems) > 0 {
 			res.Problems = append(res.Problems, ch)
 		}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -163,8 +164,10 @@ func TestExportPartsMatchAnalyze(t *testing.T) {
 	// from them as analyze does. The sink's counter opens before the first
 	// tuple, so its first period starts the run's time line.
 	writeCountsAndRun(t, filepath.Join(dir, "logs"))
+	// Capacity on, without its cost model (the visits not walked), as on
+	// partitions: the relay marks its in and out.
 	cfg := Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{filepath.Join(dir, "logs")}, Ref: "b",
-		Out: filepath.Join(dir, "analyze"), NoCapacity: true, NoCriticalPath: true, NoMace: true, NoReport: true}
+		Out: filepath.Join(dir, "analyze"), NoCriticalPath: true, NoMace: true, NoReport: true, testNoCostWalk: true, Window: 200 * time.Millisecond}
 	_, err := Run(cfg)
 	require.NoError(t, err)
 	wantRows, err := results.ReadAll[DurationRow](filepath.Join(cfg.Out, "durations.parquet"))
@@ -186,7 +189,7 @@ func TestExportPartsMatchAnalyze(t *testing.T) {
 		var states []string
 		for p, f := range files {
 			st := filepath.Join(work, fmt.Sprintf("state-%d", p))
-			pc := PartConfig{Export: ex, Records: []string{f}, State: st, Partition: p, Rank: rank}
+			pc := PartConfig{Export: ex, Records: []string{f}, State: st, Partition: p, Rank: rank, Window: cfg.Window}
 			if durations {
 				pc.Durations = filepath.Join(work, fmt.Sprintf("durations-%d.parquet", p))
 			}
@@ -223,7 +226,7 @@ func TestExportPartsMatchAnalyze(t *testing.T) {
 	merged, err := MergeParts(Config{Out: filepath.Join(work, "merged")}, ex, []string{filepath.Join(work, "half-0"), filepath.Join(work, "half-1")}, "")
 	require.NoError(t, err)
 	require.Equal(t, sample.Rank, merged.Rank)
-	for _, name := range []string{"summary.csv", "throughput.csv", "runs.csv"} {
+	for _, name := range []string{"summary.csv", "throughput.csv", "runs.csv", "capacity.csv"} {
 		want, err := os.ReadFile(filepath.Join(cfg.Out, name))
 		require.NoError(t, err)
 		got, err := os.ReadFile(filepath.Join(work, "merged", name))
@@ -234,7 +237,11 @@ func TestExportPartsMatchAnalyze(t *testing.T) {
 	tp, err := os.ReadFile(filepath.Join(cfg.Out, "throughput.csv"))
 	require.NoError(t, err)
 	require.Contains(t, string(tp), "c,sink rate,0.300000,0.300000,1000,") // the counter's first period starts the time line
-	for _, name := range []string{"throughput.parquet", "runs.parquet"} {
+	capCSV, err := os.ReadFile(filepath.Join(cfg.Out, "capacity.csv"))
+	require.NoError(t, err)
+	require.Regexp(t, `\ninstance,2,.*,relay,`, string(capCSV), "rows per window of the relay")
+	require.Contains(t, string(capCSV), "no cost model (on partitions")
+	for _, name := range []string{"throughput.parquet", "runs.parquet", "capacity.parquet"} {
 		_, err := os.Stat(filepath.Join(work, "merged", name))
 		require.NoError(t, err, name)
 	}
@@ -254,6 +261,12 @@ func TestExportPartsMatchAnalyze(t *testing.T) {
 	}
 	require.Equal(t, len(wantRows), len(gotRows))
 	require.Equal(t, keys(wantRows), keys(gotRows))
+
+	// Partitions joined with other windows do not merge.
+	other := filepath.Join(work, "state-other")
+	require.NoError(t, RunPart(PartConfig{Export: ex, Records: files[1:2], State: other, Partition: 1, Rank: sample.Rank}))
+	_, err = MergeParts(Config{}, ex, []string{states[0], other}, "")
+	require.ErrorContains(t, err, "every partition is joined with one --window")
 
 	// Records of another partition are refused, not joined.
 	err = RunPart(PartConfig{Export: ex, Records: files[1:2], State: filepath.Join(work, "x"), Partition: 0})

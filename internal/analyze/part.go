@@ -14,7 +14,10 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"time"
 
+	"cloudprofiler/internal/capacity"
+	"cloudprofiler/internal/cost"
 	"cloudprofiler/internal/logfile"
 	"cloudprofiler/minrtt"
 
@@ -45,7 +48,12 @@ type PartConfig struct {
 	State     string // write the partition's state here
 	Partition int    // the export partition (a check: every record must hash to it); -1: not checked
 	MemBytes  int64
+	Window    time.Duration // capacity's windows (MergeParts must take the same; 0: DefaultWindow)
 }
+
+// noWalkOnPartitions is why capacity has no cost model on an export's
+// partitions.
+const noWalkOnPartitions = "on partitions: the cost model walks each instance's visits in time order; analyze a time range for it, export --format logs"
 
 // partStateVersion is the state's format; MergeParts refuses another.
 const partStateVersion = 1
@@ -57,9 +65,10 @@ type partState struct {
 	Rank     []int    // the order joined with (nil: votes only)
 	Records, Tuples, Durations,
 	SkippedTuples, SkippedRecords uint64
-	T0    float64
-	Votes []voteState
-	Pairs []pairState
+	T0       float64
+	Votes    []voteState
+	Pairs    []pairState
+	Capacity *capacity.AccState // nil: no capacity analysis
 }
 
 type voteState struct {
@@ -125,6 +134,8 @@ func prepareExport(cfg Config, dir string) (*exportAnalysis, *ExportMeta, error)
 	}
 	var chans []*Channel
 	var keys []string
+	type span struct{ lo, hi uint64 }
+	var spans []*span
 	for _, m := range metas {
 		b, err := os.ReadFile(m)
 		if err != nil {
@@ -150,6 +161,11 @@ func prepareExport(cfg Config, dir string) (*exportAnalysis, *ExportMeta, error)
 			}
 			chans = append(chans, ch)
 			keys = append(keys, c.Key)
+			var sp *span
+			if c.TSCMin != nil && c.TSCMax != nil {
+				sp = &span{*c.TSCMin, *c.TSCMax}
+			}
+			spans = append(spans, sp)
 		}
 	}
 	cfg.Ref = meta.Ref
@@ -180,15 +196,30 @@ func prepareExport(cfg Config, dir string) (*exportAnalysis, *ExportMeta, error)
 			return nil, nil, fmt.Errorf("export %s: channel %s is on node %s, which its rounds do not measure", dir, c.Label(), c.Node)
 		}
 	}
-	cfg.NoCapacity, cfg.NoCriticalPath, cfg.NoMace, cfg.NoReport = true, true, true, true
+	// Capacity runs without its cost model (the walk of each instance's
+	// visits in time order: not on partitions); the critical path and
+	// Mace not at all (MergeParts says so).
+	cfg.NoCriticalPath, cfg.NoMace, cfg.NoReport = true, true, true
 	if cfg.MemBytes <= 0 {
 		cfg.MemBytes = 256 << 20
 	}
 	cfg.Workers = 1
+	if err := checkCapacityConfig(&cfg); err != nil {
+		return nil, nil, err
+	}
 	a, err := newAnalysis(cfg, model, chans, &Result{})
 	if err != nil {
 		return nil, nil, err
 	}
+	for i, sp := range spans {
+		if sp != nil {
+			a.tscMin[i], a.tscMax[i] = sp.lo, sp.hi
+		}
+	}
+	if err := a.capacityWindows(); err != nil {
+		return nil, nil, err
+	}
+	a.noCostModel = noWalkOnPartitions
 	return &exportAnalysis{a, keys}, meta, nil
 }
 
@@ -210,7 +241,7 @@ func readExportMeta(dir string) (*ExportMeta, error) {
 
 // RunPart joins one export partition (PartConfig).
 func RunPart(cfg PartConfig) error {
-	a, meta, err := prepareExport(Config{MemBytes: cfg.MemBytes}, cfg.Export)
+	a, meta, err := prepareExport(Config{MemBytes: cfg.MemBytes, Window: cfg.Window}, cfg.Export)
 	if err != nil {
 		return err
 	}
@@ -316,6 +347,9 @@ func stateOf(w *worker, keys []string, rank []int, records uint64) *partState {
 		Durations: w.durations, SkippedTuples: w.skippedTuples, SkippedRecords: w.skippedRecords, T0: w.t0}
 	for k, v := range w.votes {
 		st.Votes = append(st.Votes, voteState{A: k[0], B: k[1], Sure: v.sure, Likely: v.likely})
+	}
+	if w.cap != nil {
+		st.Capacity = w.cap.State()
 	}
 	for _, p := range w.pairs {
 		ps := pairState{Kind: p.Key.Kind, From: p.Key.From, To: p.Key.To, Dur: p.Dur.state(), Err: p.Err.state(),
@@ -527,6 +561,21 @@ func MergeParts(cfg Config, export string, states []string, stateOut string) (*M
 			return nil, fmt.Errorf("%s: joined with order %v, %s with %v: every partition takes one order", path, st.Rank, states[0], joined)
 		}
 		o := a.newWorker(nil, nil)
+		if st.Capacity != nil {
+			if w.cap == nil {
+				// The windows the partitions were joined with (join-part's
+				// --window): every state's, checked by MergeState.
+				a.cap.win = st.Capacity.Win
+				a.cap.grid = cost.Grid{T0: a.cap.win.T0, Width: a.cap.win.Width, N: a.cap.win.N, Sub: costCells}
+				w.cap = a.newCapacityAcc()
+			}
+			if o.cap = a.newCapacityAcc(); o.cap == nil {
+				return nil, fmt.Errorf("%s: a state with capacity sums, for an export whose channels mark no operator", path)
+			}
+			if err := o.cap.MergeState(st.Capacity); err != nil {
+				return nil, fmt.Errorf("%s: %w (every partition is joined with one --window)", path, err)
+			}
+		}
 		o.tuples, o.durations, o.skippedTuples, o.skippedRecords, o.t0 = st.Tuples, st.Durations, st.SkippedTuples, st.SkippedRecords, st.T0
 		a.res.Records += st.Records
 		for _, v := range st.Votes {
@@ -590,6 +639,9 @@ func MergeParts(cfg Config, export string, states []string, stateOut string) (*M
 		return nil, err
 	}
 	if err := a.writeThroughput(); err != nil {
+		return nil, err
+	}
+	if err := a.writeCapacity(); err != nil {
 		return nil, err
 	}
 	if math.IsInf(a.t0, 1) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 	"unsafe"
 
 	"cloudprofiler/internal/pad"
@@ -264,3 +265,64 @@ func (u *u128) addSquare(v uint64) {
 }
 
 func (u u128) float() float64 { return float64(u.hi)*0x1p64 + float64(u.lo) }
+
+// AccState is an Acc's sums with every field exported (gob): the analysis
+// of an export joins its partitions apart (on Spark) and merges their
+// accumulators, as analyze merges its workers'.
+type AccState struct {
+	Win               Windows // the windows summed over
+	Insts, Windows    int
+	Cells             []CellState // instance*Windows + window
+	Reached           []uint64
+	Counted, Negative uint64
+	Ins, Outs, Ended  []uint64 // the topology's counts (topoCounts)
+	Edge, Sent, Lost  []uint64
+	SrcFirst, SrcLast float64
+}
+
+// CellState is a cell's sums.
+type CellState struct {
+	In, Out, Arrivals, Paired, Svc uint64
+	SqHi, SqLo                     uint64
+	Busy, Blocked                  uint64
+}
+
+// State is a's sums (its tuples' shapes counted first).
+func (a *Acc) State() *AccState {
+	t := a.topology()
+	s := &AccState{Win: a.win, Insts: len(a.p.Instances), Windows: a.win.N, Cells: make([]CellState, len(a.cells)),
+		Reached: slices.Clone(a.reached), Counted: a.counted, Negative: a.negative,
+		Ins: slices.Clone(t.ins), Outs: slices.Clone(t.outs), Ended: slices.Clone(t.ended),
+		Edge: slices.Clone(t.edge), Sent: slices.Clone(t.sent), Lost: slices.Clone(t.lost), SrcFirst: a.srcFirst, SrcLast: a.srcLast}
+	for i, c := range a.cells {
+		s.Cells[i] = CellState{In: c.in, Out: c.out, Arrivals: c.arrivals, Paired: c.paired, Svc: c.svc, SqHi: c.sq.hi, SqLo: c.sq.lo,
+			Busy: c.busy, Blocked: c.blocked}
+	}
+	return s
+}
+
+// MergeState adds the sums of s (another Acc's, of the same plan and
+// windows) into a.
+func (a *Acc) MergeState(s *AccState) error {
+	o := NewAcc(a.p, a.win)
+	t := &o.topo
+	if s.Win != a.win || s.Insts != len(a.p.Instances) || s.Windows != a.win.N || len(s.Cells) != len(o.cells) || len(s.Reached) != len(o.reached) ||
+		len(s.Ins) != len(t.ins) || len(s.Outs) != len(t.outs) || len(s.Ended) != len(t.ended) ||
+		len(s.Edge) != len(t.edge) || len(s.Sent) != len(t.sent) || len(s.Lost) != len(t.lost) {
+		return fmt.Errorf("capacity: a state of %d instances over %d windows of %g cycles from %g, not these sums' %d over %d of %g from %g",
+			s.Insts, s.Windows, s.Win.Width, s.Win.T0, len(a.p.Instances), a.win.N, a.win.Width, a.win.T0)
+	}
+	for i, c := range s.Cells {
+		o.cells[i] = cell{in: c.In, out: c.Out, arrivals: c.Arrivals, paired: c.Paired, svc: c.Svc, sq: u128{c.SqHi, c.SqLo}, busy: c.Busy, blocked: c.Blocked}
+	}
+	copy(o.reached, s.Reached)
+	copy(t.ins, s.Ins)
+	copy(t.outs, s.Outs)
+	copy(t.ended, s.Ended)
+	copy(t.edge, s.Edge)
+	copy(t.sent, s.Sent)
+	copy(t.lost, s.Lost)
+	o.counted, o.negative, o.srcFirst, o.srcLast = s.Counted, s.Negative, s.SrcFirst, s.SrcLast
+	a.Merge(o)
+	return nil
+}

@@ -110,6 +110,9 @@ type Config struct {
 	// MinTake: a window with fewer backlogged tuples takes its hand-off
 	// from the whole run (default 10).
 	MinTake int
+	// NoCostModel says why there is no cost model, when costs is nil
+	// ("": the visits were not walked).
+	NoCostModel string
 }
 
 // Result is the capacity analysis: the rows and what the summary says.
@@ -721,7 +724,11 @@ func (m *maker) operator(oi int) {
 		addNote(&whole, fmt.Sprintf("%d of %d instances without records", len(runs)-withRecords, len(runs)))
 	}
 	if m.costs == nil && opHas[RoleIn] && opHas[RoleOut] {
-		addNote(&whole, "no cost model (the visits were not walked): no capacity")
+		why := m.cfg.NoCostModel
+		if why == "" {
+			why = "the visits were not walked"
+		}
+		addNote(&whole, "no cost model ("+why+"): no capacity")
 	}
 	m.opRow[oi] = len(m.res.Rows)
 	m.res.Rows = append(m.res.Rows, whole)

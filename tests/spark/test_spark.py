@@ -100,14 +100,34 @@ def test_bench_logs_match_analyze(spark, bench_logs, tmp_path):
         cps.analyze_export(spark, str(ex), str(out), binary=TOOL)
 
 
+# capacity.csv's columns that come from the partitions' sums (not from the
+# cost model, which Spark does not have).
+SUMMED = ["level", "window", "start_s", "end_s", "operator", "instance", "node", "pid", "tuples_in", "tuples_out",
+          "arrivals_per_s", "departures_per_s", "busy_share", "blocked_share", "selectivity"]
+
+
 def test_multinode_demo_matches_analyze(spark, tmp_path):
+    """The demo's three nodes: the durations and summaries as analyze's, and
+    capacity's rows per operator and 250 ms window as analyze's full
+    analysis has them, but for the cost model (none on partitions)."""
     demo = tmp_path / "demo"
     run("bash", os.path.join(REPO, "examples", "multinode", "demo.sh"), BUILD, env=dict(os.environ, CP_DEMO_DIR=str(demo)))
-    ref, ex, out = tmp_path / "analyze", tmp_path / "export", tmp_path / "spark"
+    ref, ex, out, full = tmp_path / "analyze", tmp_path / "export", tmp_path / "spark", tmp_path / "full"
     analyze([demo / "logs"], demo / "rounds", ref)
+    run(TOOL, "analyze", "--logs", demo / "logs", "--rounds", demo / "rounds", "--out", full, "--window", "250ms",
+        "--no-report", "--quiet", "--no-durations")
     export([demo / "logs"], demo / "rounds", ex, partitions=4)
-    cps.analyze_export(spark, str(ex), str(out), binary=TOOL)
+    cps.analyze_export(spark, str(ex), str(out), binary=TOOL, window="250ms")
     assert len(same_results(ref, out)) > 1000
+    want = pd.read_csv(full / "capacity.csv", dtype=str, keep_default_na=False)
+    got = pd.read_csv(out / "capacity.csv", dtype=str, keep_default_na=False)
+    assert list(want.columns) == list(got.columns)
+    assert len(want) >= 8 and (want["level"] == "instance").any()
+    pd.testing.assert_frame_equal(want[SUMMED], got[SUMMED])
+    relay = got[(got["operator"] == "relay") & (got["level"] == "operator") & (got["window"] == "-1")]
+    assert len(relay) == 1 and relay["capacity"].iloc[0] in ("", "NaN", "nan")
+    assert "analyze a time range for it" in relay["note"].iloc[0]
+    assert want[(want["operator"] == "relay") & (want["level"] == "operator") & (want["window"] == "-1")]["capacity"].iloc[0] not in ("", "NaN")
 
 
 def test_counters_match_analyze(spark, tmp_path):

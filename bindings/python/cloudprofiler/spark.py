@@ -23,7 +23,13 @@ goes through Spark's shuffle or the JVM's heap. It writes, under out:
   them (equal to analyze's on the same logs), through Hadoop's FileSystem;
 - throughput.csv/.parquet and runs.csv/.parquet, when the logs had counter
   or FIRSTLAST channels (the export copies their logs: a record a period),
-  written by the last merge as analyze writes them.
+  written by the last merge as analyze writes them;
+- capacity.csv/.parquet, when channels mark operators: analyze's rows per
+  operator, instance and window (tuples, arrival and departure rates, busy
+  share, selectivity, skew...) from the partitions' sums merged, without
+  the cost model (each instance's visits walked in time order), so without
+  the capacity itself: for that, analyze a time range (export --format
+  logs).
 
 As `analyze` does, the channel order comes from the votes of a sample of
 the partitions first (about 1/64 of the records), every partition is then
@@ -46,9 +52,10 @@ __all__ = ["analyze_export", "main"]
 
 _META_DIRS = ("channels", "rounds")
 # What the last merge writes (throughput and runs: when the export copied
-# counter or FIRSTLAST channels' logs).
+# counter or FIRSTLAST channels' logs; capacity: when channels mark
+# operators).
 _OUTPUTS = ["summary.csv", "summary.parquet", "summary.txt", "model.json",
-            "throughput.csv", "throughput.parquet", "runs.csv", "runs.parquet"]
+            "throughput.csv", "throughput.parquet", "runs.csv", "runs.parquet", "capacity.csv", "capacity.parquet"]
 
 
 class SparkAnalysisError(RuntimeError):
@@ -125,7 +132,7 @@ def _run(binary, args):
     return p.stdout
 
 
-def _join_fn(meta_b, binary_name, rank, dur_out):
+def _join_fn(meta_b, binary_name, rank, dur_out, extra=()):
     """The task: export partitions given as (part, [file URIs]); each
     partition's files are copied to local disk through pyarrow's filesystem
     for their URIs and go through `cloudprofiler join-part`; yields (part,
@@ -145,7 +152,7 @@ def _join_fn(meta_b, binary_name, rank, dur_out):
             try:
                 _write_meta(meta_b.value, os.path.join(tmp, "export"))
                 args = ["join-part", "--export", os.path.join(tmp, "export"), "--state", os.path.join(tmp, "state"),
-                        "--partition", str(part)]
+                        "--partition", str(part)] + list(extra)
                 for i, uri in enumerate(uris):
                     path = os.path.join(tmp, "records-%d.parquet" % i)
                     fs, src = pafs.FileSystem.from_uri(uri)
@@ -227,7 +234,8 @@ def _copy_out(spark, local_dir, out, names):
             fs.delete(path, False)  # an earlier analysis's (overwrite): not this one's
 
 
-def analyze_export(spark, export, out, binary=None, durations=True, overwrite=False, sample_share=1 / 64, shipped=False):
+def analyze_export(spark, export, out, binary=None, durations=True, overwrite=False, sample_share=1 / 64, shipped=False,
+                   window=None, min_tuples=None, target_rate=None):
     """Analyses the export at `export` into `out`: durations.parquet/ (unless
     durations=False) and the summaries. The export's files are listed, and
     the summaries written, through Hadoop's FileSystem (any path Spark
@@ -236,9 +244,14 @@ def analyze_export(spark, export, out, binary=None, durations=True, overwrite=Fa
     binary: the `cloudprofiler` executable for this machine and the
     executors' (default: $CP_TOOL, else on PATH); it is shipped with the job.
     shipped: the binary is in the job's files already (spark-submit --files).
-    out must not hold an analysis already unless overwrite. Returns the
+    out must not hold an analysis already unless overwrite. window,
+    min_tuples and target_rate are analyze's --window ("250ms"),
+    --min-tuples and --target-rate ("1.5M") for capacity. Returns the
     merge's figures: {"order": [...], "records", "tuples", "durations"}."""
 
+    join_args = ["--window", str(window)] if window is not None else []
+    merge_args = (["--min-tuples", str(min_tuples)] if min_tuples is not None else []) + \
+                 (["--target-rate", str(target_rate)] if target_rate is not None else [])
     binary = binary or _binary_default()
     if not binary:
         raise SparkAnalysisError("no cloudprofiler executable: give binary= (or --binary), set CP_TOOL, or put it on PATH")
@@ -292,13 +305,13 @@ def analyze_export(spark, export, out, binary=None, durations=True, overwrite=Fa
             while exact), the last merge on the driver."""
             items = [(p, parts[p][0]) for p in which]
             state = (sc.parallelize(items, max(len(items), 1))
-                     .mapPartitions(_join_fn(meta_b, name, rank, dur_out))
+                     .mapPartitions(_join_fn(meta_b, name, rank, dur_out, join_args))
                      .map(lambda kv: kv[1])
                      .treeReduce(_merge_fn(meta_b, name), depth=2))
             path = os.path.join(local, "state")
             with open(path, "wb") as f:
                 f.write(state)
-            args = ["merge-parts", "--export", os.path.join(local, "export")]
+            args = ["merge-parts", "--export", os.path.join(local, "export")] + merge_args
             if out_dir:
                 args += ["--out", out_dir]
             try:
@@ -340,6 +353,9 @@ def main(argv=None):
                                      "with spark-submit --files, its name in the job's files)")
     ap.add_argument("--no-durations", action="store_true", help="write only the summaries")
     ap.add_argument("--overwrite", action="store_true", help="replace an analysis already in --out")
+    ap.add_argument("--window", help="capacity: the windows' length, as analyze's --window (1s, 250ms)")
+    ap.add_argument("--min-tuples", type=int, help="capacity: as analyze's --min-tuples")
+    ap.add_argument("--target-rate", help="capacity: as analyze's --target-rate (250k, 1.5M)")
     a = ap.parse_args(argv)
     from pyspark.sql import SparkSession
     spark = SparkSession.builder.appName("cloudprofiler analyze").getOrCreate()
@@ -351,7 +367,7 @@ def main(argv=None):
             binary, shipped = SparkFiles.get(os.path.basename(binary)), True
     try:
         res = analyze_export(spark, a.export, a.out, binary=binary, durations=not a.no_durations, overwrite=a.overwrite,
-                             shipped=shipped)
+                             shipped=shipped, window=a.window, min_tuples=a.min_tuples, target_rate=a.target_rate)
     except SparkAnalysisError as e:
         print("cloudprofiler.spark: %s" % e, file=sys.stderr)
         return 1
