@@ -30,6 +30,7 @@ func runJoinPart(stdout, stderr io.Writer, args []string) error {
 	fs.IntVar(&cfg.Partition, "partition", -1, "the export partition the records are: every tuple id must hash to it (-1: not checked)")
 	var capCfg analyze.Config
 	checkCapacity := capacityFlags(fs, &capCfg, true, false)
+	fs.BoolVar(&cfg.NoCapacity, "no-capacity", false, "no capacity sums even when channels mark operators")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -66,6 +67,7 @@ func runMergeParts(stdout, stderr io.Writer, args []string) error {
 	fs.StringVar(&cfg.Out, "out", "", "write summary.csv, summary.parquet, summary.txt, model.json, and throughput, runs and capacity where the export has them, here (states joined with an order)")
 	stateOut := fs.String("state", "", "write the states merged into one state here instead (a merge in a tree), and nothing else")
 	checkCapacity := capacityFlags(fs, &cfg, false, true) // the windows: join-part's, in the states
+	fs.BoolVar(&cfg.NoCapacity, "no-capacity", false, "no capacity.csv even when channels mark operators (the states' sums are left)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -48,7 +48,9 @@ type PartConfig struct {
 	State     string // write the partition's state here
 	Partition int    // the export partition (a check: every record must hash to it); -1: not checked
 	MemBytes  int64
-	Window    time.Duration // capacity's windows (MergeParts must take the same; 0: DefaultWindow)
+	Window    time.Duration // capacity's windows (0: DefaultWindow; the states carry them to MergeParts)
+	// NoCapacity: no capacity sums (as analyze --no-capacity).
+	NoCapacity bool
 }
 
 // noWalkOnPartitions is why capacity has no cost model on an export's
@@ -241,7 +243,7 @@ func readExportMeta(dir string) (*ExportMeta, error) {
 
 // RunPart joins one export partition (PartConfig).
 func RunPart(cfg PartConfig) error {
-	a, meta, err := prepareExport(Config{MemBytes: cfg.MemBytes, Window: cfg.Window}, cfg.Export)
+	a, meta, err := prepareExport(Config{MemBytes: cfg.MemBytes, Window: cfg.Window, NoCapacity: cfg.NoCapacity}, cfg.Export)
 	if err != nil {
 		return err
 	}
@@ -561,7 +563,7 @@ func MergeParts(cfg Config, export string, states []string, stateOut string) (*M
 			return nil, fmt.Errorf("%s: joined with order %v, %s with %v: every partition takes one order", path, st.Rank, states[0], joined)
 		}
 		o := a.newWorker(nil, nil)
-		if st.Capacity != nil {
+		if st.Capacity != nil && !cfg.NoCapacity {
 			if w.cap == nil {
 				// The windows the partitions were joined with (join-part's
 				// --window): every state's, checked by MergeState.

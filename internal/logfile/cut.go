@@ -11,8 +11,8 @@ import (
 
 // A cut is a time range of a log (cloudprofiler export --format logs): the
 // same header, Cut added, and the records, counter periods and service-
-// rate events of the range, written by CutWriter as a binary file (raw
-// frames, version 2) that analyze reads as it reads any log. What the
+// rate events of the range, written by CutWriter as a binary file
+// (version 2) that analyze reads as it reads any log. What the
 // source lost or had damaged is in Cut.Problems, said again by every
 // reader of the cut.
 
@@ -54,6 +54,8 @@ type CutWriter struct {
 	f       *os.File // the frames
 	w       *bufio.Writer
 	mono    bool
+	codec   int
+	cols    []byte // the column encoding (scratch)
 	recSize int
 	block   int
 	pos     uint64 // records written
@@ -62,8 +64,9 @@ type CutWriter struct {
 	err     error
 }
 
-// CreateCut starts the cut of a file whose header is src into path. An
-// ASCII source's cut is binary (BINARY or BINARY_TSC, the same columns).
+// CreateCut starts the cut of a file whose header is src into path, its
+// records framed in the source's codec (an ASCII source's: ZSTD or
+// ZSTD_TSC, the same columns), a range being what goes over the network.
 func CreateCut(path string, src Header) (*CutWriter, error) {
 	h := src
 	h.Version, h.ByteOrder = Version, "little"
@@ -73,9 +76,9 @@ func CreateCut(path string, src Header) (*CutWriter, error) {
 	}
 	switch f {
 	case ASCII:
-		f = Binary
+		f = Zstd
 	case ASCIITSC:
-		f = BinaryTSC
+		f = ZstdTSC
 	}
 	h.Format, h.FormatID = f.String(), int32(f)
 	if !h.Counter() {
@@ -88,7 +91,7 @@ func CreateCut(path string, src Header) (*CutWriter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &CutWriter{path: path, h: h, f: file, w: bufio.NewWriterSize(file, 1<<16), mono: f.HasMono(), recSize: f.RecordSize(),
+	return &CutWriter{path: path, h: h, f: file, w: bufio.NewWriterSize(file, 1<<16), mono: f.HasMono(), codec: f.Codec(), recSize: f.RecordSize(),
 		block: min(h.BlockRecords, MaxBlockRecords, cutBlock)}, nil
 }
 
@@ -118,7 +121,13 @@ func (w *CutWriter) flush() {
 	if w.n == 0 {
 		return
 	}
-	w.write(AppendFrame(nil, FrameHeader{Kind: KindRecords, Codec: CodecRaw, N: uint32(w.n), FirstPos: w.pos, RawLen: uint32(len(w.buf))}, w.buf))
+	fh := FrameHeader{Kind: KindRecords, Codec: uint8(w.codec), N: uint32(w.n), FirstPos: w.pos, RawLen: uint32(len(w.buf))}
+	payload := w.buf
+	if w.codec != CodecRaw {
+		w.cols = EncodeColumns(w.cols[:0], w.buf, w.n, w.recSize)
+		fh.RawLen, payload = uint32(len(w.cols)), Compress(nil, w.cols, w.codec)
+	}
+	w.write(AppendFrame(nil, fh, payload))
 	w.pos += uint64(w.n)
 	w.buf, w.n = w.buf[:0], 0
 }

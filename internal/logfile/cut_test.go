@@ -9,7 +9,7 @@ import (
 )
 
 // A cut reads back as the records, periods and events written, in frames
-// the reader takes (an ASCII source's cut binary, the mono column kept),
+// the reader takes (an ASCII source's cut ZSTD, the mono column kept),
 // with the Cut in its header, a trailer that counts what it holds, and
 // nothing but the file left behind.
 func TestCutWriterReadsBack(t *testing.T) {
@@ -29,7 +29,7 @@ func TestCutWriterReadsBack(t *testing.T) {
 	lf, err := Open(filepath.Join(dir, "x.cplog"))
 	require.NoError(t, err)
 	defer lf.Close()
-	require.Equal(t, "BINARY", lf.Header.Format)
+	require.Equal(t, "ZSTD", lf.Header.Format)
 	require.Equal(t, &cut, lf.Header.Cut)
 	var got []Record
 	require.NoError(t, lf.Records(func(r Record) error { got = append(got, r); return nil }))

@@ -87,6 +87,7 @@ def test_bench_logs_match_analyze(spark, bench_logs, tmp_path):
     assert res["records"] == 1000000 and res["durations"] == 1000000
     rows = same_results(ref, out)
     assert len(rows) == 1000000
+    assert (out / "capacity.csv").exists()  # b marks its in and out
     # The summary's text says what analyze's does, but for what it did not run.
     order = [l for l in open(ref / "summary.txt") if l.startswith("channel order:")]
     assert order and order == [l for l in open(out / "summary.txt") if l.startswith("channel order:")]
@@ -165,8 +166,9 @@ def test_nodes_exported_apart_with_a_damaged_log(spark, bench_logs, tmp_path):
     analyze([logs], bench_logs / "rounds", ref)
     for node in ("a", "b"):
         export([logs / node], bench_logs / "rounds", ex)
-    cps.analyze_export(spark, str(ex), str(out), binary=TOOL)
+    cps.analyze_export(spark, str(ex), str(out), binary=TOOL, capacity=False)
     same_results(ref, out)
+    assert not (out / "capacity.csv").exists()
 
     def said(path):
         return [l for l in open(path) if l.startswith("logs:") or "damaged" in l.lower()]

@@ -235,7 +235,7 @@ def _copy_out(spark, local_dir, out, names):
 
 
 def analyze_export(spark, export, out, binary=None, durations=True, overwrite=False, sample_share=1 / 64, shipped=False,
-                   window=None, min_tuples=None, target_rate=None):
+                   window=None, min_tuples=None, target_rate=None, capacity=True):
     """Analyses the export at `export` into `out`: durations.parquet/ (unless
     durations=False) and the summaries. The export's files are listed, and
     the summaries written, through Hadoop's FileSystem (any path Spark
@@ -246,12 +246,15 @@ def analyze_export(spark, export, out, binary=None, durations=True, overwrite=Fa
     shipped: the binary is in the job's files already (spark-submit --files).
     out must not hold an analysis already unless overwrite. window,
     min_tuples and target_rate are analyze's --window ("250ms"),
-    --min-tuples and --target-rate ("1.5M") for capacity. Returns the
+    --min-tuples and --target-rate ("1.5M") for capacity; capacity=False
+    is its --no-capacity. Returns the
     merge's figures: {"order": [...], "records", "tuples", "durations"}."""
 
     join_args = ["--window", str(window)] if window is not None else []
     merge_args = (["--min-tuples", str(min_tuples)] if min_tuples is not None else []) + \
                  (["--target-rate", str(target_rate)] if target_rate is not None else [])
+    if not capacity:
+        join_args, merge_args = join_args + ["--no-capacity"], merge_args + ["--no-capacity"]
     binary = binary or _binary_default()
     if not binary:
         raise SparkAnalysisError("no cloudprofiler executable: give binary= (or --binary), set CP_TOOL, or put it on PATH")
@@ -356,6 +359,7 @@ def main(argv=None):
     ap.add_argument("--window", help="capacity: the windows' length, as analyze's --window (1s, 250ms)")
     ap.add_argument("--min-tuples", type=int, help="capacity: as analyze's --min-tuples")
     ap.add_argument("--target-rate", help="capacity: as analyze's --target-rate (250k, 1.5M)")
+    ap.add_argument("--no-capacity", action="store_true", help="no capacity.csv, as analyze's --no-capacity")
     a = ap.parse_args(argv)
     from pyspark.sql import SparkSession
     spark = SparkSession.builder.appName("cloudprofiler analyze").getOrCreate()
@@ -367,7 +371,8 @@ def main(argv=None):
             binary, shipped = SparkFiles.get(os.path.basename(binary)), True
     try:
         res = analyze_export(spark, a.export, a.out, binary=binary, durations=not a.no_durations, overwrite=a.overwrite,
-                             shipped=shipped, window=a.window, min_tuples=a.min_tuples, target_rate=a.target_rate)
+                             shipped=shipped, window=a.window, min_tuples=a.min_tuples, target_rate=a.target_rate,
+                             capacity=not a.no_capacity)
     except SparkAnalysisError as e:
         print("cloudprofiler.spark: %s" % e, file=sys.stderr)
         return 1
