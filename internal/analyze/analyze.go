@@ -188,23 +188,23 @@ type Result struct {
 }
 
 type analysis struct {
-	cfg    Config
-	model  *minrtt.Model
-	res    *Result
-	chans  []*Channel
-	pairs  map[PairKey]*PairStats
-	t0     float64     // earliest reference estimate seen: time zero of the reports
-	retOf  map[int]int // return-log channel -> its FOX_START channel
-	rank   []int       // channel -> its place in the hop order (order.go)
-	chNode []int       // channel -> its node's index in the model
+	cfg      Config
+	model    *minrtt.Model
+	res      *Result
+	chans    []*Channel
+	pairs    map[PairKey]*PairStats
+	t0       float64     // earliest reference estimate seen: time zero of the reports
+	retOf    map[int]int // return-log channel -> its FOX_START channel
+	rank     []int       // channel -> its place in the hop order (order.go)
+	chNode   []int       // channel -> its node's index in the model
+	procOf   []int       // channel -> its process (node and pid), numbered
+	isReturn []bool      // channel -> a FOX_START return log
+	keptMu   sync.Mutex
+	kept     map[PairKey]*atomic.Uint64 // per pair: durations the workers keep exactly
+	progress progress
 	// noCostModel says why capacity has no cost model ("": it has one
 	// when the visits are walked).
 	noCostModel string
-	procOf      []int  // channel -> its process (node and pid), numbered
-	isReturn    []bool // channel -> a FOX_START return log
-	keptMu      sync.Mutex
-	kept        map[PairKey]*atomic.Uint64 // per pair: durations the workers keep exactly
-	progress    progress
 	// counter channel -> its periods (throughput.csv), for the report
 	throughput map[int][]ThroughputPoint
 	cap        capState           // the capacity analysis (capacity.go)

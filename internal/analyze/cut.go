@@ -283,6 +283,9 @@ func (a *analysis) cutChannel(i int, dst string, meta CutMeta) (kept, read uint6
 		return v >= meta.FromCycles && v < meta.ToCycles
 	}
 	cut := logfile.Cut{Source: c.Path, FromNs: meta.FromNs, ToNs: meta.ToNs}
+	if lf.Header.Cut != nil { // a cut of a cut: its first period began where its source's did
+		cut.PeriodStartTSC = lf.Header.Cut.PeriodStartTSC
+	}
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return 0, 0, fmt.Errorf("export: %w", err)
 	}

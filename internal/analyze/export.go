@@ -95,14 +95,15 @@ type ExportChannels struct {
 
 // ExportChannel is one channel an export read.
 type ExportChannel struct {
-	Key      string   `json:"key"` // the records' channel_key
-	Label    string   `json:"label"`
-	Node     string   `json:"node"`
-	Name     string   `json:"name"`
-	Role     string   `json:"role"`
-	Records  uint64   `json:"records"` // tuple records exported (0 for the other roles)
-	Problems []string `json:"problems,omitempty"`
-	Path     string   `json:"path"` // where the exporter read it
+	Key      string          `json:"key"` // the records' channel_key
+	Label    string          `json:"label"`
+	Node     string          `json:"node"`
+	Name     string          `json:"name"`
+	Role     string          `json:"role"`
+	Records  uint64          `json:"records"` // tuple records exported (0 for the other roles)
+	Problems []string        `json:"problems,omitempty"`
+	Path     string          `json:"path"` // where the exporter read it
+	Header   json.RawMessage `json:"header"`
 	// Copy is the export's copy of a counter or FIRSTLAST channel's log
 	// (logs/NODE/FILE, relative to the export): their records are few,
 	// a period or a run apiece, and the analysis reads them whole for
@@ -112,9 +113,8 @@ type ExportChannel struct {
 	// (none without records): with them an analysis of the export places
 	// the run's first and last tuple records, and the capacity windows, as
 	// analyze does.
-	TSCMin *uint64         `json:"tsc_min,omitempty"`
-	TSCMax *uint64         `json:"tsc_max,omitempty"`
-	Header json.RawMessage `json:"header"`
+	TSCMin *uint64 `json:"tsc_min,omitempty"`
+	TSCMax *uint64 `json:"tsc_max,omitempty"`
 }
 
 // ExportConfig is one export: Logs, Rounds, Ref, Method, MemBytes,

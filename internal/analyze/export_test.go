@@ -267,6 +267,9 @@ func TestExportPartsMatchAnalyze(t *testing.T) {
 	require.NoError(t, RunPart(PartConfig{Export: ex, Records: files[1:2], State: other, Partition: 1, Rank: sample.Rank}))
 	_, err = MergeParts(Config{}, ex, []string{states[0], other}, "")
 	require.ErrorContains(t, err, "every partition is joined with one --window")
+	require.NoError(t, RunPart(PartConfig{Export: ex, Records: files[1:2], State: other, Partition: 1, Rank: sample.Rank, NoCapacity: true}))
+	_, err = MergeParts(Config{}, ex, []string{states[0], other}, "")
+	require.ErrorContains(t, err, "one joined with capacity's sums, the other without")
 
 	// Records of another partition are refused, not joined.
 	err = RunPart(PartConfig{Export: ex, Records: files[1:2], State: filepath.Join(work, "x"), Partition: 0})

@@ -58,7 +58,7 @@ type PartConfig struct {
 const noWalkOnPartitions = "on partitions: the cost model walks each instance's visits in time order; analyze a time range for it, export --format logs"
 
 // partStateVersion is the state's format; MergeParts refuses another.
-const partStateVersion = 1
+const partStateVersion = 2 // 2: capacity's sums
 
 // partState is what RunPart leaves for MergeParts (gob).
 type partState struct {
@@ -543,6 +543,7 @@ func MergeParts(cfg Config, export string, states []string, stateOut string) (*M
 	}
 	w := a.newWorker(nil, nil)
 	var joined []int
+	var withCap bool
 	for i, path := range states {
 		f, err := os.Open(path)
 		if err != nil {
@@ -558,9 +559,11 @@ func MergeParts(cfg Config, export string, states []string, stateOut string) (*M
 			return nil, fmt.Errorf("%s: a state of another export (its channels %v; this export's %v)", path, st.Channels, a.keys)
 		}
 		if i == 0 {
-			joined = st.Rank
+			joined, withCap = st.Rank, st.Capacity != nil
 		} else if !slices.Equal(st.Rank, joined) {
 			return nil, fmt.Errorf("%s: joined with order %v, %s with %v: every partition takes one order", path, st.Rank, states[0], joined)
+		} else if withCap != (st.Capacity != nil) {
+			return nil, fmt.Errorf("%s and %s: one joined with capacity's sums, the other without (join-part --no-capacity): every partition is joined alike", path, states[0])
 		}
 		o := a.newWorker(nil, nil)
 		if st.Capacity != nil && !cfg.NoCapacity {
