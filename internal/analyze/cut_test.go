@@ -183,6 +183,18 @@ func TestCutKeepsTheRange(t *testing.T) {
 	require.NoError(t, err)
 	require.Regexp(t, `\nc,sink rate,[0-9.]+,0\.300000,3000,`, string(tp), "the period ending at 1.4 s began at 1.1 s, where the one before it ended")
 	require.Equal(t, 1, strings.Count(string(tp), "sink rate"))
+	// A cut of the cut, the same range: the same throughput (its counter's
+	// first period still begins where the one before it ended).
+	cut3 := ExportConfig{Config: Config{Rounds: cfgCut.Rounds, Logs: cfgCut.Logs, Ref: "b", Out: filepath.Join(dir, "cut3")}, From: "1.2", To: "1.5"}
+	_, err = Cut(cut3)
+	require.NoError(t, err)
+	again := Config{Rounds: filepath.Join(cut3.Out, "rounds"), Logs: []string{filepath.Join(cut3.Out, "logs")}, Ref: "b", Out: filepath.Join(dir, "cut3-analysis")}
+	_, err = Run(again)
+	require.NoError(t, err)
+	tp3, err := os.ReadFile(filepath.Join(again.Out, "throughput.csv"))
+	require.NoError(t, err)
+	require.Equal(t, string(tp), string(tp3))
+
 	var said []string
 	for _, c := range got.Incomplete() {
 		said = append(said, c.Problems...)
