@@ -395,6 +395,20 @@ validate: $(LIB) $(TOOL) $(BUILD)/tandem $(BUILD)/udpstage
 	CP_VALIDATE=1 CP_TOOL=$(abspath $(TOOL)) CP_TANDEM=$(abspath $(BUILD)/tandem) CP_UDPSTAGE=$(abspath $(BUILD)/udpstage) \
 	  $(GO) test -count=1 -v -timeout 20m -run 'TestInsideVsOutside|TestCounterfactual' ./tests/capacity/ ./tests/critpath/
 
+# The paper's ingestion result (section 4.4, Figs. 3 and 4), side by side
+# (examples/testkit's IngestBench, docs/datagen.md): for Flink and for
+# Storm, the same job with its sources deserializing the events (plain, the
+# paper's "StormIR") and fed by the object factory ("CPIR"); gen maxrate's
+# highest rate of each, the GC time per second, and the rate at the sink
+# every 200 ms at a constant emission at each one's maximum. About 3
+# minutes an engine; INGEST_DURATION is maxrate's run.
+INGEST_DURATION ?= 5s
+INGEST_PROPS = -Dcloudprofiler.bench=true -Dcloudprofiler.bench.duration=$(INGEST_DURATION) -Dsurefire.failIfNoSpecifiedTests=false
+.PHONY: bench-ingest
+bench-ingest: java
+	cd examples/flink && $(MVN) $(JAVA_PROPS) $(INGEST_PROPS) test -Dtest=FlinkIngestBench
+	cd examples/storm && $(MVN) $(JAVA_PROPS) $(INGEST_PROPS) test -Dtest=StormIngestBench
+
 # The data generator on loopback: achieved versus target rates, and the
 # maximum rates gen maxrate finds (tests/bench-gen.sh).
 .PHONY: bench-gen

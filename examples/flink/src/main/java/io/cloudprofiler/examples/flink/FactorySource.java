@@ -9,11 +9,13 @@ import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.LongAdder;
 import org.apache.flink.api.connector.source.Boundedness;
 import org.apache.flink.api.connector.source.ReaderOutput;
 import org.apache.flink.api.connector.source.Source;
@@ -58,6 +60,13 @@ import org.apache.flink.core.io.SimpleVersionedSerializer;
  * stops it. The source keeps no state: a restart does not replay (the
  * sender has moved on), as with any socket source.
  *
+ * <p>{@link #plain()} is the baseline the paper measures the factory
+ * against (section 4.4, Figs. 3 and 4): the factory's threads only receive
+ * and frame, handing each tuple's serialized bytes over as they came (as a
+ * messaging library's receiving thread does), and {@code pollNext}
+ * deserializes them on the task's thread, the job's critical path. {@code
+ * make bench-ingest} finds the highest rate of each.
+ *
  * <p>{@link #marked} names the source in the marking convention ({@link
  * Marks}): each reader then logs {@code OPERATOR#SUBTASK in} as it takes a
  * tuple from its bucket, {@code out} right before it hands the tuple to
@@ -69,8 +78,11 @@ import org.apache.flink.core.io.SimpleVersionedSerializer;
 public class FactorySource implements Source<AdEvent, FactorySource.Split, Integer> {
     private static final long serialVersionUID = 2L;
 
-    /** The JVM's factory, its readers and those fetching. */
+    /** The JVM's factory, its readers and those fetching; the plain readers' (serialized bytes) apart. */
     private static final SharedFactory<AdEvent> SHARED = new SharedFactory<>();
+    private static final SharedFactory<byte[]> SHARED_PLAIN = new SharedFactory<>();
+    /** Plain readers: tuples whose bytes did not parse, dropped (per JVM; the factory's reports count them received). */
+    public static final LongAdder PLAIN_DROPPED = new LongAdder();
 
     private final String host;
     private final int port;
@@ -78,6 +90,7 @@ public class FactorySource implements Source<AdEvent, FactorySource.Split, Integ
     private final int queueCapacity;
     private String marks;
     private int receiveBuffer;
+    private boolean plain;
 
     /**
      * @param host  the address the factory listens on
@@ -95,6 +108,12 @@ public class FactorySource implements Source<AdEvent, FactorySource.Split, Integ
     /** Marks each tuple as operator {@code operator} (channels {@code operator#SUBTASK in|out|sent}); returns this. */
     public FactorySource marked(String operator) {
         this.marks = operator;
+        return this;
+    }
+
+    /** Deserializes on the task's thread, not the factory's (the paper's baseline); returns this. */
+    public FactorySource plain() {
+        this.plain = true;
         return this;
     }
 
@@ -145,6 +164,16 @@ public class FactorySource implements Source<AdEvent, FactorySource.Split, Integ
      */
     public static ObjectFactory<AdEvent> awaitFactory(int readers, long timeout, TimeUnit unit) throws InterruptedException {
         return SHARED.await(readers, timeout, unit);
+    }
+
+    /** {@link #awaitFactory} for a plain source. */
+    public static ObjectFactory<byte[]> awaitPlainFactory(int readers, long timeout, TimeUnit unit) throws InterruptedException {
+        return SHARED_PLAIN.await(readers, timeout, unit);
+    }
+
+    /** The readers open in this JVM, plain or not (0: their factories are closed). */
+    public static int openReaders() {
+        return SHARED.users() + SHARED_PLAIN.users();
     }
 
     /** Split {@code index} of {@code of}: the factory's streams numbered index modulo of. */
@@ -205,10 +234,12 @@ public class FactorySource implements Source<AdEvent, FactorySource.Split, Integ
     static final class Reader implements SourceReader<AdEvent, Split> {
         private final FactorySource src;
         private final int subtask;
-        private final BlockingQueue<Bucket<AdEvent>> handover = new ArrayBlockingQueue<>(1);
+        private final BlockingQueue<Bucket<?>> handover = new ArrayBlockingQueue<>(1);
         private final Object lock = new Object();
         private CompletableFuture<Void> available = new CompletableFuture<>();
-        private ObjectFactory<AdEvent> factory;
+        private final SharedFactory<?> shared;
+        private ObjectFactory<?> factory;
+        private final AdEventParser parser = new AdEventParser();
         private Marks marks = Marks.off();
         private Split split;
         private Thread fetcher;
@@ -218,22 +249,25 @@ public class FactorySource implements Source<AdEvent, FactorySource.Split, Integ
         Reader(FactorySource src, int subtask) {
             this.src = src;
             this.subtask = subtask;
+            this.shared = src.plain ? SHARED_PLAIN : SHARED;
         }
 
         @Override
         public void start() {
             try {
-                factory = SHARED.acquire(() -> {
-                    ObjectFactory.Builder<AdEvent> b = ObjectFactory.builder(new AdEventParser()).host(src.host).port(src.port)
-                            .queueCapacity(src.queueCapacity).threadName("flink-object-factory");
-                    if (src.receiveBuffer > 0) b.receiveBuffer(src.receiveBuffer);
-                    return b.start();
-                });
+                factory = src.plain ? SHARED_PLAIN.acquire(() -> start(ObjectFactory.builder(FactorySource::bytes)))
+                        : SHARED.acquire(() -> start(ObjectFactory.builder(new AdEventParser())));
             } catch (IOException e) {
                 throw new IllegalStateException("the object factory on " + src.host + ":" + src.port + " did not start: " + e.getMessage(), e);
             }
             // Opened here: start() and pollNext() run on the task's thread, the channels' one writer.
             if (src.marks != null) marks = Marks.open(src.marks, subtask, true);
+        }
+
+        private <T> ObjectFactory<T> start(ObjectFactory.Builder<T> b) throws IOException {
+            b.host(src.host).port(src.port).queueCapacity(src.queueCapacity).threadName("flink-object-factory");
+            if (src.receiveBuffer > 0) b.receiveBuffer(src.receiveBuffer);
+            return b.start();
         }
 
         @Override
@@ -243,7 +277,7 @@ public class FactorySource implements Source<AdEvent, FactorySource.Split, Integ
                 split = s;
                 fetcher = new Thread(this::fetch, "cloudprofiler-factory-fetcher-" + subtask);
                 fetcher.setDaemon(true);
-                SHARED.consumerStarted();
+                shared.consumerStarted();
                 fetcher.start();
             }
         }
@@ -252,7 +286,7 @@ public class FactorySource implements Source<AdEvent, FactorySource.Split, Integ
         private void fetch() {
             try {
                 while (!stop) {
-                    Bucket<AdEvent> b = factory.take(split.index, split.of, 10, TimeUnit.MILLISECONDS);
+                    Bucket<?> b = factory.take(split.index, split.of, 10, TimeUnit.MILLISECONDS);
                     if (b != null) {
                         handover.put(b); // waits while the task has not emitted the last one: backpressure
                         signal();
@@ -265,7 +299,7 @@ public class FactorySource implements Source<AdEvent, FactorySource.Split, Integ
                 Thread.currentThread().interrupt();
             } finally {
                 fetched = true;
-                SHARED.consumerStopped();
+                shared.consumerStopped();
                 signal();
             }
         }
@@ -278,14 +312,26 @@ public class FactorySource implements Source<AdEvent, FactorySource.Split, Integ
 
         @Override
         public InputStatus pollNext(ReaderOutput<AdEvent> out) {
-            Bucket<AdEvent> b = handover.poll();
+            Bucket<?> b = handover.poll();
             if (b != null) {
                 for (int i = 0; i < b.size(); i++) {
-                    AdEvent e = b.get(i);
-                    marks.in(e.id);
-                    marks.out(e.id);
+                    long id = b.id(i);
+                    marks.in(id);
+                    AdEvent e;
+                    if (src.plain) {
+                        byte[] raw = (byte[]) b.get(i);
+                        try {
+                            e = parser.deserialize(id, raw, 0, raw.length); // here, on the task's thread
+                        } catch (IllegalArgumentException x) {
+                            PLAIN_DROPPED.increment();
+                            continue;
+                        }
+                    } else {
+                        e = (AdEvent) b.get(i);
+                    }
+                    marks.out(id);
                     out.collect(e);
-                    marks.sent(e.id);
+                    marks.sent(id);
                 }
                 return InputStatus.MORE_AVAILABLE;
             }
@@ -325,11 +371,22 @@ public class FactorySource implements Source<AdEvent, FactorySource.Split, Integ
                 marks.close();
             } finally {
                 if (factory != null) {
-                    SHARED.release(factory);
+                    release(shared, factory);
                     factory = null;
                 }
             }
         }
+    }
+
+    /** Gives f back to its shared holder. */
+    @SuppressWarnings("unchecked")
+    private static <T> void release(SharedFactory<T> shared, ObjectFactory<?> f) {
+        shared.release((ObjectFactory<T>) f);
+    }
+
+    /** A plain source's "deserializer": the payload's bytes as they came. */
+    private static byte[] bytes(long tupleId, byte[] buf, int off, int len) {
+        return Arrays.copyOfRange(buf, off, off + len);
     }
 
     /** A split: its index and count, two ints. */

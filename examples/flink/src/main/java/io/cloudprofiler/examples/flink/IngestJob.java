@@ -56,11 +56,13 @@ public final class IngestJob {
         public long bufferTimeoutMs = 1;
         /** Record which ids the sink saw (exact check of every id once; a bit per tuple). */
         public boolean trackIds = true;
+        /** The source deserializes on the task's thread ({@link FactorySource#plain()}, the paper's baseline). */
+        public boolean plain;
 
         @Override
         public String toString() {
             return "host=" + host + " port=" + port + " runs=" + runs + " parallelism=" + parallelism + " queueCapacity="
-                    + queueCapacity + " campaigns=" + campaigns + " bufferTimeoutMs=" + bufferTimeoutMs;
+                    + queueCapacity + " campaigns=" + campaigns + " bufferTimeoutMs=" + bufferTimeoutMs + (plain ? " plain" : "");
         }
     }
 
@@ -76,7 +78,8 @@ public final class IngestJob {
         env.setParallelism(opt.parallelism);
         if (opt.bufferTimeoutMs >= 0) env.setBufferTimeout(opt.bufferTimeoutMs);
         final int campaigns = opt.campaigns;
-        env.fromSource(new FactorySource(opt.host, opt.port, opt.runs, opt.queueCapacity), WatermarkStrategy.noWatermarks(),
+        FactorySource src = new FactorySource(opt.host, opt.port, opt.runs, opt.queueCapacity);
+        env.fromSource(opt.plain ? src.plain() : src, WatermarkStrategy.noWatermarks(),
                         "factory-source", TypeInformation.of(AdEvent.class))
                 .map(new Campaign(campaigns)).name("campaign")
                 .keyBy(e -> e.campaign, Types.INT)
@@ -190,9 +193,10 @@ public final class IngestJob {
                 case "--campaigns" -> o.campaigns = Integer.parseInt(ProfiledJob.value(args, ++i, a));
                 case "--buffer-timeout-ms" -> o.bufferTimeoutMs = Long.parseLong(ProfiledJob.value(args, ++i, a));
                 case "--no-track-ids" -> o.trackIds = false;
+                case "--plain" -> o.plain = true;
                 default -> throw new IllegalArgumentException("unknown argument " + a + "; usage: IngestJob [--host H]"
                         + " [--port P] [--runs N (0: until killed)] [--parallelism P] [--queue BUCKETS] [--campaigns C]"
-                        + " [--buffer-timeout-ms MS] [--no-track-ids]");
+                        + " [--buffer-timeout-ms MS] [--no-track-ids] [--plain]");
             }
         }
         return o;
@@ -210,7 +214,8 @@ public final class IngestJob {
         build(env, opt);
         System.out.println("cloudprofiler flink ingestion example: " + opt);
         JobClient job = env.executeAsync("cloudprofiler-flink-ingest");
-        ObjectFactory<AdEvent> f = FactorySource.awaitFactory(opt.parallelism, 120, TimeUnit.SECONDS);
+        ObjectFactory<?> f = opt.plain ? FactorySource.awaitPlainFactory(opt.parallelism, 120, TimeUnit.SECONDS)
+                : FactorySource.awaitFactory(opt.parallelism, 120, TimeUnit.SECONDS);
         if (f == null) throw new IllegalStateException("the source did not start within 120 s");
         System.out.printf("object factory listening on %s: cloudprofiler gen send --to %s:%d --synthetic ...%n",
                 f.address(), opt.host, f.port());

@@ -20,21 +20,26 @@ import org.apache.flink.core.execution.JobClient;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * {@link IngestJob} on a MiniCluster (parallelism 2), fed by the real
- * {@code cloudprofiler gen send} through the object factory: the sink counts
- * exactly what was sent, every id once; the sender reached its rate, and the
- * factory's report (what the job ingested) says nothing was lost; the job
- * ends by itself when the run is complete.
+ * {@code cloudprofiler gen send} through the object factory, with the
+ * factory's threads deserializing and with the source's tasks deserializing
+ * (plain, the paper's baseline): the sink counts exactly what was sent,
+ * every id once; the factory's report (what the job ingested) says nothing
+ * was lost; the job ends by itself when the run is complete. No rate is
+ * asserted: {@code make bench-ingest} measures them.
  */
 class IngestJobTest {
     static final int P = 2, THREADS = 2;
     static final long RATE = 100_000, SECONDS = 2, N = RATE * SECONDS;
 
-    @Test
+    @ParameterizedTest(name = "plain={0}")
+    @ValueSource(booleans = {false, true})
     @Timeout(120)
-    void everyTupleSentReachesTheSinkAndTheJobEndsWithTheRun() throws Exception {
+    void everyTupleSentReachesTheSinkAndTheJobEndsWithTheRun(boolean plain) throws Exception {
         String tool = System.getProperty("cloudprofiler.tool");
         assertNotNull(tool, "the pom passes -Dcloudprofiler.tool");
         assertTrue(Files.isExecutable(Path.of(tool)), tool + " is not executable: run `make build` first");
@@ -43,11 +48,13 @@ class IngestJobTest {
         opt.port = 0; // ephemeral
         opt.parallelism = P;
         opt.runs = 1;
+        opt.plain = plain;
+        FactorySource.PLAIN_DROPPED.reset();
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(IngestJob.configuration());
         IngestJob.build(env, opt);
         long t0 = System.nanoTime();
         JobClient job = env.executeAsync("ingest-test");
-        ObjectFactory<AdEvent> f = FactorySource.awaitFactory(P, 60, TimeUnit.SECONDS);
+        ObjectFactory<?> f = plain ? FactorySource.awaitPlainFactory(P, 60, TimeUnit.SECONDS) : FactorySource.awaitFactory(P, 60, TimeUnit.SECONDS);
         assertNotNull(f, "the source subtasks did not start");
         long started = System.nanoTime();
 
@@ -74,6 +81,7 @@ class IngestJobTest {
         assertEquals(N, IngestJob.Counts.EVENTS.sum(), "events at the sink");
         assertEquals(0, IngestJob.Counts.DUPLICATES.sum());
         assertEquals(0, IngestJob.Counts.INCOMPLETE.sum(), "events with a field the parser lost");
+        assertEquals(0, FactorySource.PLAIN_DROPPED.sum(), "payloads a plain source could not parse");
         assertEquals(THREADS, IngestJob.Counts.IDS.size());
         for (int t = 0; t < THREADS; t++) {
             BitSet s = IngestJob.Counts.IDS.get(t);

@@ -101,7 +101,7 @@ public final class CapacityTopology {
         b.setSpout("spout", spout, SPOUTS);
         b.setBolt("count", bolt.apply("count", new CountBolt("ad_type")), COUNTERS).fieldsGrouping("spout", new Fields("ad_type"));
         b.setBolt(SCORE, bolt.apply(SCORE, new ScoreBolt(scoreNanos)), 1).shuffleGrouping("count");
-        b.setBolt("sink", bolt.apply("sink", new IngestTopology.SinkBolt()), 1).shuffleGrouping(SCORE);
+        b.setBolt("sink", bolt.apply("sink", new IngestTopology.SinkBolt(true)), 1).shuffleGrouping(SCORE);
         return b.createTopology();
     }
 

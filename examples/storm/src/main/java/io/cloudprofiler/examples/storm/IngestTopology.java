@@ -31,9 +31,15 @@ public final class IngestTopology {
 
     private IngestTopology() {}
 
-    /** Counts every tuple, and which ids it saw (per JVM). */
+    /** Counts every tuple, and which ids it saw (per JVM; not with trackIds off). */
     public static class SinkBolt extends BaseBasicBolt {
-        private static final long serialVersionUID = 1L;
+        private static final long serialVersionUID = 2L;
+        private final boolean trackIds;
+
+        public SinkBolt(boolean trackIds) {
+            this.trackIds = trackIds;
+        }
+
         public static final LongAdder SEEN = new LongAdder();
         public static final LongAdder DUPLICATES = new LongAdder();
         /** sender thread (id >>> 40) -> the ids seen (id & (2^40 - 1)). */
@@ -47,6 +53,8 @@ public final class IngestTopology {
 
         @Override
         public void execute(Tuple t, BasicOutputCollector out) {
+            SEEN.increment();
+            if (!trackIds) return;
             long id = t.getLong(0);
             BitSet s = IDS.computeIfAbsent((int) (id >>> 40), k -> new BitSet());
             int i = (int) (id & ((1L << 40) - 1));
@@ -54,7 +62,6 @@ public final class IngestTopology {
                 if (s.get(i)) DUPLICATES.increment();
                 s.set(i);
             }
-            SEEN.increment();
         }
 
         @Override
@@ -63,10 +70,20 @@ public final class IngestTopology {
 
     /** The factory listens on host:port (0: ephemeral); queues of queueCapacity buckets. */
     public static StormTopology build(String host, int port, int queueCapacity) {
+        return build(host, port, queueCapacity, false, true);
+    }
+
+    /**
+     * As {@link #build(String, int, int)}; plain: the spouts deserialize
+     * ({@link FactorySpout#plain()}, the paper's baseline); trackIds: the
+     * sink records every id (a bit each; off for runs of millions).
+     */
+    public static StormTopology build(String host, int port, int queueCapacity, boolean plain, boolean trackIds) {
         TopologyBuilder b = new TopologyBuilder();
-        b.setSpout("factory-spout", new FactorySpout(host, port, queueCapacity), SPOUTS);
+        FactorySpout spout = new FactorySpout(host, port, queueCapacity);
+        b.setSpout("factory-spout", plain ? spout.plain() : spout, SPOUTS);
         b.setBolt("count", new CountBolt("ad_type"), COUNTERS).fieldsGrouping("factory-spout", new Fields("ad_type"));
-        b.setBolt("sink", new SinkBolt(), 1).shuffleGrouping("count");
+        b.setBolt("sink", new SinkBolt(trackIds), 1).shuffleGrouping("count");
         return b.createTopology();
     }
 
@@ -80,16 +97,16 @@ public final class IngestTopology {
 
     /**
      * Submits it to a cluster: {@code storm jar JAR
-     * io.cloudprofiler.examples.storm.IngestTopology NAME [PORT]} (default
-     * port 7400, on every interface of the worker's machine; send to each
-     * worker that runs spouts).
+     * io.cloudprofiler.examples.storm.IngestTopology NAME [PORT [plain]]}
+     * (default port 7400, on every interface of the worker's machine; send
+     * to each worker that runs spouts; plain: the spouts deserialize).
      */
     public static void main(String[] args) throws Exception {
-        if (args.length < 1 || args.length > 2) {
-            System.err.println("usage: storm jar JAR " + IngestTopology.class.getName() + " NAME [PORT]");
+        if (args.length < 1 || args.length > 3 || (args.length == 3 && !args[2].equals("plain"))) {
+            System.err.println("usage: storm jar JAR " + IngestTopology.class.getName() + " NAME [PORT [plain]]");
             System.exit(2);
         }
         int port = args.length > 1 ? Integer.parseInt(args[1]) : 7400;
-        StormSubmitter.submitTopology(args[0], config(), build("0.0.0.0", port, 64));
+        StormSubmitter.submitTopology(args[0], config(), build("0.0.0.0", port, 64, args.length == 3, false));
     }
 }

@@ -20,22 +20,27 @@ import org.apache.storm.generated.KillOptions;
 import org.apache.storm.tuple.Values;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * {@link IngestTopology} on a LocalCluster, fed by the real {@code
- * cloudprofiler gen send} through the object factory: the sender reaches its
- * rate, the factory's report says nothing was lost, and the sink sees every
- * id exactly once.
+ * cloudprofiler gen send} through the object factory, with the factory's
+ * threads deserializing and with the spouts deserializing (plain, the
+ * paper's baseline): the factory's report says nothing was lost, and the
+ * sink sees every id exactly once. No rate is asserted: {@code make
+ * bench-ingest} measures them.
  */
 class IngestTopologyTest {
     static final long RATE = 50_000, SECONDS = 2, N = RATE * SECONDS;
     static final int THREADS = 2;
     static final String TOPOLOGY = "cloudprofiler-storm-ingest";
 
-    @Test
+    @ParameterizedTest(name = "plain={0}")
+    @ValueSource(booleans = {false, true})
     @Timeout(180)
     @SuppressWarnings("try") // LocalCluster.close() throws Exception
-    void everyTupleSentReachesTheSink() throws Exception {
+    void everyTupleSentReachesTheSink(boolean plain) throws Exception {
         String tool = System.getProperty("cloudprofiler.tool");
         assertNotNull(tool, "the pom passes -Dcloudprofiler.tool");
         assertTrue(Files.isExecutable(Path.of(tool)), tool + " is not executable: run `make build` first");
@@ -44,8 +49,10 @@ class IngestTopologyTest {
         LocalCluster.Builder builder = new LocalCluster.Builder()
                 .withDaemonConf(Config.SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS, 1);
         try (LocalCluster cluster = builder.build()) {
-            cluster.submitTopology(TOPOLOGY, IngestTopology.config(), IngestTopology.build("127.0.0.1", 0, 64));
-            ObjectFactory<Values> f = FactorySpout.awaitFactory(IngestTopology.SPOUTS, 60, TimeUnit.SECONDS);
+            FactorySpout.PLAIN_DROPPED.reset();
+            cluster.submitTopology(TOPOLOGY, IngestTopology.config(), IngestTopology.build("127.0.0.1", 0, 64, plain, true));
+            ObjectFactory<?> f = plain ? FactorySpout.awaitPlainFactory(IngestTopology.SPOUTS, 60, TimeUnit.SECONDS)
+                    : FactorySpout.awaitFactory(IngestTopology.SPOUTS, 60, TimeUnit.SECONDS);
             assertNotNull(f, "the spouts did not open");
             long tUp = System.nanoTime();
             Path err = Files.createTempFile(PrivateTmpDir.DIR, "gen-send", ".err");  // deleted at exit if not here
@@ -66,6 +73,7 @@ class IngestTopologyTest {
             long tDone = System.nanoTime();
             assertEquals(N, IngestTopology.SinkBolt.SEEN.sum(), "tuples at the sink");
             assertEquals(0, IngestTopology.SinkBolt.DUPLICATES.sum());
+            assertEquals(0, FactorySpout.PLAIN_DROPPED.sum(), "payloads a plain spout could not parse");
             for (int t = 0; t < THREADS; t++) {
                 BitSet s = IngestTopology.SinkBolt.IDS.get(t);
                 assertNotNull(s, "sender thread " + t);
@@ -82,8 +90,8 @@ class IngestTopologyTest {
             KillOptions kill = new KillOptions();
             kill.set_wait_secs(0);
             cluster.killTopologyWithOpts(TOPOLOGY, kill);
-            System.out.printf("[storm ingest] LocalCluster and spouts up %.1f s, gen send to the sink's last tuple %.1f s%n",
-                    (tUp - t0) / 1e9, (tDone - tUp) / 1e9);
+            System.out.printf("[storm ingest%s] LocalCluster and spouts up %.1f s, gen send to the sink's last tuple %.1f s%n",
+                    plain ? ", plain" : "", (tUp - t0) / 1e9, (tDone - tUp) / 1e9);
         }
     }
 
