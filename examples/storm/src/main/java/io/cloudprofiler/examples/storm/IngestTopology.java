@@ -87,6 +87,20 @@ public final class IngestTopology {
         return b.createTopology();
     }
 
+    /**
+     * The paper's system under test for ingestion (section 4.4: "it receives
+     * tuples in the Spout and drains them in the subsequent actor"): the
+     * spouts and the sink alone, shuffled; plain as in {@link #build(String,
+     * int, int, boolean, boolean)}; the sink tracks no ids.
+     */
+    public static StormTopology buildSpoutSink(String host, int port, int queueCapacity, boolean plain) {
+        TopologyBuilder b = new TopologyBuilder();
+        FactorySpout spout = new FactorySpout(host, port, queueCapacity);
+        b.setSpout("factory-spout", plain ? spout.plain() : spout, SPOUTS);
+        b.setBolt("sink", new SinkBolt(false), 1).shuffleGrouping("factory-spout");
+        return b.createTopology();
+    }
+
     /** One worker, no ackers (the spout's emits are unreliable). */
     public static Config config() {
         Config conf = new Config();
