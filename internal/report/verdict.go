@@ -230,7 +230,11 @@ func clockSentence(rows []Pair) (string, bool) {
 		return "Clock: every hop is within one node: its durations are exact (no bound to add).", false
 	}
 	b, h := median(bounds), median(hops)
-	s := fmt.Sprintf("Clock: the median strict bound of the hops across nodes is ±%s against a median hop of %s (%s)", dur(b), dur(h), percent(b/h))
+	ratio := percent(b / h)
+	if !(h > 0) {
+		ratio = "no ratio: the median hop is not above zero" // b/h would print +Inf% (a fuzzed topology of zero delays)
+	}
+	s := fmt.Sprintf("Clock: the median strict bound of the hops across nodes is ±%s against a median hop of %s (%s)", dur(b), dur(h), ratio)
 	switch {
 	case b <= clockFine*h:
 		return s + ": small enough to compare hops.", false
@@ -253,7 +257,7 @@ func median(v []float64) float64 {
 // grouped ("37,239").
 func rate(v float64) string {
 	switch {
-	case math.IsNaN(v):
+	case math.IsNaN(v) || math.IsInf(v, 0):
 		return "–"
 	case math.IsInf(v, 1):
 		return "∞"
@@ -279,7 +283,7 @@ func count(n uint64) string {
 // percent writes a share in percent, three significant digits at most.
 func percent(v float64) string {
 	switch {
-	case math.IsNaN(v):
+	case math.IsNaN(v) || math.IsInf(v, 0):
 		return "–"
 	case v > 0 && v < 0.001:
 		return "<0.1%"
