@@ -57,6 +57,7 @@ type config struct {
 	fake         *tsc.Fake // CP_FAKE_TSC, nil when unset
 	node         string    // CP_NODE, else the host name
 	run          string    // CP_RUN, "" when unset
+	waits        int       // CP_WAITS: CP_WAITS_OFF, _GETRUSAGE or _RSEQ (the most wanted; marks.go)
 }
 
 // getenv reads the process environment as it is now, through libc: a C host
@@ -117,6 +118,9 @@ func loadConfig() (config, error) {
 			return c, fmt.Errorf("CP_RUN=%q: want 1..%d characters of [A-Za-z0-9._-]", v, maxNodeLen)
 		}
 		c.run = v
+	}
+	if c.waits, err = waitsWanted(getenv("CP_WAITS")); err != nil {
+		return c, err
 	}
 	return c, nil
 }
@@ -213,6 +217,8 @@ type channel struct {
 
 	// FOX_START, FOX_END and the return log (fox.go)
 	fox    *foxOpen
+	// a marked channel that notes its thread's waits (marks.go; nil: none)
+	mark *markedInstance
 	retLog *channel // FOX_START: its return log
 	recv   *foxRecv // the return log: the ReTACK receiver
 }
@@ -276,6 +282,7 @@ func initLibrary() error {
 	domain = tsc.Domain()
 	C.cp_block_ready_fd = C.int(efd)
 	membarrierOK = C.cp_membarrier_init() == 1
+	initMarks()
 	// The flusher formats one block at a time: 64 bytes covers the
 	// longest ASCII line (three 20-digit numbers) and any binary record.
 	C.cp_sigflush_init(C.uint64_t(cfg.blockRecords * 64))
@@ -493,6 +500,7 @@ func openChannel(name string, f logfile.Format, h handlers.Type) (int64, error) 
 	opened++
 	c := &channel{number: opened, htype: h, cur: cur, format: f, args: args, recSize: uint64(f.RecordSize()),
 		netconf: h == handlers.NetConf, conf: conf, name: name, fox: fox}
+	c.mark = markOf(name, h)
 	ext := ".cplog"
 	if f.IsASCII() {
 		ext = ".cplog.txt"
@@ -686,6 +694,10 @@ func (c *channel) setupSlot() error {
 	s.med_buf = nil
 	s.med_n = 0
 	s.med_cap = 0
+	s.mark = nil
+	if c.mark != nil {
+		s.mark = c.mark.c // before the slot is published
+	}
 	s.fox = nil
 	if c.fox != nil && c.fox.cfox != nil {
 		s.fox = c.fox.cfox // FOX_END's socket, before the slot is published
@@ -757,7 +769,9 @@ func (c *channel) updateFastPath(open bool) {
 	ring := kind == handlers.BufferIdentity || kind == handlers.BufferIdentityComp || kind == handlers.FoxStart && c.fox.role == "start"
 	if ring && c.recSize == 16 && !drop && !failed {
 		fast = C.CP_FAST_SHARED
-		if open && membarrierOK && getenv("CP_NO_OWNER_BIAS") == "" {
+		if c.mark != nil {
+			fast = C.CP_FAST_MARK // never owned: each record reads its thread's waits first
+		} else if open && membarrierOK && getenv("CP_NO_OWNER_BIAS") == "" {
 			c.slot.owner = 0
 			c.slot.owner_limit = 0
 			fast = C.CP_FAST_OWNED // the slot is not published yet
@@ -840,6 +854,9 @@ func (c *channel) writeHeader(name string) error {
 	}
 	if c.fox != nil {
 		h.Fox = c.fox.header()
+	}
+	if c.mark != nil {
+		h.Waits = waitsName()
 	}
 	if c.ring != nil {
 		h.BlockRecords, h.RingBlocks = int(c.blockRecs), int(c.ringBlocks)

@@ -98,6 +98,22 @@ struct cp_fox {
 #define CP_FAST_SHARED 1    /* BUFFER_IDENTITY _TSC, never drops: one atomic add per record */
 #define CP_FAST_OWNED 2     /* the same, biased to one writer thread: no atomic at all */
 #define CP_FAST_REVOKING 3  /* a second thread came: the owner is being moved to SHARED */
+#define CP_FAST_MARK 4      /* as SHARED, on a marked channel: each record notes its thread's waits (marks.c) */
+
+/* A marked instance (OPERATOR#INSTANCE of this process; marks.c): its
+ * thread's voluntary context switches at its last mark, and that thread. */
+struct cp_mark {
+  _Atomic uint64_t switches;
+  _Atomic uintptr_t thread;  /* 0: no mark yet */
+};
+#define CP_WAITED_BIT (1ULL << 63)   /* in a marked channel's record TSC: its thread waited since the instance's previous mark */
+#define CP_WAITS_OFF 0
+#define CP_WAITS_GETRUSAGE 1         /* every mark whose thread marked nothing for CP_WAIT_MIN_NS asks getrusage */
+#define CP_WAITS_RSEQ 2              /* a mark asks only when its thread was switched out since it last asked */
+#define CP_WAIT_MIN_NS 2000          /* shorter than a wait: giving the CPU up and getting it back */
+extern int cp_waits_mode;
+int cp_marks_init(int want, double tsc_per_ns);  /* the mode in effect */
+uint64_t cp_mark_tsc(struct cp_mark *m, uint64_t t);  /* t, with CP_WAITED_BIT when the thread waited */
 
 typedef struct cp_slot {
   /* hot: the first cache line is all LogTS reads on its fastest path */
@@ -143,6 +159,7 @@ typedef struct cp_slot {
   uint64_t *med_buf;             /* window * 3 words: id, tsc, mono */
   uint32_t med_n, med_cap;
   struct cp_fox *fox;            /* FOX_END: set before the slot is published */
+  struct cp_mark *mark;          /* a marked channel that notes waits: its instance (NULL: none) */
   /* the file: every append and status update goes through status.c */
   _Atomic uint32_t wlock;        /* futex: 0 free, 1 held, 2 held with waiters */
   _Atomic uintptr_t wowner;      /* the holder's thread pointer (the signal flusher never waits for itself) */

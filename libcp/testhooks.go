@@ -3,6 +3,7 @@ package main
 /*
 #include <signal.h>
 #include <stdlib.h>
+#include <time.h>
 #include "engine.h"
 
 static void cp_test_sigterm_default(void) { signal(SIGTERM, SIG_DFL); }
@@ -28,6 +29,33 @@ static int64_t cp_test_operator(int64_t ch, uint64_t cycles, uint64_t total, int
   return n;
 }
 
+// Marked visits as a C operator makes them, all in one call (no Go
+// between them: a return to Go may wait for a P): for each i, a sleep of
+// before_ns[i] (when > 0), its in, cycles[i] of spinning work (a sleep of
+// sleep_ns[i] in the middle when > 0), its out, and a record on the
+// unmarked channel other. The first error, else 0.
+static int32_t cp_test_visits(int64_t in, int64_t out, int64_t other, int64_t first, int n, const uint64_t *cycles,
+                              const int64_t *before_ns, const int64_t *sleep_ns) {
+  for (int i = 0; i < n; i++) {
+    if (before_ns[i] > 0) {
+      struct timespec ts = {0, before_ns[i]};
+      nanosleep(&ts, NULL);
+    }
+    int32_t rc = LogTS(in, first + i);
+    if (rc) return rc;
+    uint64_t t0 = cp_tsc_now();
+    while (cp_tsc_now() - t0 < cycles[i] / 2) {}
+    if (sleep_ns[i] > 0) {
+      struct timespec ts = {0, sleep_ns[i]};
+      nanosleep(&ts, NULL);
+    }
+    while (cp_tsc_now() - t0 < cycles[i]) {}
+    if ((rc = LogTS(out, first + i)) != 0) return rc;
+    if (other && (rc = LogTS(other, first + i)) != 0) return rc;
+  }
+  return 0;
+}
+
 // A burst from C, as a logging thread makes one: n LogTS calls with ids
 // first, first+1, ...; the first error, else 0.
 static int32_t cp_test_burst(int64_t ch, int64_t first, int64_t n) {
@@ -42,6 +70,7 @@ import "C"
 
 import (
 	"sync/atomic"
+	"time"
 	"unsafe"
 )
 
@@ -49,6 +78,22 @@ import (
 // cannot use cgo). Each call crosses into C as a real caller would.
 
 func logTS(h, id int64) int32 { return int32(C.LogTS(C.int64_t(h), C.int64_t(id))) }
+
+// visitsC runs marked visits in C (cp_test_visits), ids first, first+1, ...
+func visitsC(in, out, other, first int64, cycles []uint64, before, sleep []time.Duration) int32 {
+	n := len(cycles)
+	b, sl := make([]int64, n), make([]int64, n)
+	for i := range n {
+		b[i], sl[i] = int64(before[i]), int64(sleep[i])
+	}
+	return int32(C.cp_test_visits(C.int64_t(in), C.int64_t(out), C.int64_t(other), C.int64_t(first), C.int(n),
+		(*C.uint64_t)(unsafe.Pointer(&cycles[0])), (*C.int64_t)(unsafe.Pointer(&b[0])), (*C.int64_t)(unsafe.Pointer(&sl[0]))))
+}
+
+// setWaitsMode sets the way marks see their thread's waits, as
+// initLibrary does from CP_WAITS, and returns the mode in effect (the
+// channels opened from then on note waits with it).
+func setWaitsMode(want int) int { return int(C.cp_marks_init(C.int(want), C.double(freq.Hz/1e9))) }
 
 func logBurstC(h, first, n int64) int32 {
 	return int32(C.cp_test_burst(C.int64_t(h), C.int64_t(first), C.int64_t(n)))

@@ -61,11 +61,13 @@ func dumpOne(w *bufio.Writer, stderr io.Writer, path string, csv, counters bool)
 	defer lf.Close()
 	h := &lf.Header
 	mono := logfile.Format(h.FormatID).HasMono()
+	waits := h.Waits != "" && !h.Counter()
 	var buf []byte
 	var first, last uint64
+	var waited uint64
 	// row ends a CSV line begun in buf (its mono column, if any) and writes
 	// it; it also keeps the first and last TSC for the summary.
-	row := func(tsc, monoNs uint64) error {
+	row := func(tsc, monoNs uint64, wait bool) error {
 		if first == 0 {
 			first = tsc
 		}
@@ -76,6 +78,12 @@ func dumpOne(w *bufio.Writer, stderr io.Writer, path string, csv, counters bool)
 		if mono {
 			buf = append(buf, ',')
 			buf = strconv.AppendUint(buf, monoNs, 10)
+		}
+		if waits {
+			buf = append(buf, ",0"...)
+			if wait {
+				buf[len(buf)-1] = '1'
+			}
 		}
 		_, err := w.Write(append(buf, '\n'))
 		return err
@@ -90,6 +98,9 @@ func dumpOne(w *bufio.Writer, stderr io.Writer, path string, csv, counters bool)
 		if mono {
 			w.WriteString(",mono_ns")
 		}
+		if waits {
+			w.WriteString(",waited")
+		}
 		w.WriteByte('\n')
 	}
 	if counterFile {
@@ -99,14 +110,17 @@ func dumpOne(w *bufio.Writer, stderr io.Writer, path string, csv, counters bool)
 			buf = strconv.AppendUint(buf, c.Count, 10)
 			buf = append(buf, ',')
 			buf = strconv.AppendUint(buf, c.Skipped, 10)
-			return row(c.TSC, c.MonoNs)
+			return row(c.TSC, c.MonoNs, false)
 		})
 	} else {
 		err = lf.Records(func(r logfile.Record) error {
 			buf = strconv.AppendInt(buf[:0], r.TupleID, 10)
 			buf = append(buf, ',')
 			buf = strconv.AppendUint(buf, r.TSC, 10)
-			return row(r.TSC, r.MonoNs)
+			if r.Waited {
+				waited++
+			}
+			return row(r.TSC, r.MonoNs, r.Waited)
 		})
 	}
 	if errors.Is(err, logfile.ErrDamaged) {
@@ -117,6 +131,9 @@ func dumpOne(w *bufio.Writer, stderr io.Writer, path string, csv, counters bool)
 	}
 	if !csv {
 		printSummary(w, path, lf, first, last)
+		if waits {
+			fmt.Fprintf(w, "waits:      %d records after their instance's thread waited (seen by %s)\n", waited, h.Waits)
+		}
 	}
 	return err
 }

@@ -180,8 +180,14 @@ func (a *analysis) writeCapacity() error {
 	if a.cap.tupleMark {
 		costs = a.cp.costs
 	}
+	notes := make([]bool, len(plan.Instances))
+	for i := range plan.Instances {
+		if ch := plan.Instances[i].Chans[capacity.RoleIn]; ch >= 0 {
+			notes[i] = a.notesWaits[ch]
+		}
+	}
 	res := plan.Rows(a.cap.acc, win, counts, costs, capacity.Config{Hz: a.model.RefHz(), MinTuples: a.cfg.MinTuples,
-		TargetRate: a.cfg.TargetRate, Rank: a.rank, NoCostModel: a.noCostModel})
+		TargetRate: a.cfg.TargetRate, Rank: a.rank, NoCostModel: a.noCostModel, Notes: notes})
 	a.res.Capacity = res
 	if err := writeTable(a, "capacity.parquet", res.Rows); err != nil {
 		return err

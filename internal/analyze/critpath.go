@@ -171,7 +171,8 @@ func (a *analysis) newCritPath(rank []int) (*critpath.Analysis, error) {
 	chans := make([]critpath.Channel, len(a.chans))
 	for i, c := range a.chans {
 		inst, role := plan.Role(i)
-		chans[i] = critpath.Channel{Inst: inst, Role: role, Proc: a.procOf[i], Name: c.Name}
+		chans[i] = critpath.Channel{Inst: inst, Role: role, Proc: a.procOf[i], Name: c.Name,
+			Waits: a.notesWaits[i], Waited: a.waited[i]}
 	}
 	if a.cp.fast {
 		for i := range chans {

@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"math"
+	"slices"
 	"os"
 	"sort"
 	"sync"
@@ -123,7 +124,16 @@ func (a *analysis) decodeFile(ch int, pw *partWriter, alias lineageMap, tokens c
 		dep = a.cp.deps[ch]
 	}
 	remap := len(alias) > 0 // once per file: no lineage, no lookup
+	notes := lf.Header.Waits != ""
+	var waited []uint64
 	err = lf.RecordBatches(func(rs []logfile.Record) error {
+		if notes {
+			for _, r := range rs {
+				if r.Waited {
+					waited = append(waited, r.TSC)
+				}
+			}
+		}
 		if remap {
 			for _, r := range rs {
 				id := r.TupleID
@@ -155,6 +165,10 @@ func (a *analysis) decodeFile(ch int, pw *partWriter, alias lineageMap, tokens c
 		return nil
 	})
 	a.tscMin[ch], a.tscMax[ch], a.stepBack[ch] = lo, hi, back
+	if notes {
+		slices.Sort(waited)
+		a.notesWaits[ch], a.waited[ch] = true, waited
+	}
 	return n, c.readDone(lf, err)
 }
 

@@ -113,6 +113,22 @@ type Config struct {
 	// NoCostModel says why there is no cost model, when costs is nil
 	// ("": the visits were not walked).
 	NoCostModel string
+	// Notes: per instance of the plan, its records note its thread's waits
+	// (logfile.Header.Waits): its cost model told its take from waiting,
+	// and its send from time blocked, by them, and needs no reading of
+	// its downstream's saturation (nil: none does).
+	Notes []bool
+}
+
+// notes says whether every instance of operator oi notes its waits.
+func (m *maker) notes(oi int) bool {
+	ins := m.p.Operators[oi].Instances
+	for _, ii := range ins {
+		if ii >= len(m.cfg.Notes) || !m.cfg.Notes[ii] {
+			return false
+		}
+	}
+	return len(ins) > 0
 }
 
 // Result is the capacity analysis: the rows and what the summary says.
@@ -268,7 +284,9 @@ func (m *maker) downstreamSaturated() {
 		y := m.flows[oi].Next
 		// A link that lost copies did not block its sender: a full
 		// receiver dropped them (UDP), and the sender's take is its own.
-		if y < 0 || y == oi || m.flows[oi].Lost > 0 || visits[oi] == 0 {
+		// An operator that notes its thread's waits had its blocked takes
+		// left out of its cost already (package cost, Visit.taken).
+		if y < 0 || y == oi || m.flows[oi].Lost > 0 || visits[oi] == 0 || m.notes(oi) {
 			continue
 		}
 		// Over the cells where y was saturated: y's departures per second

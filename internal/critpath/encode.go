@@ -44,7 +44,7 @@ func appendVisit(b []byte, v, prev *Visit) []byte {
 	if v.Next == prev.Next {
 		flags |= fSameNext
 	}
-	if v.Link == prev.Link {
+	if v.Link == prev.Link && v.Waits == prev.Waits {
 		flags |= fSameLink
 	}
 	if v.Bucket == prev.Bucket {
@@ -72,8 +72,8 @@ func appendVisit(b []byte, v, prev *Visit) []byte {
 	if flags&fSameNext == 0 {
 		b = binary.AppendUvarint(b, uint64(v.Next))
 	}
-	if flags&fSameLink == 0 {
-		b = binary.AppendUvarint(b, uint64(v.Link))
+	if flags&fSameLink == 0 { // the link and the notes of waits, together
+		b = binary.AppendUvarint(b, uint64(v.Link)<<3|uint64(v.Waits))
 	}
 	if flags&fSameBucket == 0 {
 		b = binary.AppendVarint(b, int64(v.Bucket))
@@ -154,7 +154,8 @@ func (r *visitReader) next(v *Visit) error {
 		v.Next = uint16(r.uvarint())
 	}
 	if flags&fSameLink == 0 {
-		v.Link = uint16(r.uvarint())
+		x := r.uvarint()
+		v.Link, v.Waits = uint16(x>>3), uint8(x&7)
 	}
 	if flags&fSameBucket == 0 {
 		v.Bucket = int32(r.varint())
@@ -171,4 +172,4 @@ func (r *visitReader) next(v *Visit) error {
 }
 
 // maxVisitBytes bounds an encoded visit.
-const maxVisitBytes = 1 + 10 + 10 + 3 + 3 + 10 + 10 + 4 + 5 + 3 + 3 + 10
+const maxVisitBytes = 1 + 10 + 10 + 3 + 3 + 10 + 10 + 4 + 5 + 3 + 3 + 10 // the link's 3 bytes hold the notes too (19 bits)

@@ -43,22 +43,23 @@ type snap struct {
 const ringSize = 1024
 
 type istate struct {
-	st   state
-	cat  int
-	mode int
-	d    int64
-	open bool
-	born bool  // it had a visit: before its first, it was not running (its first in ends a wait)
-	inT  int64 // the open visit's in
-	out  int64
-	dep  int64
-	next uint16
-	pend []int     // boundaries that fell in the current gap
-	ring []snap    // its last departures' states, grown up to ringSize
-	rn   int       // snapshots taken
-	blk  []blocked // the last blockedSize waits for room downstream
-	bn   int       // waits recorded
-	bcum int64
+	st    state
+	cat   int
+	mode  int
+	d     int64
+	open  bool
+	born  bool  // it had a visit: before its first, it was not running (its first in ends a wait)
+	inT   int64 // the open visit's in
+	out   int64
+	dep   int64
+	next  uint16
+	waits uint8     // the open visit's notes of its thread's waits (Visit.Waits)
+	pend  []int     // boundaries that fell in the current gap
+	ring  []snap    // its last departures' states, grown up to ringSize
+	rn    int       // snapshots taken
+	blk   []blocked // the last blockedSize waits for room downstream
+	bn    int       // waits recorded
+	bcum  int64
 }
 
 // blocked is a wait for room downstream: out..sent, the instance waited
@@ -430,14 +431,22 @@ func (w *walker) depart(j int, t int64) {
 			}
 		}
 		// The cost model's send or time blocked: out to sent (without sent
-		// marks, the outs of one visit are its own work).
+		// marks, the outs of one visit are its own work). Where the
+		// instance notes its thread's waits, they say which: a thread that
+		// gave the CPU up in out..sent waited for room downstream.
 		if !followed {
 			w.accrue(&s.st, int(w.a.compute[w.a.opOf[j]]), t)
-			if w.a.cfg.Insts[j].HasSent {
+		}
+		if w.a.cfg.Insts[j].HasSent {
+			blocked := followed
+			if s.waits&visitNotes != 0 {
+				blocked = s.waits&visitWaitedSent != 0
+			}
+			if blocked {
+				w.cost.Blocked(j, s.out, t)
+			} else {
 				w.cost.Send(j, s.out, t)
 			}
-		} else if w.a.cfg.Insts[j].HasSent {
-			w.cost.Blocked(j, s.out, t)
 		}
 	}
 	s.open = false
@@ -585,7 +594,7 @@ func (w *walker) arrive(v *Visit) {
 			if !in.HasSent {
 				out = v.Dep
 			}
-			taken := v.Up != noHandOff && s.born && v.H <= s.d && s.d <= v.In
+			taken := s.born && v.taken(s.d)
 			w.cost.Add(j, v.In, out, v.Out != v.In && !(in.HasSent && v.Out == v.Dep), s.d, out, taken)
 		}
 	}
@@ -690,7 +699,7 @@ func (w *walker) arrive(v *Visit) {
 		w.jump(s, &g, v.In)
 	}
 	s.mode, s.cat, s.open, s.inT, s.born = modeBusy, int(a.compute[op]), true, v.In, true
-	s.out, s.dep, s.next = max(v.Out, v.In), max(v.Dep, v.Out, v.In), v.Next
+	s.out, s.dep, s.next, s.waits = max(v.Out, v.In), max(v.Dep, v.Out, v.In), v.Next, v.Waits
 	if s.dep > s.out {
 		w.ev.push(event{s.out, j, 0})
 	}

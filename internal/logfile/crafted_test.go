@@ -257,7 +257,7 @@ func TestASCIIDamageSkipsLines(t *testing.T) {
 	p := writeBytes(t, []byte(strings.Join(lines, "\n")+"\n"))
 	got, lf, err := readRecords(p)
 	require.ErrorIs(t, err, ErrDamaged)
-	require.Equal(t, []Record{{0, 100, 0}, {1, 10, 0}, {5, 105, 0}}, got)
+	require.Equal(t, []Record{{TupleID: 0, TSC: 100}, {TupleID: 1, TSC: 10}, {TupleID: 5, TSC: 105}}, got)
 	require.Equal(t, 3, lf.Summary.CorruptLines)
 	require.Equal(t, int64(100001), lf.Summary.CorruptBytes)
 	require.Contains(t, err.Error(), "3 damaged lines skipped")

@@ -103,9 +103,14 @@ func (w *CutWriter) write(b []byte) {
 
 // Records adds tuple records, in the order of the source.
 func (w *CutWriter) Records(rs []Record) error {
+	waits := w.h.Waits != ""
 	for _, r := range rs {
+		t := r.TSC
+		if waits && r.Waited { // the source's note, as the reader took it off
+			t |= WaitedBit
+		}
 		w.buf = binary.LittleEndian.AppendUint64(w.buf, uint64(r.TupleID))
-		w.buf = binary.LittleEndian.AppendUint64(w.buf, r.TSC)
+		w.buf = binary.LittleEndian.AppendUint64(w.buf, t)
 		if w.mono {
 			w.buf = binary.LittleEndian.AppendUint64(w.buf, r.MonoNs)
 		}

@@ -42,6 +42,23 @@ func TestCutWriterReadsBack(t *testing.T) {
 	left, _ := os.ReadDir(dir)
 	require.Len(t, left, 1)
 
+	// A marked channel's notes of its thread's waits stay with their records.
+	wsrc := src
+	wsrc.Name, wsrc.Waits = "op#1 in", "rseq"
+	ww, err := CreateCut(filepath.Join(dir, "w.cplog"), wsrc)
+	require.NoError(t, err)
+	noted := []Record{{TupleID: 1, TSC: 10, MonoNs: 1, Waited: true}, {TupleID: 2, TSC: 20, MonoNs: 2}, {TupleID: 3, TSC: 30, MonoNs: 3, Waited: true}}
+	require.NoError(t, ww.Records(noted))
+	require.NoError(t, ww.Close(Cut{Source: "/logs/w.cplog"}, Trailer{}))
+	wf, err := Open(filepath.Join(dir, "w.cplog"))
+	require.NoError(t, err)
+	defer wf.Close()
+	require.Equal(t, "rseq", wf.Header.Waits)
+	got = got[:0]
+	require.NoError(t, wf.Records(func(r Record) error { got = append(got, r); return nil }))
+	require.Equal(t, noted, got)
+	require.NoError(t, os.Remove(filepath.Join(dir, "w.cplog")))
+
 	// A counter's periods and its service-rate events.
 	csrc := Header{Format: "BINARY_TSC", FormatID: int32(BinaryTSC), Handler: "SERVICERATE", Name: "r", Node: "n", TSCHz: 1e9, RecordSize: 24,
 		Columns:  []string{"period_end_tsc", "count", "skipped_periods"},

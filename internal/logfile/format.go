@@ -232,7 +232,17 @@ type Header struct {
 	Conf          *Conf   `json:"conf,omitempty"` // NET_CONF channels
 	Fox           *Fox    `json:"fox,omitempty"`  // FOX_START, FOX_END channels and the return log
 	Cut           *Cut    `json:"cut,omitempty"`  // a time range of another file (cut.go)
+	// Waits: the channel marks an operator instance (in, out or sent) and
+	// each record says whether the instance's thread waited since its
+	// previous mark, by bit 63 of its TSC (WaitedBit; the reader takes it
+	// off into Record.Waited). The value says how the library saw the
+	// waits: "rseq" or "getrusage" (libcp/marks.c). Empty: no such notes.
+	Waits string `json:"waits,omitempty"`
 }
+
+// WaitedBit is the bit of a record's TSC that says, in a file whose header
+// has Waits, that the thread waited since the instance's previous mark.
+const WaitedBit = uint64(1) << 63
 
 // Fox describes a return-trip (ReT) file. A FOX_START channel writes two
 // files: its own (role "start": tuple starts, like BUFFER_IDENTITY) and the
@@ -321,6 +331,10 @@ type Record struct {
 	TupleID int64
 	TSC     uint64
 	MonoNs  uint64
+	// Waited: the instance's thread gave the CPU up (a voluntary context
+	// switch: it waited for input, for room downstream, in a sleep) since
+	// the instance's previous mark; only in files whose Header.Waits is set.
+	Waited bool
 }
 
 // A LINEAGE file's records are (out_id, in_id) pairs: TupleID is the output,

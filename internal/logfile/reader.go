@@ -582,10 +582,15 @@ func (lf *File) RecordBatches(fn func([]Record) error) error {
 	lf.restart()
 	batch := make([]Record, 0, batchRecords)
 	// put adds one decoded record to the batch (a hole is counted instead).
+	waits := lf.Header.Waits != ""
 	put := func(r Record) error {
 		if r.TSC == 0 {
 			sum.Holes++
 			return nil
+		}
+		if waits && r.TSC&WaitedBit != 0 {
+			r.TSC &^= WaitedBit
+			r.Waited = true
 		}
 		sum.Records++
 		batch = append(batch, r)

@@ -1,0 +1,106 @@
+package main
+
+/*
+#include <stdlib.h>
+#include "engine.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"cloudprofiler/handlers"
+	"cloudprofiler/internal/marking"
+)
+
+// A channel whose name marks an operator instance's in, out or sent
+// (package marking) notes in each record whether the instance's thread
+// waited since the instance's previous mark (marks.c says how and why). The
+// instances of the process share their state across their channels: a
+// restarted task's channels find their instance again.
+
+// markedInstance is one OPERATOR#INSTANCE of the process.
+type markedInstance struct {
+	c *C.struct_cp_mark // C memory, never freed (a few bytes an instance)
+}
+
+var (
+	marksMu   sync.Mutex
+	instances = map[marking.Mark]*markedInstance{}
+)
+
+// waitsWanted reads CP_WAITS: "" (rseq where the kernel and glibc allow,
+// else getrusage), "getrusage" or "off".
+func waitsWanted(v string) (int, error) {
+	switch v {
+	case "", "rseq":
+		return C.CP_WAITS_RSEQ, nil
+	case "getrusage":
+		return C.CP_WAITS_GETRUSAGE, nil
+	case "off":
+		return C.CP_WAITS_OFF, nil
+	}
+	return 0, fmt.Errorf("CP_WAITS=%q: want rseq, getrusage or off", v)
+}
+
+// The modes, for Go callers.
+const (
+	waitsOff       = int(C.CP_WAITS_OFF)
+	waitsGetrusage = int(C.CP_WAITS_GETRUSAGE)
+	waitsRSEQ      = int(C.CP_WAITS_RSEQ)
+)
+
+// waitsWanted0 is the mode the environment asks for (the default where it
+// says nothing valid).
+func waitsWanted0() int {
+	w, err := waitsWanted(getenv("CP_WAITS"))
+	if err != nil {
+		return waitsRSEQ
+	}
+	return w
+}
+
+// initMarks sets the mode in effect (initLibrary, once, before any
+// channel exists).
+func initMarks() {
+	C.cp_marks_init(C.int(cfg.waits), C.double(freq.Hz/1e9))
+}
+
+// waitsName is the mode in effect, as file headers say it
+// (logfile.Header.Waits).
+func waitsName() string {
+	switch C.cp_waits_mode {
+	case C.CP_WAITS_RSEQ:
+		return "rseq"
+	case C.CP_WAITS_GETRUSAGE:
+		return "getrusage"
+	}
+	return ""
+}
+
+// markOf is the instance a channel named name marks with its records (in,
+// out or sent on a buffered handler), nil when it marks none or notes no
+// waits.
+func markOf(name string, h handlers.Type) *markedInstance {
+	if C.cp_waits_mode == C.CP_WAITS_OFF || (h != handlers.BufferIdentity && h != handlers.BufferIdentityComp) {
+		return nil
+	}
+	m, ok := marking.ParseName(name)
+	if !ok || !m.Role.Tuple() {
+		return nil
+	}
+	m.Role = marking.RoleNone // the instance's key
+	marksMu.Lock()
+	defer marksMu.Unlock()
+	in := instances[m]
+	if in == nil {
+		in = &markedInstance{c: (*C.struct_cp_mark)(C.calloc(1, C.size_t(unsafe.Sizeof(C.struct_cp_mark{}))))}
+		if in.c == nil {
+			return nil
+		}
+		instances[m] = in
+	}
+	return in
+}

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"cloudprofiler/handlers"
+	"cloudprofiler/internal/logfile"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A marked channel's records say whether the instance's thread waited since
+// the instance's previous mark (marks.c): a sleep between two visits, or
+// inside one, is noted on the mark after it; back-to-back visits, and work
+// that spins (preempted or not: an involuntary switch is no wait), are not;
+// a mark from another thread than the instance's last is (its count is
+// another thread's). Both ways of seeing waits, rseq and getrusage alone.
+func TestMarksNoteTheirThreadsWaits(t *testing.T) {
+	require.NoError(t, initLibrary())
+	defer setWaitsMode(waitsWanted0())
+	for _, want := range []int{waitsRSEQ, waitsGetrusage} {
+		mode := setWaitsMode(want)
+		if want == waitsRSEQ && mode != waitsRSEQ {
+			t.Logf("rseq: not usable here (mode %d); getrusage alone is tested", mode)
+			continue
+		}
+		require.Equal(t, want, mode)
+		t.Run(waitsName(), func(t *testing.T) {
+			op := "waitop" + waitsName()
+			in, inc := open(t, op+"#1 in", logfile.ZstdTSC, handlers.BufferIdentity)
+			out, outc := open(t, op+"#1 out", logfile.ZstdTSC, handlers.BufferIdentity)
+			other, otherc := open(t, "unmarked "+waitsName(), logfile.ZstdTSC, handlers.BufferIdentity)
+			require.NotNil(t, inc.mark)
+			require.Nil(t, otherc.mark, "a name that marks nothing notes nothing")
+			cyc := uint64(20e-6 * freq.Hz) // 20 us of work
+			type step struct {
+				sleepBefore, sleepIn time.Duration
+				spin                 uint64
+				inWaited, outWaited  bool
+			}
+			steps := []step{
+				{inWaited: true},                    // the instance's first mark: no earlier count
+				{},                                  // back to back
+				{sleepBefore: time.Millisecond, inWaited: true},
+				{},
+				{sleepIn: time.Millisecond, outWaited: true},
+				{spin: uint64(5e-3 * freq.Hz)}, // 5 ms of work: no wait, preempted or not
+				{},
+			}
+			var cycles []uint64
+			var before, sleep []time.Duration
+			for _, s := range steps {
+				c := cyc
+				if s.spin > 0 {
+					c = s.spin
+				}
+				cycles, before, sleep = append(cycles, c), append(before, s.sleepBefore), append(sleep, s.sleepIn)
+			}
+			runtime.LockOSThread()
+			require.Zero(t, visitsC(in, out, other, 0, cycles, before, sleep))
+			// Another thread's mark of the same instance (this goroutine
+			// keeps its thread meanwhile: the other one gets another).
+			done := make(chan int32)
+			go func() {
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				done <- visitsC(in, out, 0, int64(len(steps)), cycles[:1], before[:1], sleep[:1])
+			}()
+			require.Zero(t, <-done)
+			runtime.UnlockOSThread()
+			steps = append(steps, step{inWaited: true})
+			require.NoError(t, closeChannel(in, "test"))
+			require.NoError(t, closeChannel(out, "test"))
+			require.NoError(t, closeChannel(other, "test"))
+			ins, lf := readRecords(t, inc.path)
+			outs, _ := readRecords(t, outc.path)
+			require.Equal(t, waitsName(), lf.Header.Waits)
+			require.Len(t, ins, len(steps))
+			require.Len(t, outs, len(steps))
+			for i, s := range steps {
+				require.Equal(t, int64(i), ins[i].TupleID)
+				require.Equal(t, s.inWaited, ins[i].Waited, fmt.Sprintf("in %d", i))
+				require.Equal(t, s.outWaited, outs[i].Waited, fmt.Sprintf("out %d", i))
+				require.Less(t, ins[i].TSC, outs[i].TSC, "the bit is off the counter")
+			}
+			plain, pf := readRecords(t, otherc.path)
+			require.Empty(t, pf.Header.Waits)
+			for _, r := range plain {
+				require.False(t, r.Waited)
+			}
+		})
+	}
+}
