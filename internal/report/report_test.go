@@ -174,3 +174,32 @@ func TestTrim(t *testing.T) {
 		require.Equal(t, c.want, trim(c.s, c.n), "trim(%q, %d)", c.s, c.n)
 	}
 }
+
+// Operators whose instances share a label (one process, no instance names,
+// as the tour's threads, or every Flink operator's subtask 0 in one
+// TaskManager) each get their own row: map's box holds map's load, sink's
+// sink's, and each has its own line of capacity over time.
+func TestInstancesOfOperatorsInOneProcess(t *testing.T) {
+	in := handInput()
+	sink := in.Capacity.Rows[0]
+	sink.Operator, sink.Load, sink.Bottleneck, sink.Capacity = "sink", 0.25, false, 36000
+	sinkOp := sink
+	sinkOp.Level, sinkOp.Instance, sinkOp.Node, sinkOp.PID = "operator", "", "", 0
+	win := func(x capacity.Row, op string, busy float64) capacity.Row {
+		x.Operator, x.Window, x.StartS, x.EndS, x.BusyShare = op, 0, 0, 1, busy
+		return x
+	}
+	in.Capacity.Rows = append(in.Capacity.Rows, sink, sinkOp, win(in.Capacity.Rows[0], "map", 0.9), win(sink, "sink", 0.2))
+	in.Channels = append(in.Channels, Channel{Label: "b/sink in", Path: "/logs/b-4.cplog", Tuples: true, HasRecords: true, Rank: 4,
+		Thread: 3, Operator: "sink", Instance: "b/20/", Role: capacity.RoleIn, TupleCounts: []uint64{400, 600}})
+	in.Order = append(in.Order, "b/sink in")
+	in.Threads = append(in.Threads, Thread{"sink", 1})
+	var b strings.Builder
+	require.NoError(t, WriteHTML(&b, in))
+	page := b.String()
+	// (Looked for with strings.Contains, so that a failure does not print the page.)
+	for _, want := range []string{`<g class="op" data-name="map" data-load="0.9700">`, `<g class="op" data-name="sink" data-load="0.2500">`,
+		`data-chart="busy-share" data-series="2"`, `<polyline class="series" data-name="sink"`} {
+		require.True(t, strings.Contains(page, want), "the page has %s", want)
+	}
+}

@@ -197,11 +197,12 @@ func capacityOverTimeHTML(b *strings.Builder, c *capacity.Result) {
 			continue
 		}
 		name := x.InstanceName()
-		l := lines[x.Instance]
+		k := x.Operator + "\x00" + x.Instance // instances of operators in one process share labels
+		l := lines[k]
 		if l == nil {
 			l = &line{chart.Series{Name: name}, chart.Series{Name: name}}
-			lines[x.Instance] = l
-			names = append(names, x.Instance)
+			lines[k] = l
+			names = append(names, k)
 		}
 		if math.IsNaN(x.BusyShare) {
 			continue // no work measured (no out mark)

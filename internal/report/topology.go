@@ -65,18 +65,22 @@ func opStates(in *Input) []opState {
 	for t := range st {
 		st[t].load, st[t].queueMed, st[t].queueP99 = math.NaN(), math.NaN(), math.NaN()
 	}
-	inst := map[string]*capacity.Row{}
+	// By operator and instance: the instances of several operators in one
+	// process share their label (node/pid/INSTANCE: every Flink operator's
+	// subtask 0 in one TaskManager, the tour's three threads).
+	type key struct{ op, inst string }
+	inst := map[key]*capacity.Row{}
 	if c := in.Capacity; c != nil {
 		for i := range c.Rows {
 			x := &c.Rows[i]
 			if x.Level == "instance" && x.Window == -1 && x.Method == capacity.MethodInOut {
-				inst[x.Instance] = x
+				inst[key{x.Operator, x.Instance}] = x
 			}
 		}
 	}
 	for _, c := range in.Channels {
 		if c.Instance != "" && c.Role != capacity.RoleNone {
-			if x := inst[c.Instance]; x != nil {
+			if x := inst[key{c.Operator, c.Instance}]; x != nil {
 				st[c.Thread].row, st[c.Thread].load = x, x.Load*in.Capacity.Offered(x.Operator)
 			}
 		}
