@@ -303,6 +303,17 @@ typedef struct {
                              undisturbed and stands above it on a shared machine */
 } cp_service_rate_t;
 
+/* CP_MarkStats's answer: what a marked channel's operator instance did so
+ * far (the channels named OPERATOR[#INSTANCE] in, out and sent share it). */
+typedef struct {
+  int64_t visits;         /* its ins so far */
+  double busy_s;          /* seconds its thread worked on its tuples: every in to out, and every
+                             out to sent and departure to next in that its thread did not wait
+                             in (the analysis's cost model: own work, send, take). Over an
+                             interval, visits / busy_s is what it takes a second while it has a
+                             backlog, its capacity, as analyze measures it afterwards */
+} cp_mark_stats_t;
+
 /* Error codes. */
 enum cp_error {
   CP_OK = 0,
@@ -407,6 +418,17 @@ int32_t CP_LogLineage(int64_t ch, int64_t out_id, int64_t in_id);
  * (about 0.1 us): not for every event. Returns 0, CP_ERR_BAD_HANDLE,
  * CP_ERR_CLOSED, CP_ERR_BAD_ARG_VALUE (out NULL) or CP_ERR_BAD_HANDLER. */
 int32_t CP_ServiceRate(int64_t ch, cp_service_rate_t *out);
+
+/* A marked channel (OPERATOR[#INSTANCE] in|out|sent on CP_BUFFER_IDENTITY
+ * or CP_BUFFER_IDENTITY_COMP; docs/capacity.md) notes in each record whether
+ * its instance's thread waited since the instance's previous mark (header
+ * "waits"; CP_WAITS=off turns it off). CP_MarkStats: what the instance did
+ * so far, into *out; two calls an interval apart give its capacity over
+ * the interval (delta visits / delta busy_s). Enters Go (about 0.1 us): not
+ * for every event. Returns 0, CP_ERR_BAD_HANDLE, CP_ERR_CLOSED,
+ * CP_ERR_BAD_ARG_VALUE (out NULL) or CP_ERR_BAD_HANDLER (not such a
+ * channel). */
+int32_t CP_MarkStats(int64_t ch, cp_mark_stats_t *out);
 
 /* Flushes every accepted record, writes the closing sync point and counters,
  * fsyncs and closes the file. Returns 0, CP_ERR_CLOSED for a second close,

@@ -218,7 +218,8 @@ type channel struct {
 	// FOX_START, FOX_END and the return log (fox.go)
 	fox    *foxOpen
 	// a marked channel that notes its thread's waits (marks.go; nil: none)
-	mark *markedInstance
+	mark     *markedInstance
+	markRole C.int32_t
 	retLog *channel // FOX_START: its return log
 	recv   *foxRecv // the return log: the ReTACK receiver
 }
@@ -500,7 +501,7 @@ func openChannel(name string, f logfile.Format, h handlers.Type) (int64, error) 
 	opened++
 	c := &channel{number: opened, htype: h, cur: cur, format: f, args: args, recSize: uint64(f.RecordSize()),
 		netconf: h == handlers.NetConf, conf: conf, name: name, fox: fox}
-	c.mark = markOf(name, h)
+	c.mark, c.markRole = markOf(name, h)
 	ext := ".cplog"
 	if f.IsASCII() {
 		ext = ".cplog.txt"
@@ -694,9 +695,9 @@ func (c *channel) setupSlot() error {
 	s.med_buf = nil
 	s.med_n = 0
 	s.med_cap = 0
-	s.mark = nil
+	s.mark, s.mark_role = nil, 0
 	if c.mark != nil {
-		s.mark = c.mark.c // before the slot is published
+		s.mark, s.mark_role = c.mark.c, c.markRole // before the slot is published
 	}
 	s.fox = nil
 	if c.fox != nil && c.fox.cfox != nil {

@@ -101,11 +101,19 @@ struct cp_fox {
 #define CP_FAST_MARK 4      /* as SHARED, on a marked channel: each record notes its thread's waits (marks.c) */
 
 /* A marked instance (OPERATOR#INSTANCE of this process; marks.c): its
- * thread's voluntary context switches at its last mark, and that thread. */
+ * thread's voluntary context switches at its last mark, and that thread;
+ * and what it did so far (CP_MarkStats): its ins, and the cycles between
+ * its marks that were work (the cost model's: in to out always, out to
+ * sent and a departure to the next in when its thread did not wait). */
 struct cp_mark {
   _Atomic uint64_t switches;
   _Atomic uintptr_t thread;  /* 0: no mark yet */
+  _Atomic uint64_t last;     /* its last mark's TSC */
+  _Atomic uint64_t visits, busy;
 };
+#define CP_MARK_IN 1         /* cp_slot.mark_role */
+#define CP_MARK_OUT 2
+#define CP_MARK_SENT 3
 #define CP_WAITED_BIT (1ULL << 63)   /* in a marked channel's record TSC: its thread waited since the instance's previous mark */
 #define CP_WAITS_OFF 0
 #define CP_WAITS_GETRUSAGE 1         /* every mark whose thread marked nothing for CP_WAIT_MIN_NS asks getrusage */
@@ -113,7 +121,7 @@ struct cp_mark {
 #define CP_WAIT_MIN_NS 2000          /* shorter than a wait: giving the CPU up and getting it back */
 extern int cp_waits_mode;
 int cp_marks_init(int want, double tsc_per_ns);  /* the mode in effect */
-uint64_t cp_mark_tsc(struct cp_mark *m, uint64_t t);  /* t, with CP_WAITED_BIT when the thread waited */
+uint64_t cp_mark_tsc(struct cp_mark *m, int32_t role, uint64_t t);  /* t, with CP_WAITED_BIT when the thread waited */
 
 typedef struct cp_slot {
   /* hot: the first cache line is all LogTS reads on its fastest path */
@@ -160,6 +168,7 @@ typedef struct cp_slot {
   uint32_t med_n, med_cap;
   struct cp_fox *fox;            /* FOX_END: set before the slot is published */
   struct cp_mark *mark;          /* a marked channel that notes waits: its instance (NULL: none) */
+  int32_t mark_role;             /* CP_MARK_IN, _OUT or _SENT */
   /* the file: every append and status update goes through status.c */
   _Atomic uint32_t wlock;        /* futex: 0 free, 1 held, 2 held with waiters */
   _Atomic uintptr_t wowner;      /* the holder's thread pointer (the signal flusher never waits for itself) */

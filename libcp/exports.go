@@ -94,3 +94,19 @@ func CP_ServiceRate(ch C.int64_t, out *C.cp_service_rate_t) C.int32_t {
 		mean: C.double(st.Mean)}
 	return 0
 }
+
+// CP_MarkStats fills *out with what a marked channel's instance did so far.
+// Like CP_ServiceRate, it does not set CP_LastError.
+//
+//export CP_MarkStats
+func CP_MarkStats(ch C.int64_t, out *C.cp_mark_stats_t) C.int32_t {
+	visits, busy, err := markStats(int64(ch))
+	if err != nil {
+		return C.int32_t(codeOf(err))
+	}
+	if out == nil {
+		return C.CP_ERR_BAD_ARG_VALUE
+	}
+	*out = C.cp_mark_stats_t{visits: C.int64_t(visits), busy_s: C.double(busy)}
+	return 0
+}

@@ -249,7 +249,7 @@ static inline __attribute__((always_inline)) int32_t log_ring(cp_slot_t *s, uint
   uint64_t t = rdtscp_inline();
   // A marked channel off its fast path (drop mode, 24-byte records, a
   // failing disk) still notes its thread's waits.
-  if (s->mark) t = cp_mark_tsc(s->mark, t);
+  if (s->mark) t = cp_mark_tsc(s->mark, s->mark_role, t);
   if (s->with_mono) return log_ring_mono(s, gen, id, t);
   return put_ring(s, gen, id, t, 0);
 }
@@ -459,7 +459,7 @@ __attribute__((noinline)) static int32_t log_owned_fake(cp_slot_t *s, uint64_t g
 // itself needs no stack frame.
 __attribute__((noinline)) static int32_t log_by_kind(cp_slot_t *s, uint64_t gen, int64_t tuple_id, int32_t fast) {
   if (fast == CP_FAST_SHARED) return put_ring(s, gen, tuple_id, rdtscp_inline(), 0);
-  if (fast == CP_FAST_MARK) return put_ring(s, gen, tuple_id, cp_mark_tsc(s->mark, rdtscp_inline()), 0);
+  if (fast == CP_FAST_MARK) return put_ring(s, gen, tuple_id, cp_mark_tsc(s->mark, s->mark_role, rdtscp_inline()), 0);
   if (fast == CP_FAST_REVOKING) return log_owned_slow(s, gen, tuple_id, rdtscp_inline());
   int32_t kind = s->kind;  // may differ from what LogTS saw: a NET_CONF switch
   if (kind == CP_XOY) {

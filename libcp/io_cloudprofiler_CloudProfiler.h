@@ -112,7 +112,7 @@ extern "C" {
 #undef io_cloudprofiler_CloudProfiler_ERR_CONFIG
 #define io_cloudprofiler_CloudProfiler_ERR_CONFIG -16L
 #undef io_cloudprofiler_CloudProfiler_JNI_ABI
-#define io_cloudprofiler_CloudProfiler_JNI_ABI 3L
+#define io_cloudprofiler_CloudProfiler_JNI_ABI 4L
 #undef io_cloudprofiler_CloudProfiler_ERR_BUF
 #define io_cloudprofiler_CloudProfiler_ERR_BUF 4096L
 /*
@@ -193,6 +193,14 @@ JNIEXPORT jint JNICALL Java_io_cloudprofiler_CloudProfiler_logLineage0
  * Signature: (J[D[J)I
  */
 JNIEXPORT jint JNICALL Java_io_cloudprofiler_CloudProfiler_serviceRate0
+  (JNIEnv *, jclass, jlong, jdoubleArray, jlongArray);
+
+/*
+ * Class:     io_cloudprofiler_CloudProfiler
+ * Method:    markStats0
+ * Signature: (J[D[J)I
+ */
+JNIEXPORT jint JNICALL Java_io_cloudprofiler_CloudProfiler_markStats0
   (JNIEnv *, jclass, jlong, jdoubleArray, jlongArray);
 
 /*

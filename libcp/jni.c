@@ -22,7 +22,7 @@
 #include "io_cloudprofiler_CloudProfiler.h"
 #include "io_cloudprofiler_Baselines.h"
 
-#define CP_JNI_ABI 3  /* 2: markBlocked0, serviceRate0; 3: logLineage0 */
+#define CP_JNI_ABI 4  /* 2: markBlocked0, serviceRate0; 3: logLineage0; 4: markStats0 */
 
 extern int32_t cp_logts(int64_t ch, int64_t tuple_id) __attribute__((visibility("hidden")));
 extern int64_t cp_logtsmany(int64_t ch, const int64_t *ids, int64_t n, int32_t *err)
@@ -217,6 +217,19 @@ JNIEXPORT jint JNICALL Java_io_cloudprofiler_CloudProfiler_errorString0(JNIEnv *
   jsize n = (jsize)strlen(s), cap = (*env)->GetArrayLength(env, buf);
   (*env)->SetByteArrayRegion(env, buf, 0, n < cap ? n : cap, (const jbyte *)s);
   return n;
+}
+
+JNIEXPORT jint JNICALL Java_io_cloudprofiler_CloudProfiler_markStats0(JNIEnv *env, jclass cls, jlong ch,
+                                                                     jdoubleArray d, jlongArray l) {
+  (void)cls;
+  cp_mark_stats_t st;
+  int32_t rc = CP_MarkStats(ch, &st);
+  if (rc < 0) return rc;
+  jdouble dv[1] = {st.busy_s};
+  jlong lv[1] = {st.visits};
+  (*env)->SetDoubleArrayRegion(env, d, 0, 1, dv);
+  (*env)->SetLongArrayRegion(env, l, 0, 1, lv);
+  return rc;
 }
 
 JNIEXPORT jint JNICALL Java_io_cloudprofiler_CloudProfiler_abi0(JNIEnv *env, jclass cls) {

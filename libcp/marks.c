@@ -113,12 +113,22 @@ static uint64_t thread_switches(uint64_t t) {
   return tl_switches;
 }
 
-uint64_t cp_mark_tsc(struct cp_mark *m, uint64_t t) {
+uint64_t cp_mark_tsc(struct cp_mark *m, int32_t role, uint64_t t) {
   uint64_t sw = thread_switches(t);
   uintptr_t me = cp_thread_pointer();
-  int waited = atomic_load_explicit(&m->thread, memory_order_relaxed) != me ||
-               atomic_load_explicit(&m->switches, memory_order_relaxed) != sw;
+  int same = atomic_load_explicit(&m->thread, memory_order_relaxed) == me;
+  int waited = !same || atomic_load_explicit(&m->switches, memory_order_relaxed) != sw;
   atomic_store_explicit(&m->switches, sw, memory_order_relaxed);
   atomic_store_explicit(&m->thread, me, memory_order_relaxed);
+  // What it did since its previous mark, as the cost model counts it: its
+  // own work (to an out) whatever happened in it; a send or a take only
+  // when its thread never gave the CPU up (else it waited for room or for
+  // input). A single writer per instance: plain loads and stores.
+  uint64_t last = atomic_load_explicit(&m->last, memory_order_relaxed);
+  if (same && t > last && (role == CP_MARK_OUT || !waited))
+    atomic_store_explicit(&m->busy, atomic_load_explicit(&m->busy, memory_order_relaxed) + (t - last), memory_order_relaxed);
+  if (role == CP_MARK_IN)
+    atomic_store_explicit(&m->visits, atomic_load_explicit(&m->visits, memory_order_relaxed) + 1, memory_order_relaxed);
+  atomic_store_explicit(&m->last, t, memory_order_relaxed);
   return waited ? t | CP_WAITED_BIT : t;
 }

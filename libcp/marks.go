@@ -9,6 +9,7 @@ import "C"
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"cloudprofiler/handlers"
@@ -81,16 +82,17 @@ func waitsName() string {
 }
 
 // markOf is the instance a channel named name marks with its records (in,
-// out or sent on a buffered handler), nil when it marks none or notes no
-// waits.
-func markOf(name string, h handlers.Type) *markedInstance {
+// out or sent on a buffered handler) and the role (CP_MARK_*), nil when it
+// marks none or notes no waits.
+func markOf(name string, h handlers.Type) (*markedInstance, C.int32_t) {
 	if C.cp_waits_mode == C.CP_WAITS_OFF || (h != handlers.BufferIdentity && h != handlers.BufferIdentityComp) {
-		return nil
+		return nil, 0
 	}
 	m, ok := marking.ParseName(name)
 	if !ok || !m.Role.Tuple() {
-		return nil
+		return nil, 0
 	}
+	role := map[marking.Role]C.int32_t{marking.RoleIn: C.CP_MARK_IN, marking.RoleOut: C.CP_MARK_OUT, marking.RoleSent: C.CP_MARK_SENT}[m.Role]
 	m.Role = marking.RoleNone // the instance's key
 	marksMu.Lock()
 	defer marksMu.Unlock()
@@ -98,9 +100,25 @@ func markOf(name string, h handlers.Type) *markedInstance {
 	if in == nil {
 		in = &markedInstance{c: (*C.struct_cp_mark)(C.calloc(1, C.size_t(unsafe.Sizeof(C.struct_cp_mark{}))))}
 		if in.c == nil {
-			return nil
+			return nil, 0
 		}
 		instances[m] = in
 	}
-	return in
+	return in, role
+}
+
+// markStats is what a marked channel's instance did so far: its ins, and
+// the seconds its thread worked on them (struct cp_mark).
+func markStats(h int64) (visits uint64, busy float64, err error) {
+	c, err := lookup(h)
+	if err != nil {
+		return 0, 0, err
+	}
+	if c.mark == nil {
+		return 0, 0, fail(C.CP_ERR_BAD_HANDLER, "channel %q notes no waits: not a marked in, out or sent of a buffered handler, or CP_WAITS=off", c.name)
+	}
+	m := c.mark.c
+	visits = atomic.LoadUint64((*uint64)(unsafe.Pointer(&m.visits)))
+	cycles := atomic.LoadUint64((*uint64)(unsafe.Pointer(&m.busy)))
+	return visits, float64(cycles) / freq.Hz, nil
 }

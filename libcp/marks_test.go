@@ -18,6 +18,8 @@ import (
 // that spins (preempted or not: an involuntary switch is no wait), are not;
 // a mark from another thread than the instance's last is (its count is
 // another thread's). Both ways of seeing waits, rseq and getrusage alone.
+var markRuns int
+
 func TestMarksNoteTheirThreadsWaits(t *testing.T) {
 	require.NoError(t, initLibrary())
 	defer setWaitsMode(waitsWanted0())
@@ -29,7 +31,8 @@ func TestMarksNoteTheirThreadsWaits(t *testing.T) {
 		}
 		require.Equal(t, want, mode)
 		t.Run(waitsName(), func(t *testing.T) {
-			op := "waitop" + waitsName()
+			markRuns++ // each run its own instance (-count: the process keeps them)
+			op := fmt.Sprintf("waitop%s%d", waitsName(), markRuns)
 			in, inc := open(t, op+"#1 in", logfile.ZstdTSC, handlers.BufferIdentity)
 			out, outc := open(t, op+"#1 out", logfile.ZstdTSC, handlers.BufferIdentity)
 			other, otherc := open(t, "unmarked "+waitsName(), logfile.ZstdTSC, handlers.BufferIdentity)
@@ -60,7 +63,23 @@ func TestMarksNoteTheirThreadsWaits(t *testing.T) {
 				cycles, before, sleep = append(cycles, c), append(before, s.sleepBefore), append(sleep, s.sleepIn)
 			}
 			runtime.LockOSThread()
+			t0 := time.Now()
 			require.Zero(t, visitsC(in, out, other, 0, cycles, before, sleep))
+			wall := time.Since(t0).Seconds()
+			// What the instance did: its visits, and its work: every in to
+			// out (the sleep inside one too), no wait before an in.
+			visits, busy, err := markStats(in)
+			require.NoError(t, err)
+			require.Equal(t, uint64(len(steps)), visits)
+			var work, waits float64
+			for i, s := range steps {
+				work += float64(cycles[i])/freq.Hz + s.sleepIn.Seconds()
+				waits += s.sleepBefore.Seconds()
+			}
+			require.GreaterOrEqual(t, busy, work)
+			require.Less(t, busy, wall-waits, "the waits before an in are not work")
+			_, _, err = markStats(other)
+			require.ErrorContains(t, err, "notes no waits")
 			// Another thread's mark of the same instance (this goroutine
 			// keeps its thread meanwhile: the other one gets another).
 			done := make(chan int32)

@@ -224,7 +224,7 @@ func (c *nsCluster) checkLiveMetrics(job, vertex string, subtasks int) {
 		c.t.Fatalf("job %s has no vertex %q: %+v", job, vertex, plan.Vertices)
 	}
 	base := "/jobs/" + job + "/vertices/" + vid + "/metrics"
-	gauges := []string{"tuplesIn", "tuplesOut", "serviceRate", "serviceRateConverged"}
+	gauges := []string{"tuplesIn", "tuplesOut", "capacity"}
 	var ids []string
 	for s := 0; s < subtasks; s++ {
 		for _, g := range gauges {
@@ -245,14 +245,14 @@ func (c *nsCluster) checkLiveMetrics(job, vertex string, subtasks int) {
 		ready := len(values) == len(ids)
 		for s := 0; s < subtasks && ready; s++ {
 			at := func(g string) float64 { return values[fmt.Sprintf("%d.%s.cloudprofiler.%s", s, vertex, g)] }
-			ready = at("tuplesIn") > 0 && at("tuplesOut") > 0 && at("serviceRate") > 0
+			ready = at("tuplesIn") > 0 && at("tuplesOut") > 0 && at("capacity") > 0
 		}
 		if ready {
 			c.t.Logf("live metrics of %s (REST): %v", vertex, values)
 			return
 		}
 		if time.Now().After(deadline) {
-			c.t.Fatalf("the REST API's metrics of %s after 30 s: %v, want each subtask's %v, tuples in and out and a service rate", vertex, values, gauges)
+			c.t.Fatalf("the REST API's metrics of %s after 30 s: %v, want each subtask's %v, tuples in and out and a capacity", vertex, values, gauges)
 		}
 		time.Sleep(time.Second)
 	}

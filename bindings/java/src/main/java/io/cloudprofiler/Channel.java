@@ -75,6 +75,16 @@ public final class Channel implements AutoCloseable {
         return CloudProfiler.serviceRateOrThrow(handle, "serviceRate(\"" + name + "\")");
     }
 
+    /**
+     * A marked channel ({@code OPERATOR#INSTANCE in}, {@code out} or {@code
+     * sent}, buffered): what its operator instance did so far; throws
+     * {@link CloudProfilerException} (its code: ERR_CLOSED, ERR_BAD_HANDLER)
+     * otherwise.
+     */
+    public MarkStats markStats() {
+        return CloudProfiler.markStatsOrThrow(handle, "markStats(\"" + name + "\")");
+    }
+
     /** Sets a handler argument; throws {@link CloudProfilerException} with the library's reason. */
     public Channel parameterize(int arg, long value) {
         CloudProfiler.parameterizeOrThrow(handle, name, arg, value);

@@ -17,11 +17,15 @@ import java.lang.invoke.VarHandle;
  * marks.sent(id);   // the hand-off returned
  * }</pre>
  *
- * With {@code withRate}, a {@code OPERATOR#INSTANCE count} channel
- * (CP_SERVICERATE) counts every record taken, and {@link #serviceRate()}
- * reads the library's run-time estimate (Beard &amp; Chamberlain): what the
- * engine modules (cloudprofiler-flink, cloudprofiler-storm) show in the
- * engine's own metrics, beside {@link #tuplesIn()} and {@link #tuplesOut()}.
+ * {@link #capacity()} is what the instance takes a second while it has a
+ * backlog, from its marks as they are made (the library notes at each mark
+ * whether the thread waited since the previous one): what the engine
+ * modules (cloudprofiler-flink, cloudprofiler-storm) show in the engine's
+ * own metrics, beside {@link #tuplesIn()} and {@link #tuplesOut()}, and the
+ * same quantity as {@code analyze}'s capacity afterwards. With {@code
+ * withRate}, a {@code OPERATOR#INSTANCE count} channel (CP_SERVICERATE)
+ * counts every record taken too, and {@link #serviceRate()} reads the
+ * library's Beard &amp; Chamberlain estimate.
  *
  * <p>Open, mark and close on one thread (the task's or executor's): the
  * buffered channels are written by one thread. The counts and the rate may
@@ -135,6 +139,48 @@ public final class Marks implements AutoCloseable {
     /** Records marked out so far (0 when off). */
     public long tuplesOut() {
         return (long) OUT.getOpaque(this);
+    }
+
+    /** How far back {@link #capacity()} looks, at least and at most (ns). */
+    static final long CAPACITY_SPAN_NS = 1_000_000_000L, CAPACITY_KEEP_NS = 5_000_000_000L;
+    /** Fewer tuples than this in the span: no capacity (NaN). */
+    static final long CAPACITY_MIN_TUPLES = 10;
+
+    private record Snap(long atNs, MarkStats stats) {}
+
+    private final java.util.ArrayDeque<Snap> snaps = new java.util.ArrayDeque<>();
+
+    /**
+     * Tuples a second the instance takes while it has a backlog, over the
+     * last second or so (up to {@value #CAPACITY_KEEP_NS} ns back, from the
+     * reads of this method: the first read only starts the span): the
+     * library's notes of the instance's marks ({@link MarkStats}), the same
+     * quantity as {@code analyze}'s capacity. A span without a wait is its
+     * departures per second; one with waits leaves them out. NaN when off,
+     * without notes (CP_WAITS=off), before a span of {@value
+     * #CAPACITY_SPAN_NS} ns was seen, or with fewer than {@value
+     * #CAPACITY_MIN_TUPLES} tuples in it. Any thread; never throws.
+     */
+    public synchronized double capacity() {
+        Probe p = in != null ? in : out;
+        if (p == null) return Double.NaN;
+        MarkStats now;
+        try {
+            now = p.channel.markStats();
+        } catch (RuntimeException e) {
+            return Double.NaN;
+        }
+        long t = System.nanoTime();
+        while (snaps.size() > 1 && t - snaps.peekFirst().atNs > CAPACITY_KEEP_NS) snaps.pollFirst();
+        double c = Double.NaN;
+        // The newest read at least a span old.
+        Snap base = null;
+        for (Snap x : snaps) {
+            if (t - x.atNs >= CAPACITY_SPAN_NS) base = x;
+        }
+        if (base != null && now.visits() - base.stats.visits() >= CAPACITY_MIN_TUPLES) c = now.capacitySince(base.stats);
+        if (snaps.isEmpty() || t - snaps.peekLast().atNs >= CAPACITY_SPAN_NS / 4) snaps.addLast(new Snap(t, now));
+        return c;
     }
 
     /**

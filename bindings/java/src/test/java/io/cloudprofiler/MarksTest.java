@@ -38,6 +38,35 @@ class MarksTest {
         assertTrue(TestSupport.describe(TestSupport.logFile(dir, op + "_3_count")).contains("SERVICERATE"));
     }
 
+    /**
+     * The live capacity: bursts of visits of 50 us of work each, a sleep of
+     * 20 ms between bursts. What the instance takes a second while it works
+     * is 1/50us = 20,000/s, well above what it carried (about 2,000/s): the
+     * sleeps, waits of its thread, are not work. The first read only starts
+     * the span.
+     */
+    @Test
+    void capacityLeavesTheWaitsOut() throws Exception {
+        String op = "live-p" + ProcessHandle.current().pid();
+        try (Marks m = Marks.open(op, "0", false, false)) {
+            assertTrue(Double.isNaN(m.capacity()), "no span yet");
+            long id = 0, t0 = System.nanoTime();
+            while (System.nanoTime() - t0 < 1_300_000_000L) {
+                for (int k = 0; k < 50; k++, id++) {
+                    m.in(id);
+                    long end = System.nanoTime() + 50_000;
+                    while (System.nanoTime() < end) Thread.onSpinWait();
+                    m.out(id);
+                }
+                Thread.sleep(20);
+            }
+            double carried = id / ((System.nanoTime() - t0) / 1e9), c = m.capacity();
+            System.out.printf("[marks] live capacity %.0f/s, carried %.0f/s, work 50 us a tuple%n", c, carried);
+            assertTrue(c <= 20_000 * 1.02, "more than one over the work: " + c);
+            assertTrue(c >= 20_000 * 0.5 && c > 4 * carried, "the sleeps counted as work: " + c + ", carried " + carried);
+        }
+    }
+
     static List<Long> ids(Path f) throws Exception {
         return TestSupport.dump(f).stream().map(r -> r[0]).toList();
     }

@@ -9,9 +9,9 @@ import java.util.List;
 import java.util.Map;
 
 import io.cloudprofiler.Marks;
-import io.cloudprofiler.ServiceRate;
 import io.cloudprofiler.TupleIds;
 
+import org.apache.flink.api.common.TaskInfo;
 import org.apache.flink.api.common.eventtime.Watermark;
 import org.apache.flink.api.common.functions.FilterFunction;
 import org.apache.flink.api.common.functions.FlatMapFunction;
@@ -74,27 +74,20 @@ import org.apache.flink.util.Collector;
  *
  * <p>Live numbers: each marked instance registers gauges in its operator's
  * metric group, under {@value #METRIC_GROUP}: {@code tuplesIn}, {@code
- * tuplesOut} (records marked in and out), {@code serviceRate} (records a
- * second: the library's run-time estimate, Beard &amp; Chamberlain, from a
- * {@code OPERATOR#SUBTASK count} channel that counts every record taken; 0
- * until the first estimate), {@code serviceRateConverged} (1 when that
- * rate is a converged estimate) and {@code serviceRateMean} (the mean rate
- * of the estimator's recent periods: what the instance did a second while
- * busy, preemption and all; serviceRate, their 95th percentile, is what it
- * does undisturbed, above the mean on a shared machine; an instance that
- * waits for input shows its arrival rate in both). Flink's web UI, its REST API and its
- * metric reporters (Prometheus, OpenTelemetry, JMX) show them like any
- * operator metric. The global job parameter {@value #METRICS} {@code false}
- * leaves the count channel and the gauges out. Backlog is not among them:
- * a function does not see its input queue; Flink's own {@code
- * inputQueueLength} and {@code backPressuredTimeMsPerSecond} do.
+ * tuplesOut} (records marked in and out) and {@code capacity} (records a
+ * second the instance takes while it has a backlog, over the last second
+ * or so, from its marks: {@link io.cloudprofiler.Marks#capacity()}, the
+ * quantity {@code analyze}'s capacity is; NaN until there is one). Flink's
+ * web UI, its REST API and its metric reporters (Prometheus,
+ * OpenTelemetry, JMX) show them like any operator metric. The global job
+ * parameter {@value #METRICS} {@code false} leaves the gauges out.
  */
 public final class Profiled {
     private Profiled() {}
 
     /** The global job parameter that turns marking off when {@code false}. */
     public static final String ENABLED = "cloudprofiler.enabled";
-    /** The global job parameter that leaves the live metrics (and their count channel) out when {@code false}. */
+    /** The global job parameter that leaves the live metrics out when {@code false}. */
     public static final String METRICS = "cloudprofiler.metrics";
     /** The metric group, under the operator's, that holds the gauges. */
     public static final String METRIC_GROUP = "cloudprofiler";
@@ -249,8 +242,7 @@ public final class Profiled {
 
         void open(RuntimeContext ctx, OpenContext open) throws Exception {
             FunctionUtils.openFunction(fn, open);
-            marks = openMarks(operator, withSent, ctx.getGlobalJobParameters(), ctx.getTaskInfo().getIndexOfThisSubtask(),
-                    ctx.getMetricGroup());
+            marks = openMarks(operator, withSent, ctx.getGlobalJobParameters(), instance(ctx.getTaskInfo()), ctx.getMetricGroup());
             marked = new MarkedCollector<>(marks);
         }
 
@@ -279,6 +271,17 @@ public final class Profiled {
         }
     }
 
+    /**
+     * The instance's name in its channels' names: its subtask index, and
+     * after a restart ".ATTEMPT" ({@code 2-score#1.3 in}): a task that runs
+     * again in the same TaskManager is an instance of its own, with its own
+     * rows, and its channels never mark what the earlier attempt's marked.
+     */
+    static String instance(TaskInfo t) {
+        int a = t.getAttemptNumber();
+        return a == 0 ? String.valueOf(t.getIndexOfThisSubtask()) : t.getIndexOfThisSubtask() + "." + a;
+    }
+
     /** Whether the global job parameter named is not {@code false}. */
     static boolean flag(Map<String, String> params, String name) {
         return params == null || !"false".equalsIgnoreCase(params.get(name));
@@ -289,26 +292,15 @@ public final class Profiled {
      * registered in the operator's metric group (once per attempt of the
      * task: a restart gets a new group).
      */
-    static Marks openMarks(String operator, boolean withSent, Map<String, String> params, int subtask, MetricGroup metrics) {
+    static Marks openMarks(String operator, boolean withSent, Map<String, String> params, String instance, MetricGroup metrics) {
         if (!flag(params, ENABLED)) return Marks.off();
         boolean live = flag(params, METRICS);
-        Marks m = Marks.open(operator, String.valueOf(subtask), withSent, live);
+        Marks m = Marks.open(operator, instance, withSent, false);
         if (live) {
             MetricGroup g = metrics.addGroup(METRIC_GROUP);
             g.gauge("tuplesIn", (Gauge<Long>) m::tuplesIn);
             g.gauge("tuplesOut", (Gauge<Long>) m::tuplesOut);
-            g.gauge("serviceRate", (Gauge<Double>) () -> {
-                ServiceRate r = m.serviceRate();
-                return r == null ? 0.0 : r.rate();
-            });
-            g.gauge("serviceRateConverged", (Gauge<Integer>) () -> {
-                ServiceRate r = m.serviceRate();
-                return r != null && r.converged() ? 1 : 0;
-            });
-            g.gauge("serviceRateMean", (Gauge<Double>) () -> {
-                ServiceRate r = m.serviceRate();
-                return r == null ? 0.0 : r.mean();
-            });
+            g.gauge("capacity", (Gauge<Double>) m::capacity);
         }
         return m;
     }
@@ -560,8 +552,7 @@ public final class Profiled {
         public void open(OpenContext open) {
             RuntimeContext ctx = getRuntimeContext();
             ids = TupleIds.of(ctx.getTaskInfo().getIndexOfThisSubtask(), ctx.getTaskInfo().getAttemptNumber());
-            marks = openMarks(operator, false, ctx.getGlobalJobParameters(), ctx.getTaskInfo().getIndexOfThisSubtask(),
-                    ctx.getMetricGroup());
+            marks = openMarks(operator, false, ctx.getGlobalJobParameters(), instance(ctx.getTaskInfo()), ctx.getMetricGroup());
         }
 
         @Override
@@ -627,7 +618,7 @@ public final class Profiled {
             SinkWriter<T> w = sink.createWriter(ctx);
             Marks m;
             try {
-                m = openMarks(operator, false, params, ctx.getTaskInfo().getIndexOfThisSubtask(), ctx.metricGroup());
+                m = openMarks(operator, false, params, instance(ctx.getTaskInfo()), ctx.metricGroup());
             } catch (RuntimeException e) {
                 try {
                     w.close();

@@ -1,7 +1,6 @@
 package io.cloudprofiler.storm;
 
 import io.cloudprofiler.Marks;
-import io.cloudprofiler.ServiceRate;
 import io.cloudprofiler.TupleIds;
 import java.util.List;
 import java.util.Map;
@@ -111,7 +110,7 @@ final class Marking {
         boolean metrics = flag(conf, Profiled.METRICS);
         Marks m;
         try {
-            m = Marks.open(operator, String.valueOf(c.getThisTaskId()), false, metrics);
+            m = Marks.open(operator, String.valueOf(c.getThisTaskId()), false, false);
         } catch (RuntimeException e) {
             failed(instance(operator, c) + ": its channels could not be opened; it runs unmarked", e);
             return Marks.off();
@@ -120,18 +119,7 @@ final class Marking {
         if (metrics) {
             gauge(c, "tuplesIn", m::tuplesIn);
             gauge(c, "tuplesOut", m::tuplesOut);
-            gauge(c, "serviceRate", () -> {
-                ServiceRate r = m.serviceRate();
-                return r == null ? 0.0 : r.rate();
-            });
-            gauge(c, "serviceRateConverged", () -> {
-                ServiceRate r = m.serviceRate();
-                return r != null && r.converged() ? 1 : 0;
-            });
-            gauge(c, "serviceRateMean", () -> {
-                ServiceRate r = m.serviceRate();
-                return r == null ? 0.0 : r.mean();
-            });
+            gauge(c, "capacity", m::capacity);
         }
         return m;
     }

@@ -38,21 +38,16 @@ import org.apache.storm.tuple.Tuple;
  *
  * <p>Switches, in the topology configuration: {@value #ENABLED} {@code
  * false} (a Boolean or the string) opens no channel, each tuple then costs a
- * branch; {@value #METRICS} {@code false} leaves out the live metrics and the
- * {@code OPERATOR#TASK count} channel they read.
+ * branch; {@value #METRICS} {@code false} leaves out the live metrics.
  *
  * <p>Live metrics (Storm's metrics v2: the reporters of {@code
  * topology.metrics.reporters}, CSV, JMX, Graphite, console, report them):
  * each marked bolt task registers the gauges {@code cloudprofiler.tuplesIn},
- * {@code cloudprofiler.tuplesOut}, {@code cloudprofiler.serviceRate}
- * (tuples a second, the library's run-time estimate from the {@code count}
- * channel; 0.0 until there is one) and {@code
- * cloudprofiler.serviceRateConverged} (1 when converged), {@code
- * cloudprofiler.serviceRateMean} (the mean rate of the estimator's recent
- * periods: what the task did a second while busy, preemption and all;
- * serviceRate, their 95th percentile, stands above it on a shared
- * machine); a marked spout
- * {@code cloudprofiler.tuplesOut}.
+ * {@code cloudprofiler.tuplesOut} and {@code cloudprofiler.capacity}
+ * (tuples a second the task takes while it has a backlog, over the last
+ * second or so, from its marks: {@link io.cloudprofiler.Marks#capacity()},
+ * the quantity {@code analyze}'s capacity is; NaN until there is one); a
+ * marked spout {@code cloudprofiler.tuplesOut}.
  *
  * <p>Without changing any code: {@link MarkingHook} marks every task's
  * {@code out} (and so the hops between them), but a hook never sees a bolt
