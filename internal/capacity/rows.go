@@ -120,6 +120,32 @@ type Config struct {
 	Notes []bool
 }
 
+// workedShare is the share of window w (-1: the run) that instance ii's
+// thread worked, where it notes its waits: its own work, its sends, and
+// the gaps before its ins it did not wait in (cost.Cell: Own, Send,
+// Worked), a dropped tuple's work among them. NaN where it does not note
+// its waits or has no cost model. A marked in/out pair alone sees only its
+// kept tuples' work (a filter's busy share was half its truth).
+func (m *maker) workedShare(ii, w int) float64 {
+	if m.costs == nil || ii >= len(m.cfg.Notes) || !m.cfg.Notes[ii] {
+		return math.NaN()
+	}
+	cells := m.costs.Cells(0, ii)
+	if w >= 0 {
+		sub := m.costs.Grids()[0].Sub
+		cells = cells[w*sub : (w+1)*sub]
+	}
+	var t int64
+	for i := range cells {
+		t += cells[i].Own + cells[i].Send + cells[i].Worked
+	}
+	start, end := m.span(w)
+	if !(end > start) {
+		return math.NaN()
+	}
+	return float64(t) / ((end - start) * m.cfg.Hz)
+}
+
 // notes says whether every instance of operator oi notes its waits.
 func (m *maker) notes(oi int) bool {
 	ins := m.p.Operators[oi].Instances
@@ -670,6 +696,19 @@ func (m *maker) operator(oi int) {
 			}
 		}
 		m.fill(&r, &g, end-start, opHas, kb, ks)
+		if m.notes(oi) {
+			// Where every instance notes its waits: the mean of their
+			// worked shares, as the instance rows say them.
+			sum, k := 0.0, 0
+			for i := range runs {
+				if b := m.workedShare(runs[i].ii, w); !math.IsNaN(b) && runs[i].last >= 0 && runs[i].has[RoleIn] && runs[i].has[RoleOut] {
+					sum, k = sum+b, k+1
+				}
+			}
+			if k > 0 {
+				r.BusyShare = sum / float64(k)
+			}
+		}
 		r.Instances = int64(active)
 		r.Skew = skew(arr)
 		// The cost model: the instances' costs weighted by their tuples;
@@ -769,6 +808,9 @@ func (m *maker) operator(oi int) {
 			r := Row{Level: "instance", Window: int64(w), StartS: start, EndS: end, Operator: op.Name,
 				Instance: in.Label(), Node: in.Node, PID: int64(in.PID)}
 			m.fill(&r, g, end-start, ir.has, ikb, iks)
+			if b := m.workedShare(ir.ii, w); !math.IsNaN(b) && ir.has[RoleIn] && ir.has[RoleOut] {
+				r.BusyShare = b
+			}
 			r.Instances = 1
 			if e := estOf(ir, w); e != nil {
 				m.setCost(&r, e)

@@ -40,6 +40,7 @@ package cost
 import (
 	"fmt"
 	"math"
+	"unsafe"
 )
 
 // Grid is a set of consecutive windows of the run, each cut into Sub
@@ -93,15 +94,21 @@ type Cell struct {
 	// of swinging costs is too fast (Mace's windows of 10 ms ran 3-7%
 	// fast with the other vCPU busy).
 	Busy, Served int64
+	// Worked: the gaps between a visit's previous departure and its in that
+	// its thread did not give the CPU up in, whether or not its tuple was
+	// there by the departure (where the instance notes its thread's waits;
+	// AddWorked). With Own and Send, the time it worked: its busy share.
+	Worked int64
 }
 
 // ServedUnit is one visit in Cell.Served.
 const ServedUnit = 1 << 16
 
 // CellBytes is what an Acc keeps per instance and cell.
-const CellBytes = 80
+const CellBytes = int64(unsafe.Sizeof(Cell{}))
 
 func (c *Cell) add(o *Cell) {
+	c.Worked += o.Worked
 	c.Busy += o.Busy
 	c.Served += o.Served
 	c.Visits += o.Visits
@@ -197,6 +204,17 @@ func (g *Grid) take(cells []Cell, ci int, prev, in, bown int64) {
 		cells[i].Busy += cycles
 		cells[i].Served += served
 	})
+}
+
+// AddWorked adds a gap prev..in its thread worked through (no wait), in
+// the cell of the in.
+func (a *Acc) AddWorked(inst int, prev, in int64) {
+	if a == nil || in <= prev {
+		return
+	}
+	for k := range a.grids {
+		a.at(k, inst, in).Worked += in - prev
+	}
 }
 
 // Visit counts a visit (in the cell of its in).

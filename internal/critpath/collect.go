@@ -113,6 +113,13 @@ const (
 	visitWaitedSent
 )
 
+// worked says whether the visit's instance notes its thread's waits and
+// its thread did not wait between its previous mark and this in: the gap
+// was work (cost.Cell.Worked), whatever the tuple's hand-off.
+func (v *Visit) worked() bool {
+	return v.Waits&(visitNotes|visitWaitedIn) == visitNotes
+}
+
 // taken says whether a visit whose instance last departed at d took its
 // tuple while backlogged: its take, d to its in, was work. The tuple must
 // have been handed off by d: what decides whether a visit is in the cost's
@@ -771,6 +778,9 @@ func (c *Collector) flushPend() error {
 		// the take of the next, when that one waited.
 		if a.cfg.Insts[j].HasOut {
 			c.cost.Add(j, v.In, v.Dep, v.Dep != v.In, v.D, v.Dep, taken)
+			if v.D != noD && v.worked() {
+				c.cost.AddWorked(j, v.D, v.In)
+			}
 		}
 		if v.Up != noHandOff && p.journey {
 			// Queued (the instance busy at the hand-off): the whole hop

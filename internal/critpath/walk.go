@@ -596,6 +596,9 @@ func (w *walker) arrive(v *Visit) {
 			}
 			taken := s.born && v.taken(s.d)
 			w.cost.Add(j, v.In, out, v.Out != v.In && !(in.HasSent && v.Out == v.Dep), s.d, out, taken)
+			if s.born && v.worked() {
+				w.cost.AddWorked(j, s.d, v.In)
+			}
 		}
 	}
 	if !w.a.cfg.Fast && v.Up != noHandOff && v.Bucket != noBucket {
