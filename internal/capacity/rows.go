@@ -173,14 +173,19 @@ type Result struct {
 	// Saturated: the bottleneck's windows where at least SaturatedShare of
 	// its tuples were taken while backlogged, and what it carried in them
 	// (tuples it took a second), and that as a source rate (over reach).
-	Saturated       int
-	CarriedRate     float64
-	CarriedSource   float64
-	Moved           []string // instances whose cost moved between windows beyond its interval
-	Disagree        []string // Beard & Chamberlain against the in/out capacity
-	Lost            uint64   // copies lost between operators, in all
-	Losses          []Loss   // where they were lost, in the operators' order
-	HasCosts        bool     // the cost model was there (else no capacity: said)
+	Saturated     int
+	CarriedRate   float64
+	CarriedSource float64
+	Moved         []string // instances whose cost moved between windows beyond its interval
+	Disagree      []string // Beard & Chamberlain against the in/out capacity
+	// Contradictions: capacities the run contradicts (contradict.go), and
+	// why the bottleneck is not named as one when its capacity is among
+	// them ("": it is not).
+	Contradictions  []Contradiction
+	BottleneckDoubt string
+	Lost            uint64 // copies lost between operators, in all
+	Losses          []Loss // where they were lost, in the operators' order
+	HasCosts        bool   // the cost model was there (else no capacity: said)
 	bcByOperator    map[string]float64
 	inOutByOperator map[string]float64
 	offered         map[string]float64
@@ -527,6 +532,7 @@ func (p *Plan) Rows(acc *Acc, win Windows, counts []*CountSeries, costs *cost.Ac
 		m.beardChamberlain(oi, counts)
 	}
 	m.topology()
+	m.contradictions()
 	m.disagreements()
 	return m.res
 }

@@ -112,7 +112,9 @@ func (res *Result) WriteText(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if res.Bottleneck != "" {
+	if res.BottleneckDoubt != "" {
+		fmt.Fprintf(w, "bottleneck: not named: %s\n", res.BottleneckDoubt)
+	} else if res.Bottleneck != "" {
 		offered := ""
 		for _, r := range res.Rows {
 			if r.Bottleneck && !math.IsNaN(r.Load) {
@@ -154,6 +156,13 @@ func (res *Result) WriteText(w io.Writer) error {
 	}
 	for _, s := range res.Disagree {
 		fmt.Fprintf(w, "  disagree: %s\n", s)
+	}
+	for _, c := range res.Contradictions {
+		who := c.Operator
+		if c.Instance != "" {
+			who += " " + c.Instance
+		}
+		fmt.Fprintf(w, "  contradicted: %s: %s\n", who, c.Text)
 	}
 	for _, r := range res.Rows {
 		if r.Window == -1 && r.Note != "" && (r.Level == "operator" || perOp[r.Operator] > 1 || r.Method != MethodInOut) {

@@ -41,9 +41,16 @@ func Verdict(r *Input) []VerdictLine {
 		v = append(v, VerdictLine{topic, section, text, alarm})
 	}
 	if c := r.Capacity; c != nil {
-		add("bottleneck", "capacity", bottleneckSentence(c), c.Bottleneck != "" && wholeRow(c, c.Bottleneck).Load >= 1)
-		if c.Bottleneck != "" {
-			add("rate", "capacity", rateSentence(c), c.SourceRate > c.MaxSource)
+		switch {
+		case c.BottleneckDoubt != "":
+			// A capacity the run contradicts is no finding: not named, and
+			// no rate predicted from it.
+			add("bottleneck", "capacity", "Bottleneck: not named: "+c.BottleneckDoubt+".", true)
+		default:
+			add("bottleneck", "capacity", bottleneckSentence(c), c.Bottleneck != "" && wholeRow(c, c.Bottleneck).Load >= 1)
+			if c.Bottleneck != "" {
+				add("rate", "capacity", rateSentence(c), c.SourceRate > c.MaxSource)
+			}
 		}
 		if s, worst := lossSentence(c.Losses); s != "" {
 			add("lost", "capacity", s, worst >= 0.01)
