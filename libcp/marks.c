@@ -30,10 +30,12 @@
 // read last is current; one that finds it cleared sets it again, then asks
 // (in that order: a switch between the two clears it again). glibc
 // registers the rseq area of every thread (2.35 and later); cp_marks_init
-// checks on a sleep of its own that this kernel clears the pointer, and
-// without rseq a mark asks only when its thread's previous mark was more
-// than CP_WAIT_MIN_NS earlier: a thread that gives the CPU up and gets it
-// back takes longer than that (two context switches).
+// checks on a sleep of its own that this kernel clears the pointer. Without
+// rseq, marks note nothing unless CP_WAITS=getrusage asks for it: then a
+// mark asks only when its thread's previous mark was more than
+// CP_WAIT_MIN_NS earlier (a thread that gives the CPU up and gets it back
+// takes longer than that: two context switches), which for an operator
+// that works between its marks is every mark, at 130-500 ns.
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stddef.h>
@@ -80,7 +82,10 @@ int cp_marks_init(int want, double tsc_per_ns) {
   cp_rseq_desc.abort_ip = (uint64_t)(uintptr_t)&cp_rseq_sig[1];
   cp_rseq_desc.start_ip = cp_rseq_desc.abort_ip;
   cp_rseq_desc.post_commit_offset = 0;
-  cp_waits_mode = CP_WAITS_GETRUSAGE;
+  // Asked for getrusage alone, it is used; asked for rseq (the default) and
+  // rseq is not there, no notes: getrusage on every mark of an operator
+  // that works between its marks costs 130-500 ns a mark, more than a mark.
+  cp_waits_mode = want == CP_WAITS_GETRUSAGE ? CP_WAITS_GETRUSAGE : CP_WAITS_OFF;
   if (want != CP_WAITS_RSEQ || &__rseq_size == NULL || &__rseq_offset == NULL || __rseq_size == 0) return cp_waits_mode;
   // This thread's pointer must be ours to use (nobody else's section), and
   // a sleep must clear it.

@@ -32,8 +32,9 @@ var (
 	instances = map[marking.Mark]*markedInstance{}
 )
 
-// waitsWanted reads CP_WAITS: "" (rseq where the kernel and glibc allow,
-// else getrusage), "getrusage" or "off".
+// waitsWanted reads CP_WAITS: "" or "rseq" (notes where the kernel and
+// glibc give rseq, else none), "getrusage" (notes at the price of a
+// getrusage call a mark after a pause) or "off".
 func waitsWanted(v string) (int, error) {
 	switch v {
 	case "", "rseq":

@@ -26,6 +26,7 @@ func TestMarksNoteTheirThreadsWaits(t *testing.T) {
 	for _, want := range []int{waitsRSEQ, waitsGetrusage} {
 		mode := setWaitsMode(want)
 		if want == waitsRSEQ && mode != waitsRSEQ {
+			require.Equal(t, waitsOff, mode, "without rseq, no notes unless getrusage is asked for")
 			t.Logf("rseq: not usable here (mode %d); getrusage alone is tested", mode)
 			continue
 		}

@@ -181,6 +181,73 @@ static void bench_service_rate(void) {
   printf("(the estimator sampled %lld periods meanwhile, T now %.0f ms)\n", (long long)st.periods, st.period_s * 1e3);
 }
 
+// The notes of a marked channel (OPERATOR#INSTANCE in|out: each record
+// says whether the instance's thread waited since its previous mark) next
+// to the same channels under names that mark nothing, in rounds: pairs of
+// LogTS on an in and an out channel, back to back, and 3 us of spinning
+// apart (as an operator's work keeps them: without rseq, getrusage is asked
+// for every mark more than 2 us after the thread's previous one). The
+// difference per record is what the notes cost.
+static double spin_until(uint64_t t) {
+  while (rdtscp() < t) {}
+  return 0;
+}
+
+static double pair_burst(int64_t in, int64_t out, int64_t pairs, double gap_ns, int32_t *bad) {
+  uint64_t gap = (uint64_t)(gap_ns * tsc_per_ns);
+  if (!gap) {
+    uint64_t t0 = rdtscp();
+    for (int64_t i = 0; i < pairs; i++) {
+      *bad |= LogTS(in, i);
+      *bad |= LogTS(out, i);
+    }
+    return (rdtscp() - t0) / tsc_per_ns / (2.0 * pairs);
+  }
+  // Spaced: each call timed alone (the spins between are not counted).
+  uint64_t spent = 0;
+  for (int64_t i = 0; i < pairs; i++) {
+    uint64_t a = rdtscp();
+    *bad |= LogTS(in, i);
+    uint64_t b = rdtscp();
+    spin_until(b + gap);
+    uint64_t c = rdtscp();
+    *bad |= LogTS(out, i);
+    uint64_t d = rdtscp();
+    spin_until(d + gap);
+    spent += (b - a) + (d - c);
+  }
+  return spent / tsc_per_ns / (2.0 * pairs);
+}
+
+static void bench_notes(void) {
+  const char *mode = getenv("CP_WAITS");
+  int64_t mi = OpenChannel("bench-mark#0 in", CP_ZSTD_TSC, CP_BUFFER_IDENTITY);
+  int64_t mo = OpenChannel("bench-mark#0 out", CP_ZSTD_TSC, CP_BUFFER_IDENTITY);
+  int64_t pi = OpenChannel("bench-plain#0 entered", CP_ZSTD_TSC, CP_BUFFER_IDENTITY);
+  int64_t po = OpenChannel("bench-plain#0 left", CP_ZSTD_TSC, CP_BUFFER_IDENTITY);
+  if (mi < 0 || mo < 0 || pi < 0 || po < 0) { fprintf(stderr, "notes bench: open failed\n"); exit(1); }
+  printf("\nThe notes of a marked channel's waits (CP_WAITS=%s), a record on an in and an out channel in turn,\n"
+         "next to the same on channels whose names mark nothing; medians of %d rounds:\n", mode && *mode ? mode : "rseq, the default", BURSTS);
+  printf("%-34s %9s %9s %9s\n", "records", "ns/rec", "no notes", "+ns/rec (median of the rounds' differences)");
+  struct { const char *name; int64_t pairs; double gap; } cases[] = {
+    {"back to back", BURST / 2, 0},
+    {"3 us apart, each call timed", 20000, 3000},
+  };
+  for (int c = 0; c < 2; c++) {
+    double m[BURSTS], p[BURSTS], d[BURSTS];
+    int32_t bad = 0;
+    for (int b = -2; b < BURSTS; b++) {
+      double x = pair_burst(mi, mo, cases[c].pairs, cases[c].gap, &bad);
+      double y = pair_burst(pi, po, cases[c].pairs, cases[c].gap, &bad);
+      if (b >= 0) m[b] = x, p[b] = y, d[b] = x - y;
+      usleep(100000);
+    }
+    if (bad) { fprintf(stderr, "notes bench: %s\n", CP_ErrorString(bad)); exit(1); }
+    printf("%-34s %9.2f %9.2f %+9.2f\n", cases[c].name, median(m, BURSTS), median(p, BURSTS), median(d, BURSTS));
+  }
+  if (CloseChannel(mi) || CloseChannel(mo) || CloseChannel(pi) || CloseChannel(po)) { fprintf(stderr, "notes bench: close\n"); exit(1); }
+}
+
 int main(int argc, char **argv) {
   const char *only = argc > 1 ? argv[1] : NULL;
   double n0 = now_ns();
@@ -252,5 +319,6 @@ int main(int argc, char **argv) {
     fflush(stdout);
   }
   if (!only || strstr("SERVICERATE", only)) bench_service_rate();
+  if (!only || strstr("notes", only)) bench_notes();
   return 0;
 }

@@ -239,36 +239,38 @@ public class LogTSBench {
     }
 
     /**
+     * The same pair under names that mark nothing ("in" and "out" are the
+     * roles the library notes waits for): the pair without the notes of
+     * the thread's waits, the floor of what the notes cost.
+     */
+    @State(Scope.Thread)
+    public static class PlainPairZstdTsc extends PairZstdTsc {
+        @Override
+        long open() {
+            out = openRaw("jmh-plain#0 left", LogFormat.ZSTD_TSC, HandlerType.BUFFER_IDENTITY);
+            return openRaw("jmh-plain#0 entered", LogFormat.ZSTD_TSC, HandlerType.BUFFER_IDENTITY);
+        }
+    }
+
+    /**
      * What the engine modules' wrappers do a record (cloudprofiler-flink's
-     * Profiled, cloudprofiler-storm's): Marks.in and Marks.out, without and
-     * with the live metrics (a SERVICERATE count channel and the counts the
-     * gauges read). Base's channel is a NULLH one for the paired floors.
+     * Profiled, cloudprofiler-storm's): Marks.in and Marks.out, with the
+     * notes of the thread's waits (the live capacity reads them). Base's
+     * channel is a NULLH one for the paired floors.
      */
     @State(Scope.Thread)
     public static class MarksState extends Base {
         Marks marks;
 
-        boolean withRate() {
-            return false;
-        }
-
         @Override
         long open() {
-            marks = Marks.open(withRate() ? "jmh-marks-rate" : "jmh-marks", "0", false, withRate());
+            marks = Marks.open("jmh-marks", "0", false, false);
             return openRaw("jmh-marks-floor", LogFormat.BINARY_TSC, HandlerType.NULLH);
         }
 
         @TearDown(Level.Trial)
         public void closeMarks() {
             marks.close(); // throws if a mark was refused
-        }
-    }
-
-    @State(Scope.Thread)
-    public static class MarksRateState extends MarksState {
-        @Override
-        boolean withRate() {
-            return true;
         }
     }
 
@@ -316,14 +318,14 @@ public class LogTSBench {
     }
 
     @Benchmark
-    public void marksInOut(MarksState s) {
+    public void plainPairZstdTsc(PlainPairZstdTsc s) {
         long id = s.id++;
-        s.marks.in(id);
-        s.marks.out(id);
+        s.bad |= CloudProfiler.logTS(s.ch, id);
+        s.bad |= CloudProfiler.logTS(s.out, id);
     }
 
     @Benchmark
-    public void marksInOutMetrics(MarksRateState s) {
+    public void marksInOut(MarksState s) {
         long id = s.id++;
         s.marks.in(id);
         s.marks.out(id);
