@@ -36,15 +36,19 @@ const (
 	utilFloor  = 0.05
 )
 
+// minCarried: the fewest tuples a row must hold for check 1.
+const minCarried = 100
+
 // Contradiction is a capacity the run contradicts.
 type Contradiction struct {
 	Operator, Instance string // Instance "" for the operator's own row
+	Window             int64  // -1: the run
 	Text               string
 }
 
 func (m *maker) contradict(r *Row, text string) {
 	addNote(r, "contradicted: "+text)
-	m.res.Contradictions = append(m.res.Contradictions, Contradiction{Operator: r.Operator, Instance: r.Instance, Text: text})
+	m.res.Contradictions = append(m.res.Contradictions, Contradiction{Operator: r.Operator, Instance: r.Instance, Window: r.Window, Text: text})
 }
 
 // contradictions checks every in/out row's capacity (after topology: the
@@ -62,7 +66,7 @@ func (m *maker) contradictions() {
 			hi = max(hi, r.CapacityHigh)
 		}
 		secs := r.EndS - r.StartS
-		if r.Level == "instance" && secs > 0 && r.TuplesIn >= int64(max(m.cfg.MinTuples, 1)) {
+		if r.Level == "instance" && secs > 0 && r.TuplesIn >= int64(max(m.cfg.MinTuples, minCarried)) {
 			if took := float64(r.TuplesIn) / secs; took > carriedSlack*hi {
 				m.contradict(r, fmt.Sprintf("it took %.0f tuples/s%s, above its capacity of %.0f/s (the highest its interval allows: %.0f/s): "+
 					"the cost counted time that was not its work", took, windowText(r), r.Capacity, hi))
@@ -99,9 +103,12 @@ func (m *maker) contradictions() {
 				d.Operator, d.Load, b.Load, b.Operator))
 		}
 	}
+	// Only the run's own rows hold the bottleneck back: a window's capacity
+	// rests on a second's tuples, and a pause of the process inside it
+	// (a collection of a JVM's) can tip it.
 	var why []string
 	for _, c := range m.res.Contradictions {
-		if c.Operator == m.res.Bottleneck {
+		if c.Operator == m.res.Bottleneck && c.Window < 0 {
 			why = append(why, c.Text)
 		}
 	}

@@ -162,6 +162,9 @@ func (res *Result) WriteText(w io.Writer) error {
 		if c.Instance != "" {
 			who += " " + c.Instance
 		}
+		if c.Window >= 0 {
+			who += fmt.Sprintf(" (window %d)", c.Window)
+		}
 		fmt.Fprintf(w, "  contradicted: %s: %s\n", who, c.Text)
 	}
 	for _, r := range res.Rows {
