@@ -20,6 +20,7 @@ func dump(stdout, stderr io.Writer, args []string) error {
 	fs.SetOutput(stderr)
 	csv := fs.Bool("csv", false, "print records as CSV (tuple_id,tsc[,mono_ns]; counters: period_end_tsc,count,skipped_periods[,mono_ns])")
 	counters := fs.Bool("counters", false, "print the counter records of a NET_CONF channel's file (counter channels print them anyway)")
+	waits := fs.Bool("waits", false, "with --csv: a last column, waited (1: the record's instance's thread waited since its previous mark), for files whose records note waits")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -30,7 +31,7 @@ func dump(stdout, stderr io.Writer, args []string) error {
 	defer w.Flush()
 	failed, damaged := 0, 0
 	for _, path := range fs.Args() {
-		err := dumpOne(w, stderr, path, *csv, *counters)
+		err := dumpOne(w, stderr, path, *csv, *counters, *waits)
 		switch {
 		case errors.Is(err, logfile.ErrDamaged):
 			damaged++ // its problems are on stderr already, one line each
@@ -53,7 +54,7 @@ func dump(stdout, stderr io.Writer, args []string) error {
 // were read but are damaged or miss records they accepted.
 const exitDamaged = 3
 
-func dumpOne(w *bufio.Writer, stderr io.Writer, path string, csv, counters bool) error {
+func dumpOne(w *bufio.Writer, stderr io.Writer, path string, csv, counters, waitsCol bool) error {
 	lf, err := logfile.Open(path)
 	if err != nil {
 		return err
@@ -61,7 +62,8 @@ func dumpOne(w *bufio.Writer, stderr io.Writer, path string, csv, counters bool)
 	defer lf.Close()
 	h := &lf.Header
 	mono := logfile.Format(h.FormatID).HasMono()
-	waits := h.Waits != "" && !h.Counter()
+	notes := h.Waits != "" && !h.Counter()
+	waits := notes && waitsCol
 	var buf []byte
 	var first, last uint64
 	var waited uint64
@@ -131,7 +133,7 @@ func dumpOne(w *bufio.Writer, stderr io.Writer, path string, csv, counters bool)
 	}
 	if !csv {
 		printSummary(w, path, lf, first, last)
-		if waits {
+		if notes {
 			fmt.Fprintf(w, "waits:      %d records after their instance's thread waited (seen by %s)\n", waited, h.Waits)
 		}
 	}

@@ -77,17 +77,19 @@ import org.apache.flink.util.Collector;
  * tuplesOut} (records marked in and out) and {@code capacity} (records a
  * second the instance takes while it has a backlog, over the last second
  * or so, from its marks: {@link io.cloudprofiler.Marks#capacity()}, the
- * quantity {@code analyze}'s capacity is; NaN until there is one). Flink's
- * web UI, its REST API and its metric reporters (Prometheus,
- * OpenTelemetry, JMX) show them like any operator metric. The global job
- * parameter {@value #METRICS} {@code false} leaves the gauges out.
+ * quantity {@code analyze}'s capacity is; NaN until there is one), and a
+ * {@code OPERATOR#SUBTASK count} channel counts every record taken (its
+ * periods are throughput.csv's). Flink's web UI, its REST API and its
+ * metric reporters (Prometheus, OpenTelemetry, JMX) show the gauges like
+ * any operator metric. The global job parameter {@value #METRICS} {@code
+ * false} leaves the gauges and the count channel out.
  */
 public final class Profiled {
     private Profiled() {}
 
     /** The global job parameter that turns marking off when {@code false}. */
     public static final String ENABLED = "cloudprofiler.enabled";
-    /** The global job parameter that leaves the live metrics out when {@code false}. */
+    /** The global job parameter that leaves the live metrics (and the count channel) out when {@code false}. */
     public static final String METRICS = "cloudprofiler.metrics";
     /** The metric group, under the operator's, that holds the gauges. */
     public static final String METRIC_GROUP = "cloudprofiler";
@@ -295,7 +297,7 @@ public final class Profiled {
     static Marks openMarks(String operator, boolean withSent, Map<String, String> params, String instance, MetricGroup metrics) {
         if (!flag(params, ENABLED)) return Marks.off();
         boolean live = flag(params, METRICS);
-        Marks m = Marks.open(operator, instance, withSent, false);
+        Marks m = Marks.open(operator, instance, withSent, live);
         if (live) {
             MetricGroup g = metrics.addGroup(METRIC_GROUP);
             g.gauge("tuplesIn", (Gauge<Long>) m::tuplesIn);

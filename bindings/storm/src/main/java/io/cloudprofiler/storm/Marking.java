@@ -110,7 +110,7 @@ final class Marking {
         boolean metrics = flag(conf, Profiled.METRICS);
         Marks m;
         try {
-            m = Marks.open(operator, String.valueOf(c.getThisTaskId()), false, false);
+            m = Marks.open(operator, String.valueOf(c.getThisTaskId()), false, metrics);
         } catch (RuntimeException e) {
             failed(instance(operator, c) + ": its channels could not be opened; it runs unmarked", e);
             return Marks.off();
@@ -124,7 +124,29 @@ final class Marking {
         return m;
     }
 
-    /** An out-only instance's mark (a spout, or a task the hook marks: Marks.openOut), by the same switches. */
+    /**
+     * A bolt task's marks for the hook (in and out, {@link MarkingHook}
+     * says where), by the same switches, with the gauges {@code
+     * tuplesIn} and {@code tuplesOut}.
+     */
+    static Marks hookMarks(String operator, TopologyContext c, Map<String, Object> conf) {
+        if (!flag(conf, Profiled.ENABLED)) return Marks.off();
+        Marks m;
+        try {
+            m = Marks.open(operator, String.valueOf(c.getThisTaskId()), false, false);
+        } catch (RuntimeException e) {
+            failed(instance(operator, c) + ": its channels could not be opened; it runs unmarked", e);
+            return Marks.off();
+        }
+        OPEN.incrementAndGet();
+        if (flag(conf, Profiled.METRICS)) {
+            gauge(c, "tuplesIn", m::tuplesIn);
+            gauge(c, "tuplesOut", m::tuplesOut);
+        }
+        return m;
+    }
+
+    /** An out-only instance's mark (a spout: Marks.openOut), by the same switches. */
     static Marks outMark(String operator, TopologyContext c, Map<String, Object> conf) {
         if (!flag(conf, Profiled.ENABLED)) return Marks.off();
         Marks m;

@@ -16,9 +16,10 @@ import org.apache.storm.utils.Utils;
  * conf.put(Config.TOPOLOGY_AUTO_TASK_HOOKS, List.of(MarkingHook.class.getName()));
  * }</pre>
  *
- * and each spout and bolt task writes {@code COMPONENT#TASK out} (the
- * component's id is the operator; a component whose id the convention
- * cannot carry, with '#' or whitespace, is skipped with a warning).
+ * and each spout task writes {@code COMPONENT#TASK out}, each bolt task
+ * {@code COMPONENT#TASK in} and {@code out} (the component's id is the
+ * operator; a component whose id the convention cannot carry, with '#' or
+ * whitespace, is skipped with a warning).
  *
  * <p><b>What a hook sees</b> (Storm 2.8.3, read from its bytecode):
  * <ul>
@@ -35,7 +36,7 @@ import org.apache.storm.utils.Utils;
  * thread).</li>
  * </ul>
  * No hook runs before a bolt's execute: a hook cannot see a bolt take a
- * tuple, so it marks no {@code in}.
+ * tuple.
  *
  * <p><b>What it marks</b>, on the convention's rule that {@code out} comes
  * right before the hand-off:
@@ -44,34 +45,39 @@ import org.apache.storm.utils.Utils;
  * {@code out} with the id the default rule finds in the emitted values
  * (the stream's field {@value Profiled#CP_ID}, else {@code id}, else the
  * first value; a Long or an Integer), the same rule by which the next
- * bolt's task finds it in its input. So each copy is marked once, and an
- * input a bolt drops is not marked at all;</li>
- * <li>a bolt's emit whose values carry no usable id: {@code out} when execute
- * has returned, with the input's id (emits on the executor thread only:
- * another thread's emit belongs to no input);</li>
+ * bolt's task finds it in its input. So each copy is marked once;</li>
+ * <li>a bolt's {@code in}: at the first emit of an execute, with that
+ * emit's id, right before its {@code out} (the first moment a hook sees
+ * the tuple being worked on); an execute that emitted nothing with an id
+ * (a tuple dropped, a sink) marks it when execute has returned, with the
+ * input's id;</li>
+ * <li>a bolt's emit whose values carry no usable id: {@code out} when
+ * execute has returned, with the input's id (emits on the executor thread
+ * only: another thread's emit belongs to no input);</li>
  * <li>a sink (a bolt that declares no stream): {@code out} with the input's
  * id when execute has returned.</li>
  * </ul>
- * Not at boltExecute for every bolt, which would be simpler: that mark
- * comes after the emits have handed the copies on, so the next bolt can
- * finish its own execute first, and the hop shows negative (in this
- * module's tests, by up to milliseconds on 2 vCPUs). Never marked: system
- * components ({@code __acker}, {@code __system}, {@code __eventlogger}, any
- * "__" id), system streams, tick tuples, tuples without a usable id, and
- * the tasks {@link Profiled} wraps (they mark themselves, with their {@code
- * in}). Marking starts at a task's first event, after the wrapper's prepare
- * or open has said whether the task is wrapped.
- *
- * <p><b>What that gives</b>: the hops between tasks. The latency from one
- * task's out to a bolt's out holds the transfer, the bolt's queueing and
- * its execute up to the emit (its whole execute for a sink, or where the
- * emit is marked after it); with no {@code in}, a bolt's own service time,
- * its capacity and its selectivity are not there: for those, wrap it with
- * {@link Profiled#bolt}.
+ * So a bolt's marks cut its time where its work can be seen: between one
+ * departure (its last out) and the next in lies the rest of one execute,
+ * Storm's hand-over and the start of the next execute, and the library
+ * notes whether the executor waited in between (a wait for input, a
+ * backpressure wait): {@code analyze} takes that gap as the take of a
+ * tuple that was queued, and the capacity, busy share and bottleneck of
+ * every bolt come from it. A bolt's own work (in to out) is only what lies
+ * between its first and last emits, and the hop into a bolt holds the part
+ * of its execute before its first emit. Not at boltExecute alone, which
+ * would be simpler: that mark comes after the emits have handed the copies
+ * on, so the next bolt can finish its own execute first, and the hop
+ * shows negative (in this module's tests, by up to milliseconds on 2
+ * vCPUs). Never marked: system components ({@code __acker}, {@code
+ * __system}, {@code __eventlogger}, any "__" id), system streams, tick
+ * tuples, tuples without a usable id, and the tasks {@link Profiled} wraps
+ * (they mark themselves). Marking starts at a task's first event, after
+ * the wrapper's prepare or open has said whether the task is wrapped.
  *
  * <p>The switches are the wrappers' ({@value Profiled#ENABLED}, {@value
- * Profiled#METRICS}: the gauge {@code cloudprofiler.tuplesOut}). Nothing
- * here throws into Storm.
+ * Profiled#METRICS}: the gauges {@code cloudprofiler.tuplesIn} and {@code
+ * cloudprofiler.tuplesOut}). Nothing here throws into Storm.
  */
 public class MarkingHook extends BaseTaskHook {
     private static final int TO_OPEN = 0, MARKING = 1, SKIP = 2;
@@ -87,6 +93,12 @@ public class MarkingHook extends BaseTaskHook {
     // A bolt's emits without an id, counted on the thread that made them:
     // only the executor thread's belong to the execute that boltExecute ends.
     private final ThreadLocal<int[]> pending = ThreadLocal.withInitial(() -> new int[1]);
+    // Whether the current execute marked its in (at its first emit): the
+    // executor thread's, read and reset by boltExecute.
+    private boolean inMarked;
+    // The executor thread (the one boltExecute runs on, known from its first
+    // call): a bolt's emits on another thread mark only their out.
+    private volatile Thread executor;
     private long unmarked;
 
     @Override
@@ -114,7 +126,8 @@ public class MarkingHook extends BaseTaskHook {
 
     private synchronized void open() { // a bolt's first emit may come from one of its threads
         if (state != TO_OPEN) return;
-        Marks m = Marking.isWrapped(context) ? Marks.off() : Marking.outMark(component, context, conf);
+        Marks m = Marking.isWrapped(context) ? Marks.off()
+                : spout ? Marking.outMark(component, context, conf) : Marking.hookMarks(component, context, conf);
         out = m;
         state = m.on() ? MARKING : SKIP;
     }
@@ -124,7 +137,16 @@ public class MarkingHook extends BaseTaskHook {
         if (state == SKIP || Utils.isSystemId(info.stream)) return;
         Number id = Marking.id(context.getThisOutputFields(info.stream), info.values);
         if (id != null) {
-            if (marking()) out.out(id.longValue());
+            if (marking()) {
+                Thread t = executor;
+                // A bolt's first emit of an execute, on its executor (or
+                // before the first execute ended: then it is the executor).
+                if (!spout && !inMarked && (t == null || t == Thread.currentThread())) {
+                    inMarked = true;
+                    out.in(id.longValue());
+                }
+                out.out(id.longValue());
+            }
         } else if (spout) {
             noId("stream " + info.stream);
         } else {
@@ -135,16 +157,21 @@ public class MarkingHook extends BaseTaskHook {
     @Override
     public void boltExecute(BoltExecuteInfo info) {
         if (state == SKIP) return;
+        if (executor == null) executor = Thread.currentThread();
+        boolean in = !inMarked;
+        inMarked = false;
         int[] made = pending.get();
         int n = sink ? 1 : made[0];
         made[0] = 0;
-        if (n == 0 || Marking.system(info.tuple)) return;
+        if (Marking.system(info.tuple)) return;
         Number id = Marking.id(info.tuple);
         if (id == null) {
             noId("from " + info.tuple.getSourceComponent() + ", stream " + info.tuple.getSourceStreamId());
         } else if (marking()) { // opened only once there is an id to mark: no empty channel
             Marks m = out;
-            for (long v = id.longValue(); n > 0; n--) m.out(v);
+            long v = id.longValue();
+            if (in) m.in(v); // no emit with an id: a dropped tuple, a sink, emits without ids
+            for (; n > 0; n--) m.out(v);
         }
     }
 

@@ -38,7 +38,9 @@ import org.apache.storm.tuple.Tuple;
  *
  * <p>Switches, in the topology configuration: {@value #ENABLED} {@code
  * false} (a Boolean or the string) opens no channel, each tuple then costs a
- * branch; {@value #METRICS} {@code false} leaves out the live metrics.
+ * branch; {@value #METRICS} {@code false} leaves out the live metrics and the
+ * {@code OPERATOR#TASK count} channel (every tuple taken counted: its
+ * periods are throughput.csv's).
  *
  * <p>Live metrics (Storm's metrics v2: the reporters of {@code
  * topology.metrics.reporters}, CSV, JMX, Graphite, console, report them):

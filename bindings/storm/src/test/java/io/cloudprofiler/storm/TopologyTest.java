@@ -332,15 +332,17 @@ class TopologyTest {
     }
 
     /**
-     * (b) The same plain topology with only the hook: every task's out, each
-     * id as the logic says, analyze --strict, no hop negative. Beside it a
-     * bolt whose outputs carry no id (label: its out is marked when execute
-     * returns, with the input's id) and a sink of those (no id: no channel),
-     * fed by a spout of other ids (analyze follows an id along one chain:
-     * the same ids on two branches would make one path of both).
+     * (b) The same plain topology with only the hook: every spout task's
+     * out, every bolt task's in and out, each id as the logic says (even
+     * takes every tuple in and hands half on), analyze --strict, no hop
+     * negative, and each bolt's selectivity. Beside it a bolt whose outputs
+     * carry no id (label: its in and out are marked when execute returns,
+     * with the input's id) and a sink of those (no id: no channel), fed by a
+     * spout of other ids (analyze follows an id along one chain: the same
+     * ids on two branches would make one path of both).
      */
     @Test
-    void hookAloneMarksEveryTasksOut() throws Exception {
+    void hookAloneMarksEveryTask() throws Exception {
         TopologyBuilder b = plain(false);
         b.setSpout("more", new IdSpout(FIRST_ID + N), 1);
         b.setBolt("label", new Label(), 1).shuffleGrouping("more");
@@ -349,16 +351,23 @@ class TopologyTest {
         Map<String, Map<Long, Integer>> channels = Logs.channels();
         Map<String, Integer> tasks = new TreeMap<>();
         for (String c : channels.keySet()) {
-            assertTrue(c.matches("(ids|more|double|even|sink|label)#\\d+ out"), "a task's out, nothing else (no system component): " + c);
+            assertTrue(c.matches("(ids|more)#\\d+ out|(double|even|sink|label)#\\d+ (in|out)"),
+                    "a spout's out, a bolt's in and out, nothing else (no system component): " + c);
             tasks.merge(c.replaceFirst("#\\d+ ", " "), 1, Integer::sum);
         }
-        assertEquals(Map.of("ids out", 1, "double out", P, "even out", P, "sink out", 1, "more out", 1, "label out", 1), tasks,
-                "one out channel a task");
+        assertEquals(Map.of("ids out", 1, "double in", P, "double out", P, "even in", P, "even out", P, "sink in", 1, "sink out", 1,
+                "more out", 1, "label in", 1, "label out", 1), tasks, "one channel a task and role");
         Map<String, Map<Long, Integer>> ops = Logs.byOperator(channels);
-        assertTimes(ops, FIRST_ID, Map.of("ids out", id -> 1, "double out", id -> 1, "even out", TopologyTest::even,
-                "sink out", TopologyTest::even));
-        assertTimes(ops, FIRST_ID + N, Map.of("more out", id -> 1, "label out", id -> 1));
-        Logs.assertNoNegativeHop(Logs.analyze("hooked"));
+        assertTimes(ops, FIRST_ID, Map.of("ids out", id -> 1, "double in", id -> 1, "double out", id -> 1, "even in", id -> 1,
+                "even out", TopologyTest::even, "sink in", TopologyTest::even, "sink out", TopologyTest::even));
+        assertTimes(ops, FIRST_ID + N, Map.of("more out", id -> 1, "label in", id -> 1, "label out", id -> 1));
+        Path out = Logs.analyze("hooked");
+        Logs.assertNoNegativeHop(out);
+        Map<String, Double> selectivity = new TreeMap<>();
+        for (String op : List.of("double", "even", "sink", "label")) {
+            selectivity.put(op, Double.parseDouble(Logs.wholeRun(out.resolve("capacity.csv"), op, "selectivity")));
+        }
+        assertEquals(Map.of("double", 1.0, "even", 0.5, "sink", 1.0, "label", 1.0), selectivity, "each bolt's out over in");
     }
 
     /** Emits a label and no id. */

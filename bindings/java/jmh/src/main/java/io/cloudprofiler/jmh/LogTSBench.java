@@ -254,23 +254,37 @@ public class LogTSBench {
 
     /**
      * What the engine modules' wrappers do a record (cloudprofiler-flink's
-     * Profiled, cloudprofiler-storm's): Marks.in and Marks.out, with the
-     * notes of the thread's waits (the live capacity reads them). Base's
+     * Profiled, cloudprofiler-storm's): Marks.in and Marks.out (their
+     * records note the thread's waits, which the live capacity reads),
+     * without and with the live metrics (a SERVICERATE count channel, whose
+     * periods are throughput.csv's, and the counts the gauges read). Base's
      * channel is a NULLH one for the paired floors.
      */
     @State(Scope.Thread)
     public static class MarksState extends Base {
         Marks marks;
 
+        boolean withRate() {
+            return false;
+        }
+
         @Override
         long open() {
-            marks = Marks.open("jmh-marks", "0", false, false);
+            marks = Marks.open(withRate() ? "jmh-marks-rate" : "jmh-marks", "0", false, withRate());
             return openRaw("jmh-marks-floor", LogFormat.BINARY_TSC, HandlerType.NULLH);
         }
 
         @TearDown(Level.Trial)
         public void closeMarks() {
             marks.close(); // throws if a mark was refused
+        }
+    }
+
+    @State(Scope.Thread)
+    public static class MarksRateState extends MarksState {
+        @Override
+        boolean withRate() {
+            return true;
         }
     }
 
@@ -326,6 +340,13 @@ public class LogTSBench {
 
     @Benchmark
     public void marksInOut(MarksState s) {
+        long id = s.id++;
+        s.marks.in(id);
+        s.marks.out(id);
+    }
+
+    @Benchmark
+    public void marksInOutMetrics(MarksRateState s) {
         long id = s.id++;
         s.marks.in(id);
         s.marks.out(id);
