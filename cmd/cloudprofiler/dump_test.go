@@ -60,3 +60,24 @@ func TestDumpServiceRateEvent(t *testing.T) {
 	require.NoError(t, dump(&out, &errb, []string{p}))
 	require.Contains(t, out.String(), "event:      service_rate 19876.5 items/s (period 4ms, 19 estimates averaged) at tsc 123456")
 }
+
+// A marked channel's notes of its thread's waits (bit 63 of a record's TSC,
+// the header's "waits"): taken off the TSC, counted in the summary, and a
+// waited column with --csv --waits only.
+func TestDumpWaits(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "x.cplog.txt")
+	content := "#CLOUDPROFILER-LOG v1\n" +
+		`#header {"version":1,"byte_order":"little","format":"ASCII_TSC","format_id":1,"handler":"BUFFER_IDENTITY","handler_id":1,"record_size":16,"block_records":4,"name":"op#1 in","waits":"rseq"}` + "\n" +
+		"#block 0 3\n1,9223372036854775908\n2,200\n3,9223372036854776108\n" + `#trailer {"reason":"close","positions":3}` + "\n"
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
+	var out, errb bytes.Buffer
+	require.NoError(t, dump(&out, &errb, []string{"--csv", p}), errb.String())
+	require.Equal(t, "tuple_id,tsc\n1,100\n2,200\n3,300\n", out.String())
+	out.Reset()
+	require.NoError(t, dump(&out, &errb, []string{"--csv", "--waits", p}))
+	require.Equal(t, "tuple_id,tsc,waited\n1,100,1\n2,200,0\n3,300,1\n", out.String())
+	out.Reset()
+	require.NoError(t, dump(&out, &errb, []string{p}))
+	require.Contains(t, out.String(), "waits:      2 records after their instance's thread waited (seen by rseq)")
+	require.Empty(t, errb.String())
+}
