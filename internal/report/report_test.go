@@ -197,6 +197,10 @@ func TestInstancesOfOperatorsInOneProcess(t *testing.T) {
 	var b strings.Builder
 	require.NoError(t, WriteHTML(&b, in))
 	page := b.String()
+	// Every box's lines whole (a box as wide as its longest line).
+	topo := page[strings.Index(page, `<svg class="topology"`):]
+	topo = topo[:strings.Index(topo, "</svg>")]
+	require.False(t, strings.Contains(topo, "…"), "a box's line cut short")
 	// (Looked for with strings.Contains, so that a failure does not print the page.)
 	for _, want := range []string{`<g class="op" data-name="map" data-load="0.9700">`, `<g class="op" data-name="sink" data-load="0.2500">`,
 		`data-chart="busy-share" data-series="2"`, `<polyline class="series" data-name="sink"`} {

@@ -194,9 +194,15 @@ func topologyHTML(b *strings.Builder, in *Input) {
 	boxLines := func(t int) []string {
 		var l []string
 		if x := states[t].row; x != nil && !math.IsNaN(states[t].load) {
-			s := fmt.Sprintf("load %.2f", states[t].load)
+			// A capacity from its own work alone (it never took a queued
+			// tuple: an operator chained behind its source) is a bound.
+			le, ge := "", ""
+			if strings.Contains(x.Note, "capacity is an upper bound") {
+				le, ge = "≤", "≥"
+			}
+			s := fmt.Sprintf("load %s%.2f", le, states[t].load)
 			if !math.IsNaN(x.Capacity) {
-				s += " · " + rate3(x.Capacity) + "/s"
+				s += " · " + ge + rate3(x.Capacity) + "/s"
 			}
 			l = append(l, s)
 			if x.BlockedShare >= backpressureShare {
@@ -227,15 +233,27 @@ func topologyHTML(b *strings.Builder, in *Input) {
 		laneRows[k[0]] = max(laneRows[k[0]], stack[k])
 		lines = max(lines, len(boxLines(t)))
 	}
-	const laneLabel, gap, pad, charW = 84, 110, 14, 6.2
+	const laneLabel, gap, pad, charW, boldW = 84, 110, 14, 6.2, 7.0
 	ncols := max(len(names), 1)
-	// Boxes share 1,180 px, down to 100 px each: more columns widen the
-	// drawing, which the page scales down to its column.
-	bw := max(100, min(230, (1180-laneLabel-gap*(ncols-1))/ncols))
+	// Boxes as wide as their longest line (a name in bold, marked
+	// saturated; a figure line), from 100 to 260 px: a Flink job's six
+	// operators' boxes at their share of 1,180 px cut every line short. A
+	// wide drawing the page scales down to its column.
+	widest := 0.0
+	for t := range threads {
+		if !used[t] {
+			continue
+		}
+		widest = max(widest, boldW*float64(len([]rune(threads[t].Name+" · saturated"))))
+		for _, l := range boxLines(t) {
+			widest = max(widest, charW*float64(len([]rune(l))))
+		}
+	}
+	bw := max(100, min(260, int(math.Ceil(widest))+12))
 	// A label too long for its box keeps its start (what it is); its
 	// title has it whole.
-	fit := func(s string) string {
-		n := int(float64(bw-12) / charW)
+	fit := func(s string, w float64) string {
+		n := int(float64(bw-12) / w)
 		if r := []rune(s); len(r) > n && n > 1 {
 			return string(r[:n-1]) + "…"
 		}
@@ -365,9 +383,9 @@ func topologyHTML(b *strings.Builder, in *Input) {
 			loadAttr = fmt.Sprintf("%.4f", load)
 		}
 		fmt.Fprintf(b, `<g class="op" data-name="%s" data-load="%s"><rect x="%.1f" y="%.1f" width="%d" height="%d" rx="4" fill="%s" stroke="%s" stroke-width="%.0f"%s><title>%s on node %s: %s</title></rect><text x="%.1f" y="%.1f" font-weight="bold" fill="%s">%s</text>`,
-			esc(th.Name), loadAttr, x0, y0, bw, bh, fill, stroke, sw, dash, esc(th.Name), esc(nodes[th.Node]), what, x0+6, y0+15, text, esc(fit(name)))
+			esc(th.Name), loadAttr, x0, y0, bw, bh, fill, stroke, sw, dash, esc(th.Name), esc(nodes[th.Node]), what, x0+6, y0+15, text, esc(fit(name, boldW)))
 		for k, l := range boxLines(t) {
-			fmt.Fprintf(b, `<text x="%.1f" y="%.1f" fill="%s"><title>%s</title>%s</text>`, x0+6, y0+30+14*float64(k), text, esc(l), esc(fit(l)))
+			fmt.Fprintf(b, `<text x="%.1f" y="%.1f" fill="%s"><title>%s</title>%s</text>`, x0+6, y0+30+14*float64(k), text, esc(l), esc(fit(l, charW)))
 		}
 		b.WriteString(`</g>`)
 	}
