@@ -110,7 +110,13 @@ struct cp_mark {
   _Atomic uintptr_t thread;  /* 0: no mark yet */
   _Atomic uint64_t last;     /* its last mark's TSC */
   _Atomic uint64_t visits, busy;
+  _Atomic uint64_t gcs, gc_cycles; /* cp_gc_count and cp_gc_cycles at its last mark */
 };
+/* A JVM's collections (jni.c: JVMTI's GarbageCollectionStart and Finish):
+ * how many ended, and their cycles, so far; 0 in a process that is no JVM. */
+extern _Atomic uint64_t cp_gc_count, cp_gc_cycles;
+void cp_gc_begin(void);
+void cp_gc_end(void);
 #define CP_MARK_IN 1         /* cp_slot.mark_role */
 #define CP_MARK_OUT 2
 #define CP_MARK_SENT 3
@@ -119,6 +125,7 @@ struct cp_mark {
 #define CP_WAITS_GETRUSAGE 1         /* every mark whose thread marked nothing for CP_WAIT_MIN_NS asks getrusage */
 #define CP_WAITS_RSEQ 2              /* a mark asks only when its thread was switched out since it last asked */
 #define CP_WAIT_MIN_NS 2000          /* shorter than a wait: giving the CPU up and getting it back */
+#define CP_GC_SLACK_NS 1000000       /* the work a gap filled by a JVM's collections may hold besides */
 extern int cp_waits_mode;
 int cp_marks_init(int want, double tsc_per_ns);  /* the mode in effect */
 uint64_t cp_mark_tsc(struct cp_mark *m, int32_t role, uint64_t t);  /* t, with CP_WAITED_BIT when the thread waited */

@@ -18,6 +18,7 @@
 #if __has_include(<jni.h>)
 #include <string.h>
 #include <stdlib.h>
+#include <jvmti.h>
 #include "engine.h"
 #include "io_cloudprofiler_CloudProfiler.h"
 #include "io_cloudprofiler_Baselines.h"
@@ -230,6 +231,34 @@ JNIEXPORT jint JNICALL Java_io_cloudprofiler_CloudProfiler_markStats0(JNIEnv *en
   (*env)->SetDoubleArrayRegion(env, d, 0, 1, dv);
   (*env)->SetLongArrayRegion(env, l, 0, 1, lv);
   return rc;
+}
+
+// The JVM's collections, for the marks' notes (marks.c): JVMTI's
+// GarbageCollectionStart and Finish, which HotSpot sends from its VM thread
+// inside the pause (nothing there but an atomic). Asked once, when the
+// library is first loaded into a JVM; a JVM that refuses leaves the notes
+// without them (a collection between two tuples is then a wait).
+static void JNICALL cp_jvmti_gc_start(jvmtiEnv *e) { (void)e; cp_gc_begin(); }
+static void JNICALL cp_jvmti_gc_finish(jvmtiEnv *e) { (void)e; cp_gc_end(); }
+
+JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM *vm, void *reserved) {
+  (void)reserved;
+  static _Atomic int asked;
+  jvmtiEnv *jv = NULL;
+  if (!atomic_exchange(&asked, 1) && (*vm)->GetEnv(vm, (void **)&jv, JVMTI_VERSION_1_2) == JNI_OK && jv) {
+    jvmtiCapabilities caps;
+    memset(&caps, 0, sizeof caps);
+    caps.can_generate_garbage_collection_events = 1;
+    jvmtiEventCallbacks cb;
+    memset(&cb, 0, sizeof cb);
+    cb.GarbageCollectionStart = cp_jvmti_gc_start;
+    cb.GarbageCollectionFinish = cp_jvmti_gc_finish;
+    if ((*jv)->AddCapabilities(jv, &caps) == JVMTI_ERROR_NONE && (*jv)->SetEventCallbacks(jv, &cb, sizeof cb) == JVMTI_ERROR_NONE) {
+      (*jv)->SetEventNotificationMode(jv, JVMTI_ENABLE, JVMTI_EVENT_GARBAGE_COLLECTION_START, NULL);
+      (*jv)->SetEventNotificationMode(jv, JVMTI_ENABLE, JVMTI_EVENT_GARBAGE_COLLECTION_FINISH, NULL);
+    }
+  }
+  return JNI_VERSION_1_8;
 }
 
 JNIEXPORT jint JNICALL Java_io_cloudprofiler_CloudProfiler_abi0(JNIEnv *env, jclass cls) {

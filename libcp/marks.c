@@ -59,6 +59,27 @@ static struct rseq_cs cp_rseq_desc __attribute__((aligned(32)));
 
 int cp_waits_mode;            // CP_WAITS_*: set once by cp_marks_init, before any marked slot is published
 static uint64_t cp_wait_min;  // without rseq: CP_WAIT_MIN_NS in TSC cycles
+static uint64_t cp_gc_slack;  // CP_GC_SLACK_NS in TSC cycles
+
+// A JVM stops every thread that runs Java code for a collection: a thread
+// with work queued then waits at the safepoint, a voluntary switch, though
+// it gave nothing up by choice. The JVM says when its collections begin and
+// end (JVMTI, jni.c): a gap whose voluntary switches are no more than the
+// collections in it, and which the collections fill but for a little work
+// (CP_GC_SLACK_NS), was work stopped by the JVM, and its time counts as the
+// instance's (what it sustains, the JVM's pauses included). A wait for input
+// that a collection fell into lasts longer than the collection and stays a
+// wait.
+_Atomic uint64_t cp_gc_count, cp_gc_cycles;
+static _Atomic uint64_t cp_gc_began;
+
+void cp_gc_begin(void) { atomic_store_explicit(&cp_gc_began, cp_tsc_now(), memory_order_relaxed); }
+
+void cp_gc_end(void) {
+  uint64_t b = atomic_load_explicit(&cp_gc_began, memory_order_relaxed), t = cp_tsc_now();
+  if (b && t > b) atomic_fetch_add_explicit(&cp_gc_cycles, t - b, memory_order_relaxed);
+  atomic_fetch_add_explicit(&cp_gc_count, 1, memory_order_release);
+}
 
 // The thread's count as of its last look, and (without rseq) when that was.
 static __thread uint64_t tl_switches, tl_last;
@@ -76,6 +97,7 @@ static uint64_t read_switches(void) {
 
 int cp_marks_init(int want, double tsc_per_ns) {
   cp_wait_min = (uint64_t)(CP_WAIT_MIN_NS * tsc_per_ns);
+  cp_gc_slack = (uint64_t)(CP_GC_SLACK_NS * tsc_per_ns);
   if (want == CP_WAITS_OFF) return cp_waits_mode = CP_WAITS_OFF;
   cp_rseq_desc.version = 0;
   cp_rseq_desc.flags = 0;
@@ -122,14 +144,22 @@ uint64_t cp_mark_tsc(struct cp_mark *m, int32_t role, uint64_t t) {
   uint64_t sw = thread_switches(t);
   uintptr_t me = cp_thread_pointer();
   int same = atomic_load_explicit(&m->thread, memory_order_relaxed) == me;
-  int waited = !same || atomic_load_explicit(&m->switches, memory_order_relaxed) != sw;
+  uint64_t was = atomic_load_explicit(&m->switches, memory_order_relaxed);
+  int waited = !same || was != sw;
+  uint64_t last = atomic_load_explicit(&m->last, memory_order_relaxed);
+  uint64_t gcs = atomic_load_explicit(&cp_gc_count, memory_order_acquire);
+  uint64_t gcc = atomic_load_explicit(&cp_gc_cycles, memory_order_relaxed);
+  if (waited && same && sw - was <= gcs - atomic_load_explicit(&m->gcs, memory_order_relaxed) && t > last &&
+      t - last <= gcc - atomic_load_explicit(&m->gc_cycles, memory_order_relaxed) + cp_gc_slack)
+    waited = 0;  // stopped by the JVM's collections, not waiting
+  atomic_store_explicit(&m->gcs, gcs, memory_order_relaxed);
+  atomic_store_explicit(&m->gc_cycles, gcc, memory_order_relaxed);
   atomic_store_explicit(&m->switches, sw, memory_order_relaxed);
   atomic_store_explicit(&m->thread, me, memory_order_relaxed);
   // What it did since its previous mark, as the cost model counts it: its
   // own work (to an out) whatever happened in it; a send or a take only
   // when its thread never gave the CPU up (else it waited for room or for
   // input). A single writer per instance: plain loads and stores.
-  uint64_t last = atomic_load_explicit(&m->last, memory_order_relaxed);
   if (same && t > last && (role == CP_MARK_OUT || !waited))
     atomic_store_explicit(&m->busy, atomic_load_explicit(&m->busy, memory_order_relaxed) + (t - last), memory_order_relaxed);
   if (role == CP_MARK_IN)

@@ -141,6 +141,20 @@ public final class Marks implements AutoCloseable {
         return (long) OUT.getOpaque(this);
     }
 
+    /**
+     * What the instance did so far ({@link Channel#markStats()} of its in or
+     * out channel); null when off, without notes (CP_WAITS=off), or closed.
+     */
+    public MarkStats markStats() {
+        Probe p = in != null ? in : out;
+        if (p == null) return null;
+        try {
+            return p.channel.markStats();
+        } catch (RuntimeException e) {
+            return null;
+        }
+    }
+
     /** How far back {@link #capacity()} looks, at least and at most (ns). */
     static final long CAPACITY_SPAN_NS = 1_000_000_000L, CAPACITY_KEEP_NS = 5_000_000_000L;
     /** Fewer tuples than this in the span: no capacity (NaN). */
@@ -162,14 +176,8 @@ public final class Marks implements AutoCloseable {
      * #CAPACITY_MIN_TUPLES} tuples in it. Any thread; never throws.
      */
     public synchronized double capacity() {
-        Probe p = in != null ? in : out;
-        if (p == null) return Double.NaN;
-        MarkStats now;
-        try {
-            now = p.channel.markStats();
-        } catch (RuntimeException e) {
-            return Double.NaN;
-        }
+        MarkStats now = markStats();
+        if (now == null) return Double.NaN;
         long t = System.nanoTime();
         while (snaps.size() > 1 && t - snaps.peekFirst().atNs > CAPACITY_KEEP_NS) snaps.pollFirst();
         double c = Double.NaN;

@@ -8,9 +8,11 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
+import java.util.concurrent.atomic.AtomicBoolean;
 import org.junit.jupiter.api.Test;
 
 /** Marks (what the engine modules' wrappers call) and TupleIds (their ids for records without one). */
@@ -65,6 +67,72 @@ class MarksTest {
             assertTrue(c <= 20_000 * 1.02, "more than one over the work: " + c);
             assertTrue(c >= 20_000 * 0.5 && c > 4 * carried, "the sleeps counted as work: " + c + ", carried " + carried);
         }
+    }
+
+    /**
+     * The JVM's collections are the instance's time: a thread always busy
+     * (20 us of work a tuple, never waiting for one) while another thread
+     * has the JVM collect every 20 ms stops at each
+     * collection's safepoint, a voluntary switch of its thread; the
+     * library learns the collections from the JVM (JVMTI) and counts such
+     * stops as work. So what it took a second while it worked is what it
+     * did a second: its capacity within 10% of its throughput, though the
+     * collections took a large share of the time.
+     */
+    @Test
+    void theJvmsCollectionsCountAsWork() throws Exception {
+        String op = "gc-p" + ProcessHandle.current().pid();
+        AtomicBoolean stop = new AtomicBoolean();
+        // Full collections (System.gc(): stop-the-world), with some live data
+        // to copy, every 20 ms: whatever the test JVM's heap.
+        Thread alloc = new Thread(() -> {
+            List<byte[]> keep = new ArrayList<>();
+            while (!stop.get()) {
+                for (int k = 0; k < 2_000; k++) keep.add(new byte[4096]);
+                if (keep.size() > 20_000) keep.subList(0, 10_000).clear();
+                System.gc();
+                try {
+                    Thread.sleep(20);
+                } catch (InterruptedException e) {
+                    return;
+                }
+            }
+        });
+        alloc.setDaemon(true);
+        long gc0 = gcMillis();
+        try (Marks m = Marks.open(op, "0", false, false)) {
+            alloc.start();
+            // The work between a departure and the next in (taking a queued
+            // tuple, as an engine's deserializing does): where a stop is no
+            // own work, and only the JVM's word tells it from a wait.
+            long id = 0, t0 = System.nanoTime();
+            m.in(id);
+            m.out(id);
+            MarkStats first = m.markStats();
+            while (System.nanoTime() - t0 < 2_000_000_000L) {
+                long end = System.nanoTime() + 20_000;
+                while (System.nanoTime() < end) Thread.onSpinWait();
+                m.in(++id);
+                m.out(id);
+            }
+            MarkStats last = m.markStats();
+            double secs = (System.nanoTime() - t0) / 1e9, did = (last.visits() - first.visits()) / secs;
+            double cap = last.capacitySince(first), gc = (gcMillis() - gc0) / 1e3 / secs;
+            System.out.printf("[marks] busy with collections %.0f%% of the time: capacity %.0f/s, did %.0f/s%n", 100 * gc, cap, did);
+            assertTrue(gc > 0.05, "the allocating thread made too few collections to tell: " + gc);
+            assertTrue(Math.abs(cap / did - 1) <= 0.10, "capacity " + cap + " against " + did + " done a second");
+        } finally {
+            stop.set(true);
+            alloc.join();
+        }
+    }
+
+    static long gcMillis() {
+        long ms = 0;
+        for (java.lang.management.GarbageCollectorMXBean g : java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()) {
+            ms += Math.max(0, g.getCollectionTime());
+        }
+        return ms;
     }
 
     static List<Long> ids(Path f) throws Exception {
