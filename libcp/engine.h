@@ -125,7 +125,7 @@ void cp_gc_end(void);
 #define CP_WAITS_GETRUSAGE 1         /* every mark whose thread marked nothing for CP_WAIT_MIN_NS asks getrusage */
 #define CP_WAITS_RSEQ 2              /* a mark asks only when its thread was switched out since it last asked */
 #define CP_WAIT_MIN_NS 2000          /* shorter than a wait: giving the CPU up and getting it back */
-#define CP_GC_SLACK_NS 1000000       /* the work a gap filled by a JVM's collections may hold besides */
+#define CP_GC_SLACK_NS 1000000       /* the work a gap stopped by a JVM's collections may hold besides */
 extern int cp_waits_mode;
 int cp_marks_init(int want, double tsc_per_ns);  /* the mode in effect */
 uint64_t cp_mark_tsc(struct cp_mark *m, int32_t role, uint64_t t);  /* t, with CP_WAITED_BIT when the thread waited */

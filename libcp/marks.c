@@ -65,11 +65,13 @@ static uint64_t cp_gc_slack;  // CP_GC_SLACK_NS in TSC cycles
 // with work queued then waits at the safepoint, a voluntary switch, though
 // it gave nothing up by choice. The JVM says when its collections begin and
 // end (JVMTI, jni.c): a gap whose voluntary switches are no more than the
-// collections in it, and which the collections fill but for a little work
+// collections in it, and no longer than twice their time and a little work
 // (CP_GC_SLACK_NS), was work stopped by the JVM, and its time counts as the
-// instance's (what it sustains, the JVM's pauses included). A wait for input
-// that a collection fell into lasts longer than the collection and stays a
-// wait.
+// instance's (what it sustains, the JVM's pauses included). Twice: a
+// thread stops before the collection begins, while the others reach the
+// safepoint (a thread in a counted loop without a poll makes them wait),
+// so the stop outlasts the collection. A wait for input that a collection
+// fell into lasts longer than that and stays a wait.
 _Atomic uint64_t cp_gc_count, cp_gc_cycles;
 static _Atomic uint64_t cp_gc_began;
 
@@ -150,7 +152,7 @@ uint64_t cp_mark_tsc(struct cp_mark *m, int32_t role, uint64_t t) {
   uint64_t gcs = atomic_load_explicit(&cp_gc_count, memory_order_acquire);
   uint64_t gcc = atomic_load_explicit(&cp_gc_cycles, memory_order_relaxed);
   if (waited && same && sw - was <= gcs - atomic_load_explicit(&m->gcs, memory_order_relaxed) && t > last &&
-      t - last <= gcc - atomic_load_explicit(&m->gc_cycles, memory_order_relaxed) + cp_gc_slack)
+      t - last <= 2 * (gcc - atomic_load_explicit(&m->gc_cycles, memory_order_relaxed)) + cp_gc_slack)
     waited = 0;  // stopped by the JVM's collections, not waiting
   atomic_store_explicit(&m->gcs, gcs, memory_order_relaxed);
   atomic_store_explicit(&m->gc_cycles, gcc, memory_order_relaxed);
