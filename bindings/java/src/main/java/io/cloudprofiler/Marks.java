@@ -24,8 +24,10 @@ import java.lang.invoke.VarHandle;
  * own metrics, beside {@link #tuplesIn()} and {@link #tuplesOut()}, and the
  * same quantity as {@code analyze}'s capacity afterwards. With {@code
  * withRate}, a {@code OPERATOR#INSTANCE count} channel (CP_SERVICERATE)
- * counts every record taken too, and {@link #serviceRate()} reads the
- * library's Beard &amp; Chamberlain estimate.
+ * counts every record taken too (throughput), and {@link #serviceRate()}
+ * reads the library's Beard &amp; Chamberlain estimate of it (the engine
+ * modules show {@link #capacity()} instead: B&amp;C falls to the offered rate
+ * below saturation).
  *
  * <p>Open, mark and close on one thread (the task's or executor's): the
  * buffered channels are written by one thread. The counts and the rate may
@@ -95,7 +97,7 @@ public final class Marks implements AutoCloseable {
     /**
      * Opens the {@code out} channel alone, for a point that has no {@code in}
      * to mark: where tuples start (a source, a spout) or where only their
-     * departures can be seen (a Storm task hook). An {@code in} channel left
+     * departures can be seen (a spout's emits, seen by a Storm task hook). An {@code in} channel left
      * empty would not be harmless: {@code analyze} would take the operator
      * for one with arrivals and cut every tuple's way short there.
      */

@@ -39,8 +39,9 @@ import org.apache.flink.util.Collector;
  * marking convention ({@code OPERATOR#SUBTASK ROLE}): {@code in} and
  * {@code out} of each, {@code 2-count#i sent} after each collect returned
  * (collect waits for a free output buffer under backpressure: out -&gt;
- * sent is that wait), and {@code OPERATOR#i count}, the counter behind the
- * live service rate in Flink's metrics ({@code cloudprofiler.serviceRate}).
+ * sent is that wait), and {@code OPERATOR#i count}, a counter of the
+ * records taken (throughput). The live capacity in Flink's metrics ({@code
+ * cloudprofiler.capacity}) comes from the marks.
  * The hop from one operator's {@code out} (or {@code sent}) to the next
  * one's {@code in} holds serialization, Flink's buffers and the hand-off
  * between the two tasks.
