@@ -33,7 +33,7 @@ import org.junit.jupiter.api.Timeout;
 /**
  * {@link CapacityJob} (its score operator spins {@link #SCORE_NANOS} per
  * event) on a MiniCluster, fed through the object factory at {@link #RATE}
- * of what the spin alone would allow: the score operator is at or past its
+ * of what the spin alone would allow: the score operator is past its
  * capacity, whatever else the machine runs. Then {@code analyze}:
  *
  * <ol>
@@ -57,8 +57,18 @@ class CapacityJobTest {
     /** What one score instance could do if nothing but the spin took time. */
     static final double NOMINAL = 1e9 / SCORE_NANOS;
     static final int P = 2, THREADS = 2;
-    /** The logged run's rate, a share of NOMINAL: the score operator's queue holds tuples most of the time. */
-    static final double RATE = 0.9;
+    /**
+     * The logged run's rate, a share of NOMINAL: past what the score
+     * operator sustains (1 / its spin and Flink's work a record), so that
+     * its queue holds tuples all the time. Below that, a tuple whose
+     * upstream sent came before the score's previous departure may still
+     * sit in the sender's output buffer (flushed when full or after the
+     * buffer timeout), and "backlogged" from the marks alone takes the
+     * offered rate for the capacity (at 0.9: 18,475/s "truth" against the
+     * 19,332/s the score sustained). Below saturation the split truth of
+     * tests/engines (counters inside the functions) is the truth.
+     */
+    static final double RATE = 1.1;
     static final long LOGGED_SECONDS = 5;
     static final String JOB = "cloudprofiler-capacity-test";
     /** capacity.csv's capacity against the score operator's departures per second while backlogged. */
