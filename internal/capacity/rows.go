@@ -146,6 +146,21 @@ func (m *maker) workedShare(ii, w int) float64 {
 	return float64(t) / ((end - start) * m.cfg.Hz)
 }
 
+// meanWorkedShare is the mean of instances' worked shares of window w (-1:
+// the run), NaN where none has one.
+func (m *maker) meanWorkedShare(instances []int, w int) float64 {
+	sum, k := 0.0, 0
+	for _, ii := range instances {
+		if b := m.workedShare(ii, w); !math.IsNaN(b) {
+			sum, k = sum+b, k+1
+		}
+	}
+	if k == 0 {
+		return math.NaN()
+	}
+	return sum / float64(k)
+}
+
 // notes says whether every instance of operator oi notes its waits.
 func (m *maker) notes(oi int) bool {
 	ins := m.p.Operators[oi].Instances
@@ -256,139 +271,6 @@ type maker struct {
 	// its copies go to held it back (nil: nowhere).
 	flows   []Flow
 	blocked [][]bool
-}
-
-// downstreamSaturated finds, for each operator, the cells of the run
-// where the operator its copies go to held it back. That operator was
-// saturated there (every instance of it with visits in the cell spent at
-// least SaturatedBusy of it serving its backlog or waiting for room in its
-// own full downstream: either way it took no input, and a Flink job's cell
-// where the sink held the receiver back a quarter of the time had its
-// sender's blocked takes counted as its cost), and over those cells
-// this operator went no faster while backlogged than that one departed
-// (paced: at most pacedFactor times its departures, copies counted). Its
-// take there is then the time its full output kept it from taking the
-// next tuple: in Flink and Storm an operator whose output buffers are
-// full stops taking input, and the wait lands between its departure and
-// its next in, sent marked or not. A sender much faster than its saturated
-// receiver (over UDP, or with room downstream) is not paced, and its take
-// stands. The pace is taken over all those cells together (one cell's
-// rate, summed over instances that each wait part of it, swings by 2-3x);
-// the cells, not windows, since a window where the receiver filled up
-// halfway holds both kinds of take.
-func (m *maker) downstreamSaturated() {
-	m.blocked = make([][]bool, len(m.p.Operators))
-	if m.acc == nil || m.costs == nil {
-		return
-	}
-	m.flows = m.acc.topology().flows()
-	g := m.costs.Grids()[0]
-	cells := g.N * g.Sub
-	cw := g.Width / float64(g.Sub)
-	runEnd := g.T0 + m.runS*m.cfg.Hz
-	// span is cell ci's part of the run (the last cell ends with the
-	// records), cycles.
-	span := func(ci int) float64 {
-		from := g.T0 + float64(ci)*cw
-		return max(0, min(from+cw, runEnd)-from)
-	}
-	sat := make([][]bool, len(m.p.Operators))
-	visits := make([]float64, len(m.p.Operators))
-	for oi, op := range m.p.Operators {
-		sat[oi] = make([]bool, cells)
-		for ci := range sat[oi] {
-			sp := span(ci)
-			any, all := false, sp > 0
-			for _, ii := range op.Instances {
-				c := &m.costs.Cells(0, ii)[ci]
-				visits[oi] += float64(c.Visits)
-				if c.Visits == 0 {
-					continue
-				}
-				any = true
-				all = all && float64(c.Busy+c.Blocked) >= SaturatedBusy*sp
-			}
-			sat[oi][ci] = any && all
-		}
-	}
-	for oi, op := range m.p.Operators {
-		y := m.flows[oi].Next
-		// A link that lost copies did not block its sender: a full
-		// receiver dropped them (UDP), and the sender's take is its own.
-		// An operator that notes its thread's waits had its blocked takes
-		// left out of its cost already (package cost, Visit.taken).
-		if y < 0 || y == oi || m.flows[oi].Lost > 0 || visits[oi] == 0 || m.notes(oi) {
-			continue
-		}
-		// Over the cells where y was saturated: y's departures per second
-		// (its visits), and this operator's backlogged rate, the sum over
-		// its instances of backlogged tuples per second of backlogged
-		// time (own work and take).
-		var yVisits, secs float64
-		var takeN uint64
-		rate := 0.0
-		any := false
-		for ci, s := range sat[y] {
-			if !s {
-				continue
-			}
-			any = true
-			secs += span(ci) / m.cfg.Hz
-			for _, ii := range m.p.Operators[y].Instances {
-				yVisits += float64(m.costs.Cells(0, ii)[ci].Visits)
-			}
-		}
-		if !any || secs == 0 {
-			continue
-		}
-		for _, ii := range op.Instances {
-			var n uint64
-			var t int64
-			for ci, s := range sat[y] {
-				if c := &m.costs.Cells(0, ii)[ci]; s {
-					n += uint64(c.TakeN)
-					t += c.BOwn + c.Take
-				}
-			}
-			if n > 0 && t > 0 {
-				rate += float64(n) / (float64(t) / m.cfg.Hz)
-				takeN += n
-			}
-		}
-		// Copies: the receiver's visits per visit of the sender.
-		q := visits[y] / visits[oi]
-		if takeN < uint64(m.cfg.MinTake) || rate*q > pacedFactor*yVisits/secs {
-			continue
-		}
-		m.blocked[oi] = append([]bool(nil), sat[y]...)
-	}
-}
-
-// SaturatedBusy is the share of a cell an instance spends serving its
-// backlog (or blocked by its downstream) from which it counts as
-// saturated there (holding its senders back).
-const SaturatedBusy = 0.75
-
-// pacedFactor: a sender whose backlogged rate is within this factor of
-// what its saturated receiver departed is held back by it.
-const pacedFactor = 2
-
-// countActive counts the cells not blocked in which operator oi's
-// instances took tuples while backlogged.
-func (m *maker) countActive(oi int, blocked []bool) int {
-	k := 0
-	for ci, b := range blocked {
-		if b {
-			continue
-		}
-		for _, ii := range m.p.Operators[oi].Instances {
-			if m.costs.Cells(0, ii)[ci].TakeN > 0 {
-				k++
-				break
-			}
-		}
-	}
-	return k
 }
 
 type instTotal struct {
@@ -611,20 +493,7 @@ func (m *maker) operator(oi int) {
 		ir.t.est = cost.Estimate{Capacity: math.NaN(), CapacityLow: math.NaN(), CapacityHigh: math.NaN(), CostS: math.NaN()}
 		if m.costs != nil && has[RoleIn] && has[RoleOut] {
 			o := m.options(in)
-			cells := m.costs.Cells(0, ii)
-			if blocked := m.blocked[oi]; blocked != nil {
-				// The cells where the downstream held it back: the take
-				// there cannot be told from time blocked (an operator that
-				// stops taking input while its output is full shows it in
-				// its take, sent marked or not), and the other cells' take
-				// stands in.
-				cells = append([]cost.Cell(nil), cells...)
-				for c, b := range blocked {
-					if b {
-						cells[c].Take, cells[c].TakeN, cells[c].BOwn = 0, 0, 0
-					}
-				}
-			}
+			cells := m.unblockedCells(oi, ii)
 			ir.t.est = o.RunOf(cells)
 			runTake := cost.TakeOf(cells)
 			ir.t.windows = make([]cost.Estimate, n)
@@ -672,11 +541,7 @@ func (m *maker) operator(oi int) {
 		r := Row{Level: "operator", Window: int64(w), StartS: start, EndS: end, Operator: op.Name}
 		var g agg
 		var arr []uint64
-		type share struct {
-			arrivals uint64
-			e        *cost.Estimate
-		}
-		var shares []share
+		var shares []instShare
 		active := 0
 		for i := range runs {
 			ir := &runs[i]
@@ -698,91 +563,31 @@ func (m *maker) operator(oi int) {
 			}
 			g.addAgg(&x)
 			if e := estOf(ir, w); e != nil && e.Tuples > 0 && int(e.Tuples) >= m.cfg.MinTuples {
-				shares = append(shares, share{x.arrivals, e})
+				shares = append(shares, instShare{x.arrivals, e})
 			}
 		}
 		m.fill(&r, &g, end-start, opHas, kb, ks)
 		if m.notes(oi) {
 			// Where every instance notes its waits: the mean of their
 			// worked shares, as the instance rows say them.
-			sum, k := 0.0, 0
+			var marked []int
 			for i := range runs {
-				if b := m.workedShare(runs[i].ii, w); !math.IsNaN(b) && runs[i].last >= 0 && runs[i].has[RoleIn] && runs[i].has[RoleOut] {
-					sum, k = sum+b, k+1
+				if runs[i].last >= 0 && runs[i].has[RoleIn] && runs[i].has[RoleOut] {
+					marked = append(marked, runs[i].ii)
 				}
 			}
-			if k > 0 {
-				r.BusyShare = sum / float64(k)
+			if b := m.meanWorkedShare(marked, w); !math.IsNaN(b) {
+				r.BusyShare = b
 			}
 		}
 		r.Instances = int64(active)
 		r.Skew = skew(arr)
-		// The cost model: the instances' costs weighted by their tuples;
-		// rates summed; capacity the arrival rate the instances sustain
-		// given how arrivals are shared among them.
-		var tuples, backlogged uint64
-		var own, hand, cst, opArr float64
-		sr, srLo, srHi := 0.0, 0.0, 0.0
-		for _, s := range shares {
-			k := float64(s.e.Tuples)
-			tuples += s.e.Tuples
-			backlogged += s.e.Backlogged
-			own += k * s.e.OwnS
-			h := s.e.TakeS
-			if !math.IsNaN(s.e.SendS) {
-				h += s.e.SendS
-			}
-			hand += k * h
-			cst += k * s.e.CostS
-			sr += s.e.ServiceRate
-			srLo += s.e.ServiceLow
-			srHi += s.e.ServiceHigh
-			opArr += float64(s.arrivals)
-		}
-		r.Backlogged = int64(backlogged)
-		if tuples > 0 {
-			r.OwnUS, r.HandOffUS, r.CostUS = own/float64(tuples)*1e6, hand/float64(tuples)*1e6, cst/float64(tuples)*1e6
-			r.ServiceRate, r.ServiceRateLow, r.ServiceRateHigh = sr, srLo, srHi
-		}
-		if opArr > 0 {
-			c, lo, hi := math.Inf(1), math.NaN(), math.NaN()
-			for _, s := range shares {
-				if s.arrivals == 0 {
-					continue
-				}
-				f := float64(s.arrivals) / opArr
-				if v := s.e.Capacity / f; v < c {
-					c, lo, hi = v, s.e.CapacityLow/f, s.e.CapacityHigh/f
-				}
-			}
-			if !math.IsInf(c, 1) {
-				r.Capacity, r.CapacityLow, r.CapacityHigh = c, lo, hi
-				r.Headroom, r.Load = r.Capacity/r.ArrivalsPerS, r.ArrivalsPerS/r.Capacity
-			}
-		} else if len(shares) == 1 {
-			e := shares[0].e
-			r.Capacity, r.CapacityLow, r.CapacityHigh = e.Capacity, e.CapacityLow, e.CapacityHigh
-		}
+		setOperatorCost(&r, shares)
 		return r
 	}
 	whole := opRow(-1)
 	addNote(&whole, missing(opHas, op.Name))
-	if blocked := m.blocked[oi]; blocked != nil {
-		k := 0
-		for _, b := range blocked {
-			if b {
-				k++
-			}
-		}
-		down := m.p.Operators[m.flows[oi].Next].Name
-		g := m.costs.Grids()[0]
-		cell := fmt.Sprintf("%.3g s", g.Width/float64(g.Sub)/m.cfg.Hz)
-		if k == len(blocked) || m.countActive(oi, blocked) == 0 {
-			addNote(&whole, fmt.Sprintf("%s, downstream, was saturated and held it back wherever it had a backlog (%d spans of %s): taking the next tuple cannot be told from time blocked by it, so the hand-off is left out and the capacity is an upper bound", down, k, cell))
-		} else {
-			addNote(&whole, fmt.Sprintf("%s, downstream, was saturated and held it back in %d spans of %s out of %d: there taking the next tuple cannot be told from time blocked by it, and the take elsewhere stands in", down, k, cell, len(blocked)))
-		}
-	}
+	addNote(&whole, m.blockedNote(oi))
 	if withRecords < len(runs) {
 		addNote(&whole, fmt.Sprintf("%d of %d instances without records", len(runs)-withRecords, len(runs)))
 	}
@@ -845,6 +650,63 @@ func (m *maker) operator(oi int) {
 		if len(moved) > 0 {
 			m.res.Moved = append(m.res.Moved, m.movedText(op.Name, in.Label(), ir.t, moved))
 		}
+	}
+}
+
+// instShare is an instance's arrivals in an operator's row and its cost
+// estimate there.
+type instShare struct {
+	arrivals uint64
+	e        *cost.Estimate
+}
+
+// setOperatorCost fills an operator row's cost from its instances' (r's
+// arrivals already filled): the instances' costs weighted by their
+// tuples; rates summed; capacity the arrival rate the instances sustain
+// given how arrivals are shared among them.
+func setOperatorCost(r *Row, shares []instShare) {
+	var tuples, backlogged uint64
+	var own, hand, cst, opArr float64
+	sr, srLo, srHi := 0.0, 0.0, 0.0
+	for _, s := range shares {
+		k := float64(s.e.Tuples)
+		tuples += s.e.Tuples
+		backlogged += s.e.Backlogged
+		own += k * s.e.OwnS
+		h := s.e.TakeS
+		if !math.IsNaN(s.e.SendS) {
+			h += s.e.SendS
+		}
+		hand += k * h
+		cst += k * s.e.CostS
+		sr += s.e.ServiceRate
+		srLo += s.e.ServiceLow
+		srHi += s.e.ServiceHigh
+		opArr += float64(s.arrivals)
+	}
+	r.Backlogged = int64(backlogged)
+	if tuples > 0 {
+		r.OwnUS, r.HandOffUS, r.CostUS = own/float64(tuples)*1e6, hand/float64(tuples)*1e6, cst/float64(tuples)*1e6
+		r.ServiceRate, r.ServiceRateLow, r.ServiceRateHigh = sr, srLo, srHi
+	}
+	if opArr > 0 {
+		c, lo, hi := math.Inf(1), math.NaN(), math.NaN()
+		for _, s := range shares {
+			if s.arrivals == 0 {
+				continue
+			}
+			f := float64(s.arrivals) / opArr
+			if v := s.e.Capacity / f; v < c {
+				c, lo, hi = v, s.e.CapacityLow/f, s.e.CapacityHigh/f
+			}
+		}
+		if !math.IsInf(c, 1) {
+			r.Capacity, r.CapacityLow, r.CapacityHigh = c, lo, hi
+			r.Headroom, r.Load = r.Capacity/r.ArrivalsPerS, r.ArrivalsPerS/r.Capacity
+		}
+	} else if len(shares) == 1 {
+		e := shares[0].e
+		r.Capacity, r.CapacityLow, r.CapacityHigh = e.Capacity, e.CapacityLow, e.CapacityHigh
 	}
 }
 
