@@ -22,10 +22,13 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Comparator;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
+import java.util.TreeSet;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -350,7 +353,7 @@ class DefaultSettingsTest {
         r.analysis = r.dir.resolve("analysis");
         long t = System.nanoTime();
         Process p = new ProcessBuilder(tool, "analyze", "--logs", r.logs.toString(), "--out", r.analysis.toString(),
-                "--no-durations").redirectErrorStream(true).redirectOutput(r.dir.resolve("analyze.txt").toFile()).start();
+                "--no-durations", "--trace", r.analysis.resolve("trace.json").toString()).redirectErrorStream(true).redirectOutput(r.dir.resolve("analyze.txt").toFile()).start();
         if (!p.waitFor(180, TimeUnit.SECONDS)) {
             p.destroyForcibly();
             fail("analyze of " + r.logs + " took more than 180 s");
@@ -398,6 +401,79 @@ class DefaultSettingsTest {
     // ---- the checks: issue 43's acceptance, against the split truth of the same run.
     // Each collects its failures over every run and subtask, so that one
     // failing run does not hide what the others showed.
+
+    /**
+     * Each Flink instance its own figures: every subtask-0 of the job's
+     * operators runs in one TaskManager, so node, pid and subtask index
+     * name no instance alone. Every instance row of capacity.csv (the whole
+     * run) has one box of its own in the report's topology, named
+     * OPERATOR#SUBTASK and showing that row's load, and one track of its
+     * own in the trace, whose slices are steps between its own channels.
+     */
+    @Test
+    void eachInstanceHasItsOwnBoxAndTrack() throws IOException {
+        List<String> failures = new ArrayList<>();
+        Pattern box = Pattern.compile("<g class=\"op\" data-name=\"([^\"]*)\" data-load=\"([^\"]*)\"");
+        Pattern thread = Pattern.compile("\\{\"args\":\\{\"name\":\"([^\"]*)\"\\},\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":(\\d+),\"tid\":(\\d+)");
+        Pattern slice = Pattern.compile("\\{\"name\":\"([^\"]*)\",\"cat\":\"compute\",\"ph\":\"X\",\"pid\":(\\d+),\"tid\":(\\d+),"
+                + "[^{]*\"args\":\\{\"tuple\":\\d+,\"from\":\"([^\"]*)\",\"to\":\"([^\"]*)\"");
+        for (Run r : runs) {
+            Map<String, List<String>> boxes = new HashMap<>();
+            Matcher m = box.matcher(Files.readString(r.analysis.resolve("report.html")));
+            while (m.find()) boxes.computeIfAbsent(m.group(1), k -> new ArrayList<>()).add(m.group(2));
+            String trace = Files.readString(r.analysis.resolve("trace.json"));
+            Map<String, Set<String>> tracks = new HashMap<>(); // instance -> its tracks (pid/tid)
+            Map<String, String> trackName = new HashMap<>();
+            m = thread.matcher(trace);
+            while (m.find()) {
+                String name = m.group(1).replaceFirst(" \\(\\d+\\)$", ""), track = m.group(2) + "/" + m.group(3);
+                tracks.computeIfAbsent(name, k -> new HashSet<>()).add(track);
+                trackName.put(track, name);
+            }
+            Map<String, Integer> slices = new HashMap<>();
+            int strays = 0;
+            m = slice.matcher(trace);
+            while (m.find()) {
+                String on = trackName.get(m.group(2) + "/" + m.group(3)), name = m.group(1);
+                if (!name.equals(on) || !ofInstance(m.group(4), name) || !ofInstance(m.group(5), name)) {
+                    if (strays++ < 3) failures.add(String.format("%s: a slice named %s from %s to %s on %s's track", r.label, name,
+                            m.group(4), m.group(5), on));
+                    continue;
+                }
+                slices.merge(name, 1, Integer::sum);
+            }
+            Set<String> instances = new TreeSet<>();
+            for (Map<String, String> row : r.capacity) {
+                if (!row.get("level").equals("instance") || !row.get("window").equals("-1") || !row.get("method").equals("in/out")) continue;
+                String label = row.get("instance"), name = row.get("operator") + "#" + label.substring(label.lastIndexOf('/') + 1);
+                instances.add(name);
+                List<String> b = boxes.getOrDefault(name, List.of());
+                double load = number(row.get("load"));
+                String want = Double.isNaN(load) ? "" : String.format(Locale.ROOT, "%.4f", load);
+                if (b.size() != 1) {
+                    failures.add(String.format("%s: %d boxes named %s in report.html (boxes: %s)", r.label, b.size(), name, boxes.keySet()));
+                } else if (!b.get(0).equals(want)) {
+                    failures.add(String.format("%s: %s's box shows load %s, its row of capacity.csv %s", r.label, name, b.get(0), want));
+                }
+                if (tracks.getOrDefault(name, Set.of()).isEmpty()) {
+                    failures.add(String.format("%s: no track named %s in trace.json (tracks: %s)", r.label, name, tracks.keySet()));
+                } else if (slices.getOrDefault(name, 0) == 0) {
+                    failures.add(String.format("%s: no slice of %s's own on its track", r.label, name));
+                }
+            }
+            Set<String> hashes = new TreeSet<>();
+            for (int i = 0; i < P; i++) hashes.add(HashJob.HASH + "#" + i);
+            if (!instances.containsAll(hashes)) failures.add(r.label + ": capacity.csv's instances " + instances + " lack one of " + hashes);
+            say(String.format("  %s: %d instances, each its own box and track; slices per track %s", r.label, instances.size(),
+                    new java.util.TreeMap<>(slices)));
+        }
+        failIfAny("each instance its own box and track", failures);
+    }
+
+    /** Whether a trace's channel label ("NODE/OPERATOR#SUBTASK ROLE") is one of instance name's channels. */
+    static boolean ofInstance(String channel, String name) {
+        return channel.substring(channel.indexOf('/') + 1).startsWith(name + " ");
+    }
 
     /** In every run, analyze names 2-hash the bottleneck: capacity.csv's bottleneck column and summary.txt's verdict. */
     @Test
