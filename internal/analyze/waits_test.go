@@ -136,4 +136,16 @@ func TestCapacityBelowWhatItCarriedIsContradicted(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(summary), "Bottleneck: not named: op has the lowest capacity")
 	require.NotContains(t, string(summary), "Highest sustainable source rate")
+	// Named nowhere else either: the row's bottleneck column, the text's
+	// table, the report's capacity section.
+	op := capRow(t, rows, "operator", "op", "", -1, capacity.MethodInOut)
+	require.False(t, op.Bottleneck, "the operator row's bottleneck column")
+	require.Empty(t, res.Capacity.Bottleneck)
+	csv, err := os.ReadFile(filepath.Join(dir, "out", "capacity.csv"))
+	require.NoError(t, err)
+	require.NotContains(t, string(csv), ",true,", "a row of capacity.csv marked the bottleneck")
+	page, err := os.ReadFile(filepath.Join(dir, "out", "report.html"))
+	require.NoError(t, err)
+	require.True(t, strings.Contains(string(page), "<p>Bottleneck: not named: op has the lowest capacity"), "the report's capacity section")
+	require.False(t, strings.Contains(string(page), "<p>Bottleneck: <b>"), "the report's capacity section names it")
 }

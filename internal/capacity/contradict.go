@@ -113,7 +113,12 @@ func (m *maker) contradictions() {
 		}
 	}
 	if len(why) > 0 {
+		// Named nowhere: not in the row's bottleneck column, the text's
+		// table, the report's capacity section, nor the highest source
+		// rate the topology sustains, which is its.
 		m.res.BottleneckDoubt = fmt.Sprintf("%s has the lowest capacity, but the run contradicts it: %s", m.res.Bottleneck, strings.Join(why, "; "))
+		m.res.Rows[m.opRow[oi]].Bottleneck = false
+		m.res.Bottleneck, m.res.MaxSource = "", math.NaN()
 	}
 }
 

@@ -207,3 +207,16 @@ func TestInstancesOfOperatorsInOneProcess(t *testing.T) {
 		require.True(t, strings.Contains(page, want), "the page has %s", want)
 	}
 }
+
+// A capacity from its own work alone is an upper bound: its box says the
+// capacity is at most that and the load at least.
+func TestUpperBoundCapacityInItsBox(t *testing.T) {
+	in := handInput()
+	in.Capacity.Rows[0].Note = "taking the next tuple is not measured (never backlogged), so the capacity is an upper bound"
+	var b strings.Builder
+	require.NoError(t, WriteHTML(&b, in))
+	topo := b.String()[strings.Index(b.String(), `<svg class="topology"`):]
+	topo = topo[:strings.Index(topo, "</svg>")]
+	require.True(t, strings.Contains(topo, "load ≥0.97 · ≤"), "the bound's box line")
+	require.False(t, strings.Contains(topo, "load ≤"), "a load at most")
+}

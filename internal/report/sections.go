@@ -72,6 +72,8 @@ func capacityHTML(b *strings.Builder, r *Input) {
 			fmt.Fprintf(b, " While %s was saturated (%d of %d windows) it took %s tuples/s, %s/s at the source.", esc(c.Bottleneck), c.Saturated, c.Windows.N, rate(c.CarriedRate), rate(c.CarriedSource))
 		}
 		b.WriteString("</p>")
+	} else if c.BottleneckDoubt != "" {
+		fmt.Fprintf(b, "<p>Bottleneck: not named: %s.</p>", esc(c.BottleneckDoubt))
 	} else {
 		b.WriteString("<p>No bottleneck found: no operator has both a capacity and arrivals (mark its in and out).</p>")
 	}

@@ -195,14 +195,15 @@ func topologyHTML(b *strings.Builder, in *Input) {
 		var l []string
 		if x := states[t].row; x != nil && !math.IsNaN(states[t].load) {
 			// A capacity from its own work alone (it never took a queued
-			// tuple: an operator chained behind its source) is a bound.
-			le, ge := "", ""
+			// tuple: an operator chained behind its source) is an upper
+			// bound, and the load from it a lower one.
+			atLeast, atMost := "", ""
 			if strings.Contains(x.Note, "capacity is an upper bound") {
-				le, ge = "≤", "≥"
+				atLeast, atMost = "≥", "≤"
 			}
-			s := fmt.Sprintf("load %s%.2f", le, states[t].load)
+			s := fmt.Sprintf("load %s%.2f", atLeast, states[t].load)
 			if !math.IsNaN(x.Capacity) {
-				s += " · " + ge + rate3(x.Capacity) + "/s"
+				s += " · " + atMost + rate3(x.Capacity) + "/s"
 			}
 			l = append(l, s)
 			if x.BlockedShare >= backpressureShare {
