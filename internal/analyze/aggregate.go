@@ -402,7 +402,7 @@ func (w *worker) reusedID(order []radixKey) {
 	first := w.sorted[:0]
 	var e event
 	for k := range order {
-		e = order[k].event()
+		e = order[k].event(w.a.notesWaits)
 		w.a.model.TranslateInto(&e.tr, w.a.chNode[e.ch], e.tsc)
 		v := e.tr.Value(w.a.model)
 		e.est, e.err = v.Est, v.Err

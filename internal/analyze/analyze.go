@@ -214,11 +214,9 @@ type analysis struct {
 	tl         timelineState      // the report's aggregates over time and the trace's sample (timeline.go)
 	// per channel, its smallest and largest TSC (decode): the run's span
 	tscMin, tscMax []uint64
-	// Per channel: its records note its thread's waits (logfile.Header.Waits),
-	// and the raw counters of those that followed a wait, ascending
-	// (decodeFile; the critical path's walk and the cost model read them).
+	// Per channel: its records note its thread's waits (logfile.Header.Waits;
+	// each record's note travels with it through the spill, decodeFile).
 	notesWaits []bool
-	waited     [][]uint64
 	// per channel, the records decoded
 	chanRecords []uint64
 	// per channel, its TSC's largest step back (decode; contradict.go)
@@ -339,7 +337,7 @@ func newAnalysis(cfg Config, model *minrtt.Model, chans []*Channel, res *Result)
 	a.linkReturnLogs()
 	a.indexChannels()
 	a.tscMin, a.tscMax = make([]uint64, len(chans)), make([]uint64, len(chans))
-	a.notesWaits, a.waited = make([]bool, len(chans)), make([][]uint64, len(chans))
+	a.notesWaits = make([]bool, len(chans))
 	for i := range a.tscMin {
 		a.tscMin[i] = math.MaxUint64
 	}

@@ -172,7 +172,7 @@ func (a *analysis) newCritPath(rank []int) (*critpath.Analysis, error) {
 	for i, c := range a.chans {
 		inst, role := plan.Role(i)
 		chans[i] = critpath.Channel{Inst: inst, Role: role, Proc: a.procOf[i], Name: c.Name,
-			Waits: a.notesWaits[i], Waited: a.waited[i]}
+			Waits: a.notesWaits[i]}
 	}
 	if a.cp.fast {
 		for i := range chans {

@@ -2,7 +2,6 @@ package analyze
 
 import (
 	"math"
-	"slices"
 	"os"
 	"sort"
 	"sync"
@@ -124,23 +123,31 @@ func (a *analysis) decodeFile(ch int, pw *partWriter, alias lineageMap, tokens c
 		dep = a.cp.deps[ch]
 	}
 	remap := len(alias) > 0 // once per file: no lineage, no lookup
+	// A record that followed a wait of its thread goes to the spill with
+	// the file's own mark of it, bit 63 of its counter (logfile.WaitedBit;
+	// a counter never reaches it): the join takes it off again
+	// (radixKey.event), so that the flag costs no memory of its own.
 	notes := lf.Header.Waits != ""
-	var waited []uint64
-	err = lf.RecordBatches(func(rs []logfile.Record) error {
-		if notes {
-			for _, r := range rs {
-				if r.Waited {
-					waited = append(waited, r.TSC)
-				}
-			}
+	mark := func(r *logfile.Record) uint64 {
+		if r.Waited {
+			return r.TSC | logfile.WaitedBit
 		}
+		return r.TSC
+	}
+	err = lf.RecordBatches(func(rs []logfile.Record) error {
 		if remap {
-			for _, r := range rs {
-				id := r.TupleID
+			for i := range rs {
+				id := rs[i].TupleID
 				if in, ok := alias[id]; ok {
 					id = in
 				}
-				if err := pw.add(id, r.TSC); err != nil {
+				if err := pw.add(id, mark(&rs[i])); err != nil {
+					return err
+				}
+			}
+		} else if notes {
+			for i := range rs {
+				if err := pw.add(rs[i].TupleID, mark(&rs[i])); err != nil {
 					return err
 				}
 			}
@@ -165,10 +172,7 @@ func (a *analysis) decodeFile(ch int, pw *partWriter, alias lineageMap, tokens c
 		return nil
 	})
 	a.tscMin[ch], a.tscMax[ch], a.stepBack[ch] = lo, hi, back
-	if notes {
-		slices.Sort(waited)
-		a.notesWaits[ch], a.waited[ch] = true, waited
-	}
+	a.notesWaits[ch] = notes
 	return n, c.readDone(lf, err)
 }
 

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"cloudprofiler/internal/logfile"
 	"cloudprofiler/internal/results"
 	"cloudprofiler/minrtt"
 )
@@ -432,10 +433,15 @@ func (a *analysis) writeExportParts(ps *partitions, out, stem string, parts int)
 							return err
 						}
 						for i := range d.id {
-							ch := d.ch[i]
-							a.model.TranslateInto(&tr, a.chNode[ch], d.tsc[i])
+							// The note of a wait stays behind: the parts
+							// have no cost model for it to serve (docs/spark.md).
+							ch, tsc := d.ch[i], d.tsc[i]
+							if a.notesWaits[ch] {
+								tsc &^= logfile.WaitedBit
+							}
+							a.model.TranslateInto(&tr, a.chNode[ch], tsc)
 							v := tr.Value(a.model)
-							rows = append(rows, ExportRow{TupleID: d.id[i], TSC: int64(d.tsc[i]), Channel: labels[ch], ChannelKey: keys[ch], EstCycles: v.Est, ErrCycles: v.Err})
+							rows = append(rows, ExportRow{TupleID: d.id[i], TSC: int64(tsc), Channel: labels[ch], ChannelKey: keys[ch], EstCycles: v.Est, ErrCycles: v.Err})
 							if len(rows) == cap(rows) {
 								if err := w.Write(rows); err != nil {
 									return err

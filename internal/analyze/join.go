@@ -2,6 +2,8 @@ package analyze
 
 import (
 	"math/bits"
+
+	"cloudprofiler/internal/logfile"
 )
 
 // Stage 4 of the pipeline (pipeline.go): the join. A partition's records
@@ -24,8 +26,16 @@ type radixKey struct {
 // id is the record's tuple id.
 func (x *radixKey) id() int64 { return int64(x.k ^ (1 << 63)) }
 
-// event is the record as the join hands it on.
-func (x *radixKey) event() event { return event{id: x.id(), tsc: x.tsc, ch: x.ch} }
+// event is the record as the join hands it on: its counter, and whether
+// it followed a wait of its thread (on a channel that notes them, notes[ch],
+// the spill keeps that in the counter's bit 63, decode.go; elsewhere bit 63
+// is the counter's own).
+func (x *radixKey) event(notes []bool) event {
+	if notes[x.ch] {
+		return event{id: x.id(), tsc: x.tsc &^ logfile.WaitedBit, ch: x.ch, waited: x.tsc&logfile.WaitedBit != 0}
+	}
+	return event{id: x.id(), tsc: x.tsc, ch: x.ch}
+}
 
 // grouper sorts partitions by id, reusing its arrays.
 type grouper struct {
@@ -146,7 +156,7 @@ func (w *worker) joinPartition(d *partData, fn func([]event) error) error {
 		}
 		w.evs = w.evs[:0]
 		for k := range order[s:e] {
-			w.evs = append(w.evs, order[s+k].event())
+			w.evs = append(w.evs, order[s+k].event(w.a.notesWaits))
 		}
 		if err := fn(w.evs); err != nil {
 			return err

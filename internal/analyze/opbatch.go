@@ -32,7 +32,7 @@ type opTuple struct {
 // the end-to-end bound.
 func (b *opBatch) add(w *worker, ana []event, errs []float64, e2eErr float64) error {
 	for k := range ana {
-		b.evs = append(b.evs, critpath.Event{Ch: ana[k].ch, Est: ana[k].est, Err: errs[k], Raw: ana[k].tsc})
+		b.evs = append(b.evs, critpath.Event{Ch: ana[k].ch, Waited: ana[k].waited, Est: ana[k].est, Err: errs[k], Raw: ana[k].tsc})
 	}
 	b.tuples = append(b.tuples, opTuple{id: ana[0].id, end: len(b.evs), e2eErr: e2eErr})
 	if len(b.tuples) < opBatchTuples {

@@ -281,7 +281,7 @@ const spillPrefix = "cp-spill-"
 // partData is one partition's records, read back for the join.
 type partData struct {
 	id  []int64
-	tsc []uint64
+	tsc []uint64 // on a channel that notes waits, bit 63 set where the record followed one (decode.go)
 	ch  []uint32
 	buf []byte // a spilled block, decoded
 	enc []byte // and as it was read

@@ -15,12 +15,13 @@ import (
 
 // event is one tuple record of one channel, on its way through the join.
 type event struct {
-	id  int64
-	tsc uint64
-	ch  uint32  // index into the analysis's channels
-	est float64 // reference TSC estimate (relative to the model's origin)
-	err float64 // and its bound
-	tr  minrtt.Translated
+	id     int64
+	tsc    uint64
+	ch     uint32  // index into the analysis's channels
+	waited bool    // the instance's thread waited since its previous mark (a marked channel that notes waits)
+	est    float64 // reference TSC estimate (relative to the model's origin)
+	err    float64 // and its bound
+	tr     minrtt.Translated
 }
 
 // translate fills est and err of a tuple's records and returns them

@@ -26,17 +26,8 @@ type Channel struct {
 	// previous departure is its estimate less (raw in - raw departure) * Rate.
 	Rate float64
 	// Waits: its records say whether the instance's thread waited since
-	// the instance's previous mark (logfile.Header.Waits); Waited holds the
-	// raw counters of those that did, ascending.
-	Waits  bool
-	Waited []uint64
-}
-
-// waited says whether the channel's record at raw counter t followed a wait
-// of its thread.
-func (c *Channel) waited(t uint64) bool {
-	_, ok := slices.BinarySearch(c.Waited, t)
-	return ok
+	// the instance's previous mark (logfile.Header.Waits; Event.Waited).
+	Waits bool
 }
 
 // Instance is one operator instance (a worker).
@@ -81,10 +72,11 @@ type Config struct {
 // in the reference counter, and the strict bound of the hop from the
 // previous record to it (0 for the first).
 type Event struct {
-	Ch  uint32
-	Est float64
-	Err float64
-	Raw uint64 // the record's counter, in its node's clock (Config.Fast)
+	Ch     uint32
+	Waited bool // its instance's thread waited since its previous mark (on a channel that Waits)
+	Est    float64
+	Err    float64
+	Raw    uint64 // the record's counter, in its node's clock (Config.Fast)
 }
 
 // Visit is a tuple's visit to an operator instance that marks its in, as
@@ -431,10 +423,10 @@ func (c *Collector) Tuple(evs []Event, e2eErr float64) error {
 		*v = Visit{In: p[i], Out: p[sv.out], Dep: p[sv.end], Bucket: vb, Inst: sv.inst, Up: sv.up, Link: sv.link, Next: sv.next, D: noD}
 		if ci := &a.cfg.Chans[evs[i].Ch]; ci.Waits {
 			v.Waits = visitNotes
-			if ci.waited(evs[i].Raw) {
+			if evs[i].Waited {
 				v.Waits |= visitWaitedIn
 			}
-			if ce := &a.cfg.Chans[evs[sv.end].Ch]; ce.Role == capacity.RoleSent && ce.waited(evs[sv.end].Raw) {
+			if ce := &a.cfg.Chans[evs[sv.end].Ch]; ce.Role == capacity.RoleSent && evs[sv.end].Waited {
 				v.Waits |= visitWaitedSent
 			}
 		}

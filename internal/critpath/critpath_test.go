@@ -42,7 +42,7 @@ func sim(t *testing.T, n int, gap, costA, costB, tr int64, mem int64) (*Result, 
 		bout := bin + costB
 		freeB = bout
 		sink := bout + tr
-		evs := []Event{{0, float64(s), 0, 0}, {1, float64(ain), 0, 0}, {2, float64(aout), 0, 0}, {3, float64(bin), 0, 0}, {4, float64(bout), 0, 0}, {5, float64(sink), 5, 0}}
+		evs := []Event{{0, false, float64(s), 0, 0}, {1, false, float64(ain), 0, 0}, {2, false, float64(aout), 0, 0}, {3, false, float64(bin), 0, 0}, {4, false, float64(bout), 0, 0}, {5, false, float64(sink), 5, 0}}
 		require.NoError(t, cols[i%2].Tuple(evs, 5))
 	}
 	res, err := a.Finish(1000)
@@ -152,7 +152,7 @@ func TestBackpressureQueueChargedToTheBusyOperator(t *testing.T) {
 		bin[i] = max(sent+1, freeB)
 		bout := bin[i] + costB
 		freeB = bout
-		evs := []Event{{0, float64(s), 0, 0}, {1, float64(ain), 0, 0}, {2, float64(aout), 0, 0}, {3, float64(sent), 0, 0}, {4, float64(bin[i]), 0, 0}, {5, float64(bout), 0, 0}}
+		evs := []Event{{0, false, float64(s), 0, 0}, {1, false, float64(ain), 0, 0}, {2, false, float64(aout), 0, 0}, {3, false, float64(sent), 0, 0}, {4, false, float64(bin[i]), 0, 0}, {5, false, float64(bout), 0, 0}}
 		require.NoError(t, c.Tuple(evs, 0))
 	}
 	res, err := a.Finish(1000)
@@ -182,7 +182,7 @@ func TestHandOffLoggedAfterTheIn(t *testing.T) {
 		bin := aout + 3
 		sent := bin + 7 // after B's in
 		bout := bin + 20
-		evs := []Event{{0, float64(s), 0, 0}, {1, float64(ain), 0, 0}, {2, float64(aout), 0, 0}, {3, float64(sent), 0, 0}, {4, float64(bin), 0, 0}, {5, float64(bout), 0, 0}}
+		evs := []Event{{0, false, float64(s), 0, 0}, {1, false, float64(ain), 0, 0}, {2, false, float64(aout), 0, 0}, {3, false, float64(sent), 0, 0}, {4, false, float64(bin), 0, 0}, {5, false, float64(bout), 0, 0}}
 		require.NoError(t, c.Tuple(evs, 0))
 	}
 	res, err := a.Finish(1000)
@@ -239,7 +239,7 @@ func TestLastInstanceWaitsAtSliceEnd(t *testing.T) {
 			bin := max(s+2, freeB)
 			bout := bin + 30
 			freeB = bout
-			evs := []Event{{0, float64(s), 0, 0}, {1, float64(bin), 0, 0}, {2, float64(bout), 0, 0}, {3, float64(bout + 5), 0, 0}}
+			evs := []Event{{0, false, float64(s), 0, 0}, {1, false, float64(bin), 0, 0}, {2, false, float64(bout), 0, 0}, {3, false, float64(bout + 5), 0, 0}}
 			require.NoError(t, c.Tuple(evs, 0))
 		}
 		res, err := a.Finish(1000)
