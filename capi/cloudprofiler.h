@@ -309,9 +309,13 @@ typedef struct {
   int64_t visits;         /* its ins so far */
   double busy_s;          /* seconds its thread worked on its tuples: every in to out, and every
                              out to sent and departure to next in that its thread did not wait
-                             in (the analysis's cost model: own work, send, take). Over an
-                             interval, visits / busy_s is what it takes a second while it has a
-                             backlog, its capacity, as analyze measures it afterwards */
+                             in (the analysis's cost model: own work, send, take), but for a gap
+                             before an in in which another instance marked on the thread (an
+                             upstream operator chained in it: its work). Over an
+                             interval it had a backlog in, visits / busy_s is what it takes a
+                             second, its capacity, as analyze measures it afterwards (analyze
+                             takes only the gaps whose tuple was handed off by the departure:
+                             a thread that polls for input instead of waiting reads fast here) */
 } cp_mark_stats_t;
 
 /* Error codes. */
@@ -424,8 +428,8 @@ int32_t CP_ServiceRate(int64_t ch, cp_service_rate_t *out);
  * its instance's thread waited since the instance's previous mark (header
  * "waits"; CP_WAITS=off turns it off). CP_MarkStats: what the instance did
  * so far, into *out; two calls an interval apart give its capacity over
- * the interval (delta visits / delta busy_s). Enters Go (about 0.1 us): not
- * for every event. Returns 0, CP_ERR_BAD_HANDLE, CP_ERR_CLOSED,
+ * the interval (delta visits / delta busy_s). Enters Go (a C call into Go:
+ * about 0.1 us; FACTS.md): not for every event. Returns 0, CP_ERR_BAD_HANDLE, CP_ERR_CLOSED,
  * CP_ERR_BAD_ARG_VALUE (out NULL) or CP_ERR_BAD_HANDLER (not such a
  * channel). */
 int32_t CP_MarkStats(int64_t ch, cp_mark_stats_t *out);

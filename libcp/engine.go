@@ -216,12 +216,12 @@ type channel struct {
 	medBuf unsafe.Pointer
 
 	// FOX_START, FOX_END and the return log (fox.go)
-	fox    *foxOpen
+	fox *foxOpen
 	// a marked channel that notes its thread's waits (marks.go; nil: none)
 	mark     *markedInstance
 	markRole C.int32_t
-	retLog *channel // FOX_START: its return log
-	recv   *foxRecv // the return log: the ReTACK receiver
+	retLog   *channel // FOX_START: its return log
+	recv     *foxRecv // the return log: the ReTACK receiver
 }
 
 var (

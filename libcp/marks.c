@@ -11,7 +11,11 @@
 // downstream, in a sleep) gives the CPU up, and its voluntary context
 // switches go up by one (getrusage's ru_nvcsw). A thread preempted while it
 // works switches involuntarily (ru_nivcsw): that is time the instance pays
-// on a shared machine, and stays its cost.
+// on a shared machine, and stays its cost. A thread that waits by spinning
+// or by sched_yield (no voluntary switch on Linux) looks as if it worked:
+// Flink's task threads and Storm's executors park, Storm's after up to
+// 1,000 yields (its progressive wait strategy), which the analysis leaves
+// out where the tuple came after the departure (Visit.workedFrom).
 //
 // So each mark reads the thread's voluntary switches and compares them with
 // the count at the instance's previous mark; when they differ, or the mark
@@ -83,8 +87,9 @@ void cp_gc_end(void) {
   atomic_fetch_add_explicit(&cp_gc_count, 1, memory_order_release);
 }
 
-// The thread's count as of its last look, and (without rseq) when that was.
-static __thread uint64_t tl_switches, tl_last;
+// The thread's count as of its last look, and (without rseq) when that was;
+// the TSC of its latest mark of any instance (tl_mark).
+static __thread uint64_t tl_switches, tl_last, tl_mark;
 static __thread int tl_valid;
 
 static inline _Atomic uint64_t *rseq_cs_ptr(void) {
@@ -161,8 +166,21 @@ uint64_t cp_mark_tsc(struct cp_mark *m, int32_t role, uint64_t t) {
   // What it did since its previous mark, as the cost model counts it: its
   // own work (to an out) whatever happened in it; a send or a take only
   // when its thread never gave the CPU up (else it waited for room or for
-  // input). A single writer per instance: plain loads and stores.
-  if (same && t > last && (role == CP_MARK_OUT || !waited))
+  // input). No take where another instance marked on this thread since
+  // this one's previous mark: operators chained in one thread (Flink's
+  // chaining), whose gap before an in is their upstream's work on the
+  // next tuple, then a call (critpath's Visit.workedFrom: the tuple's
+  // hand-off, the upstream's departure, comes after the chained in). A
+  // send keeps what it called (the chained operators' work is what its
+  // collect cost it). One thread marks an instance (its task's, its executor's):
+  // plain loads and stores, no atomic add on every mark. A Storm bolt that
+  // emits from a thread of its own marks outs there too (MarkingHook): a
+  // mark on another thread than the previous one adds nothing (same is
+  // false), and two that overlap may lose one gap of busy, in the live
+  // figures only (the records are the channel's, whole).
+  int chained = role == CP_MARK_IN && tl_mark > last;
+  tl_mark = t;
+  if (same && t > last && (role == CP_MARK_OUT || !waited) && !chained)
     atomic_store_explicit(&m->busy, atomic_load_explicit(&m->busy, memory_order_relaxed) + (t - last), memory_order_relaxed);
   if (role == CP_MARK_IN)
     atomic_store_explicit(&m->visits, atomic_load_explicit(&m->visits, memory_order_relaxed) + 1, memory_order_relaxed);

@@ -8,6 +8,7 @@ import "C"
 
 import (
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -67,7 +68,24 @@ func waitsWanted0() int {
 // initMarks sets the mode in effect (initLibrary, once, before any
 // channel exists).
 func initMarks() {
-	C.cp_marks_init(C.int(cfg.waits), C.double(freq.Hz/1e9))
+	got := int(C.cp_marks_init(C.int(cfg.waits), C.double(freq.Hz/1e9)))
+	if cfg.waits == waitsRSEQ && got != waitsRSEQ {
+		waitsUnavailable = "this kernel or C library gives the library no restartable sequences (rseq: Linux 4.18 and glibc 2.35 or later), " +
+			"so marked channels note no waits of their threads: capacity falls back to the order of the marks, and the engines' capacity gauges stay NaN " +
+			"(CP_WAITS=getrusage notes them at 130-500 ns a mark)"
+	}
+}
+
+// waitsUnavailable says why the default notes of waits are off ("": they
+// are not, or CP_WAITS turned them off); said once, at the first marked
+// channel's open (warnNoWaits).
+var (
+	waitsUnavailable string
+	noWaitsWarned    sync.Once
+)
+
+func warnNoWaits() {
+	noWaitsWarned.Do(func() { fmt.Fprintln(os.Stderr, "cloudprofiler: warning:", waitsUnavailable) })
 }
 
 // waitsName is the mode in effect, as file headers say it
@@ -86,11 +104,17 @@ func waitsName() string {
 // out or sent on a buffered handler) and the role (CP_MARK_*), nil when it
 // marks none or notes no waits.
 func markOf(name string, h handlers.Type) (*markedInstance, C.int32_t) {
-	if C.cp_waits_mode == C.CP_WAITS_OFF || (h != handlers.BufferIdentity && h != handlers.BufferIdentityComp) {
+	if h != handlers.BufferIdentity && h != handlers.BufferIdentityComp {
 		return nil, 0
 	}
 	m, ok := marking.ParseName(name)
 	if !ok || !m.Role.Tuple() {
+		return nil, 0
+	}
+	if C.cp_waits_mode == C.CP_WAITS_OFF {
+		if waitsUnavailable != "" {
+			warnNoWaits()
+		}
 		return nil, 0
 	}
 	role := map[marking.Role]C.int32_t{marking.RoleIn: C.CP_MARK_IN, marking.RoleOut: C.CP_MARK_OUT, marking.RoleSent: C.CP_MARK_SENT}[m.Role]
@@ -116,7 +140,11 @@ func markStats(h int64) (visits uint64, busy float64, err error) {
 		return 0, 0, err
 	}
 	if c.mark == nil {
-		return 0, 0, fail(C.CP_ERR_BAD_HANDLER, "channel %q notes no waits: not a marked in, out or sent of a buffered handler, or CP_WAITS=off", c.name)
+		why := "not a marked in, out or sent of a buffered handler, or CP_WAITS=off"
+		if waitsUnavailable != "" {
+			why = waitsUnavailable
+		}
+		return 0, 0, fail(C.CP_ERR_BAD_HANDLER, "channel %q notes no waits: %s", c.name, why)
 	}
 	m := c.mark.c
 	visits = atomic.LoadUint64((*uint64)(unsafe.Pointer(&m.visits)))

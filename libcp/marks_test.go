@@ -46,8 +46,8 @@ func TestMarksNoteTheirThreadsWaits(t *testing.T) {
 				inWaited, outWaited  bool
 			}
 			steps := []step{
-				{inWaited: true},                    // the instance's first mark: no earlier count
-				{},                                  // back to back
+				{inWaited: true}, // the instance's first mark: no earlier count
+				{},               // back to back
 				{sleepBefore: time.Millisecond, inWaited: true},
 				{},
 				{sleepIn: time.Millisecond, outWaited: true},
@@ -112,5 +112,40 @@ func TestMarksNoteTheirThreadsWaits(t *testing.T) {
 				require.False(t, r.Waited)
 			}
 		})
+	}
+}
+
+// Operators chained in one thread: b's gap before its in holds a's work on
+// the next tuple (a marked in it), no work of b's; a's send holds b's call.
+// b's busy is its own work, a's the thread's.
+func TestMarksOfChainedOperators(t *testing.T) {
+	require.NoError(t, initLibrary())
+	if mode := setWaitsMode(waitsWanted0()); mode == waitsOff {
+		t.Skip("no notes of waits here")
+	}
+	markRuns++
+	a, b := fmt.Sprintf("chaina%d#0", markRuns), fmt.Sprintf("chainb%d#0", markRuns)
+	ain, _ := open(t, a+" in", logfile.ZstdTSC, handlers.BufferIdentity)
+	aout, _ := open(t, a+" out", logfile.ZstdTSC, handlers.BufferIdentity)
+	asent, _ := open(t, a+" sent", logfile.ZstdTSC, handlers.BufferIdentity)
+	bin, _ := open(t, b+" in", logfile.ZstdTSC, handlers.BufferIdentity)
+	bout, _ := open(t, b+" out", logfile.ZstdTSC, handlers.BufferIdentity)
+	const n = 2000
+	aWork, bWork := uint64(20e-6*freq.Hz), uint64(2e-6*freq.Hz)
+	runtime.LockOSThread()
+	require.Zero(t, chainC(ain, aout, asent, bin, bout, n, aWork, bWork))
+	runtime.UnlockOSThread()
+	av, abusy, err := markStats(ain)
+	require.NoError(t, err)
+	bv, bbusy, err := markStats(bin)
+	require.NoError(t, err)
+	t.Logf("a: %d visits, busy %.2f ms; b: %d visits, busy %.2f ms (own work %.2f ms)", av, abusy*1e3, bv, bbusy*1e3, n*float64(bWork)/freq.Hz*1e3)
+	require.Equal(t, uint64(n), av)
+	require.Equal(t, uint64(n), bv)
+	require.GreaterOrEqual(t, bbusy, n*float64(bWork)/freq.Hz)
+	require.GreaterOrEqual(t, abusy, n*float64(aWork+bWork)/freq.Hz, "a's send holds b's call")
+	require.Less(t, bbusy, 0.3*abusy, "b's busy holds a's work")
+	for _, h := range []int64{ain, aout, asent, bin, bout} {
+		require.NoError(t, closeChannel(h, "test"))
 	}
 }

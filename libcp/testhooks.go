@@ -56,6 +56,27 @@ static int32_t cp_test_visits(int64_t in, int64_t out, int64_t other, int64_t fi
   return 0;
 }
 
+// Two operators chained in one thread, as Flink chains them: for each i,
+// a's in, a_cycles of a's work, a's out, then b (called from a's hand-off):
+// b's in, b_cycles of b's work, b's out, and a's sent as the call returns.
+// The first error, else 0.
+static int32_t cp_test_chain(int64_t ain, int64_t aout, int64_t asent, int64_t bin, int64_t bout, int n,
+                             uint64_t a_cycles, uint64_t b_cycles) {
+  for (int i = 0; i < n; i++) {
+    int32_t rc = LogTS(ain, i);
+    uint64_t t0 = cp_tsc_now();
+    while (cp_tsc_now() - t0 < a_cycles) {}
+    if (rc == 0) rc = LogTS(aout, i);
+    if (rc == 0) rc = LogTS(bin, i);
+    t0 = cp_tsc_now();
+    while (cp_tsc_now() - t0 < b_cycles) {}
+    if (rc == 0) rc = LogTS(bout, i);
+    if (rc == 0) rc = LogTS(asent, i);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
 // A burst from C, as a logging thread makes one: n LogTS calls with ids
 // first, first+1, ...; the first error, else 0.
 static int32_t cp_test_burst(int64_t ch, int64_t first, int64_t n) {
@@ -88,6 +109,11 @@ func visitsC(in, out, other, first int64, cycles []uint64, before, sleep []time.
 	}
 	return int32(C.cp_test_visits(C.int64_t(in), C.int64_t(out), C.int64_t(other), C.int64_t(first), C.int(n),
 		(*C.uint64_t)(unsafe.Pointer(&cycles[0])), (*C.int64_t)(unsafe.Pointer(&b[0])), (*C.int64_t)(unsafe.Pointer(&sl[0]))))
+}
+
+func chainC(ain, aout, asent, bin, bout int64, n int, aCycles, bCycles uint64) int32 {
+	return int32(C.cp_test_chain(C.int64_t(ain), C.int64_t(aout), C.int64_t(asent), C.int64_t(bin), C.int64_t(bout), C.int(n),
+		C.uint64_t(aCycles), C.uint64_t(bCycles)))
 }
 
 // setWaitsMode sets the way marks see their thread's waits, as

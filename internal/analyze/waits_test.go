@@ -149,3 +149,61 @@ func TestCapacityBelowWhatItCarriedIsContradicted(t *testing.T) {
 	require.True(t, strings.Contains(string(page), "<p>Bottleneck: not named: op has the lowest capacity"), "the report's capacity section")
 	require.False(t, strings.Contains(string(page), "<p>Bottleneck: <b>"), "the report's capacity section names it")
 }
+
+// Operators chained in one thread, as Flink chains a filter behind a keyed
+// function: the thread takes a tuple (5 us, no wait: backlogged), "work"
+// works on it 40 us, marks out, calls the chained "keep" (in 1 us later,
+// 2 us of its own, out) and returns (sent, 2 us after). keep's tuple comes
+// from a call: the gap from its previous departure to its in holds work's
+// 46 us on the next tuple, no work of keep's, and its hand-off (work's
+// departure, sent) comes after its in. Its busy share is its own work's
+// share of the run, 2 us of every 50 (it was 0.97 of a Flink run where it
+// was 0.02); work's is the thread's, keep's call in its send, as in its
+// capacity.
+func TestChainedOperatorsBusyShare(t *testing.T) {
+	dir := t.TempDir()
+	logs := filepath.Join(dir, "logs")
+	require.NoError(t, os.MkdirAll(logs, 0o755))
+	node := simNode{"a", 2.4e9, 1e9}
+	const n = 20000
+	var src, win, wout, wsent, kin, kout []string
+	at := 1.0
+	for i := 0; i < n; i++ {
+		src = append(src, fmt.Sprintf("%d,%d", i, node.at(at-1e-6))) // handed off just before work's previous departure
+		at += 5e-6
+		win = append(win, fmt.Sprintf("%d,%d", i, node.at(at)))
+		at += 40e-6
+		wout = append(wout, fmt.Sprintf("%d,%d", i, node.at(at)))
+		at += 1e-6
+		kin = append(kin, fmt.Sprintf("%d,%d", i, node.at(at)))
+		at += 2e-6
+		kout = append(kout, fmt.Sprintf("%d,%d", i, node.at(at)))
+		at += 2e-6
+		wsent = append(wsent, fmt.Sprintf("%d,%d", i, node.at(at)))
+	}
+	hdr := func(ch int, name string) logfile.Header {
+		h := logfile.Header{Node: "a", Host: "h", PID: 10, Channel: ch, Name: name, Handler: "BUFFER_IDENTITY", TSCHz: node.hz}
+		if name != "src out" {
+			h.Waits = "rseq"
+		}
+		return h
+	}
+	writeASCII(t, logs, hdr(1, "src out"), src)
+	writeASCII(t, logs, hdr(2, "work in"), win)
+	writeASCII(t, logs, hdr(3, "work out"), wout)
+	writeASCII(t, logs, hdr(4, "work sent"), wsent)
+	writeASCII(t, logs, hdr(5, "keep in"), kin)
+	writeASCII(t, logs, hdr(6, "keep out"), kout)
+	res, err := Run(Config{Logs: []string{logs}, Out: filepath.Join(dir, "out"), NoDurations: true})
+	require.NoError(t, err)
+	rows := res.Capacity.Rows
+	work := capRow(t, rows, "instance", "work", "a/10/", -1, capacity.MethodInOut)
+	keep := capRow(t, rows, "instance", "keep", "a/10/", -1, capacity.MethodInOut)
+	t.Logf("work: busy %.3f, capacity %.0f/s, load %.2f; keep: busy %.3f, capacity %.0f/s, load %.3f; %s",
+		work.BusyShare, work.Capacity, work.Load, keep.BusyShare, keep.Capacity, keep.Load, keep.Note)
+	require.InDelta(t, 1.0, work.BusyShare, 0.02, "work's thread never stopped: take, own work, send (keep's call in it)")
+	require.InEpsilon(t, 20000, work.Capacity, 0.01, "work's cost: 5 + 40 + 5 us")
+	require.InDelta(t, 0.04, keep.BusyShare, 0.005, "keep's own 2 us of every 50")
+	require.InDelta(t, keep.Load, keep.BusyShare, 0.005, "keep's load is its busy share")
+	require.Empty(t, res.Capacity.Contradictions)
+}

@@ -68,8 +68,12 @@ func (m *maker) contradictions() {
 		secs := r.EndS - r.StartS
 		if r.Level == "instance" && secs > 0 && r.TuplesIn >= int64(max(m.cfg.MinTuples, minCarried)) {
 			if took := float64(r.TuplesIn) / secs; took > carriedSlack*hi {
-				m.contradict(r, fmt.Sprintf("it took %.0f tuples/s%s, above its capacity of %.0f/s (the highest its interval allows: %.0f/s): "+
-					"the cost counted time that was not its work", took, windowText(r), r.Capacity, hi))
+				upTo := ""
+				if hi > r.Capacity {
+					upTo = fmt.Sprintf(" (the highest its interval allows: %.0f/s)", hi)
+				}
+				m.contradict(r, fmt.Sprintf("it took %.0f tuples/s%s, above its capacity of %.0f/s%s: "+
+					"the cost counted time that was not its work", took, windowText(r), r.Capacity, upTo))
 				continue
 			}
 		}

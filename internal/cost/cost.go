@@ -94,10 +94,12 @@ type Cell struct {
 	// of swinging costs is too fast (Mace's windows of 10 ms ran 3-7%
 	// fast with the other vCPU busy).
 	Busy, Served int64
-	// Worked: the gaps between a visit's previous departure and its in that
-	// its thread did not give the CPU up in, whether or not its tuple was
-	// there by the departure (where the instance notes its thread's waits;
-	// AddWorked). With Own and Send, the time it worked: its busy share.
+	// Worked: the gaps between a visit's previous departure (or its
+	// tuple's hand-off, where that came later: critpath's
+	// Visit.workedFrom) and its in that its thread did not give the CPU up
+	// in, whether or not its tuple was there by the departure (where the
+	// instance notes its thread's waits; AddWorked). With Own and Send, the
+	// time it worked: its busy share.
 	Worked int64
 }
 

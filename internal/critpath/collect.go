@@ -107,9 +107,26 @@ const (
 
 // worked says whether the visit's instance notes its thread's waits and
 // its thread did not wait between its previous mark and this in: the gap
-// was work (cost.Cell.Worked), whatever the tuple's hand-off.
+// was work (cost.Cell.Worked), from workedFrom.
 func (v *Visit) worked() bool {
 	return v.Waits&(visitNotes|visitWaitedIn) == visitNotes
+}
+
+// workedFrom is where the worked gap before the in starts, given the
+// instance's previous departure d: at d, or at the tuple's hand-off where
+// that came later (AddWorked takes nothing where that is after the in).
+// An operator chained behind another in one thread (Flink's chaining: a
+// filter after a keyed function) gets its tuple from a call: the gap from
+// its departure is its upstream's work on the next tuple, not its own (a
+// chained filter's busy share was its upstream's, 0.97), and the hand-off,
+// its upstream's departure, comes when the call returned, after the in.
+// libcp's live figures count alike (marks.c: no take where another
+// instance marked on the thread in the gap).
+func (v *Visit) workedFrom(d int64) int64 {
+	if v.Up != noHandOff && v.H > d {
+		return v.H
+	}
+	return d
 }
 
 // taken says whether a visit whose instance last departed at d took its
@@ -771,7 +788,7 @@ func (c *Collector) flushPend() error {
 		if a.cfg.Insts[j].HasOut {
 			c.cost.Add(j, v.In, v.Dep, v.Dep != v.In, v.D, v.Dep, taken)
 			if v.D != noD && v.worked() {
-				c.cost.AddWorked(j, v.D, v.In)
+				c.cost.AddWorked(j, v.workedFrom(v.D), v.In)
 			}
 		}
 		if v.Up != noHandOff && p.journey {

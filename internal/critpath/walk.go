@@ -597,7 +597,7 @@ func (w *walker) arrive(v *Visit) {
 			taken := s.born && v.taken(s.d)
 			w.cost.Add(j, v.In, out, v.Out != v.In && !(in.HasSent && v.Out == v.Dep), s.d, out, taken)
 			if s.born && v.worked() {
-				w.cost.AddWorked(j, s.d, v.In)
+				w.cost.AddWorked(j, v.workedFrom(s.d), v.In)
 			}
 		}
 	}

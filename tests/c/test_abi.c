@@ -1081,6 +1081,65 @@ static int test_fork_child_exits(void) {
   return 1;
 }
 
+// Without rseq (glibc's tunable turns its registration off), the default
+// CP_WAITS=rseq notes no waits, and the library says so once on stderr, at
+// the first marked channel's open, instead of leaving the engines' capacity
+// gauges NaN without a word. The child (--child-no-rseq) opens two marked
+// channels; CP_MarkStats refuses them (they note nothing).
+static int child_no_rseq(void) {
+  int64_t in = OpenChannel("norseq#0 in", CP_ZSTD_TSC, CP_BUFFER_IDENTITY);
+  int64_t out = OpenChannel("norseq#0 out", CP_ZSTD_TSC, CP_BUFFER_IDENTITY);
+  if (in <= 0 || out <= 0) return 2;
+  for (int i = 0; i < 100; i++) {
+    LogTS(in, i);
+    LogTS(out, i);
+  }
+  cp_mark_stats_t st;
+  if (CP_MarkStats(in, &st) != CP_ERR_BAD_HANDLER) return 3;
+  return CloseChannel(in) == 0 && CloseChannel(out) == 0 ? 0 : 4;
+}
+
+static int test_no_rseq(void) {
+  char *dir = make_dir();
+  char errpath[4300];
+  snprintf(errpath, sizeof errpath, "%s/norseq-stderr", tmp_root);
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("CP_LOG_DIR", dir, 1);
+    unsetenv("CP_WAITS");
+    setenv("GLIBC_TUNABLES", "glibc.pthread.rseq=0", 1);
+    int fd = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0 || dup2(fd, 2) < 0) _exit(126);
+    close(fd);
+    execl(self_path, self_path, "--child-no-rseq", (char *)NULL);
+    _exit(127);
+  }
+  int status;
+  CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %#x", status);
+  char buf[8192];
+  FILE *f = fopen(errpath, "r");
+  CHECK(f, "no stderr file");
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  const char *say = "no restartable sequences";
+  char *first = strstr(buf, say);
+  CHECK(first && !strstr(first + 1, say), "the warning, once, on stderr: \"%s\"", buf);
+  char path[4096];
+  CHECK(find_file(dir, "-norseq_0_in.cplog", path, sizeof path), "no file");
+  f = fopen(path, "r");
+  CHECK(f, "%s", path);
+  n = fread(buf, 1, sizeof buf, f);
+  fclose(f);
+  CHECK(n > 0 && !memmem(buf, n, "\"waits\"", 7), "the header says the file notes waits");
+  decoded_t d;
+  decode(path, &d);
+  CHECK(d.dump_status == 0 && d.n == 100 && contiguous_from_zero(&d), "%zu records: %s", d.n, d.err);
+  free(d.ids);
+  return 1;
+}
+
 // ---- FOX_START / FOX_END: SIGTERM loses nothing accepted, in any of the
 // three files (start, end, return log).
 
@@ -1249,6 +1308,7 @@ int main(int argc, char **argv) {
   }
   if (argc == 2 && strcmp(argv[1], "--child-config") == 0) return child_config();
   if (argc == 2 && strcmp(argv[1], "--child-fork") == 0) return child_fork();
+  if (argc == 2 && strcmp(argv[1], "--child-no-rseq") == 0) return child_no_rseq();
   if (argc == 2 && strcmp(argv[1], "--child-fox") == 0) return child_fox();
   if (argc == 4 && strcmp(argv[1], "--child-mt") == 0) {
     shared_t *sh = map_shared(argv[3], 0);
@@ -1292,6 +1352,7 @@ int main(int argc, char **argv) {
     {"CP_FAKE_TSC: every handler logs Fake.Apply of the raw TSC; CP_NODE in the header", test_fake_tsc},
     {"bad CP_FAKE_TSC or CP_NODE: CP_ERR_CONFIG, then a fixed environment opens", test_config_errors},
     {"fork() without exec: a child that never logs and calls exit() ends", test_fork_child_exits},
+    {"without rseq: marked channels note no waits, and the library says so once", test_no_rseq},
     {"SIGTERM, FOX_START and FOX_END: start, end and return logs complete", test_fox_sigterm},
     {"IDENTITY on a full disk: torn records cut back, refused ones absent, every accepted one once", test_identity_full_disk},
   };

@@ -299,7 +299,8 @@ public final class CloudProfiler {
 
     /**
      * SERVICERATE channels: the estimator's state now (the C CP_ServiceRate,
-     * which enters Go: about a microsecond, not for every event).
+     * which enters Go through JNI: well under a microsecond, but not for every
+     * event).
      *
      * @throws CloudProfilerException with the code: ERR_BAD_HANDLE,
      *     ERR_CLOSED, ERR_BAD_HANDLER (not a SERVICERATE channel)
@@ -311,7 +312,8 @@ public final class CloudProfiler {
     /**
      * A marked channel's operator instance ({@code OPERATOR#INSTANCE in},
      * {@code out}, {@code sent}): what it did so far (the C CP_MarkStats,
-     * which enters Go: about a microsecond, not for every event).
+     * which enters Go through JNI: well under a microsecond, but not for every
+     * event).
      *
      * @throws CloudProfilerException with the code: ERR_BAD_HANDLE,
      *     ERR_CLOSED, ERR_BAD_HANDLER (not a marked channel that notes its
@@ -359,6 +361,11 @@ public final class CloudProfiler {
         double[] d = new double[1];
         long[] l = new long[1];
         int rc = markStats0(ch, d, l);
+        if (rc == ERR_BAD_HANDLER) {
+            throw new CloudProfilerException(rc, call + ": the channel notes no waits of its thread: it is not a marked"
+                    + " OPERATOR[#INSTANCE] in, out or sent of BUFFER_IDENTITY, or CP_WAITS=off, or this machine gives no"
+                    + " rseq (the library then says so on stderr) (" + rc + ")");
+        }
         if (rc < 0) throw new CloudProfilerException(rc, call + ": " + errorString(rc) + " (" + rc + ")");
         return new MarkStats(l[0], d[0]);
     }

@@ -164,6 +164,10 @@ public class MarkingHook extends BaseTaskHook {
         int n = sink ? 1 : made[0];
         made[0] = 0;
         if (Marking.system(info.tuple)) return;
+        // Its in marked at its first emit, and every emit marked with the
+        // id it carried: nothing of this tuple's own left to mark (a bolt
+        // that gives ids to tuples that came without: no warning).
+        if (!in && n == 0) return;
         Number id = Marking.id(info.tuple);
         if (id == null) {
             noId("from " + info.tuple.getSourceComponent() + ", stream " + info.tuple.getSourceStreamId());
