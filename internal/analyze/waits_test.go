@@ -157,8 +157,8 @@ func TestCapacityBelowWhatItCarriedIsContradicted(t *testing.T) {
 // from a call: the gap from its previous departure to its in holds work's
 // 46 us on the next tuple, no work of keep's, and its hand-off (work's
 // departure, sent) comes after its in. Its busy share is its own work's
-// share of the run, 2 us of every 50 (it was 0.97 of a Flink run where it
-// was 0.02); work's is the thread's, keep's call in its send, as in its
+// share of the run, 2 us of every 50 (a Flink run's chained filter had
+// 0.97, its upstream's, for a load under 0.005); work's is the thread's, keep's call in its send, as in its
 // capacity.
 func TestChainedOperatorsBusyShare(t *testing.T) {
 	dir := t.TempDir()
