@@ -21,7 +21,7 @@ the first open_channel of the process: set os.environ before it.
 
 from ._lib import (Arg, Blocked, ChannelClosedError, CloudprofilerError, ErrorCode, Handler,
                    LibraryError, LogFormat, library_path)
-from ._channel import Channel, ServiceRate, close_all, open_channel
+from ._channel import Channel, MarkStats, ServiceRate, close_all, open_channel
 from ._read import (Analysis, DamagedLogWarning, Header, IncompleteLogWarning, TruncatedLogWarning, read_analysis,
                     read_log, read_log_df)
 
@@ -29,6 +29,6 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Arg", "Analysis", "Blocked", "Channel", "ChannelClosedError", "CloudprofilerError", "DamagedLogWarning",
-    "ErrorCode", "Handler", "Header", "IncompleteLogWarning", "LibraryError", "LogFormat", "ServiceRate",
+    "ErrorCode", "Handler", "Header", "IncompleteLogWarning", "LibraryError", "LogFormat", "MarkStats", "ServiceRate",
     "TruncatedLogWarning", "close_all", "library_path", "open_channel", "read_analysis", "read_log", "read_log_df",
 ]

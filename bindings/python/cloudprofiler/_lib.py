@@ -24,6 +24,11 @@ class ServiceRateStruct(ctypes.Structure):
                 ("converged", _i32), ("reserved", _i32), ("mean", ctypes.c_double)]
 
 
+class MarkStatsStruct(ctypes.Structure):
+    """cp_mark_stats_t (CP_MarkStats's answer)."""
+    _fields_ = [("visits", _i64), ("busy_s", ctypes.c_double)]
+
+
 # name: (restype, argtypes). Every function of capi/cloudprofiler.h.
 PROTOTYPES = {
     "OpenChannel": (_i64, [_cp, _i32, _i32]),
@@ -33,6 +38,7 @@ PROTOTYPES = {
     "CP_LogLineage": (_i32, [_i64, _i64, _i64]),
     "CP_MarkBlocked": (_i32, [_i64, _i32]),
     "CP_ServiceRate": (_i32, [_i64, ctypes.POINTER(ServiceRateStruct)]),
+    "CP_MarkStats": (_i32, [_i64, ctypes.POINTER(MarkStatsStruct)]),
     "CloseChannel": (_i32, [_i64]),
     "CloseAllChannels": (_i32, []),
     "CP_ErrorString": (_cp, [_i32]),
