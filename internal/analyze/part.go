@@ -217,6 +217,10 @@ func prepareExport(cfg Config, dir string) (*exportAnalysis, *ExportMeta, error)
 		if sp != nil {
 			a.tscMin[i], a.tscMax[i] = sp.lo, sp.hi
 		}
+		// As decode sets it: capacity reads such a channel's instance as
+		// analyze does (no order-of-marks reading; its busy share the cost
+		// model's, which partitions have not: none).
+		a.notesWaits[i] = chans[i].Header.Waits != ""
 	}
 	if err := a.capacityWindows(); err != nil {
 		return nil, nil, err

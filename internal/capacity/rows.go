@@ -127,7 +127,7 @@ type Config struct {
 // its waits or has no cost model. A marked in/out pair alone sees only its
 // kept tuples' work (a filter's busy share was half its truth).
 func (m *maker) workedShare(ii, w int) float64 {
-	if m.costs == nil || ii >= len(m.cfg.Notes) || !m.cfg.Notes[ii] {
+	if m.costs == nil || !m.noted(ii) {
 		return math.NaN()
 	}
 	cells := m.costs.Cells(0, ii)
@@ -161,15 +161,31 @@ func (m *maker) meanWorkedShare(instances []int, w int) float64 {
 	return sum / float64(k)
 }
 
+// noted says whether instance ii notes its waits.
+func (m *maker) noted(ii int) bool { return ii < len(m.cfg.Notes) && m.cfg.Notes[ii] }
+
 // notes says whether every instance of operator oi notes its waits.
 func (m *maker) notes(oi int) bool {
 	ins := m.p.Operators[oi].Instances
 	for _, ii := range ins {
-		if ii >= len(m.cfg.Notes) || !m.cfg.Notes[ii] {
+		if !m.noted(ii) {
 			return false
 		}
 	}
 	return len(ins) > 0
+}
+
+// busyOfNoted is the busy share of a row whose instances note their waits:
+// their worked share b, or NaN without a cost model (a partition of an
+// export: the gaps before their ins are the walk's to tell from waits; the
+// order-of-marks reading that stands in for logs without notes would
+// say another figure than analyze's). ok is false where the row keeps its
+// own (a cost model without the window's figure).
+func (m *maker) busyOfNoted(b float64) (share float64, ok bool) {
+	if !math.IsNaN(b) {
+		return b, true
+	}
+	return math.NaN(), m.costs == nil
 }
 
 // Result is the capacity analysis: the rows and what the summary says.
@@ -576,7 +592,7 @@ func (m *maker) operator(oi int) {
 					marked = append(marked, runs[i].ii)
 				}
 			}
-			if b := m.meanWorkedShare(marked, w); !math.IsNaN(b) {
+			if b, ok := m.busyOfNoted(m.meanWorkedShare(marked, w)); ok {
 				r.BusyShare = b
 			}
 		}
@@ -596,7 +612,11 @@ func (m *maker) operator(oi int) {
 		if why == "" {
 			why = "the visits were not walked"
 		}
-		addNote(&whole, "no cost model ("+why+"): no capacity")
+		if m.notes(oi) {
+			addNote(&whole, "no cost model ("+why+"): no capacity, no busy share")
+		} else {
+			addNote(&whole, "no cost model ("+why+"): no capacity")
+		}
 	}
 	m.opRow[oi] = len(m.res.Rows)
 	m.res.Rows = append(m.res.Rows, whole)
@@ -619,8 +639,10 @@ func (m *maker) operator(oi int) {
 			r := Row{Level: "instance", Window: int64(w), StartS: start, EndS: end, Operator: op.Name,
 				Instance: in.Label(), Node: in.Node, PID: int64(in.PID)}
 			m.fill(&r, g, end-start, ir.has, ikb, iks)
-			if b := m.workedShare(ir.ii, w); !math.IsNaN(b) && ir.has[RoleIn] && ir.has[RoleOut] {
-				r.BusyShare = b
+			if ir.has[RoleIn] && ir.has[RoleOut] && m.noted(ir.ii) {
+				if b, ok := m.busyOfNoted(m.workedShare(ir.ii, w)); ok {
+					r.BusyShare = b
+				}
 			}
 			r.Instances = 1
 			if e := estOf(ir, w); e != nil {

@@ -104,13 +104,15 @@ def test_bench_logs_match_analyze(spark, bench_logs, tmp_path):
 # capacity.csv's columns that come from the partitions' sums (not from the
 # cost model, which Spark does not have).
 SUMMED = ["level", "window", "start_s", "end_s", "operator", "instance", "node", "pid", "tuples_in", "tuples_out",
-          "arrivals_per_s", "departures_per_s", "busy_share", "blocked_share", "selectivity"]
+          "arrivals_per_s", "departures_per_s", "blocked_share", "selectivity"]
 
 
 def test_multinode_demo_matches_analyze(spark, tmp_path):
     """The demo's three nodes: the durations and summaries as analyze's, and
     capacity's rows per operator and 250 ms window as analyze's full
-    analysis has them, but for the cost model (none on partitions)."""
+    analysis has them, but for the cost model (none on partitions): the
+    busy share of an instance that notes its thread's waits is the cost
+    model's, and Spark leaves it empty and says so."""
     demo = tmp_path / "demo"
     run("bash", os.path.join(REPO, "examples", "multinode", "demo.sh"), BUILD, env=dict(os.environ, CP_DEMO_DIR=str(demo)))
     ref, ex, out, full = tmp_path / "analyze", tmp_path / "export", tmp_path / "spark", tmp_path / "full"
@@ -125,6 +127,12 @@ def test_multinode_demo_matches_analyze(spark, tmp_path):
     assert list(want.columns) == list(got.columns)
     assert len(want) >= 8 and (want["level"] == "instance").any()
     pd.testing.assert_frame_equal(want[SUMMED], got[SUMMED])
+    other = want["busy_share"] != got["busy_share"]
+    assert other.any(), "the demo's marked operators note their waits: analyze's busy share is the cost model's"
+    assert (got.loc[other, "busy_share"] == "").all(), "Spark says another busy share than analyze's"
+    for op in set(got.loc[other, "operator"]):
+        whole = got[(got["operator"] == op) & (got["level"] == "operator") & (got["window"] == "-1")]
+        assert "no capacity, no busy share" in whole["note"].iloc[0], whole["note"].iloc[0]
     relay = got[(got["operator"] == "relay") & (got["level"] == "operator") & (got["window"] == "-1")]
     assert len(relay) == 1 and relay["capacity"].iloc[0] in ("", "NaN", "nan")
     assert "analyze a time range for it" in relay["note"].iloc[0]
