@@ -359,9 +359,10 @@ func path(nodes []node) []string {
 // logs is what the nodes logged: each channel's node and its TSC by tuple id,
 // and the source's return log (FOX_START: each tuple's ReTACK arrival).
 type logs struct {
-	node map[string]string   // channel -> node
-	tscs map[string][]uint64 // channel -> TSC by tuple id
-	ret  []uint64            // return log: ReTACK arrival TSC (source node's counter) by tuple id
+	node   map[string]string   // channel -> node
+	tscs   map[string][]uint64 // channel -> TSC by tuple id
+	waited map[string][]bool   // channel -> by tuple id, the record says its thread waited since its instance's previous mark (rseq: the kernel's word)
+	ret    []uint64            // return log: ReTACK arrival TSC (source node's counter) by tuple id
 }
 
 // foxRoles is the FOX role each file of the pipeline must have: the
@@ -381,6 +382,7 @@ func checkLogs(t *testing.T, nodes []node, fakes map[string]tsc.Fake, logsDir st
 	t.Helper()
 	chanNode := map[string]string{}
 	tscs := map[string][]uint64{}
+	waited := map[string][]bool{}
 	var ret []uint64
 	roles := foxRoles(nodes)
 	for _, n := range nodes {
@@ -424,12 +426,13 @@ func checkLogs(t *testing.T, nodes []node, fakes map[string]tsc.Fake, logsDir st
 				t.Fatalf("check failed: channel %q logged twice", name)
 			}
 			got := make([]uint64, nTuples)
+			w := make([]bool, nTuples)
 			seen := 0
 			err = lf.Records(func(r logfile.Record) error {
 				if r.TupleID < 0 || r.TupleID >= nTuples || got[r.TupleID] != 0 {
 					return fmt.Errorf("tuple id %d out of range or seen twice", r.TupleID)
 				}
-				got[r.TupleID] = r.TSC
+				got[r.TupleID], w[r.TupleID] = r.TSC, r.Waited
 				seen++
 				return nil
 			})
@@ -444,7 +447,7 @@ func checkLogs(t *testing.T, nodes []node, fakes map[string]tsc.Fake, logsDir st
 				ret = got
 				continue
 			}
-			tscs[name], chanNode[name] = got, n.name
+			tscs[name], waited[name], chanNode[name] = got, w, n.name
 		}
 	}
 	hz := tsc.HardwareFreq().Hz
@@ -497,7 +500,7 @@ func checkLogs(t *testing.T, nodes []node, fakes map[string]tsc.Fake, logsDir st
 	med, max, _ := stats(back)
 	t.Logf("true ReTACK time, %q (%s) -> return log (%s): min %.1f us, median %.1f us, max %.1f us",
 		last, chanNode[last], chanNode[first], slices.Min(back), med, max)
-	return logs{chanNode, tscs, ret}
+	return logs{node: chanNode, tscs: tscs, waited: waited, ret: ret}
 }
 
 // truth is what the test knows exactly: the nodes' counters, what they
