@@ -27,10 +27,23 @@ for s in "$@"; do
   echo "==== $s: ${results[-1]} in ${took}s"
 done
 total=$(($(date +%s) - total0))
+# failures prints a failed suite's failing tests and their assertions, as
+# each runner says them: Go's "--- FAIL" with testify's Error/Messages and
+# our "check failed" lines, pytest's FAILED and E lines, Surefire's
+# [ERROR] Class.method lines, test_abi's and the engine harness's FAIL
+# lines, panics. The first 40: the first failure is the one to read.
+failures() {
+  grep -E -e '--- FAIL:|^FAIL[[:space:]]|Error Trace:|^[[:space:]]+(Error|Messages):|check failed|^panic:|^FAILED |^E  ' \
+    -e '\[ERROR\] +[A-Za-z0-9_$.]+[.:][A-Za-z0-9_$]+[:( ]|Tests run:.*FAIL|^ *(child )?FAIL |^\[engines\].*\bfail(ed)?\b' \
+    "$1" | grep -v -E '^=== RUN' | head -n 40
+}
 for s in "${failed[@]}"; do
   echo
-  echo "---- $s failed; the end of its output ($logs/$s.log has all of it):"
-  tail -n 25 "$logs/$s.log"
+  echo "---- $s failed; its failing tests and assertions:"
+  f=$(failures "$logs/$s.log")
+  if [ -n "$f" ]; then echo "$f"; else echo "  (none in the runners' formats: see the end of its output)"; fi
+  echo "---- the end of its output ($logs/$s.log has all of it):"
+  tail -n 15 "$logs/$s.log"
 done
 echo
 echo "==== make test: ${#names[@]} suites, ${#failed[@]} failed, $((total / 60)) min $((total % 60)) s"
