@@ -32,9 +32,19 @@ $(LIB): $(GOSRC)
 	$(GO) build -buildmode=c-shared -o $@ ./libcp
 	@rm -f $(BUILD)/libcloudprofiler.h   # the contract is capi/cloudprofiler.h
 
-$(TOOL): $(GOSRC)
+# The tool says the commit it was built from (--version): Go stamps it
+# (-buildvcs=auto: this machine's GOFLAGS may say false), and a commit
+# that changes no source rebuilds it through build/commit, rewritten only
+# when HEAD moves.
+$(TOOL): $(GOSRC) $(BUILD)/commit
 	@mkdir -p $(BUILD)
-	$(GO) build -o $@ ./cmd/cloudprofiler
+	$(GO) build -buildvcs=auto -o $@ ./cmd/cloudprofiler
+
+$(BUILD)/commit: FORCE
+	@mkdir -p $(BUILD); c=$$(git rev-parse HEAD 2>/dev/null || echo none); \
+	  [ "$$(cat $@ 2>/dev/null)" = "$$c" ] || echo "$$c" > $@
+.PHONY: FORCE
+FORCE:
 
 $(BUILD)/%: examples/c/%.c $(LIB) capi/cloudprofiler.h
 	$(CC) $(CFLAGS) $< -o $@ $(CLINK)

@@ -22,7 +22,14 @@ cp examples/c/demo.c "$work/"
   "$prefix/bin/cloudprofiler" dump logs/*demo_sink.cplog > dump.out
   grep -q "^records: *2000000 in" dump.out || { echo "dump of the sink:"; cat dump.out; exit 1; }
 )
-echo "installed in $prefix, demo built with pkg-config from $work: ran, and the installed tool read its logs"
+# The installed tool says its version and, built in a git checkout, the
+# commit of the checkout (+changes when the tree differed).
+v=$("$prefix/bin/cloudprofiler" --version)
+case "$v" in "cloudprofiler 0.1.0 (commit "*) ;; *) echo "cloudprofiler --version: $v"; exit 1;; esac
+if head=$(git rev-parse HEAD 2>/dev/null); then
+  case "$v" in *"commit $head"[+,]*) ;; *) echo "cloudprofiler --version: $v; the checkout is at $head"; exit 1;; esac
+fi
+echo "installed in $prefix, demo built with pkg-config from $work: ran, and the installed tool read its logs; $v"
 $make --no-print-directory uninstall PREFIX="$prefix"
 left=$(find "$prefix" -type f)
 [ -z "$left" ] || { echo "make uninstall left: $left"; exit 1; }

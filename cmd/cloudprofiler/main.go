@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"cloudprofiler/internal/version"
 )
 
 const usage = `usage: cloudprofiler COMMAND [ARGS]
@@ -75,6 +77,7 @@ commands:
                          write a tuples file of synthetic ad events
 
 cloudprofiler COMMAND --help (gen SUBCOMMAND --help) lists every flag of a command.
+cloudprofiler --version prints the version and the commit it was built from.
 `
 
 func main() {
@@ -121,6 +124,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runGen(stdout, errw, args[1:])
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
+		return 0
+	case "--version", "-version", "version":
+		fmt.Fprintln(stdout, version.String())
 		return 0
 	default:
 		fmt.Fprintf(stderr, "cloudprofiler: unknown command %q\n%s", args[0], usage)

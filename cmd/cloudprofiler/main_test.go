@@ -83,3 +83,18 @@ func flagNames(t *testing.T, cmd []string) []string {
 	}
 	return names
 }
+
+// --version (and version) prints one line on stdout and exits 0: the
+// release and the commit (a test binary has none stamped: "unknown";
+// tests/install.sh checks the built tool's against git).
+func TestVersion(t *testing.T) {
+	for _, a := range []string{"--version", "-version", "version"} {
+		var out, errb bytes.Buffer
+		if code := run([]string{a}, &out, &errb); code != 0 || errb.Len() != 0 {
+			t.Fatalf("%s: exit %d, stderr %q", a, code, errb.String())
+		}
+		if s := out.String(); !strings.HasPrefix(s, "cloudprofiler 0.1.0 (commit ") || strings.Count(s, "\n") != 1 {
+			t.Errorf("%s: %q", a, s)
+		}
+	}
+}
