@@ -252,7 +252,7 @@ PYSRC := $(wildcard bindings/python/cloudprofiler/*.py) bindings/python/setup.py
          bindings/python/pyproject.toml bindings/python/README.md
 .PHONY: wheel
 wheel: $(BUILD)/wheel/.built
-$(BUILD)/wheel/.built: $(LIB) $(PYSRC) | $(PYENV)
+$(BUILD)/wheel/.built: $(LIB) $(TOOL) $(PYSRC) | $(PYENV)
 	@rm -rf $(BUILD)/wheel
 	$(PIP) wheel -q --no-deps -w $(BUILD)/wheel ./bindings/python
 	@touch $@

@@ -1,9 +1,10 @@
 """Build steps of the cloudprofiler package (its metadata: pyproject.toml).
 
 The package is pure Python (ctypes) but ships the repository's native
-library: every build copies build/libcloudprofiler.so (from `make build`)
-into the package, and refuses, saying what to do, when it is missing or older
-than the library's sources. The wheel is therefore tagged for this platform,
+library and its command-line tool: every build copies
+build/libcloudprofiler.so and build/cloudprofiler (from `make build`) into
+the package, and refuses, saying what to do, when one is missing or older
+than the sources. The wheel is therefore tagged for this platform,
 py3-none-linux_<machine> (e.g. linux_x86_64), not py3-none-any.
 
 Intermediate files go to the repository's build/python/, not next to this
@@ -25,6 +26,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
 LIB_NAME = "libcloudprofiler.so"
 LIB = os.path.join(REPO, "build", LIB_NAME)
+# The command-line tool, carried as bin/cloudprofiler (the `cloudprofiler`
+# console script runs it; cloudprofiler.analyze() too).
+TOOL = os.path.join(REPO, "build", "cloudprofiler")
 # The library's sources, as the Makefile's GOSRC lists them.
 SRC_DIRS = ("libcp", "internal", "handlers", "tsc", "cmd", "minrtt", "confserver", "datagen")
 SRC_SUFFIXES = (".go", ".c", ".h", ".s")
@@ -49,31 +53,36 @@ def _sources():
         yield os.path.join(REPO, f)
 
 
-def fresh_library():
-    """build/libcloudprofiler.so, checked to be newer than every source."""
+def fresh(built):
+    """build/libcloudprofiler.so or build/cloudprofiler, checked to be newer
+    than every source."""
     if not os.path.isfile(os.path.join(REPO, "go.mod")):
         raise SystemExit("cloudprofiler: the package is built from a checkout of the repository, "
                          "after `make build`: %s has no go.mod" % REPO)
-    if not os.path.isfile(LIB):
-        raise LibraryError("%s is missing" % LIB)
+    if not os.path.isfile(built):
+        raise LibraryError("%s is missing" % built)
     newest = max((p for p in _sources() if os.path.exists(p)), key=os.path.getmtime)
-    if os.path.getmtime(newest) > os.path.getmtime(LIB):
-        raise LibraryError("%s is older than its source %s" % (LIB, os.path.relpath(newest, REPO)))
-    return LIB
+    if os.path.getmtime(newest) > os.path.getmtime(built):
+        raise LibraryError("%s is older than its source %s" % (built, os.path.relpath(newest, REPO)))
+    return built
 
 
 class BuildPy(build_py):
-    """Copies the freshly built library into the package being built."""
+    """Copies the freshly built library and tool into the package being built."""
+
+    def _copies(self):
+        pkg = os.path.join(self.build_lib, "cloudprofiler")
+        return [(LIB, os.path.join(pkg, LIB_NAME), 0o644), (TOOL, os.path.join(pkg, "bin", "cloudprofiler"), 0o755)]
 
     def run(self):
         super().run()
-        dst = os.path.join(self.build_lib, "cloudprofiler", LIB_NAME)
-        self.mkpath(os.path.dirname(dst))
-        shutil.copyfile(fresh_library(), dst)
+        for src, dst, mode in self._copies():
+            self.mkpath(os.path.dirname(dst))
+            shutil.copyfile(fresh(src), dst)
+            os.chmod(dst, mode)
 
     def get_outputs(self, include_bytecode=1):
-        return super().get_outputs(include_bytecode) + [
-            os.path.join(self.build_lib, "cloudprofiler", LIB_NAME)]
+        return super().get_outputs(include_bytecode) + [dst for _, dst, _ in self._copies()]
 
 
 class PlatformDistribution(Distribution):

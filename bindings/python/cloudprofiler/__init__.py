@@ -21,14 +21,16 @@ the first open_channel of the process: set os.environ before it.
 
 from ._lib import (Arg, Blocked, ChannelClosedError, CloudprofilerError, ErrorCode, Handler,
                    LibraryError, LogFormat, library_path)
-from ._channel import Channel, MarkStats, ServiceRate, close_all, open_channel
+from ._channel import Channel, MarkStats, ServiceRate, close_all, current_run, open_channel
 from ._read import (Analysis, DamagedLogWarning, Header, IncompleteLogWarning, TruncatedLogWarning, read_analysis,
-                    read_log, read_log_df)
+                    read_header, read_log, read_log_df)
+from ._tool import AnalyzeError, analyze, run_logs, tool_path
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Arg", "Analysis", "Blocked", "Channel", "ChannelClosedError", "CloudprofilerError", "DamagedLogWarning",
+    "Arg", "Analysis", "AnalyzeError", "Blocked", "Channel", "ChannelClosedError", "CloudprofilerError", "DamagedLogWarning",
     "ErrorCode", "Handler", "Header", "IncompleteLogWarning", "LibraryError", "LogFormat", "MarkStats", "ServiceRate",
-    "TruncatedLogWarning", "close_all", "library_path", "open_channel", "read_analysis", "read_log", "read_log_df",
+    "TruncatedLogWarning", "analyze", "close_all", "current_run", "library_path", "open_channel", "read_analysis",
+    "read_header", "read_log", "read_log_df", "run_logs", "tool_path",
 ]

@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import weakref
 
 from . import _lib
@@ -75,6 +76,28 @@ def _enum(value, cls, what):
         return v  # unknown: the library refuses it with its own message
 
 
+# This process's run, for analyze()'s default logs: its log directory (as
+# the library took it at the process's first open: it reads CP_LOG_DIR
+# once) and when the run began: at an open while none of the binding's
+# channels was open (a notebook cell run again starts a new run).
+_run = {"dir": None, "start_ns": None}
+
+
+def _note_run():
+    with _channels_lock:
+        if _run["dir"] is None:
+            _run["dir"] = os.path.abspath(os.environ.get("CP_LOG_DIR") or "cloudprofiler-logs")
+        if _run["start_ns"] is None or all(c._closed for c in _channels):
+            _run["start_ns"] = time.time_ns()
+
+
+def current_run():
+    """(log directory, start in ns since the epoch) of this process's
+    latest run: from its first open_channel while none was open; (None,
+    None) before any."""
+    return _run["dir"], _run["start_ns"]
+
+
 def open_channel(name, log_format=LogFormat.ZSTD_TSC, handler=Handler.BUFFER_IDENTITY):
     """Opens a channel (OpenChannel) and returns a Channel.
 
@@ -97,6 +120,7 @@ def open_channel(name, log_format=LogFormat.ZSTD_TSC, handler=Handler.BUFFER_IDE
     hnd = _enum(handler, Handler, "handler")
     lib = _lib.load()
     _install_sigterm()
+    _note_run()
     h = lib.OpenChannel(raw, int(fmt), int(hnd))
     if h <= 0:
         raise _lib.error("OpenChannel(%r, %s, %s)" % (name, _nm(fmt), _nm(hnd)), h)

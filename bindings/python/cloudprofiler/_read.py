@@ -70,6 +70,20 @@ def dtype_of(columns, record_size=None):
     return dt
 
 
+def read_header(path):
+    """The header of a log file (a dict, as the library decoded it: node,
+    pid, name, handler, open_sync...), without reading its records."""
+    path = os.fspath(path)
+    op, info_f, close_f = (_lib.func(n) for n in ("CP_LogOpen", "CP_LogInfo", "CP_LogClose"))
+    r = op(os.fsencode(path))
+    if r <= 0:
+        raise _lib.error("CP_LogOpen(%r)" % path, r)
+    try:
+        return _json_call(info_f, "CP_LogInfo", r, path).get("header") or {}
+    finally:
+        close_f(r)
+
+
 def read_log(path, counters=False):
     """Reads a log file of any format with the library's decoder.
 
