@@ -302,6 +302,12 @@ func TestMaceNoExcess(t *testing.T) {
 			bunched[w], bunched[w+1] = true, true
 		}
 	}
+	// And the windows whose tuples met an operator the machine stopped
+	// mid-work, as the records show (stalled): a stay the machine
+	// stretched is excess Mace rightly sees, not load (with two busy loops
+	// beside it, CI once saw Mace 1.34 ms in a window of evenly spaced
+	// tuples).
+	stall := stalled(recs)
 	even, total, excess := 0, 0, false
 	for _, r := range rows {
 		if r["scenario"] != "measured" || r["tuples"] == "0" {
@@ -310,7 +316,7 @@ func TestMaceNoExcess(t *testing.T) {
 		total++
 		w, _ := strconv.Atoi(r["window"])
 		excess = excess || f(r, "mace_s") != 0
-		if bunched[w] {
+		if bunched[w] || stall[w] {
 			continue
 		}
 		even++
