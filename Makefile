@@ -121,8 +121,23 @@ with-tmp = t=$$(mktemp -d $(abspath $(BUILD))/tmp.XXXXXX) || exit 1; TMPDIR=$$t 
 # tests. Maven fetches what it needs from Maven Central.
 MVN        ?= mvn -q -B
 JAVA_PROPS := -Dcloudprofiler.native.dir=$(abspath $(BUILD))
-.PHONY: java test-java bench-java
-java: $(LIB) $(TOOL)
+.PHONY: java test-java bench-java maven-version
+# A checkout installs its modules as its own version, 0.1.0-<8 hex of its
+# path's SHA-256>-SNAPSHOT, so two checkouts on one machine never overwrite
+# each other's artifacts in ~/.m2 (a version per commit would pile up one
+# per commit; a repository inside build/ would fetch Flink and Storm again
+# for every clone). .mvn/maven.config, written here and not committed, gives
+# every `mvn` run anywhere in the checkout that version (Maven reads it from
+# the nearest parent directory holding .mvn/): the modules' ${revision} and
+# the examples' and tests' ${cloudprofiler.version}.
+MAVEN_VERSION := 0.1.0-$(shell printf %s '$(CURDIR)' | sha256sum | cut -c1-8)-SNAPSHOT
+maven-version:
+	@echo $(MAVEN_VERSION)
+.mvn/maven.config: FORCE
+	@mkdir -p .mvn
+	@printf -- '-Drevision=%s\n-Dcloudprofiler.version=%s\n' $(MAVEN_VERSION) $(MAVEN_VERSION) > $@.tmp
+	@if cmp -s $@.tmp $@; then rm $@.tmp; else mv $@.tmp $@; fi
+java: $(LIB) $(TOOL) .mvn/maven.config
 	cd bindings/java && $(MVN) $(JAVA_PROPS) -DskipTests install
 	cd bindings/flink && $(MVN) $(JAVA_PROPS) -DskipTests install
 	cd bindings/storm && $(MVN) $(JAVA_PROPS) -DskipTests install
@@ -138,6 +153,7 @@ test-java: java
 	cd bindings/storm && $(MVN) $(JAVA_PROPS) surefire:test
 	cd examples/flink && $(MVN) $(JAVA_PROPS) test
 	cd examples/storm && $(MVN) $(JAVA_PROPS) test
+	bash tests/maven.sh
 
 # Real engines as people run them (issue 43): a Flink job and a Storm
 # topology of our own, in the engines' default settings (Flink's 100 ms
