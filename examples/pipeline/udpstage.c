@@ -53,8 +53,9 @@
 // (UDP may drop the end mark under overload).
 //
 // At exit each stage prints one JSON line on stdout: its name, what it
-// received, handed on, dropped (--drop), filtered (--keep) and the
-// calibration. Errors go to stderr and exit 1; usage errors exit 2.
+// received, handed on, dropped (--drop), filtered (--keep), the
+// calibration, and an op's work's mean thread CPU time a tuple before
+// --phase and after it (cpu_us, phase_cpu_us; 0: no tuple). Errors go to stderr and exit 1; usage errors exit 2.
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -94,6 +95,14 @@ static void usage(const char *why) {
           "       udpstage sink NAME --listen PORT [--rcvbuf BYTES] [--mark 0|1]\n"
           "       udpstage burn SECONDS\n");
   exit(2);
+}
+
+// thread_cpu_ns: the CPU time this thread has run: the time its work took,
+// less what the machine gave to others meanwhile.
+static int64_t thread_cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 static int64_t now_ns(void) {
@@ -317,18 +326,24 @@ static int op(const struct opts *o) {
   rng_state = o->exp_seed;
   uint64_t received = 0, handed = 0, dropped = 0, filtered = 0, send_dropped = 0;
   int64_t id, first = 0;
+  // The work's CPU time before and after --phase, and its tuples: what
+  // each tuple cost the thread, which the machine's other work does not
+  // lengthen (a test's truth beside the records' wall-clock stays).
+  int64_t cpu_ns[2] = {0, 0}, cpu_n[2] = {0, 0};
   while (recv_id(in_fd, &id, received ? 3000 : 60000)) {
     check(LogTS(in, id), "LogTS in");
     if (received++ == 0) first = now_ns();
-    double mean = o->has_phase && now_ns() - first >= (int64_t)(o->phase_at * 1e9) ? o->phase_us
-                  : o->sleep_us > 0                                                ? o->sleep_us
-                                                                                   : o->work_us;
+    int ph = o->has_phase && now_ns() - first >= (int64_t)(o->phase_at * 1e9);
+    double mean = ph ? o->phase_us : o->sleep_us > 0 ? o->sleep_us : o->work_us;
     double us = o->exp ? -log(uniform()) * mean : mean;
+    int64_t c0 = thread_cpu_ns();
     if (o->sleep_us > 0) {
       if (us > 0) sleep_until(now_ns() + (int64_t)(us * 1000));
     } else if (us > 0) {
       work_iters((uint64_t)(us * ipu));
     }
+    cpu_ns[ph] += thread_cpu_ns() - c0;
+    cpu_n[ph]++;
     if (o->keep > 1 && id % o->keep != 0) {
       filtered++;
       continue;
@@ -348,9 +363,10 @@ static int op(const struct opts *o) {
   send_end(out_fd, &o->to);
   check(CloseAllChannels(), "CloseAllChannels");
   printf("{\"stage\":\"op\",\"name\":\"%s\",\"received\":%llu,\"sent\":%llu,\"dropped\":%llu,\"filtered\":%llu,"
-         "\"send_dropped\":%llu,\"iters_per_us\":%.1f}\n",
+         "\"send_dropped\":%llu,\"iters_per_us\":%.1f,\"cpu_us\":%.3f,\"phase_cpu_us\":%.3f}\n",
          name, (unsigned long long)received, (unsigned long long)handed, (unsigned long long)dropped,
-         (unsigned long long)filtered, (unsigned long long)send_dropped, ipu);
+         (unsigned long long)filtered, (unsigned long long)send_dropped, ipu,
+         cpu_n[0] ? cpu_ns[0] / 1e3 / (double)cpu_n[0] : 0.0, cpu_n[1] ? cpu_ns[1] / 1e3 / (double)cpu_n[1] : 0.0);
   return 0;
 }
 

@@ -460,12 +460,6 @@ type problems []string
 
 func (ps *problems) add(format string, args ...any) { *ps = append(*ps, fmt.Sprintf(format, args...)) }
 
-// retry is testrun.Retry with a test's problems.
-func retry(t *testing.T, n int, attempt func(try int) problems) {
-	t.Helper()
-	testrun.Retry(t, n, func(try int) []string { return attempt(try) })
-}
-
 // hog keeps a process spinning on the machine until the test ends: the
 // other tenant of a shared 2-vCPU VM.
 func hog(t *testing.T, e env) {

@@ -63,8 +63,17 @@ const window = 0.01
 // summary and the records.
 func (tl tools) run(t *testing.T, p udppipe.Pipeline, dir string, extra ...string) ([]map[string]string, string, *udppipe.Records) {
 	t.Helper()
+	rows, sum, recs, _ := tl.runStats(t, p, dir, extra...)
+	return rows, sum, recs
+}
+
+// runStats is run that also returns what each stage counted
+// (udppipe.Run's Stats: udpstage's exit line).
+func (tl tools) runStats(t *testing.T, p udppipe.Pipeline, dir string, extra ...string) ([]map[string]string, string, *udppipe.Records, map[string]map[string]float64) {
+	t.Helper()
 	logs := filepath.Join(dir, "logs")
-	if _, err := p.Run(tl.udpstage, logs, 60*time.Second); err != nil {
+	run, err := p.Run(tl.udpstage, logs, 60*time.Second)
+	if err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "out")
@@ -85,7 +94,7 @@ func (tl tools) run(t *testing.T, p udppipe.Pipeline, dir string, extra ...strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	return rows, string(sum), recs
+	return rows, string(sum), recs, run.Stats
 }
 
 func f(r map[string]string, col string) float64 {
@@ -373,46 +382,84 @@ func TestMaceWhatIfRate(t *testing.T) {
 		pred, real, 100*(pred/real-1))
 }
 
-// TestMaceDrift: B's work doubles halfway (50 to 100 us): the assumption
-// flags say B's cost drifted, and the capacity analysis names the windows
-// its cost moved in, where the run's records show it did: B's departures
-// while backlogged in its first second against its last. A machine busy
-// enough to slow B's first phase as much as the doubling makes a run that
-// tests nothing: it is made again, twice at most. With the other vCPU busy,
-// B shares a CPU with A, the source and the busy loop, and the share the
-// scheduler gives it moves with what the others do: the records' ratio
-// was 0.86x to 2.07x over 20 runs, below 1.4x in 12; CI once failed the
-// test when it held every run to the doubling.
+// TestMaceDrift: B's work doubles 1.5 s after its first tuple (50 to 100
+// us): the assumption flags say B's cost drifted, and the capacity
+// analysis names the windows its cost moved in, where the same run shows
+// it moved. One run, judged by two truths that tell the machine's
+// preemptions from B's work: B's thread CPU time a tuple before and after
+// the change (udpstage's counters around its work), which no other work
+// on the machine lengthens, and B's median stay (in to out, its records)
+// before and after, which the visits the machine left alone decide. A
+// machine that preempted most of B's visits hides the change from every
+// record: then the run says so, and the moved windows go untested (never
+// seen in 20 runs beside two busy loops, which left the median stays
+// 1.86x-2.04x apart). Before, a run whose backlogged departures did not show
+// the doubling was made again: two busy loops hid it in 12 of 20.
 func TestMaceDrift(t *testing.T) {
 	tl := needTools(t)
 	p := onOff(8000, 8000, 1, 0, 3, "work", 2)
 	p.Stages[2].Args = append(p.Stages[2].Args, "--phase", "1.5,100")
-	testrun.Retry(t, 3, func(try int) (ps []string) {
-		_, sum, recs := tl.run(t, p, t.TempDir())
-		if !strings.Contains(sum, "cost drift: B (") {
-			ps = append(ps, "no cost drift flag for B:\n"+section(sum, "Mace:"))
+	_, sum, recs, stats := tl.runStats(t, p, t.TempDir())
+	cpuBefore, cpuAfter := stats["B"]["cpu_us"], stats["B"]["phase_cpu_us"]
+	if !(cpuBefore > 0 && cpuAfter > 0) {
+		t.Fatalf("B counted no CPU time before or after its phase: %v", stats["B"])
+	}
+	work := cpuAfter / cpuBefore
+	if work < 1.4 {
+		t.Fatalf("B's work a tuple rose %.2fx by its thread's CPU clock (%.1f to %.1f us): --phase did not change it, the run tests nothing", work, cpuBefore, cpuAfter)
+	}
+	before, after := stays(recs, "B", 1.5)
+	if len(before) < 100 || len(after) < 100 {
+		t.Fatalf("B's stays: %d before its phase, %d after: too few to tell", len(before), len(after))
+	}
+	mb, ma := median(before), median(after)
+	stay := ma / mb
+	t.Logf("B's work a tuple by its thread's CPU clock: %.1f us, then %.1f us (%.2fx); its median stay: %.1f us, then %.1f us (%.2fx; %d and %d visits)",
+		cpuBefore, cpuAfter, work, mb*1e6, ma*1e6, stay, len(before), len(after))
+	if !strings.Contains(sum, "cost drift: B (") {
+		t.Errorf("B's work rose %.2fx, its median stay %.2fx: no cost drift flag for B:\n%s", work, stay, section(sum, "Mace:"))
+	}
+	switch {
+	case stay < 1.4:
+		t.Logf("the machine preempted most of B's visits: its median stay rose %.2fx where its work rose %.2fx, and no record shows the change: capacity's moved windows are not tested this run", stay, work)
+	case !strings.Contains(sum, "cost moved: B ("):
+		t.Errorf("capacity names no windows B's cost moved in, though its median stay rose %.2fx (its work %.2fx):\n%s", stay, work, section(sum, "capacity"))
+	}
+}
+
+// stays are instance inst's stays in seconds (its "in" record of an id to
+// its "out" of it), those that began before at seconds after its first in
+// and those that began after it, leaving out 0.1 s around at.
+func stays(r *udppipe.Records, inst string, at float64) (before, after []float64) {
+	out := map[int64]uint64{}
+	for _, x := range r.Chan[inst+" out"] {
+		out[x.ID] = x.TSC
+	}
+	ins := r.Chan[inst+" in"]
+	first := uint64(math.MaxUint64)
+	for _, x := range ins {
+		first = min(first, x.TSC)
+	}
+	for _, x := range ins {
+		o, ok := out[x.ID]
+		if !ok || o < x.TSC {
+			continue
 		}
-		_, wins := recs.Backlogged("B", []string{"A out"}, 1)
-		last := 0
-		for w := range wins {
-			last = max(last, w)
-		}
-		first, end := wins[0], wins[last]
-		if first == nil || end == nil || last < 2 || first.Backlogged < 100 || end.Backlogged < 100 {
-			return append(ps, fmt.Sprintf("B was not backlogged in its first and its last second (windows to %d): the run tests nothing", last))
-		}
-		ratio := first.Rate / end.Rate
-		t.Logf("try %d: B's departures while backlogged: %.0f/s in its first second, %.0f/s in its last (window %d): %.2fx", try, first.Rate, end.Rate, last, ratio)
+		since, d := float64(x.TSC-first)/r.Hz, float64(o-x.TSC)/r.Hz
 		switch {
-		case ratio < 1.4 && try < 3:
-			ps = append(ps, fmt.Sprintf("the records show B's capacity fell only %.2fx (%.0f/s to %.0f/s), not the doubling of its work: the machine slowed its first phase, the run tests nothing", ratio, first.Rate, end.Rate))
-		case ratio < 1.4:
-			t.Logf("in %d runs the machine never let B's doubled work show in its capacity (%.2fx this time): capacity's moved windows are not tested", try, ratio)
-		case !strings.Contains(sum, "cost moved: B ("):
-			ps = append(ps, fmt.Sprintf("capacity names no windows B's cost moved in, though its records show its capacity fell %.2fx:\n%s", ratio, section(sum, "capacity")))
+		case since < at-0.1:
+			before = append(before, d)
+		case since > at+0.1:
+			after = append(after, d)
 		}
-		return ps
-	})
+	}
+	return before, after
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	return s[len(s)/2]
 }
 
 // TestMaceBadInput: what cannot be analysed gives a message, never a
