@@ -43,29 +43,34 @@ class MarksTest {
     /**
      * The live capacity: bursts of visits of 50 us of work each, a sleep of
      * 20 ms between bursts. What the instance takes a second while it works
-     * is 1/50us = 20,000/s, well above what it carried (about 2,000/s): the
-     * sleeps, waits of its thread, are not work. The first read only starts
-     * the span.
+     * is its visits over the time its bursts took, as the test clocks them
+     * (about 20,000/s on an idle CPU, less where the machine preempts the
+     * thread mid-burst, which is its cost too), well above what it carried
+     * (about 2,000/s): the sleeps, waits of its thread, are not work. The
+     * first read only starts the span. (It once held the capacity to the
+     * 50 us of the design, and failed beside two busy loops with 9,431/s.)
      */
     @Test
     void capacityLeavesTheWaitsOut() throws Exception {
         String op = "live-p" + ProcessHandle.current().pid();
         try (Marks m = Marks.open(op, "0", false, false)) {
             assertTrue(Double.isNaN(m.capacity()), "no span yet");
-            long id = 0, t0 = System.nanoTime();
+            long id = 0, t0 = System.nanoTime(), bursts = 0;
             while (System.nanoTime() - t0 < 1_300_000_000L) {
+                long b0 = System.nanoTime();
                 for (int k = 0; k < 50; k++, id++) {
                     m.in(id);
                     long end = System.nanoTime() + 50_000;
                     while (System.nanoTime() < end) Thread.onSpinWait();
                     m.out(id);
                 }
+                bursts += System.nanoTime() - b0;
                 Thread.sleep(20);
             }
-            double carried = id / ((System.nanoTime() - t0) / 1e9), c = m.capacity();
-            System.out.printf("[marks] live capacity %.0f/s, carried %.0f/s, work 50 us a tuple%n", c, carried);
-            assertTrue(c <= 20_000 * 1.02, "more than one over the work: " + c);
-            assertTrue(c >= 20_000 * 0.5 && c > 4 * carried, "the sleeps counted as work: " + c + ", carried " + carried);
+            double carried = id / ((System.nanoTime() - t0) / 1e9), c = m.capacity(), truth = id / (bursts / 1e9);
+            System.out.printf("[marks] live capacity %.0f/s, its bursts' truth %.0f/s, carried %.0f/s, work 50 us a tuple%n", c, truth, carried);
+            assertTrue(c <= truth * 1.05, "more than the bursts' truth: " + c + ", truth " + truth);
+            assertTrue(c >= truth * 0.85 && c > 4 * carried, "the sleeps counted as work: " + c + ", the bursts' truth " + truth + ", carried " + carried);
         }
     }
 
