@@ -114,14 +114,17 @@ with-tmp = t=$$(mktemp -d $(abspath $(BUILD))/tmp.XXXXXX) || exit 1; TMPDIR=$$t 
 # the library inside (resources/Linux-amd64/) and installs it into ~/.m2 for
 # the examples, and the engine modules beside it: cloudprofiler-flink
 # (bindings/flink) and cloudprofiler-storm (bindings/storm), docs/flink.md
-# and docs/storm.md. `make test-java` runs the binding's JUnit 5 tests (API,
+# and docs/storm.md, and the Flink agent (bindings/flink-agent, one jar a
+# TaskManager's -javaagent: names; docs/flink-agent.md). `make test-java`
+# runs the binding's JUnit 5 tests (API,
 # loading, a child JVM killed with SIGTERM, two classloaders), the engine
 # modules' tests (a MiniCluster job with its metrics read back over REST and
-# Prometheus; LocalCluster topologies) and the Flink and Storm examples'
-# tests. Maven fetches what it needs from Maven Central.
+# Prometheus; LocalCluster topologies), the agent's (a job with no
+# Cloudprofiler code and a SQL query, in a JVM started with the agent) and
+# the Flink and Storm examples' tests. Maven fetches what it needs from Maven Central.
 MVN        ?= mvn -q -B
 JAVA_PROPS := -Dcloudprofiler.native.dir=$(abspath $(BUILD))
-.PHONY: java test-java bench-java maven-version
+.PHONY: java test-java bench-java maven-version bench-flink-agent
 # A checkout installs its modules as its own version, 0.1.0-<8 hex of its
 # path's SHA-256>-SNAPSHOT, so two checkouts on one machine never overwrite
 # each other's artifacts in ~/.m2 (a version per commit would pile up one
@@ -141,6 +144,12 @@ java: $(LIB) $(TOOL) .mvn/maven.config
 	cd bindings/java && $(MVN) $(JAVA_PROPS) -DskipTests install
 	cd bindings/flink && $(MVN) $(JAVA_PROPS) -DskipTests install
 	cd bindings/storm && $(MVN) $(JAVA_PROPS) -DskipTests install
+	cd bindings/flink-agent && $(MVN) $(JAVA_PROPS) -DskipTests install
+
+# The Flink agent's cost on a job's throughput: with and without it,
+# interleaved (tests/bench-flink-agent.sh; N, ROUNDS).
+bench-flink-agent: java
+	bash tests/bench-flink-agent.sh
 
 # The binding's tests run again on a second, newer JDK when the machine has
 # one (JAVA_HOME_2, default the Temurin JDK in /usr/lib/jvm): another JNI
@@ -151,6 +160,7 @@ test-java: java
 	$(if $(JAVA_HOME_2),cd bindings/java && JAVA_HOME=$(JAVA_HOME_2) $(MVN) $(JAVA_PROPS) surefire:test,@echo "test-java: no second JDK, the binding ran on one")
 	cd bindings/flink && $(MVN) $(JAVA_PROPS) surefire:test
 	cd bindings/storm && $(MVN) $(JAVA_PROPS) surefire:test
+	cd bindings/flink-agent && $(MVN) $(JAVA_PROPS) failsafe:integration-test failsafe:verify
 	cd examples/flink && $(MVN) $(JAVA_PROPS) test
 	cd examples/storm && $(MVN) $(JAVA_PROPS) test
 	bash tests/maven.sh

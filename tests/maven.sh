@@ -12,7 +12,7 @@ v=$($make -s --no-print-directory maven-version)
 case "$v" in 0.1.0-????????-SNAPSHOT) ;; *) echo "maven-version: '$v'"; exit 1;; esac
 grep -qx -- "-Drevision=$v" .mvn/maven.config || { echo ".mvn/maven.config does not name $v:"; cat .mvn/maven.config; exit 1; }
 
-for m in java flink storm; do
+for m in java flink storm flink-agent; do
   d=$repo/io/cloudprofiler/cloudprofiler-$m/$v
   for f in "$d/cloudprofiler-$m-$v.jar" "$d/cloudprofiler-$m-$v.pom"; do
     [ -f "$f" ] || { echo "make java installed no $f"; exit 1; }

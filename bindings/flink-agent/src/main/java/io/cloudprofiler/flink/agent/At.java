@@ -1,0 +1,147 @@
+package io.cloudprofiler.flink.agent;
+
+import java.util.Map;
+
+import io.cloudprofiler.Marks;
+
+import org.apache.flink.api.common.TaskInfo;
+import org.apache.flink.streaming.api.graph.StreamConfig;
+import org.apache.flink.streaming.api.operators.AbstractStreamOperator;
+import org.apache.flink.streaming.api.operators.Output;
+import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
+
+/**
+ * One operator instance's marks, by the marking convention ({@code
+ * OPERATOR#SUBTASK in|out|sent}, io.cloudprofiler.Marks), kept in a field
+ * the agent adds to AbstractStreamOperator. Every call comes on the task's
+ * thread: the channels open at the instance's first record and close with
+ * the operator.
+ *
+ * <p>The records carry no id of ours: a visit's id is the instance's own
+ * sequence number with the instance's hash in its top bits, so its in, outs
+ * and sents pair up, and no two instances share an id (a hop between
+ * operators has no common id: no latencies across them).
+ */
+public final class At {
+    /** The field the agent adds to AbstractStreamOperator. */
+    public static final String FIELD = "cp$at";
+    /** The global job parameter that leaves every instance unmarked when {@code false}, as cloudprofiler-flink's. */
+    static final String ENABLED = "cloudprofiler.enabled";
+
+    static final int SEQ_BITS = 39;
+    static final long SEQ_MASK = (1L << SEQ_BITS) - 1;
+
+    final String operator, instance;
+    /** No output of its own (a sink): its visit's end is its out. */
+    final boolean sink;
+    final long base;
+    public final MarkingOutput<?> output;
+
+    private Marks marks;
+    private boolean off;
+    private int depth;
+    private long seq, id;
+    private boolean emitted;
+
+    private At(String operator, String instance, boolean sink, Output<StreamRecord<Object>> inner) {
+        this.operator = operator;
+        this.instance = instance;
+        this.sink = sink;
+        this.base = ((long) ((operator + "#" + instance).hashCode() & 0xFFFFFF)) << SEQ_BITS;
+        this.output = new MarkingOutput<>(inner, this);
+    }
+
+    /** The operator's At, with its output wrapped; null (the operator left as it is) when it cannot be marked. */
+    @SuppressWarnings("unchecked")
+    public static At attach(Object operator, Object output) {
+        try {
+            AbstractStreamOperator<?> op = (AbstractStreamOperator<?>) operator;
+            Map<String, String> params = op.getRuntimeContext().getGlobalJobParameters();
+            if (params != null && "false".equalsIgnoreCase(params.get(ENABLED))) return null;
+            StreamConfig cfg = op.getOperatorConfig();
+            TaskInfo t = op.getRuntimeContext().getTaskInfo();
+            String instance = t.getAttemptNumber() == 0 ? String.valueOf(t.getIndexOfThisSubtask())
+                    : t.getIndexOfThisSubtask() + "." + t.getAttemptNumber();
+            return new At(Names.operator(cfg.getOperatorName(), cfg.getVertexID()), instance, isSink(op, cfg),
+                    (Output<StreamRecord<Object>>) output);
+        } catch (Throwable e) {
+            Log.say("an operator of class " + operator.getClass().getName() + " left unmarked: " + e);
+            return null;
+        }
+    }
+
+    private static boolean told;
+
+    /** The operator's At (null: not marked). */
+    public static At of(Object operator) {
+        try {
+            return operator instanceof Marked ? ((Marked) operator).cp$at() : null;
+        } catch (Throwable e) {
+            if (!told) {
+                told = true;
+                Log.say("an operator of class " + operator.getClass().getName() + " left unmarked: " + e);
+            }
+            return null;
+        }
+    }
+
+    /** An operator with no output, chained or not: a sink. */
+    static boolean isSink(AbstractStreamOperator<?> op, StreamConfig cfg) {
+        ClassLoader cl = op.getUserCodeClassloader();
+        return cfg.getChainedOutputs(cl).isEmpty() && cfg.getOperatorNonChainedOutputs(cl).isEmpty();
+    }
+
+    // enter, exit and close are public: the advice that calls them is
+    // inlined into Flink's classes, in other packages.
+
+    /** A record arrives (processElement begins): in, unless this is a visit's nested call. */
+    public void enter() {
+        if (depth++ > 0 || off) return;
+        if (marks == null && !open()) return;
+        id = base | (++seq & SEQ_MASK);
+        emitted = false;
+        marks.in(id);
+    }
+
+    /** processElement returned (or threw): a sink's visit ends with its out. */
+    public void exit() {
+        if (--depth > 0 || marks == null) return;
+        if (sink && !emitted) marks.out(id);
+    }
+
+    /** Right before the operator hands a record on while on a visit. */
+    void out() {
+        if (depth > 0 && marks != null) {
+            emitted = true;
+            marks.out(id);
+        }
+    }
+
+    /** The hand-off returned (with any chained operators' work inside it). */
+    void sent() {
+        if (depth > 0 && marks != null) marks.sent(id);
+    }
+
+    private boolean open() {
+        try {
+            marks = Marks.open(operator, instance, !sink, false);
+            return true;
+        } catch (Throwable e) {
+            off = true;
+            Log.say(operator + "#" + instance + " left unmarked: " + e.getMessage());
+            return false;
+        }
+    }
+
+    public void close() {
+        Marks m = marks;
+        marks = null;
+        off = true;
+        if (m == null) return;
+        try {
+            m.close();
+        } catch (Throwable e) {
+            Log.say(operator + "#" + instance + ": " + e.getMessage());
+        }
+    }
+}
