@@ -200,10 +200,19 @@ func TestRun(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			// A JVM a block starts keeps its temporary files (the Java
+			// binding's extracted library, cloudprofiler-USER/) in the
+			// block's directory: Java reads java.io.tmpdir, not TMPDIR, and
+			// make test leaves nothing in /tmp.
+			jtmp := filepath.Join(dir, ".java-tmp")
+			if err := os.Mkdir(jtmp, 0o700); err != nil {
+				t.Fatal(err)
+			}
 			env := []string{"CLOUDPROFILER_LIB=" + filepath.Join(root, "build", "libcloudprofiler.so"),
-				"PATH=" + filepath.Join(root, "build", "pyenv", "bin") + ":" + os.Getenv("PATH")}
+				"PATH=" + filepath.Join(root, "build", "pyenv", "bin") + ":" + os.Getenv("PATH"),
+				"JAVA_TOOL_OPTIONS=-Djava.io.tmpdir=" + jtmp}
 			for _, kv := range os.Environ() {
-				if !strings.HasPrefix(kv, "CP_") && !strings.HasPrefix(kv, "PATH=") {
+				if !strings.HasPrefix(kv, "CP_") && !strings.HasPrefix(kv, "PATH=") && !strings.HasPrefix(kv, "JAVA_TOOL_OPTIONS=") {
 					env = append(env, kv)
 				}
 			}
