@@ -3,7 +3,9 @@
 # ThroughputJob (bindings/flink-agent's tests: map, filter, keyBy, a keyed
 # process function, a sink, as fast as Flink takes them, chaining on) in a
 # JVM of its own, with the agent and without, interleaved ROUNDS times; it
-# prints each run and the ratio of the medians. WORK_US: microseconds of
+# prints each run's steady pace (the keyed process function's records from
+# its tenth to its ninetieth percent over their time: the JVM's and the
+# agent's start left out) and the ratio of the medians. WORK_US: microseconds of
 # work the keyed process function spins a record (default 0: nothing but
 # Flink's own cost, the agent's worst case). A benchmark: two runs are
 # two states of the machine, so nothing here passes or fails.
