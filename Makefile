@@ -160,7 +160,7 @@ test-java: java
 	$(if $(JAVA_HOME_2),cd bindings/java && JAVA_HOME=$(JAVA_HOME_2) $(MVN) $(JAVA_PROPS) surefire:test,@echo "test-java: no second JDK, the binding ran on one")
 	cd bindings/flink && $(MVN) $(JAVA_PROPS) surefire:test
 	cd bindings/storm && $(MVN) $(JAVA_PROPS) surefire:test
-	cd bindings/flink-agent && $(MVN) $(JAVA_PROPS) failsafe:integration-test failsafe:verify
+	cd bindings/flink-agent && $(MVN) $(JAVA_PROPS) surefire:test failsafe:integration-test failsafe:verify
 	cd examples/flink && $(MVN) $(JAVA_PROPS) test
 	cd examples/storm && $(MVN) $(JAVA_PROPS) test
 	bash tests/maven.sh
