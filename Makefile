@@ -116,12 +116,12 @@ with-tmp = t=$$(mktemp -d $(abspath $(BUILD))/tmp.XXXXXX) || exit 1; TMPDIR=$$t 
 # (bindings/flink) and cloudprofiler-storm (bindings/storm), docs/flink.md
 # and docs/storm.md, and the Flink agent (bindings/flink-agent, one jar a
 # TaskManager's -javaagent: names; docs/flink-agent.md). `make test-java`
-# runs the binding's JUnit 5 tests (API,
-# loading, a child JVM killed with SIGTERM, two classloaders), the engine
-# modules' tests (a MiniCluster job with its metrics read back over REST and
-# Prometheus; LocalCluster topologies), the agent's (a job with no
-# Cloudprofiler code and a SQL query, in a JVM started with the agent) and
-# the Flink and Storm examples' tests. Maven fetches what it needs from Maven Central.
+# runs the binding's JUnit 5 tests (API, loading, a child JVM killed with
+# SIGTERM, two classloaders), the engine modules' tests (a MiniCluster job
+# with its metrics read back over REST and Prometheus; LocalCluster
+# topologies), the agent's (a job with no Cloudprofiler code and a SQL
+# query, in a JVM started with the agent), the Flink and Storm examples'
+# tests and tests/maven.sh. Maven fetches what it needs from Maven Central.
 MVN        ?= mvn -q -B
 JAVA_PROPS := -Dcloudprofiler.native.dir=$(abspath $(BUILD))
 .PHONY: java test-java bench-java maven-version bench-flink-agent
