@@ -278,14 +278,15 @@ public final class Profiled {
      * after a restart ".ATTEMPT" ({@code 2-score#1.3 in}): a task that runs
      * again in the same TaskManager is an instance of its own, with its own
      * rows, and its channels never mark what the earlier attempt's marked.
+     * The agent (bindings/flink-agent) names its instances the same way.
      */
-    static String instance(TaskInfo t) {
+    public static String instance(TaskInfo t) {
         int a = t.getAttemptNumber();
         return a == 0 ? String.valueOf(t.getIndexOfThisSubtask()) : t.getIndexOfThisSubtask() + "." + a;
     }
 
     /** Whether the global job parameter named is not {@code false}. */
-    static boolean flag(Map<String, String> params, String name) {
+    public static boolean flag(Map<String, String> params, String name) {
         return params == null || !"false".equalsIgnoreCase(params.get(name));
     }
 

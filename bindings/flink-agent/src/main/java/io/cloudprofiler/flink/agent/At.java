@@ -1,10 +1,8 @@
 package io.cloudprofiler.flink.agent;
 
-import java.util.Map;
-
 import io.cloudprofiler.Marks;
+import io.cloudprofiler.flink.Profiled;
 
-import org.apache.flink.api.common.TaskInfo;
 import org.apache.flink.streaming.api.graph.StreamConfig;
 import org.apache.flink.streaming.api.operators.AbstractStreamOperator;
 import org.apache.flink.streaming.api.operators.Output;
@@ -25,8 +23,6 @@ import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
 public final class At {
     /** The field the agent adds to AbstractStreamOperator. */
     public static final String FIELD = "cp$at";
-    /** The global job parameter that leaves every instance unmarked when {@code false}, as cloudprofiler-flink's. */
-    static final String ENABLED = "cloudprofiler.enabled";
 
     static final int SEQ_BITS = 39;
     static final long SEQ_MASK = (1L << SEQ_BITS) - 1;
@@ -56,13 +52,10 @@ public final class At {
     public static At attach(Object operator, Object output) {
         try {
             AbstractStreamOperator<?> op = (AbstractStreamOperator<?>) operator;
-            Map<String, String> params = op.getRuntimeContext().getGlobalJobParameters();
-            if (params != null && "false".equalsIgnoreCase(params.get(ENABLED))) return null;
+            if (!Profiled.flag(op.getRuntimeContext().getGlobalJobParameters(), Profiled.ENABLED)) return null;
             StreamConfig cfg = op.getOperatorConfig();
-            TaskInfo t = op.getRuntimeContext().getTaskInfo();
-            String instance = t.getAttemptNumber() == 0 ? String.valueOf(t.getIndexOfThisSubtask())
-                    : t.getIndexOfThisSubtask() + "." + t.getAttemptNumber();
-            return new At(Names.operator(cfg.getOperatorName(), cfg.getVertexID()), instance, isSink(op, cfg),
+            return new At(Names.operator(cfg.getOperatorName(), cfg.getVertexID()),
+                    Profiled.instance(op.getRuntimeContext().getTaskInfo()), isSink(op, cfg),
                     (Output<StreamRecord<Object>>) output);
         } catch (Throwable e) {
             Log.say("an operator of class " + operator.getClass().getName() + " left unmarked: " + e);
