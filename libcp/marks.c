@@ -185,5 +185,10 @@ uint64_t cp_mark_tsc(struct cp_mark *m, int32_t role, uint64_t t) {
   if (role == CP_MARK_IN)
     atomic_store_explicit(&m->visits, atomic_load_explicit(&m->visits, memory_order_relaxed) + 1, memory_order_relaxed);
   atomic_store_explicit(&m->last, t, memory_order_relaxed);
-  return waited ? t | CP_WAITED_BIT : t;
+  // The record's note says the gap before it was not this instance's work:
+  // its thread gave the CPU up, or (an in) another instance marked on it.
+  // The reader needs the second where no record says when the tuple was
+  // handed to this instance (the Flink agent's marks carry no id from one
+  // operator to the next): a chained operator's gap is its upstream's work.
+  return waited || chained ? t | CP_WAITED_BIT : t;
 }

@@ -125,10 +125,10 @@ func TestMarksOfChainedOperators(t *testing.T) {
 	}
 	markRuns++
 	a, b := fmt.Sprintf("chaina%d#0", markRuns), fmt.Sprintf("chainb%d#0", markRuns)
-	ain, _ := open(t, a+" in", logfile.ZstdTSC, handlers.BufferIdentity)
+	ain, ainc := open(t, a+" in", logfile.ZstdTSC, handlers.BufferIdentity)
 	aout, _ := open(t, a+" out", logfile.ZstdTSC, handlers.BufferIdentity)
 	asent, _ := open(t, a+" sent", logfile.ZstdTSC, handlers.BufferIdentity)
-	bin, _ := open(t, b+" in", logfile.ZstdTSC, handlers.BufferIdentity)
+	bin, binc := open(t, b+" in", logfile.ZstdTSC, handlers.BufferIdentity)
 	bout, _ := open(t, b+" out", logfile.ZstdTSC, handlers.BufferIdentity)
 	const n = 2000
 	aWork, bWork := uint64(20e-6*freq.Hz), uint64(2e-6*freq.Hz)
@@ -148,4 +148,19 @@ func TestMarksOfChainedOperators(t *testing.T) {
 	for _, h := range []int64{ain, aout, asent, bin, bout} {
 		require.NoError(t, closeChannel(h, "test"))
 	}
+	// The records say the same to the reader: each of b's ins notes that
+	// its gap was not b's work (a marked in it); a's ins note only a wait
+	// of the thread (a preemption is none), so most do not.
+	bins, _ := readRecords(t, binc.path)
+	ains, _ := readRecords(t, ainc.path)
+	require.Len(t, bins, n)
+	require.Len(t, ains, n)
+	noted := 0
+	for i := range bins {
+		require.True(t, bins[i].Waited, fmt.Sprintf("b's in %d", i))
+		if ains[i].Waited {
+			noted++
+		}
+	}
+	require.Less(t, noted, n/10, "a's ins noted as not its work")
 }

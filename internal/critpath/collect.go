@@ -140,8 +140,24 @@ func (v *Visit) workedFrom(d int64) int64 {
 // up to 100 ms after its out, Storm batches, so the receiver may wait for
 // a tuple handed off long before d. Where the instance's records note its
 // thread's waits, a gap its thread gave the CPU up in is no take.
+//
+// A visit with no hand-off (the in is its tuple's first record: a
+// source's, or any visit of an instance whose marks share no id with
+// another's, as the Flink agent's) has only the notes to go by: a take
+// where they say the thread neither waited in the gap nor ran another
+// instance's marks in it (the library notes both; a chained operator's gap
+// is its upstream's work). Without notes, none. A gap a preemption
+// stretched until the next tuple came counts here: nothing in the records
+// tells it from a take (the engines' truth, from thread states, counts it
+// too).
 func (v *Visit) taken(d int64) bool {
-	if d > v.In || v.Up == noHandOff || v.H > d {
+	if d > v.In {
+		return false
+	}
+	if v.Up == noHandOff {
+		return v.worked()
+	}
+	if v.H > d {
 		return false
 	}
 	return v.Waits&visitWaitedIn == 0
