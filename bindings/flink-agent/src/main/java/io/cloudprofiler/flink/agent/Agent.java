@@ -16,7 +16,7 @@ import java.util.Properties;
 
 import net.bytebuddy.agent.builder.AgentBuilder;
 import net.bytebuddy.asm.Advice;
-import net.bytebuddy.description.modifier.FieldManifestation;
+import net.bytebuddy.description.modifier.FieldPersistence;
 import net.bytebuddy.description.modifier.Visibility;
 import net.bytebuddy.description.type.TypeDescription;
 import net.bytebuddy.dynamic.DynamicType;
@@ -76,15 +76,33 @@ public final class Agent {
                     + "): nothing marked, the job runs unprofiled";
         }
         ElementMatcher.Junction<TypeDescription> operator = named(OPERATOR);
+        // AbstractStreamOperator gets a field, an interface and advice. Its
+        // serialVersionUID is declared (1), so the JobManager, which runs
+        // without the agent, and the TaskManagers still agree on it; the
+        // field is transient, so an operator serialized here carries nothing of ours.
         new AgentBuilder.Default()
                 .with(new Failures())
-                .ignore(nameStartsWith("net.bytebuddy.").or(nameStartsWith("io.cloudprofiler.")).or(nameStartsWith("java.")))
+                .ignore(ignored())
                 .type(operator)
                 .transform((DynamicType.Builder<?> b, TypeDescription t, ClassLoader cl, JavaModule m, java.security.ProtectionDomain pd) -> b
-                        .defineField(At.FIELD, At.class, Visibility.PUBLIC, FieldManifestation.PLAIN)
+                        .defineField(At.FIELD, At.class, Visibility.PUBLIC, FieldPersistence.TRANSIENT)
                         .implement(Marked.class).intercept(FieldAccessor.ofField(At.FIELD))
                         .visit(Advice.to(SetupAdvice.class).on(named("setup").and(takesArguments(3))))
                         .visit(Advice.to(CloseAdvice.class).on(named("close").and(takesArguments(0)))))
+                .installOn(inst);
+        // Its subclasses only get advice inlined into processElement, and
+        // must keep their shape exactly (DECORATE: no member added, no
+        // static initializer): many declare no serialVersionUID (a SQL
+        // query's OutputConversionOperator, a user's own operator), so
+        // Java derives it from the class's members, and the JobManager
+        // serializes the operator with the class as it is. Rebased (Byte
+        // Buddy's default), the class failed to deserialize on a
+        // TaskManager with the agent ("local class incompatible").
+        new AgentBuilder.Default()
+                .with(AgentBuilder.TypeStrategy.Default.DECORATE)
+                .with(AgentBuilder.InitializationStrategy.NoOp.INSTANCE) // inlined advice needs no type initializer
+                .with(new Failures())
+                .ignore(ignored())
                 .type(hasSuperClass(operator).and(not(operator)).and(not(isAbstract())))
                 .transform((DynamicType.Builder<?> b, TypeDescription t, ClassLoader cl, JavaModule m, java.security.ProtectionDomain pd) -> b
                         .visit(Advice.to(ProcessAdvice.class).on(
@@ -92,6 +110,11 @@ public final class Agent {
                                         .and(takesArguments(1)).and(takesArgument(0, named(RECORD))).and(not(isAbstract())))))
                 .installOn(inst);
         return "marking the operators of Flink " + v + " (every instance's in, out and sent; docs/flink-agent.md)";
+    }
+
+    /** What neither transformation looks at: ours, Byte Buddy's, the JDK's. */
+    static ElementMatcher.Junction<TypeDescription> ignored() {
+        return nameStartsWith("net.bytebuddy.").or(nameStartsWith("io.cloudprofiler.")).or(nameStartsWith("java."));
     }
 
     /** Flink's version as its runtime jar says (project.version), or null when there is none. */

@@ -167,6 +167,37 @@ class AgentIT {
         assertFalse(Files.exists(logs) && Files.list(logs).findAny().isPresent(), "the agent marked a Flink it does not know: " + logs);
     }
 
+    /**
+     * Operator classes the agent changes keep their serialVersionUID: the
+     * JobManager, which runs without the agent, serializes a job's
+     * operators, and a TaskManager with it deserializes them. Many declare
+     * none (OutputConversionOperator, a user's operator), and Java derives
+     * it from the class's members: an agent that adds one fails the job
+     * ("local class incompatible", seen on the standalone cluster before
+     * the agent left its subclasses' shape alone). Here, in a JVM with the
+     * agent, against a child JVM without it.
+     */
+    @Test
+    void operatorClassesKeepTheirSerialVersionUids(@TempDir Path dir) throws Exception {
+        List<String> classes = List.of(Agent.OPERATOR, "org.apache.flink.streaming.api.operators.StreamMap",
+                "org.apache.flink.streaming.api.operators.StreamFilter", "org.apache.flink.streaming.api.operators.StreamFlatMap",
+                "org.apache.flink.streaming.api.operators.ProcessOperator", "org.apache.flink.streaming.api.operators.KeyedProcessOperator",
+                "org.apache.flink.streaming.runtime.operators.sink.SinkWriterOperator",
+                "org.apache.flink.table.runtime.operators.source.InputConversionOperator",
+                "org.apache.flink.table.runtime.operators.sink.OutputConversionOperator");
+        assertTrue(Marked.class.isAssignableFrom(Class.forName(Agent.OPERATOR)), "this JVM's AbstractStreamOperator is not the agent's");
+        StringBuilder here = new StringBuilder();
+        for (String c : classes) here.append(c).append(' ').append(java.io.ObjectStreamClass.lookup(Class.forName(c)).getSerialVersionUID()).append('\n');
+        List<String> cmd = new java.util.ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+                "-Djava.io.tmpdir=" + dir, "-cp", System.getProperty("java.class.path"), SerialUids.class.getName()));
+        cmd.addAll(classes);
+        Process p = new ProcessBuilder(cmd).redirectError(dir.resolve("err").toFile()).start();
+        String without = new String(p.getInputStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+        assertTrue(p.waitFor(60, java.util.concurrent.TimeUnit.SECONDS));
+        assertEquals(0, p.exitValue(), Files.readString(dir.resolve("err")));
+        assertEquals(without, here.toString(), "serialVersionUIDs without the agent (expected) and with it");
+    }
+
     static long in(Map<String, Long> ins, String prefix) {
         return ins.entrySet().stream().filter(e -> e.getKey().startsWith(prefix)).mapToLong(Map.Entry::getValue).sum();
     }
