@@ -89,12 +89,23 @@ public final class HashJob {
      *
      * @param records lines the source makes (it then ends, and the job with it)
      * @param rate    lines a second, all source subtasks together; 0: as fast as the job takes them
+     * @param wrapped marked as docs/flink.md says (the wrappers, a tuple id in
+     *                every record); false: the same functions with no code of
+     *                ours around them, named as a user names operators
+     *                ({@code .name(...)}), for the agent (docs/flink-agent.md)
+     *                to mark: the records' id fields then stay 0
      */
-    public static void build(StreamExecutionEnvironment env, int parallelism, long records, double rate) {
+    public static void build(StreamExecutionEnvironment env, int parallelism, long records, double rate, boolean wrapped) {
         env.setParallelism(parallelism);
         DataGeneratorSource<Line> source = new DataGeneratorSource<>(Line::of, records,
                 rate > 0 ? RateLimiterStrategy.perSecond(rate) : RateLimiterStrategy.noOp(), TypeInformation.of(Line.class));
         DataStream<Line> lines = env.fromSource(source, WatermarkStrategy.noWatermarks(), "lines");
+        if (!wrapped) {
+            DataStream<Parsed> parsed = lines.map(new Parse()).name(PARSE);
+            DataStream<Hashed> hashed = parsed.keyBy(p -> p.key, Types.INT).process(new Hash()).name(HASH);
+            hashed.filter(new Keep()).name(KEEP).sinkTo(new CountingSink()).name(SINK);
+            return;
+        }
         DataStream<Line> stamped = Profiled.stampIds(lines, "0-source", (l, id) -> {
             l.id = id;
             return l;
