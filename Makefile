@@ -226,10 +226,13 @@ test-report: $(LIB) $(TOOL) $(BUILD)/demo $(BUILD)/stage $(BUILD)/udpstage | $(P
 # distribution's lib/ holds; Maven Central has no flink-dist for 2.x), the
 # example job submitted as a job jar over REST: on loopback, and with the
 # JobManager and two TaskManagers each on a node (network namespace) of its
-# own, TSC clients and rounds, then analyze (root; skips without).
+# own, TSC clients and rounds, then analyze (root; skips without); and a
+# job with no code of ours (tests/cluster/flink-job) on a cluster whose
+# TaskManagers start with the agent (issue 45).
 .PHONY: test-cluster
 test-cluster: java
 	cd tests/cluster/flink && $(MVN) package
+	cd tests/cluster/flink-job && $(MVN) package
 	cd tests/cluster/storm && $(MVN) package && cd zookeeper && $(MVN) package
 	cd examples/flink && $(MVN) $(JAVA_PROPS) package -DskipTests
 	cd examples/storm && $(MVN) $(JAVA_PROPS) package -DskipTests
@@ -237,6 +240,8 @@ test-cluster: java
 	CP_BINDING_JAR=$(abspath bindings/java/target/cloudprofiler-java-0.1.0.jar) \
 	CP_STORM_MODULE_JAR=$(abspath bindings/storm/target/cloudprofiler-storm-0.1.0.jar) \
 	CP_FLINK_JOB_JAR=$(abspath examples/flink/target/cloudprofiler-flink-example-0.1.0.jar) \
+	CP_FLINK_AGENT_JAR=$(abspath bindings/flink-agent/target/cloudprofiler-flink-agent-0.1.0.jar) \
+	CP_FLINK_PLAIN_JOB_JAR=$(abspath tests/cluster/flink-job/target/flink-plain-job-0.1.0.jar) \
 	CP_STORM_LIB=$(abspath tests/cluster/storm/target/lib) CP_STORM_LIB_WORKER=$(abspath tests/cluster/storm/target/lib-worker) \
 	CP_ZOOKEEPER_LIB=$(abspath tests/cluster/storm/target/zookeeper) \
 	CP_STORM_TOPOLOGY_JAR=$(abspath examples/storm/target/cloudprofiler-storm-example-0.1.0.jar) \

@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -78,6 +79,13 @@ type clusterOpts struct {
 	noBinding bool
 	// conf is added to config.yaml (YAML, top-level keys).
 	conf string
+	// tmJavaOpts is the line env.java.opts.taskmanager: written to
+	// config.yaml, and given to each TaskManager's JVM as taskmanager.sh
+	// does with it (these tests start the JVMs themselves).
+	tmJavaOpts string
+	// node, when set, is every TaskManager's CP_NODE (TaskManagers on one
+	// host share its counter); else tm0, tm1, ...
+	node string
 }
 
 func startCluster(t *testing.T, e flinkEnv, o clusterOpts) *cluster {
@@ -106,7 +114,7 @@ taskmanager:
   memory: {process: {size: 1200m}}
 rest: {address: 127.0.0.1, bind-address: 127.0.0.1, port: %d}
 parallelism: {default: 2}
-%s`, rpc, o.slots, rest, o.conf)), 0o644))
+%s%s`, rpc, o.slots, rest, o.conf, tmOptsLine(o.tmJavaOpts))), 0o644))
 	must(t, os.WriteFile(filepath.Join(conf, "log4j.properties"), []byte(`rootLogger.level = INFO
 rootLogger.appenderRef.file.ref = Main
 appender.main.name = Main
@@ -128,10 +136,15 @@ appender.main.layout.pattern = %d{HH:mm:ss,SSS} %-5p %c{1} - %m%n
 		"-cp", c.cp, "org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint", "--configDir", conf)...)
 	jvm, dyn := tmResources(t, c.cp, conf, log("bashjavautils"))
 	for i := 0; i < o.taskManagers; i++ {
-		args := append(append(append(append([]string{}, opens...), jvm...), log(fmt.Sprint("taskmanager-", i))...),
+		args := append(append(append(append(append([]string{}, opens...), jvm...), strings.Fields(o.tmJavaOpts)...),
+			log(fmt.Sprint("taskmanager-", i))...),
 			"-cp", c.cp, "org.apache.flink.runtime.taskexecutor.TaskManagerRunner", "--configDir", conf)
 		args = append(args, dyn...)
-		c.java([]string{"CP_LOG_DIR=" + filepath.Join(dir, fmt.Sprint("logs-", i)), "CP_NODE=tm" + fmt.Sprint(i)}, args...)
+		node := o.node
+		if node == "" {
+			node = fmt.Sprint("tm", i)
+		}
+		c.java([]string{"CP_LOG_DIR=" + filepath.Join(dir, fmt.Sprint("logs-", i)), "CP_NODE=" + node}, args...)
 	}
 	// Up when every TaskManager registered.
 	deadline := time.Now().Add(90 * time.Second)
@@ -147,6 +160,15 @@ appender.main.layout.pattern = %d{HH:mm:ss,SSS} %-5p %c{1} - %m%n
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
+}
+
+// tmOptsLine is config.yaml's line for the TaskManagers' JVM options ("" for none).
+func tmOptsLine(opts string) string {
+	if opts == "" {
+		return ""
+	}
+	b, _ := json.Marshal(opts) // a JSON string is a YAML string
+	return "env.java.opts.taskmanager: " + string(b) + "\n"
 }
 
 // tmResources is what taskmanager.sh computes before it starts a
@@ -253,10 +275,25 @@ func (c *cluster) trySubmit(jar, entry string, args ...string) (job, answer stri
 	return run.JobID, string(b)
 }
 
+// causes is the "Caused by" lines of a job's exception history, each once
+// (else its start): what made the job fail, without the stack frames.
+func causes(history string) string {
+	var out []string
+	for _, m := range regexp.MustCompile(`Caused by: [^\\]+`).FindAllString(history, -1) {
+		if !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	if len(out) == 0 {
+		return trimErr([]byte(history))
+	}
+	return strings.Join(out, "\n")
+}
+
 func trimErr(b []byte) string {
 	s := string(b)
-	if len(s) > 200 {
-		s = s[:200] + "..."
+	if len(s) > 1500 {
+		s = s[:1500] + "..."
 	}
 	return s
 }
@@ -267,7 +304,7 @@ func (c *cluster) wait(job string, limit time.Duration, states ...string) string
 	c.t.Helper()
 	s := c.state(job, limit, append(states, "FAILED")...)
 	if s == "FAILED" && !slices.Contains(states, "FAILED") {
-		c.t.Fatalf("job %s FAILED (logs in %s)", job, c.dir)
+		c.t.Fatalf("job %s FAILED (logs in %s): %s", job, c.dir, causes(c.exceptions(job)))
 	}
 	return s
 }

@@ -1,0 +1,205 @@
+package cluster
+
+import (
+	"encoding/csv"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"cloudprofiler/tests/internal/testrun"
+)
+
+// TestFlinkAgent is issue 45's test on the standalone cluster: a job with
+// no Cloudprofiler code (tests/cluster/flink-job: map, filter, keyBy, a
+// keyed process function doing real work, a SQL query, a sink), on a
+// cluster with nothing of ours but the agent line in its configuration
+// (env.java.opts.taskmanager: -javaagent:...), two TaskManagers of one slot
+// each, so the keyBy crosses from one JVM to the other. The truth is in the
+// user's functions (Flink accumulators, read over REST once the job
+// ended), never in the marks:
+//   - the job's results: tally's count and sum, against the job's logic
+//     worked out here (what the job gives without the agent);
+//   - every operator instance's channels, each with as many ins as its
+//     function saw (work's per subtask, the others' from the logic);
+//   - work's capacity per subtask: its departures over the time from its
+//     first to its last (when collect returned; work is the job's slowest
+//     and the source unthrottled, so it had a backlog throughout), where
+//     its function was busy 0.9 of that time or more; else (it waited, and
+//     the rate is not its capacity) the records over the time spent in
+//     processElement. Ours (capacity.csv, the agent's marks) within 10%;
+//   - the bottleneck capacity.csv and summary.txt name: work.
+func TestFlinkAgent(t *testing.T) {
+	e := needFlink(t)
+	agent, job := os.Getenv("CP_FLINK_AGENT_JAR"), os.Getenv("CP_FLINK_PLAIN_JOB_JAR")
+	if agent == "" || job == "" {
+		t.Skip("CP_FLINK_AGENT_JAR and CP_FLINK_PLAIN_JOB_JAR are not set: run `make test-cluster`")
+	}
+	const records, p = 200_000, 2
+	c := startCluster(t, e, clusterOpts{taskManagers: p, slots: 1, noBinding: true,
+		tmJavaOpts: "-javaagent:" + agent, node: "host"})
+	id := c.submit(job, "io.cloudprofiler.tests.cluster.PlainJob", "--records", fmt.Sprint(records), "--parallelism", fmt.Sprint(p))
+	c.wait(id, 4*time.Minute, "FINISHED")
+	var acc struct {
+		User []struct{ Name, Value string } `json:"user-task-accumulators"`
+	}
+	must(t, c.get("/jobs/"+id+"/accumulators", &acc))
+	c.stop() // the job's end closed its channels; SIGTERM flushes whatever is left
+	accum := map[string]int64{}
+	for _, a := range acc.User {
+		v, err := strconv.ParseInt(a.Value, 10, 64)
+		if err != nil {
+			t.Fatalf("accumulator %s: %q", a.Name, a.Value)
+		}
+		accum[a.Name] = v
+	}
+
+	// Each TaskManager said what the agent did (its stdout and stderr: proc-1.out, proc-2.out).
+	for i := 1; i <= p; i++ {
+		b, _ := os.ReadFile(filepath.Join(c.dir, fmt.Sprintf("proc-%d.out", i)))
+		if !strings.Contains(string(b), "cloudprofiler agent: marking the operators of Flink 2.3.0") {
+			t.Errorf("TaskManager %d's output has no word from the agent:\n%s", i-1, tail(string(b), 2000))
+		}
+	}
+
+	// The job's results, from its logic: 2i, not a multiple of 3, then the query's WHERE.
+	var kept, tallied, sum int64
+	for i := int64(0); i < records; i++ {
+		v := 2 * i
+		if v%3 == 0 {
+			continue
+		}
+		kept++
+		if v%5 != 0 {
+			tallied++
+			sum += 3 * v
+		}
+	}
+	if accum["tallied"] != tallied || accum["tallied w"] != sum {
+		t.Errorf("the job's results with the agent: %d records, w summing to %d; its logic gives %d and %d", accum["tallied"], accum["tallied w"], tallied, sum)
+	}
+	var worked int64
+	for i := 0; i < p; i++ {
+		worked += accum[fmt.Sprintf("work#%d records", i)]
+	}
+	if worked != kept {
+		t.Errorf("work's subtasks counted %d records, the logic keeps %d", worked, kept)
+	}
+
+	out := filepath.Join(c.dir, "out")
+	r := testrun.Run(2*time.Minute, nil, e.tool, "analyze", "--logs", filepath.Join(c.dir, "logs-0"), filepath.Join(c.dir, "logs-1"),
+		"--out", out, "--quiet", "--no-durations", "--strict")
+	if r.Err != nil {
+		t.Fatalf("analyze: %v\n%s%s", r.Err, r.Stdout, r.Stderr)
+	}
+	rows := readCapacity(t, filepath.Join(out, "capacity.csv"))
+
+	// Every operator instance, chained or not, Flink's SQL operator among them, with its ins.
+	ins := map[string]int64{} // OPERATOR#SUBTASK -> tuples in (whole run)
+	opOf := map[string]string{}
+	for _, row := range rows {
+		if row["level"] == "instance" && row["window"] == "-1" {
+			label := row["instance"]
+			inst := row["operator"] + "#" + label[strings.LastIndex(label, "/")+1:]
+			n, _ := strconv.ParseInt(row["tuples_in"], 10, 64)
+			ins[inst] = n
+			opOf[inst] = row["operator"]
+		}
+	}
+	names := make([]string, 0, len(ins))
+	for k := range ins {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	t.Logf("instances: %v", names)
+	want := map[string]int64{`twice-\d+`: records, `not-threes-\d+`: records, `work-\d+`: kept, `Calc.*`: kept, `tally-\d+`: tallied, `sunk:_Writer-\d+`: tallied}
+	for pat, n := range want {
+		re := regexp.MustCompile("^" + pat + "#[0-9]+$")
+		var got int64
+		subtasks := 0
+		for k, v := range ins {
+			if re.MatchString(k) {
+				got += v
+				subtasks++
+			}
+		}
+		if subtasks != p || got != n {
+			t.Errorf("%s: %d instances with %d ins in all; want %d instances, %d ins (instances: %v)", pat, subtasks, got, p, n, names)
+		}
+	}
+
+	// work's capacity against its function's own counters, per subtask.
+	work := ""
+	for k := range ins {
+		if regexp.MustCompile(`^work-\d+#`).MatchString(k) {
+			work = opOf[k]
+		}
+	}
+	for i := 0; i < p; i++ {
+		me := fmt.Sprintf("work#%d", i)
+		n, first, last, busy := accum[me+" records"], accum[me+" first ns"], accum[me+" last ns"], accum[me+" busy ns"]
+		span := float64(last - first)
+		share := float64(busy) / span
+		truth, which := float64(n-1)/(span/1e9), "departures over the run (busy "+fmt.Sprintf("%.2f", share)+")"
+		if !(share >= 0.9) {
+			truth, which = float64(n)/(float64(busy)/1e9), fmt.Sprintf("records over the time in processElement (busy only %.2f of the run: not backlogged throughout)", share)
+		}
+		var ours float64 = math.NaN()
+		for _, row := range rows {
+			if row["level"] == "instance" && row["window"] == "-1" && row["operator"] == work && strings.HasSuffix(row["instance"], fmt.Sprintf("/%d", i)) {
+				ours, _ = strconv.ParseFloat(row["capacity"], 64)
+			}
+		}
+		t.Logf("%s#%d: ours %.0f/s, the truth %.0f/s (%s): %+.1f%%", work, i, ours, truth, which, 100*(ours/truth-1))
+		if !(math.Abs(ours/truth-1) <= 0.10) {
+			t.Errorf("%s#%d's capacity %.0f/s is not within 10%% of its function's %.0f/s (%s)", work, i, ours, truth, which)
+		}
+	}
+	bottleneck := ""
+	for _, row := range rows {
+		if row["level"] == "operator" && row["window"] == "-1" && row["bottleneck"] == "true" {
+			bottleneck = row["operator"]
+		}
+	}
+	summary, _ := os.ReadFile(filepath.Join(out, "summary.txt"))
+	if bottleneck != work || !regexp.MustCompile(`Bottleneck: `+regexp.QuoteMeta(work)+` `).Match(summary) {
+		t.Errorf("the bottleneck: capacity.csv names %q, want %q; summary.txt:\n%s", bottleneck, work, summary)
+	}
+}
+
+// readCapacity reads capacity.csv as rows by column name.
+func readCapacity(t *testing.T, path string) []map[string]string {
+	t.Helper()
+	f, err := os.Open(path)
+	must(t, err)
+	defer f.Close()
+	all, err := csv.NewReader(f).ReadAll()
+	must(t, err)
+	if len(all) < 2 {
+		t.Fatalf("%s: no rows", path)
+	}
+	var rows []map[string]string
+	for _, rec := range all[1:] {
+		row := map[string]string{}
+		for i, h := range all[0] {
+			if i < len(rec) {
+				row[h] = rec[i]
+			}
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}
