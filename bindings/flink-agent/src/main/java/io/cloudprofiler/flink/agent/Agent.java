@@ -2,6 +2,7 @@ package io.cloudprofiler.flink.agent;
 
 import static net.bytebuddy.matcher.ElementMatchers.hasSuperClass;
 import static net.bytebuddy.matcher.ElementMatchers.isAbstract;
+import static net.bytebuddy.matcher.ElementMatchers.isConstructor;
 import static net.bytebuddy.matcher.ElementMatchers.nameStartsWith;
 import static net.bytebuddy.matcher.ElementMatchers.named;
 import static net.bytebuddy.matcher.ElementMatchers.not;
@@ -41,6 +42,8 @@ import net.bytebuddy.utility.JavaModule;
  *       query's generated ones, the user's): {@code in} as a record
  *       arrives, {@code out} and {@code sent} around each record it emits
  *       while on it, {@code out} as a sink's visit ends;</li>
+ *   <li>{@code onEventTime} and {@code onProcessingTime} of the same classes: a
+ *       timer's firing is a visit of its own ({@link TimerAdvice});</li>
  *   <li>{@code AbstractStreamOperator.close}: the marks closed (flushed).</li>
  * </ul>
  *
@@ -56,9 +59,11 @@ public final class Agent {
 
     static final String OPERATOR = "org.apache.flink.streaming.api.operators.AbstractStreamOperator";
     static final String RECORD = "org.apache.flink.streaming.runtime.streamrecord.StreamRecord";
+    static final String TIMER = "org.apache.flink.streaming.api.operators.InternalTimer";
 
     public static void premain(String args, Instrumentation inst) {
         try {
+            Carried.on = args != null && List.of(args.split(",")).contains("ids");
             Log.say(install(inst));
         } catch (Throwable t) {
             Log.say("not installed, this JVM runs unprofiled: " + t);
@@ -90,6 +95,20 @@ public final class Agent {
                         .visit(Advice.to(SetupAdvice.class).on(named("setup").and(takesArguments(3))))
                         .visit(Advice.to(CloseAdvice.class).on(named("close").and(takesArguments(0)))))
                 .installOn(inst);
+        if (Carried.on) {
+            // The network path between tasks carries ids: RecordWriterOutput
+            // writes each record's, the network input reads it (IdsAdvice).
+            new AgentBuilder.Default()
+                    .with(new Failures())
+                    .ignore(ignored())
+                    .type(named("org.apache.flink.streaming.runtime.io.RecordWriterOutput"))
+                    .transform((DynamicType.Builder<?> b, TypeDescription t, ClassLoader cl, JavaModule m, java.security.ProtectionDomain pd) -> b
+                            .visit(Advice.to(IdsAdvice.Writer.class).on(isConstructor().and(takesArguments(4)))))
+                    .type(named("org.apache.flink.streaming.runtime.io.AbstractStreamTaskNetworkInput"))
+                    .transform((DynamicType.Builder<?> b, TypeDescription t, ClassLoader cl, JavaModule m, java.security.ProtectionDomain pd) -> b
+                            .visit(Advice.to(IdsAdvice.Reader.class).on(isConstructor())))
+                    .installOn(inst);
+        }
         // Its subclasses only get advice inlined into processElement, and
         // must keep their shape exactly (DECORATE: no member added, no
         // static initializer): many declare no serialVersionUID (a SQL
@@ -107,9 +126,13 @@ public final class Agent {
                 .transform((DynamicType.Builder<?> b, TypeDescription t, ClassLoader cl, JavaModule m, java.security.ProtectionDomain pd) -> b
                         .visit(Advice.to(ProcessAdvice.class).on(
                                 named("processElement").or(named("processElement1")).or(named("processElement2"))
-                                        .and(takesArguments(1)).and(takesArgument(0, named(RECORD))).and(not(isAbstract())))))
+                                        .and(takesArguments(1)).and(takesArgument(0, named(RECORD))).and(not(isAbstract()))))
+                        .visit(Advice.to(TimerAdvice.class).on(
+                                named("onEventTime").or(named("onProcessingTime"))
+                                        .and(takesArguments(1)).and(takesArgument(0, named(TIMER))).and(not(isAbstract())))))
                 .installOn(inst);
-        return "marking the operators of Flink " + v + " (every instance's in, out and sent; docs/flink-agent.md)";
+        return "marking the operators of Flink " + v + " (every instance's in, out and sent"
+                + (Carried.on ? "; ids carried between tasks, 8 bytes a record" : "") + "; docs/flink-agent.md)";
     }
 
     /** What neither transformation looks at: ours, Byte Buddy's, the JDK's. */

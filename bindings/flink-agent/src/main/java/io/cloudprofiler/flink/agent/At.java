@@ -18,12 +18,18 @@ import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
  * <p>The records carry no id of ours: a visit's id is the instance's own
  * sequence number with the instance's hash in its top bits, so its in, outs
  * and sents pair up, and no two instances share an id (a hop between
- * operators has no common id: no latencies across them).
+ * operators has no common id: no latencies across them). With the agent's
+ * argument {@code ids}, a visit takes the id its record carries where it
+ * carries one ({@link Carried}: from the operator chained before it, or
+ * over the network from another task), so a record's marks share one id
+ * from the first marked operator to the last.
  */
 public final class At {
     /** The field the agent adds to AbstractStreamOperator. */
     public static final String FIELD = "cp$at";
 
+    /** Whether visits take the ids records carry (the agent's argument ids), fixed before this class loads. */
+    static final boolean IDS = Carried.on;
     static final int SEQ_BITS = 39;
     static final long SEQ_MASK = (1L << SEQ_BITS) - 1;
 
@@ -38,6 +44,8 @@ public final class At {
     private int depth;
     private long seq, id;
     private boolean emitted;
+    /** The task thread's {@link Carried} slot (IDS), taken on the first call. */
+    private long[] slot;
 
     private At(String operator, String instance, boolean sink, Output<StreamRecord<Object>> inner) {
         this.operator = operator;
@@ -91,6 +99,16 @@ public final class At {
     public void enter() {
         if (depth++ > 0 || off) return;
         if (marks == null && !open()) return;
+        long carried = IDS ? slot()[0] : 0;
+        id = carried != 0 ? carried : base | (++seq & SEQ_MASK);
+        emitted = false;
+        marks.in(id);
+    }
+
+    /** A timer fires (onEventTime, onProcessingTime): a visit with an id of its own, never a carried one. */
+    public void enterTimer() {
+        if (depth++ > 0 || off) return;
+        if (marks == null && !open()) return;
         id = base | (++seq & SEQ_MASK);
         emitted = false;
         marks.in(id);
@@ -108,6 +126,18 @@ public final class At {
             emitted = true;
             marks.out(id);
         }
+    }
+
+    /** The task thread's slot of the id the record at hand carries. */
+    long[] slot() {
+        long[] s = slot;
+        if (s == null) slot = s = Carried.slot();
+        return s;
+    }
+
+    /** The id a record handed on now carries: the visit's, 0 outside one (a timer's, a watermark's). */
+    long carries() {
+        return depth > 0 && marks != null ? id : 0;
     }
 
     /** The hand-off returned (with any chained operators' work inside it). */

@@ -12,7 +12,10 @@ import org.apache.flink.util.OutputTag;
  * An operator's output, as the agent leaves it: out right before each
  * record it hands on during a visit, sent when the hand-off returned (a
  * chained operator's work happens inside it). Watermarks and the rest pass
- * through unmarked.
+ * through unmarked. With ids ({@link At#IDS}), the record handed on carries
+ * the visit's id in the thread's {@link Carried} slot for the hand-off (to
+ * the operators chained behind, or to the network), then the slot is as it
+ * was (an output feeding two chained operators gives both the id).
  */
 public final class MarkingOutput<T> implements Output<StreamRecord<T>> {
     private final Output<StreamRecord<T>> inner;
@@ -25,15 +28,35 @@ public final class MarkingOutput<T> implements Output<StreamRecord<T>> {
 
     @Override
     public void collect(StreamRecord<T> record) {
-        at.out();
-        inner.collect(record);
-        at.sent();
+        carrying(null, record);
     }
 
     @Override
     public <X> void collect(OutputTag<X> tag, StreamRecord<X> record) {
+        carrying(tag, record);
+    }
+
+    /** The hand-off, with the visit's id in the thread's slot for it when ids are carried. */
+    private <X> void carrying(OutputTag<X> tag, StreamRecord<X> record) {
+        if (!At.IDS) {
+            handOn(tag, record);
+            return;
+        }
+        long[] slot = at.slot();
+        long was = slot[0];
+        slot[0] = at.carries();
+        try {
+            handOn(tag, record);
+        } finally {
+            slot[0] = was;
+        }
+    }
+
+    @SuppressWarnings("unchecked")
+    private <X> void handOn(OutputTag<X> tag, StreamRecord<X> record) {
         at.out();
-        inner.collect(tag, record);
+        if (tag == null) inner.collect((StreamRecord<T>) (StreamRecord<?>) record);
+        else inner.collect(tag, record);
         at.sent();
     }
 

@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.cloudprofiler.testkit.Logs;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
@@ -24,6 +25,7 @@ import org.apache.flink.connector.datagen.source.DataGeneratorSource;
 import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.functions.KeyedProcessFunction;
+import org.apache.flink.streaming.api.windowing.assigners.TumblingEventTimeWindows;
 import org.apache.flink.table.api.Table;
 import org.apache.flink.table.api.bridge.java.StreamTableEnvironment;
 import org.apache.flink.types.Row;
@@ -138,6 +140,59 @@ class AgentIT {
             assertTrue(cap.stream().anyMatch(l -> l.contains("," + op + ",")), "capacity.csv has no row of " + op + ":\n" + String.join("\n", cap));
         }
         assertFalse(ins.isEmpty());
+    }
+
+    /**
+     * A window's firing is a visit of its own: an event-time tumbling window
+     * (100 ms of timestamps, 4 keys) over 2,000 records whose timestamps
+     * are their values, one sum a window and key. The window operator's ins
+     * are its records and its firings (one timer a window and key), its
+     * outs the firings' results, each as many as the sink took.
+     */
+    @Test
+    void aWindowsFiringIsAVisit() throws Exception {
+        Logs.emptyLogDir();
+        SEEN.clear();
+        StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
+        env.setParallelism(1);
+        DataGeneratorSource<Long> src = new DataGeneratorSource<>(i -> i, 2000, RateLimiterStrategy.noOp(), Types.LONG);
+        env.fromSource(src, WatermarkStrategy.<Long>forMonotonousTimestamps().withTimestampAssigner((v, ts) -> v), "ids")
+                .keyBy(x -> x % 4, Types.LONG)
+                .window(TumblingEventTimeWindows.of(Duration.ofMillis(100)))
+                .reduce(Long::sum).name("win")
+                .sinkTo(new CountedLongs());
+        env.execute("a window");
+        long firings = 20 * 4; // windows of 100 over 0..1999, each with records of every key
+        assertEquals(firings, seen("longs"), "the sink's count");
+        Map<String, Map<Long, Integer>> channels = Logs.channels();
+        String chans = String.join("\n", channels.keySet());
+        assertEquals(2000 + firings, count(channels, "win-", " in"), "the window's ins: its records and its firings:\n" + chans);
+        assertEquals(firings, count(channels, "win-", " out"), "the window's outs: its firings' results:\n" + chans);
+        assertEquals(firings, count(channels, "win-", " sent"), "the window's sents:\n" + chans);
+    }
+
+    static final class CountedLongs implements Sink<Long> {
+        @Override
+        public SinkWriter<Long> createWriter(WriterInitContext ctx) {
+            return new SinkWriter<>() {
+                @Override
+                public void write(Long r, Context c) {
+                    saw("longs", 0);
+                }
+
+                @Override
+                public void flush(boolean endOfInput) {}
+
+                @Override
+                public void close() {}
+            };
+        }
+    }
+
+    /** Records of the channels of operator prefix's instances whose names end with role (" in", " out", " sent"). */
+    static long count(Map<String, Map<Long, Integer>> channels, String prefix, String role) {
+        return channels.entrySet().stream().filter(e -> e.getKey().startsWith(prefix) && e.getKey().endsWith(role))
+                .mapToLong(e -> e.getValue().values().stream().mapToLong(Integer::longValue).sum()).sum();
     }
 
     /**

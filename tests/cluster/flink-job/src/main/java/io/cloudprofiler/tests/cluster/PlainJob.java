@@ -30,7 +30,7 @@ import org.apache.flink.util.ParameterTool;
  * <pre>
  * numbers 0..N-1 (DataGeneratorSource, as fast as the job takes them)
  *   -> twice (map: 2i) -> not-threes (filter: v % 3 != 0)
- *   -> keyBy(v % 64)
+ *   -> keyBy(v % 1024)
  *   -> work (keyed process: SHA-256 rounds over v, passes v on)
  *   -> a SQL query: SELECT v, v * 3 AS w FROM worked WHERE MOD(v, 5) <> 0
  *   -> tally (map: counts and sums w) -> sunk (a sink that discards)
@@ -56,7 +56,7 @@ public final class PlainJob {
         DataGeneratorSource<Long> src = new DataGeneratorSource<>(i -> i, records, RateLimiterStrategy.noOp(), Types.LONG);
         DataStream<Long> kept = env.fromSource(src, WatermarkStrategy.noWatermarks(), "numbers")
                 .map(new Twice()).name("twice").filter(new NotThrees()).name("not-threes");
-        DataStream<Long> worked = kept.keyBy(v -> v % 64, Types.LONG).process(new Work(rounds)).name("work").returns(Types.LONG);
+        DataStream<Long> worked = kept.keyBy(v -> v % 1024, Types.LONG).process(new Work(rounds)).name("work").returns(Types.LONG);
         StreamTableEnvironment tEnv = StreamTableEnvironment.create(env);
         tEnv.createTemporaryView("worked", tEnv.fromDataStream(worked).as("v"));
         Table q = tEnv.sqlQuery("SELECT v, v * 3 AS w FROM worked WHERE MOD(v, 5) <> 0");
