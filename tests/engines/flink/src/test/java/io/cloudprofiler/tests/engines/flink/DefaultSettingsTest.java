@@ -182,8 +182,8 @@ class DefaultSettingsTest {
     static final String PREFIX = "[engines]";
     /**
      * The job as it is, with no code of ours, marked by the agent this JVM
-     * was started with (pom.xml's execution "agent":
-     * -Dengines.mode=agent -javaagent:...): the same runs, truths and checks,
+     * was started with, carrying ids (pom.xml's execution "agent":
+     * -Dengines.mode=agent -javaagent:...=ids): the same runs, truths and checks,
      * held against the agent's marks instead of the wrappers'. analyze then
      * names the hash operator as the agent does, "2-hash-VERTEX"
      * ({@link Run#hash}), and there is no live gauge (the wrappers register it).
@@ -217,7 +217,7 @@ class DefaultSettingsTest {
 
         // The tool is rebuilt under this test by whoever works on the analysis: say which build read the logs.
         say("tool: " + tool + ", built " + Files.getLastModifiedTime(Path.of(tool)));
-        say(AGENT ? "marks: the agent's (-javaagent), on the job with no code of ours" : "marks: the wrappers' (docs/flink.md)");
+        say(AGENT ? "marks: the agent's (-javaagent:...=ids), on the job with no code of ours" : "marks: the wrappers' (docs/flink.md)");
         long tc = System.nanoTime();
         int rounds = HashJob.Hash.ROUNDS; // the class loads here, and calibrates
         say(String.format("2-hash: %d SHA-256 rounds a record (%.0f ns a round when calibrated at class load, in %.1f s: %.1f us)",
