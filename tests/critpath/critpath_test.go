@@ -157,7 +157,9 @@ func TestForkJoin(t *testing.T) {
 // breakdown.csv charges to B over all tuples (group all, part queue, where
 // B) equals the time they waited in B's queue, which tandem measures from
 // the push into it to the pop (rdtsc under the queue's lock:
-// burst_wait_cycles), within 5%; every group's parts add up to its
+// burst_wait_cycles), within 5% and the waits the records cannot place
+// (in A's queue while A read as blocked by B, in B's queue while B read
+// as blocked by the sink); every group's parts add up to its
 // end-to-end total exactly. The waits count whether or not B was working
 // meanwhile (B preempted by the other vCPU's load, the tuples still wait):
 // the records show a wait, not why.
@@ -243,11 +245,41 @@ func TestBurst(t *testing.T) {
 		}
 		either += float64(sent-out) * float64(waiting)
 	}
+	// The same between B and the sink: where the sink departed between B's
+	// out and B's sent, B reads as blocked by the sink (preempted, or
+	// waiting for the queue's lock while the sink held it), and the
+	// tuples waiting in B's queue meanwhile (handed on by A before that
+	// out, taken by B after that sent) count as waiting at the sink. Seen
+	// once with two busy loops beside a whole make test: -18%, B's longest
+	// stall 4.8 ms.
+	bIn, bOut, bSent := marks(t, tl, logs, "B#0 in"), marks(t, tl, logs, "B#0 out"), marks(t, tl, logs, "B#0 sent")
+	var sinkDeps []uint64
+	for _, ts := range marks(t, tl, logs, "sink#0 out") {
+		sinkDeps = append(sinkDeps, ts)
+	}
+	sort.Slice(sinkDeps, func(i, j int) bool { return sinkDeps[i] < sinkDeps[j] })
+	var eitherSink float64
+	for id := int64(0); id < n; id++ {
+		out, sent := bOut[id], bSent[id]
+		k := sort.Search(len(sinkDeps), func(i int) bool { return sinkDeps[i] >= out })
+		if sent <= out || k == len(sinkDeps) || sinkDeps[k] > sent {
+			continue
+		}
+		waiting := 0
+		for j := int64(0); j < n; j++ {
+			if aSent[j] <= out && bIn[j] >= sent {
+				waiting++
+			}
+		}
+		eitherSink += float64(sent-out) * float64(waiting)
+	}
+	either += eitherSink
 	diff := float64(got) - float64(b.BurstWaitCycles)
 	rel := diff / float64(b.BurstWaitCycles)
 	allowed := 0.05*float64(b.BurstWaitCycles) + either
-	t.Logf("queueing charged to B: %d cycles; tandem measured %d: %+.2f%% (allowed %.2f%%: 5%% and %.2f%% of waits behind an A that read as blocked)",
-		got, b.BurstWaitCycles, 100*rel, 100*allowed/float64(b.BurstWaitCycles), 100*either/float64(b.BurstWaitCycles))
+	t.Logf("queueing charged to B: %d cycles; tandem measured %d: %+.2f%% (allowed %.2f%%: 5%% and %.2f%% of waits behind an A that read as blocked, %.2f%% of waits in B's queue while B read as blocked)",
+		got, b.BurstWaitCycles, 100*rel, 100*allowed/float64(b.BurstWaitCycles), 100*(either-eitherSink)/float64(b.BurstWaitCycles),
+		100*eitherSink/float64(b.BurstWaitCycles))
 	if math.Abs(diff) > allowed {
 		t.Errorf("breakdown.csv charges %d cycles of queueing to B, tandem measured %d waiting in B's queue (%+.2f%%, allowed %.2f%%)",
 			got, b.BurstWaitCycles, 100*rel, 100*allowed/float64(b.BurstWaitCycles))
