@@ -223,28 +223,9 @@ func TestBurst(t *testing.T) {
 	// (handed on by the source before that out, taken by A after that
 	// sent) count as waiting at B. Their wait there may land on either
 	// side; the rest must match within 5%.
-	srcSent, aIn, aOut, aSent := marks(t, tl, logs, "source sent"), marks(t, tl, logs, "A#0 in"),
-		marks(t, tl, logs, "A#0 out"), marks(t, tl, logs, "A#0 sent")
-	var bDeps []uint64
-	for _, ts := range marks(t, tl, logs, "B#0 sent") {
-		bDeps = append(bDeps, ts)
-	}
-	sort.Slice(bDeps, func(i, j int) bool { return bDeps[i] < bDeps[j] })
-	var either float64
-	for id := int64(0); id < n; id++ {
-		out, sent := aOut[id], aSent[id]
-		k := sort.Search(len(bDeps), func(i int) bool { return bDeps[i] >= out })
-		if sent <= out || k == len(bDeps) || bDeps[k] > sent {
-			continue
-		}
-		waiting := 0
-		for j := int64(0); j < n; j++ {
-			if srcSent[j] <= out && aIn[j] >= sent {
-				waiting++
-			}
-		}
-		either += float64(sent-out) * float64(waiting)
-	}
+	aSent := marks(t, tl, logs, "A#0 sent")
+	either := readAsBlocked(n, marks(t, tl, logs, "source sent"), marks(t, tl, logs, "A#0 in"), marks(t, tl, logs, "A#0 out"),
+		aSent, marks(t, tl, logs, "B#0 sent"))
 	// The same between B and the sink: where the sink departed between B's
 	// out and B's sent, B reads as blocked by the sink (preempted, or
 	// waiting for the queue's lock while the sink held it), and the
@@ -252,27 +233,8 @@ func TestBurst(t *testing.T) {
 	// out, taken by B after that sent) count as waiting at the sink. Seen
 	// once with two busy loops beside a whole make test: -18%, B's longest
 	// stall 4.8 ms.
-	bIn, bOut, bSent := marks(t, tl, logs, "B#0 in"), marks(t, tl, logs, "B#0 out"), marks(t, tl, logs, "B#0 sent")
-	var sinkDeps []uint64
-	for _, ts := range marks(t, tl, logs, "sink#0 out") {
-		sinkDeps = append(sinkDeps, ts)
-	}
-	sort.Slice(sinkDeps, func(i, j int) bool { return sinkDeps[i] < sinkDeps[j] })
-	var eitherSink float64
-	for id := int64(0); id < n; id++ {
-		out, sent := bOut[id], bSent[id]
-		k := sort.Search(len(sinkDeps), func(i int) bool { return sinkDeps[i] >= out })
-		if sent <= out || k == len(sinkDeps) || sinkDeps[k] > sent {
-			continue
-		}
-		waiting := 0
-		for j := int64(0); j < n; j++ {
-			if aSent[j] <= out && bIn[j] >= sent {
-				waiting++
-			}
-		}
-		eitherSink += float64(sent-out) * float64(waiting)
-	}
+	eitherSink := readAsBlocked(n, aSent, marks(t, tl, logs, "B#0 in"), marks(t, tl, logs, "B#0 out"), marks(t, tl, logs, "B#0 sent"),
+		marks(t, tl, logs, "sink#0 out"))
 	either += eitherSink
 	diff := float64(got) - float64(b.BurstWaitCycles)
 	rel := diff / float64(b.BurstWaitCycles)
@@ -286,6 +248,36 @@ func TestBurst(t *testing.T) {
 	}
 	slices, run := criticalPath(t, out)
 	checkCriticalPath(t, slices, run, false)
+}
+
+// readAsBlocked is the queueing the records may place on either side of
+// a stage: for each of the n tuples whose out-to-sent held a departure of
+// the stage downstream (deps), the stage reads as blocked, and the tuples
+// waiting in its queue meanwhile (handed on before that out, taken after
+// that sent) as waiting downstream; their number times that out-to-sent,
+// summed, in cycles.
+func readAsBlocked(n int64, handed, in, out, sent, deps map[int64]uint64) float64 {
+	var d []uint64
+	for _, ts := range deps {
+		d = append(d, ts)
+	}
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	var either float64
+	for id := int64(0); id < n; id++ {
+		o, s := out[id], sent[id]
+		k := sort.Search(len(d), func(i int) bool { return d[i] >= o })
+		if s <= o || k == len(d) || d[k] > s {
+			continue
+		}
+		waiting := 0
+		for j := int64(0); j < n; j++ {
+			if handed[j] <= o && in[j] >= s {
+				waiting++
+			}
+		}
+		either += float64(s-o) * float64(waiting)
+	}
+	return either
 }
 
 // TestBadInput: logs the analysis cannot take whole — a channel's file
