@@ -97,19 +97,20 @@ public final class At {
 
     /** A record arrives (processElement begins): in, unless this is a visit's nested call. */
     public void enter() {
-        if (depth++ > 0 || off) return;
-        if (marks == null && !open()) return;
-        long carried = IDS ? slot()[0] : 0;
-        id = carried != 0 ? carried : base | (++seq & SEQ_MASK);
-        emitted = false;
-        marks.in(id);
+        begin(true);
     }
 
     /** A timer fires (onEventTime, onProcessingTime): a visit with an id of its own, never a carried one. */
     public void enterTimer() {
+        begin(false);
+    }
+
+    /** A visit's in: the id its record carries where it may take one (IDS) and there is one, else its own. */
+    private void begin(boolean mayCarry) {
         if (depth++ > 0 || off) return;
         if (marks == null && !open()) return;
-        id = base | (++seq & SEQ_MASK);
+        long carried = IDS && mayCarry ? slot()[0] : 0;
+        id = carried != 0 ? carried : base | (++seq & SEQ_MASK);
         emitted = false;
         marks.in(id);
     }
@@ -135,7 +136,7 @@ public final class At {
         return s;
     }
 
-    /** The id a record handed on now carries: the visit's, 0 outside one (a timer's, a watermark's). */
+    /** The id a record handed on now carries: the visit's, 0 outside one (a record a watermark emits). */
     long carries() {
         return depth > 0 && marks != null ? id : 0;
     }
