@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"encoding/csv"
 	"fmt"
 	"math"
 	"os"
@@ -147,7 +146,7 @@ func agentRun(t *testing.T, e flinkEnv, agent, job string, ids bool) float64 {
 	if r.Err != nil {
 		t.Fatalf("analyze: %v\n%s%s", r.Err, r.Stdout, r.Stderr)
 	}
-	rows := readCapacity(t, filepath.Join(out, "capacity.csv"))
+	rows := readRows(t, filepath.Join(out, "capacity.csv"), "level", "window", "operator", "instance", "tuples_in", "capacity", "bottleneck")
 
 	// Every operator instance, chained or not, Flink's SQL operator among them, with its ins.
 	ins := map[string]int64{} // OPERATOR#SUBTASK -> tuples in (whole run)
@@ -236,7 +235,7 @@ func agentRun(t *testing.T, e flinkEnv, agent, job string, ids bool) float64 {
 // journey from twice to the sink.
 func checkCarried(t *testing.T, summary string, kept, tallied int64) {
 	t.Helper()
-	rows := readCapacity(t, summary)
+	rows := readRows(t, summary, "kind", "from", "to", "count", "median_s", "p99_s")
 	hop := regexp.MustCompile(`/not-threes-\d+#\d+ (out|sent)$`)
 	work := regexp.MustCompile(`/work-\d+#\d+ in$`)
 	first, last := regexp.MustCompile(`/twice-\d+#\d+ in$`), regexp.MustCompile(`/sunk:_Writer-\d+#\d+ out$`)
@@ -263,27 +262,12 @@ func checkCarried(t *testing.T, summary string, kept, tallied int64) {
 	}
 }
 
-// readCapacity reads capacity.csv as rows by column name.
-func readCapacity(t *testing.T, path string) []map[string]string {
+// readRows reads an analyze CSV (capacity.csv, summary.csv) whose first
+// line names cols among its columns, or fails the test.
+func readRows(t *testing.T, path string, cols ...string) []map[string]string {
 	t.Helper()
-	f, err := os.Open(path)
+	rows, err := testrun.ReadCSV(path, cols)
 	must(t, err)
-	defer f.Close()
-	all, err := csv.NewReader(f).ReadAll()
-	must(t, err)
-	if len(all) < 2 {
-		t.Fatalf("%s: no rows", path)
-	}
-	var rows []map[string]string
-	for _, rec := range all[1:] {
-		row := map[string]string{}
-		for i, h := range all[0] {
-			if i < len(rec) {
-				row[h] = rec[i]
-			}
-		}
-		rows = append(rows, row)
-	}
 	return rows
 }
 
