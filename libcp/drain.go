@@ -25,10 +25,10 @@ import (
 // the current block a quiet channel has filled when pump asks for that.
 //
 // Before it sleeps it sets the slot's drain_parked, and a logging thread
-// that finds half the ring waiting wakes it (an eventfd write, through
-// dispatch) only if it takes the flag back: one syscall per sleep of the
-// drainer, however many blocks a burst fills while the drainer works. After
-// setting the flag it looks once more for half a ring waiting (a logging
+// that finds the ring full but for the block it entered (wakeDue) wakes it
+// (an eventfd write, through dispatch) only if it takes the flag back: one
+// syscall per sleep of the drainer, however many blocks a burst fills while
+// the drainer works. After setting the flag it looks once more (a logging
 // thread that entered a block before the flag was set wrote nothing), and
 // then goes on without sleeping if it takes the flag back itself; if a
 // logging thread took it first, that thread's wake-up is on its way.
@@ -37,7 +37,7 @@ func (c *channel) drainLoop() {
 	parked := (*uint32)(unsafe.Pointer(&c.slot.drain_parked))
 	for {
 		atomic.StoreUint32(parked, 1)
-		if !c.halfWaiting() || !atomic.CompareAndSwapUint32(parked, 1, 0) {
+		if !c.wakeDue() || !atomic.CompareAndSwapUint32(parked, 1, 0) {
 			c.sleeps.Add(1)
 			select {
 			case <-c.kick:
@@ -61,12 +61,17 @@ func (c *channel) drainLoop() {
 	}
 }
 
-// halfWaiting says whether half the ring or more is full blocks not yet
-// written: when a logging thread entering a block wakes the drainer
-// (entered_block in fastpath.c).
-func (c *channel) halfWaiting() bool {
+// wakeBlocks is how many full blocks waiting to be written wake the
+// drainer at once, from a logging thread (entered_block in fastpath.c,
+// through the slot's wake_blocks) or from pump: the ring but one. Until
+// then the drain waits for a gap (pump), so a burst that fits the ring is
+// written after it, not beside it.
+func (c *channel) wakeBlocks() uint64 { return c.ringBlocks - 1 }
+
+// wakeDue says whether wakeBlocks full blocks or more are not yet written.
+func (c *channel) wakeDue() bool {
 	pos := atomic.LoadUint64(c.word()) & countMask
-	return pos/c.blockRecs-c.written/c.blockRecs >= c.ringBlocks/2
+	return pos/c.blockRecs-c.written/c.blockRecs >= c.wakeBlocks()
 }
 
 // drainFinal writes every position below end (the count at close).

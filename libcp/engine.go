@@ -316,9 +316,10 @@ func dispatch(f *os.File) {
 // channel has data that is not on disk, backing off to every 250 ms when
 // none has (an idle process wakes 4 times a second). A full block is
 // written in the gaps of a bursty channel (when it went quiet since the last
-// look), or at once when half its ring is waiting: on this 2-vCPU machine,
-// work on the other vCPU slows a logging thread (FACTS.md), so draining
-// during a burst that fits the ring costs more than it gains. What a channel
+// look), or at once when the ring is full but for one block (wakeBlocks):
+// on a 2-vCPU machine, work on the other vCPU slows a logging thread
+// (FACTS.md), so draining during a burst that fits the ring costs more
+// than it gains. What a channel
 // logged is on disk at most flushQuiet after it goes quiet.
 func pump() {
 	const minSleep, maxSleep = 10 * time.Millisecond, 250 * time.Millisecond
@@ -368,7 +369,7 @@ func kickDrainers(force bool) bool {
 			continue
 		}
 		pendingAny = true
-		wake := full > 0 && (force || quiet || full >= c.ringBlocks/2)
+		wake := full > 0 && (force || quiet || full >= c.wakeBlocks())
 		if quiet && now.Sub(c.lastMove) >= flushQuiet {
 			c.flushPartial.Store(true)
 			wake = true
@@ -651,7 +652,7 @@ func (c *channel) setupSlot() error {
 	s := c.slot
 	s.kind = c.kindValue()
 	s.nc_count = 0
-	s.fast = 0
+	s.fast = C.int32_t(cheapPath(handlers.Type(s.kind)))
 	s.owner = 0
 	s.owner_limit = 0
 	s.busy = 0
@@ -746,10 +747,24 @@ func (c *channel) setupSlot() error {
 	s.ring = (*C.char)(ring)
 	s.ring_seq = (*C.uint64_t)(seq)
 	s.ring_blocks = C.uint32_t(c.ringBlocks)
+	s.wake_blocks = C.uint32_t(c.wakeBlocks())
 	c.updateFastPath(true)
 	s.ring_posmask = C.uint64_t(c.blockRecs*c.ringBlocks - 1)
 	s.block_shift = C.uint32_t(log2(c.blockRecs))
 	return nil
+}
+
+// cheapPath is LogTS's selector for the two cheapest handlers, which it
+// then decides on from the line it reads anyway, not from the kind on the
+// next (fastpath.c); CP_FAST_NONE for every other handler.
+func cheapPath(kind handlers.Type) int32 {
+	switch kind {
+	case handlers.Null:
+		return C.CP_FAST_NULL
+	case handlers.FastPeriodicCounter, handlers.ServiceRate:
+		return C.CP_FAST_COUNT
+	}
+	return C.CP_FAST_NONE
 }
 
 // updateFastPath selects LogTS's path from the channel's state (fastpath.c).
@@ -764,7 +779,7 @@ func (c *channel) updateFastPath(open bool) {
 	failed := atomic.LoadUint32((*uint32)(unsafe.Pointer(&c.slot.failed))) == 1
 	// The slot's kind, not c.cur: this runs on the drainer too, without c.mu.
 	kind := handlers.Type(atomic.LoadInt32((*int32)(unsafe.Pointer(&c.slot.kind))))
-	fast := int32(C.CP_FAST_NONE)
+	fast := cheapPath(kind)
 	// FOX_START logs its starts as BUFFER_IDENTITY does; its return log is
 	// filled by the receiver (cp_ring_put), never by LogTS.
 	ring := kind == handlers.BufferIdentity || kind == handlers.BufferIdentityComp || kind == handlers.FoxStart && c.fox.role == "start"

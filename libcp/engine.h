@@ -99,6 +99,8 @@ struct cp_fox {
 #define CP_FAST_OWNED 2     /* the same, biased to one writer thread: no atomic at all */
 #define CP_FAST_REVOKING 3  /* a second thread came: the owner is being moved to SHARED */
 #define CP_FAST_MARK 4      /* as SHARED, on a marked channel: each record notes its thread's waits (marks.c) */
+#define CP_FAST_NULL 5      /* NULLH: the handle checked, nothing kept */
+#define CP_FAST_COUNT 6     /* FASTPERIODICCOUNTER, SERVICERATE: a plain increment of fpc_count */
 
 /* A marked instance (OPERATOR#INSTANCE of this process; marks.c): its
  * thread's voluntary context switches at its last mark, and that thread;
@@ -167,6 +169,8 @@ typedef struct cp_slot {
   _Atomic uint64_t drain_wakes;  /* eventfd writes entered_block made for this channel */
   _Atomic uint32_t drain_parked; /* 1: the drainer sleeps, or is about to (drain.go); the logging
                                     thread that clears it wakes the drainer (entered_block) */
+  uint32_t wake_blocks;          /* full blocks waiting that wake the drainer at once: the ring
+                                    but one (channel.wakeBlocks) */
   _Atomic int lock;              /* FIRSTLAST and MEDIAN state */
   int64_t fl_first_id, fl_last_id;
   uint64_t fl_first_tsc, fl_last_tsc, fl_first_mono, fl_last_mono;

@@ -129,19 +129,23 @@ static int32_t wait_for_block(cp_slot_t *s, _Atomic uint64_t *seq, uint64_t b) {
 }
 
 // A logging thread entered block b. The drainers poll (they sleep between
-// looks), so normally nothing is said; only when half the ring is waiting to
-// be written is the drain woken at once. A wake-up from here costs a syscall
-// and tends to pull the woken thread onto this thread's CPU, so it is paid
-// only for a drainer that sleeps: the drainer sets drain_parked before it
-// sleeps, and the thread that takes the flag back writes the eventfd; while
-// the drainer works (a burst larger than half the ring), nothing is written.
-// No wake-up is lost: the drainer looks for half a ring waiting after
-// setting the flag (drain.go), and the fence orders this thread's records
-// (the word) before its look at the flag, so either the drainer sees this
-// block or this thread sees the flag.
+// looks) and write in the gaps between bursts, so normally nothing is said;
+// only when the ring is full but for the block just entered
+// (s->wake_blocks waiting to be written) is the drain woken at once. A burst
+// that fits the ring thus never has the drain running beside it (on a 2-vCPU
+// machine that work slows the logging thread: docs/performance.md); a
+// longer one has it from its last free block on. A wake-up from here costs
+// a syscall and tends to pull the woken thread onto this thread's CPU, so
+// it is paid only for a drainer that sleeps: the drainer sets drain_parked
+// before it sleeps, and the thread that takes the flag back writes the
+// eventfd; while the drainer works, nothing is written. No wake-up is lost:
+// the drainer looks for wake_blocks waiting after setting the flag
+// (drain.go), and the fence orders this thread's records (the word) before
+// its look at the flag, so either the drainer sees this block or this
+// thread sees the flag.
 __attribute__((noinline, cold)) static int32_t entered_block(cp_slot_t *s, uint64_t b) {
   uint64_t drained = atomic_load_explicit(&s->written_pos, memory_order_relaxed) >> s->block_shift;
-  if (b - drained < s->ring_blocks / 2) return 0;
+  if (b - drained < s->wake_blocks) return 0;
   atomic_thread_fence(memory_order_seq_cst);
   if (!atomic_load_explicit(&s->drain_parked, memory_order_relaxed)) return 0;
   if (!atomic_exchange_explicit(&s->drain_parked, 0, memory_order_seq_cst)) return 0;  // another thread took it
@@ -502,19 +506,13 @@ __attribute__((aligned(64))) int32_t LogTS(int64_t ch, int64_t tuple_id) {
     if (__builtin_expect(cp_fake_on, 0)) return log_owned_fake(s, gen, w, tuple_id);
     return log_owned(s, gen, w, tuple_id, rdtscp_raw());
   }
-  if (fast == CP_FAST_NONE) {  // the two cheapest handlers stay here, without a call
-    int32_t kind = s->kind;
-    if (kind == CP_NULLH) return 0;
-    if (kind == CP_FASTPERIODICCOUNTER) {
-      uint64_t c = atomic_load_explicit(&s->fpc_count, memory_order_relaxed);
-      atomic_store_explicit(&s->fpc_count, c + 1, memory_order_relaxed);
-      return 0;
-    }
-    if (kind == CP_SERVICERATE) {  // after the two above: they pay nothing for it
-      uint64_t c = atomic_load_explicit(&s->fpc_count, memory_order_relaxed);
-      atomic_store_explicit(&s->fpc_count, c + 1, memory_order_relaxed);
-      return 0;
-    }
+  // The two cheapest handlers stay here, without a call, decided by the
+  // selector on the line already read (the handler's kind is on the next).
+  if (fast == CP_FAST_NULL) return 0;
+  if (fast == CP_FAST_COUNT) {
+    uint64_t c = atomic_load_explicit(&s->fpc_count, memory_order_relaxed);
+    atomic_store_explicit(&s->fpc_count, c + 1, memory_order_relaxed);
+    return 0;
   }
   return log_by_kind(s, gen, tuple_id, fast);
 }
@@ -654,16 +652,18 @@ int64_t LogTSMany(int64_t ch, const int64_t *ids, int64_t n, int32_t *err) {
       done += k;
       if (rc) break;
       continue;
+    } else if (fast == CP_FAST_NULL) {
+      done += n - i;
+      break;
+    } else if (fast == CP_FAST_COUNT) {  // counters add the rest at once
+      uint64_t c = atomic_load_explicit(&s->fpc_count, memory_order_relaxed);
+      atomic_store_explicit(&s->fpc_count, c + (uint64_t)(n - i), memory_order_relaxed);
+      done += n - i;
+      break;
     } else if (fast == CP_FAST_NONE) {
-      int32_t kind = s->kind;  // counters add the rest at once
+      int32_t kind = s->kind;
       int64_t rest = n - i;
-      if (kind == CP_NULLH) { done += rest; break; }
-      if (kind == CP_FASTPERIODICCOUNTER || kind == CP_SERVICERATE) {
-        uint64_t c = atomic_load_explicit(&s->fpc_count, memory_order_relaxed);
-        atomic_store_explicit(&s->fpc_count, c + (uint64_t)rest, memory_order_relaxed);
-        done += rest;
-        break;
-      }
+      if (kind == CP_NULLH) { done += rest; break; }  // a FIRSTLAST retired (cp_firstlast_retire)
       if (kind == CP_KIND_NC_COUNTER) {
         atomic_fetch_add_explicit(&s->nc_count, (uint64_t)rest, memory_order_relaxed);
         done += rest;

@@ -775,6 +775,20 @@ func TestDrainWakesAtMostOncePerSleep(t *testing.T) {
 	}
 }
 
+// A burst that fits the ring (all but its last block) is written after it,
+// not beside it: no logging thread wakes the drainer (before, half the ring
+// waiting did). A longer burst wakes it (the test above).
+func TestBurstThatFitsTheRingWakesNoDrain(t *testing.T) {
+	ch, c := open(t, "fits", logfile.ZstdTSC, handlers.BufferIdentity)
+	fits := int64((c.ringBlocks - 1) * c.blockRecs) // the last block is never entered
+	// The drainer parks (and may be woken) once it has started.
+	require.Eventually(t, func() bool { return c.sleeps.Load() > 0 }, 10*time.Second, time.Millisecond)
+	require.Zero(t, logBurstC(ch, 0, fits))
+	require.Zero(t, c.drainWakes(), "a burst of %d records in a ring of %d woke the drainer", fits, c.ringBlocks*c.blockRecs)
+	require.NoError(t, closeChannel(ch, "close"))
+	requireIDsUpTo(t, c.path, int(fits))
+}
+
 // requireIDsUpTo says the file at path holds the ids 0..n-1, each once (in
 // any order: several threads logged them), and no hole; it returns the ids
 // in the file's order.

@@ -141,7 +141,7 @@ func TestNetConfSwitchesUnderLoad(t *testing.T) {
 	ch, c := open(t, "nc switch", logfile.BinaryTSC, handlers.NetConf)
 	require.Equal(t, handlers.Null, current(c))
 	require.Equal(t, int32(handlers.Null), int32(c.slot.kind), "resolved to NULLH: the NULLH path itself")
-	require.Zero(t, int32(c.slot.fast))
+	require.Equal(t, int32(fastNull), c.fastPath(), "LogTS decides on NULLH from the selector")
 
 	var stop atomic.Bool
 	var wg sync.WaitGroup

@@ -125,6 +125,13 @@ func logBurstC(h, first, n int64) int32 {
 	return int32(C.cp_test_burst(C.int64_t(h), C.int64_t(first), C.int64_t(n)))
 }
 
+// fastPath is the channel's LogTS selector (CP_FAST_* in engine.h).
+func (c *channel) fastPath() int32 {
+	return atomic.LoadInt32((*int32)(unsafe.Pointer(&c.slot.fast)))
+}
+
+const fastNull = C.CP_FAST_NULL
+
 // drainWakes is how many eventfd writes logging threads made for the
 // channel to wake its drainer (its slot's count, kept after close).
 func (c *channel) drainWakes() uint64 {
