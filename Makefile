@@ -337,7 +337,8 @@ bench-spark: $(TOOL) $(BUILD)/logmany wheel
 # Benchmarks: ns per LogTS from C next to the floor measured in the same run;
 # 10 s sustained ZSTD_TSC logging with bytes/record and memory; idle CPU; the
 # Go encoder; minrtt's translation of one duration or reading. Bursts of 1M
-# records fit a ring of 32 blocks of 64Ki records.
+# records fit a ring of 32 blocks of 64Ki records; then bursts of half the
+# ring a channel gets by default (`build/bench halfring`).
 # The NET_CONF row has no server: the channel runs its fallback, NULLH.
 # First, why LogTS reads rdtscp (tests/c/tscorder.c): the work that rdtsc's
 # stamps leave out.
@@ -345,6 +346,7 @@ bench: $(LIB) $(TOOL) $(BUILD)/bench $(BUILD)/sustained $(BUILD)/tscorder
 	$(BUILD)/tscorder
 	@rm -rf $(BUILD)/bench-logs && mkdir -p $(BUILD)/bench-logs
 	CP_LOG_DIR=$(BUILD)/bench-logs CP_RING_BLOCKS=32 CP_CONF_SERVER= $(BUILD)/bench
+	CP_LOG_DIR=$(BUILD)/bench-logs CP_CONF_SERVER= $(BUILD)/bench halfring
 	@rm -rf $(BUILD)/bench-logs && mkdir -p $(BUILD)/bench-logs
 	CP_LOG_DIR=$(BUILD)/bench-logs $(BUILD)/sustained 10 | tee $(BUILD)/sustained.out
 	@want=$$(sed -n 's/^records=//p' $(BUILD)/sustained.out); \
