@@ -93,6 +93,10 @@ func (a *analysis) rangeZero() (ns int64, err error) {
 	return a.chans[first].Header.OpenSync.RealtimeNs, nil
 }
 
+// The wall-clock times a range end can be: nanoseconds since 1970 in an
+// int64 (the ends themselves stand for an open range).
+var minRangeTime, maxRangeTime = time.Unix(0, math.MinInt64+1).UTC(), time.Unix(0, math.MaxInt64-1).UTC()
+
 // parseRangeEnd reads --from or --to: a wall-clock time (RFC 3339), or
 // seconds after zero; "" is open (def).
 func parseRangeEnd(flag, s string, zero, def int64) (int64, error) {
@@ -100,6 +104,11 @@ func parseRangeEnd(flag, s string, zero, def int64) (int64, error) {
 		return def, nil
 	}
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		// UnixNano is undefined past these (it wrapped 2300 to 1715).
+		if t.Before(minRangeTime) || t.After(maxRangeTime) {
+			return 0, fmt.Errorf("export: --%s %s: outside the times a range can hold (%s to %s)", flag, s,
+				minRangeTime.Format(time.RFC3339), maxRangeTime.Format(time.RFC3339))
+		}
 		return t.UnixNano(), nil
 	}
 	sec, err := strconv.ParseFloat(s, 64)
@@ -169,6 +178,11 @@ func Cut(cfg ExportConfig) (*CutResult, error) {
 	if cfg.Out == "" {
 		return nil, errors.New("export: --logs and --out are required (and --rounds when the logs come from several nodes)")
 	}
+	unlock, err := lockOut(cfg.Config)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	c := cfg.Config
 	c.NoCapacity, c.NoCriticalPath, c.NoMace, c.NoReport, c.NoDurations = true, true, true, true, true
 	a, err := prepare(c)
@@ -196,17 +210,29 @@ func Cut(cfg ExportConfig) (*CutResult, error) {
 		}
 	}
 	var kept, read atomic.Uint64
+	span := &cycleSpan{lo: math.Inf(1), hi: math.Inf(-1)}
 	err = eachOnWorkers(a.cfg.Workers, len(a.chans), func(i int) error {
 		dst := filepath.Join(cfg.Out, "logs", exportStem([]string{a.chans[i].Node}), cutName(a.chans, i))
-		k, r, err := a.cutChannel(i, dst, meta)
+		k, r, err := a.cutChannel(i, dst, meta, span)
 		kept.Add(k)
 		read.Add(r)
 		return err
 	})
+	if err == nil && kept.Load() == 0 {
+		// A range that keeps nothing is a mistake (the wrong day, seconds
+		// counted from elsewhere): say where the run is.
+		err = fmt.Errorf("export: %s to %s keeps none of the %d records read", meta.FromText(), meta.ToText(), read.Load())
+		if span.lo <= span.hi {
+			at := func(c float64) string { return fmtNs(meta.ZeroNs + int64(c/a.model.RefHz()*1e9)) }
+			err = fmt.Errorf("%w: the run's records lie from %s to %s (in --from and --to's seconds: %.3f to %.3f)",
+				err, at(span.lo), at(span.hi), span.lo/a.model.RefHz(), span.hi/a.model.RefHz())
+		}
+	}
 	if err != nil {
 		for _, n := range res.Nodes {
 			os.RemoveAll(filepath.Join(cfg.Out, "logs", exportStem([]string{n})))
 		}
+		os.Remove(filepath.Join(cfg.Out, "logs")) // if no other node's cut is in it
 		return nil, err
 	}
 	res.Files, res.Kept, res.Read = len(a.chans), kept.Load(), read.Load()
@@ -270,7 +296,7 @@ func fmtNs(ns int64) string {
 // their end, with service-rate estimates by theirs; lineage records (no
 // time: an output id and its input's) whole. It returns the records
 // kept and read.
-func (a *analysis) cutChannel(i int, dst string, meta CutMeta) (kept, read uint64, err error) {
+func (a *analysis) cutChannel(i int, dst string, meta CutMeta, span *cycleSpan) (kept, read uint64, err error) {
 	c := a.chans[i]
 	lf, err := logfile.Open(c.Path)
 	if err != nil {
@@ -278,8 +304,11 @@ func (a *analysis) cutChannel(i int, dst string, meta CutMeta) (kept, read uint6
 	}
 	defer lf.Close()
 	node := a.chNode[i]
+	lo, hi := math.Inf(1), math.Inf(-1)
+	defer func() { span.add(lo, hi) }()
 	in := func(tsc uint64) bool {
 		v := a.model.PointRelIdx(node, tsc).Est
+		lo, hi = min(lo, v), max(hi, v)
 		return v >= meta.FromCycles && v < meta.ToCycles
 	}
 	cut := logfile.Cut{Source: c.Path, FromNs: meta.FromNs, ToNs: meta.ToNs}
@@ -340,6 +369,19 @@ func (a *analysis) cutChannel(i int, dst string, meta CutMeta) (kept, read uint6
 		return 0, read, fmt.Errorf("export: %s: %w", dst, err)
 	}
 	return kept, read, nil
+}
+
+// cycleSpan is the earliest and latest reference time (cycles from the
+// origin) of the records a cut read, from every channel's goroutine.
+type cycleSpan struct {
+	mu     sync.Mutex
+	lo, hi float64
+}
+
+func (s *cycleSpan) add(lo, hi float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lo, s.hi = min(s.lo, lo), max(s.hi, hi)
 }
 
 // eachOnWorkers calls fn(0..n-1) on workers goroutines, which take the

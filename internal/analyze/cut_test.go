@@ -217,6 +217,10 @@ func TestCutRefusals(t *testing.T) {
 		{"1.5", "1.2", "is not before --to"},
 		{"yesterday", "", `--from "yesterday": a wall-clock time`},
 		{"", "NaN", `--to "NaN"`},
+		{"2300-01-01T00:00:00Z", "", "--from 2300-01-01T00:00:00Z: outside the times a range can hold (1677-09-21T00:12:43Z to 2262-04-11T23:47:16Z)"},
+		{"0001-01-01T00:00:00Z", "9999-01-01T00:00:00Z", "--from 0001-01-01T00:00:00Z: outside the times"},
+		{"1000", "", "keeps none of the "},           // after the run
+		{"", "-1000", "the run's records lie from "}, // before it
 	} {
 		_, err := Cut(ExportConfig{Config: cfg, From: c.from, To: c.to})
 		require.ErrorContains(t, err, c.want)

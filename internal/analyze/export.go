@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"cloudprofiler/internal/dirlock"
 	"cloudprofiler/internal/logfile"
 	"cloudprofiler/internal/results"
 	"cloudprofiler/minrtt"
@@ -42,7 +43,7 @@ import (
 // its version (a reader refuses another).
 const (
 	ExportFormat  = "cloudprofiler-export"
-	ExportVersion = 2 // 2: counter and FIRSTLAST logs copied, tuple channels' TSC span
+	ExportVersion = 3 // 2: counter and FIRSTLAST logs copied, tuple channels' TSC span; 3: records per partition
 	// DefaultExportPartitions is export's default P.
 	DefaultExportPartitions = 64
 )
@@ -116,6 +117,12 @@ type ExportChannel struct {
 	// analyze does.
 	TSCMin *uint64 `json:"tsc_min,omitempty"`
 	TSCMax *uint64 `json:"tsc_max,omitempty"`
+	// Parts is how many of its records the export wrote into each
+	// partition (the partitions it has records in): join-part refuses a
+	// partition whose files hold more or fewer of them (a file given
+	// twice, a copy, a file missing), and merge-parts names a partition
+	// that has records here and no state.
+	Parts map[int]uint64 `json:"parts,omitempty"`
 }
 
 // ExportConfig is one export: Logs, Rounds, Ref, Method, MemBytes,
@@ -149,6 +156,11 @@ func Export(cfg ExportConfig) (*ExportResult, error) {
 	if p := cfg.Partitions; p < 1 || p > maxPartitions || p&(p-1) != 0 {
 		return nil, fmt.Errorf("export: --partitions %d: a power of two from 1 to %d", p, maxPartitions)
 	}
+	unlock, err := lockOut(cfg.Config)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	c := cfg.Config
 	c.NoCapacity, c.NoCriticalPath, c.NoMace, c.NoReport, c.NoDurations = true, true, true, true, true
 	a, err := prepare(c)
@@ -194,7 +206,7 @@ func Export(cfg ExportConfig) (*ExportResult, error) {
 		return nil, err
 	}
 	res := &ExportResult{Meta: meta}
-	nfiles, nbytes, err := a.writeExportParts(ps, cfg.Out, stem, cfg.Partitions)
+	nfiles, nbytes, parts, err := a.writeExportParts(ps, cfg.Out, stem, cfg.Partitions)
 	if err != nil {
 		removeExportStem(cfg.Out, stem, names)
 		return nil, err
@@ -224,6 +236,20 @@ func Export(cfg ExportConfig) (*ExportResult, error) {
 		if ch.Role == RoleTuples && a.tscMin[i] <= a.tscMax[i] {
 			ec.TSCMin, ec.TSCMax = &a.tscMin[i], &a.tscMax[i]
 		}
+		var inParts uint64
+		for p, n := range parts[i] {
+			if n > 0 {
+				if ec.Parts == nil {
+					ec.Parts = map[int]uint64{}
+				}
+				ec.Parts[p] = n
+				inParts += n
+			}
+		}
+		if inParts != ec.Records {
+			removeExportStem(cfg.Out, stem, names)
+			return nil, fmt.Errorf("export: channel %s: %d records decoded, %d written into partitions", ec.Label, ec.Records, inParts)
+		}
 		res.Channels.Channels = append(res.Channels.Channels, ec)
 		if len(ch.Problems) > 0 {
 			res.Problems = append(res.Problems, ch)
@@ -234,6 +260,21 @@ func Export(cfg ExportConfig) (*ExportResult, error) {
 		return nil, err
 	}
 	return res, nil
+}
+
+// lockOut takes the lock of an export's or cut's directory (creating it):
+// another writer into it waits, saying so (dirlock), so that each one's
+// checks see the other's files.
+func lockOut(cfg Config) (func(), error) {
+	wait := cfg.Progress
+	if wait == nil {
+		wait = os.Stderr
+	}
+	unlock, err := dirlock.Lock(cfg.Out, "export", wait)
+	if err != nil {
+		return nil, fmt.Errorf("export: %w", err)
+	}
+	return unlock, nil
 }
 
 // copyFileAtomic copies src to dst through dst.partial and a rename.
@@ -387,8 +428,15 @@ func removeExportStem(out, stem string, nodes []string) error {
 // export partition p holds analyze partitions p<<j .. (p+1)<<j - 1 (their
 // top bits), read one at a time, so memory stays in the budget. Workers
 // take export partitions in turn.
-func (a *analysis) writeExportParts(ps *partitions, out, stem string, parts int) (int, int64, error) {
+//
+// It returns the files written, their bytes, and each channel's records in
+// each partition ([channel][partition]).
+func (a *analysis) writeExportParts(ps *partitions, out, stem string, parts int) (int, int64, [][]uint64, error) {
 	shift := bits.TrailingZeros(uint(ps.n)) - bits.TrailingZeros(uint(parts))
+	counts := make([][]uint64, len(a.chans))
+	for i := range counts {
+		counts[i] = make([]uint64, parts) // each worker writes its own partitions' elements
+	}
 	labels, keys := make([]string, len(a.chans)), exportKeys(a.chans)
 	for i, c := range a.chans {
 		labels[i] = c.Label()
@@ -436,6 +484,7 @@ func (a *analysis) writeExportParts(ps *partitions, out, stem string, parts int)
 							// The note of a wait stays behind: the parts
 							// have no cost model for it to serve (docs/spark.md).
 							ch, tsc := d.ch[i], d.tsc[i]
+							counts[ch][p]++
 							if a.notesWaits[ch] {
 								tsc &^= logfile.WaitedBit
 							}
@@ -471,10 +520,10 @@ func (a *analysis) writeExportParts(ps *partitions, out, stem string, parts int)
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, nil, err
 		}
 	}
-	return int(files.Load()), size.Load(), nil
+	return int(files.Load()), size.Load(), counts, nil
 }
 
 // writeExportMeta writes export.json, channels/STEM.json and rounds/ (a

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -176,14 +177,7 @@ func TestExportPartsMatchAnalyze(t *testing.T) {
 	require.NoError(t, err)
 
 	ex := filepath.Join(dir, "export")
-	ecfg := cfg
-	ecfg.Out = ex
-	_, err = Export(ExportConfig{Config: ecfg, Partitions: 8})
-	require.NoError(t, err)
-	files, err := filepath.Glob(filepath.Join(ex, "records", "part=*", "*.parquet"))
-	require.NoError(t, err)
-	require.Len(t, files, 8)
-	sort.Strings(files)
+	files := exportParts(t, cfg, ex, 8)
 	work := t.TempDir()
 	join := func(rank []int, durations bool) []string {
 		var states []string
@@ -336,4 +330,115 @@ func writeCountsAndRun(t *testing.T, logs string) {
 	writeASCII(t, logs, rate, counts)
 	writeASCII(t, logs, logfile.Header{Node: a.name, Host: "h", PID: 10, Channel: 8, Name: "source run", Handler: "FIRSTLAST", TSCHz: a.hz},
 		[]string{fmt.Sprintf("3,%d", a.at(1)), fmt.Sprintf("4,%d", a.at(1.7))})
+}
+
+// exportParts exports cfg's logs into ex with parts partitions, each of
+// which gets records, and returns their files in partition order.
+func exportParts(t *testing.T, cfg Config, ex string, parts int) []string {
+	t.Helper()
+	cfg.Out = ex
+	_, err := Export(ExportConfig{Config: cfg, Partitions: parts})
+	require.NoError(t, err)
+	files, err := filepath.Glob(filepath.Join(ex, "records", "part=*", "*.parquet"))
+	require.NoError(t, err)
+	require.Len(t, files, parts)
+	sort.Strings(files)
+	return files
+}
+
+// Every record of an export counts once: join-part holds the records it is
+// given against the export's counts per channel and partition (a file given
+// twice or copied, a file missing: refused), and merge-parts takes each
+// partition from one state and wants every partition with records.
+func TestPartsCountEachRecordOnce(t *testing.T) {
+	dir := t.TempDir()
+	writeTopology(t, dir, 2000, 3)
+	ex := filepath.Join(dir, "export")
+	cfg := Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{filepath.Join(dir, "logs")}, Ref: "b"}
+	files := exportParts(t, cfg, ex, 4)
+	work := t.TempDir()
+	part := func(name string, p int, records ...string) error {
+		return RunPart(PartConfig{Export: ex, Records: records, State: filepath.Join(work, name), Partition: p, NoCapacity: true})
+	}
+
+	// join-part: a file twice, a copy beside it, a file missing.
+	err := part("twice", 1, files[1], files[1])
+	require.ErrorContains(t, err, "partition 1, channel ")
+	require.ErrorContains(t, err, "a records file given twice, or a copy of one")
+	cp := filepath.Join(work, "copy.parquet")
+	b, err := os.ReadFile(files[1])
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(cp, b, 0o644))
+	require.ErrorContains(t, part("copy", -1, files[1], cp), "a records file given twice, or a copy of one")
+	err = part("none", 2)
+	require.ErrorContains(t, err, "0 records read, the export wrote")
+	require.ErrorContains(t, err, filepath.Join("records", "part=00002")+"/")
+	for _, name := range []string{"twice", "copy", "none"} {
+		_, err := os.Stat(filepath.Join(work, name))
+		require.True(t, errors.Is(err, os.ErrNotExist), "no state for %s", name)
+	}
+
+	// The order from the votes, then every partition joined with it.
+	require.NoError(t, part("votes", 0, files[0]))
+	sample, err := MergeParts(Config{}, ex, []string{filepath.Join(work, "votes")}, "")
+	require.NoError(t, err, "votes only: a sample of the partitions gives the order")
+	var states []string
+	for p, f := range files {
+		st := filepath.Join(work, fmt.Sprintf("state-%d", p))
+		require.NoError(t, RunPart(PartConfig{Export: ex, Records: []string{f}, State: st, Partition: p, Rank: sample.Rank, NoCapacity: true}))
+		states = append(states, st)
+	}
+	merge := func(out string, st ...string) (*MergeResult, error) {
+		return MergeParts(Config{Out: filepath.Join(work, out), NoCapacity: true}, ex, st, "")
+	}
+	_, err = merge("dup", append(slices.Clone(states), states[1])...)
+	require.ErrorContains(t, err, "both hold partition 1: a state given twice")
+	_, err = merge("short", states[0], states[1], states[3])
+	require.ErrorContains(t, err, "no state holds partition 2 (")
+	for _, out := range []string{"dup", "short"} {
+		_, err := os.Stat(filepath.Join(work, out, "summary.csv"))
+		require.True(t, errors.Is(err, os.ErrNotExist), "nothing written for %s", out)
+	}
+	// In a tree: a half's state holds its partitions; one of them again
+	// beside it is refused, the rest merge.
+	_, err = MergeParts(Config{NoCapacity: true}, ex, states[:2], filepath.Join(work, "half"))
+	require.NoError(t, err)
+	_, err = merge("tree-dup", filepath.Join(work, "half"), states[1], states[2], states[3])
+	require.ErrorContains(t, err, "both hold partition 1")
+	res, err := merge("tree", filepath.Join(work, "half"), states[2], states[3])
+	require.NoError(t, err)
+	whole, err := merge("flat", states...)
+	require.NoError(t, err)
+	require.Equal(t, whole.Tuples, res.Tuples)
+	acfg := cfg
+	acfg.Out, acfg.NoCapacity, acfg.NoCriticalPath, acfg.NoMace, acfg.NoReport = filepath.Join(work, "analyze"), true, true, true, true
+	all, err := Run(acfg)
+	require.NoError(t, err)
+	require.Equal(t, all.Tuples, whole.Tuples, "the partitions merged count what analyze counts")
+
+	// A node's channels listed twice (two exports into one directory at
+	// once): refused by every stage.
+	metas, _ := filepath.Glob(filepath.Join(ex, "channels", "*.json"))
+	require.Len(t, metas, 1)
+	b, err = os.ReadFile(metas[0])
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(ex, "channels", "zz.json"), b, 0o644))
+	require.ErrorContains(t, part("listed-twice", 0, files[0]), "was exported into this directory twice")
+}
+
+// A log directory given twice under two names (a copy) is refused, naming
+// both files: its records would count twice.
+func TestLogsGivenTwiceRefused(t *testing.T) {
+	dir := t.TempDir()
+	writeTopology(t, dir, 200, 5)
+	logs, copyDir := filepath.Join(dir, "logs"), filepath.Join(dir, "logs-copy")
+	require.NoError(t, os.CopyFS(copyDir, os.DirFS(logs)))
+	cfg := Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{logs, copyDir}, Ref: "b", Out: filepath.Join(dir, "out"), NoCapacity: true}
+	_, err := Run(cfg)
+	require.ErrorContains(t, err, "are the same channel's log")
+	require.ErrorContains(t, err, "a log directory given twice")
+	require.ErrorContains(t, err, copyDir)
+	cfg.Logs = []string{logs}
+	_, err = Run(cfg)
+	require.NoError(t, err, "each once")
 }

@@ -107,6 +107,10 @@ func findChannels(paths []string) (chans []*Channel, skipped []string, err error
 	if len(files) == 0 {
 		return nil, nil, fmt.Errorf("logs: no channel files (*.cplog, *.cplog.txt) under %s", strings.Join(paths, ", "))
 	}
+	// A copy of a log (a directory given twice under two names, a cut
+	// beside its source) would count its records twice: the same channel
+	// is one file.
+	byID := map[string]string{}
 	for _, path := range files {
 		lf, err := logfile.Open(path)
 		if err != nil {
@@ -115,9 +119,27 @@ func findChannels(paths []string) (chans []*Channel, skipped []string, err error
 		h := lf.Header
 		maxRecords := lf.MaxRecords
 		lf.Close()
-		chans = append(chans, channelOf(path, h, maxRecords))
+		c := channelOf(path, h, maxRecords)
+		id := channelIdentity(c)
+		if other, ok := byID[id]; ok {
+			return nil, nil, fmt.Errorf("logs: %s and %s are the same channel's log (node %s, pid %d, channel %d %q, opened at TSC %d): a log directory given twice, or a copy of a log, or a cut beside its source; give each channel's log once",
+				other, path, c.Node, h.PID, h.Channel, h.Name, h.OpenSync.TSC)
+		}
+		byID[id] = path
+		chans = append(chans, c)
 	}
 	return chans, skipped, nil
+}
+
+// channelIdentity names the channel a log is of, whatever its file: the
+// node and its counter, the process, the channel's number and name, the
+// counter reading at its open, and which of a FOX_START channel's two logs.
+func channelIdentity(c *Channel) string {
+	fox := ""
+	if c.Header.Fox != nil {
+		fox = c.Header.Fox.Role
+	}
+	return fmt.Sprintf("%s\x00%s\x00%d\x00%d\x00%s\x00%d\x00%s", c.Node, c.Header.TSCDomain, c.PID, c.Header.Channel, c.Name, c.Header.OpenSync.TSC, fox)
 }
 
 // channelOf is the channel of the file at path, from its header.

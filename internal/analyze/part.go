@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"math"
 	"math/bits"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"cloudprofiler/internal/capacity"
@@ -58,13 +60,17 @@ type PartConfig struct {
 const noWalkOnPartitions = "on partitions: the cost model walks each instance's visits in time order; analyze a time range for it, export --format logs"
 
 // partStateVersion is the state's format; MergeParts refuses another.
-const partStateVersion = 2 // 2: capacity's sums
+const partStateVersion = 3 // 2: capacity's sums; 3: the partitions it holds
 
 // partState is what RunPart leaves for MergeParts (gob).
 type partState struct {
 	Version  int
 	Channels []string // channel keys in index order: both sides must number alike
 	Rank     []int    // the order joined with (nil: votes only)
+	// Parts are the export partitions whose records it holds, each whole
+	// (join-part checked them against the export's counts), in order:
+	// MergeParts takes each partition once and wants every one.
+	Parts []int
 	Records, Tuples, Durations,
 	SkippedTuples, SkippedRecords uint64
 	T0       float64
@@ -118,7 +124,10 @@ func (st *statsState) stats() *Stats {
 // channel's key (ExportRow.ChannelKey).
 type exportAnalysis struct {
 	*analysis
-	keys []string
+	keys  []string
+	parts []map[int]uint64 // each channel's records in each partition (ExportChannel.Parts)
+	// meta[i] is the channels/*.json file that lists channel i.
+	meta []string
 }
 
 // prepareExport is prepare for an export's partitions: the channels from
@@ -135,7 +144,9 @@ func prepareExport(cfg Config, dir string) (*exportAnalysis, *ExportMeta, error)
 		return nil, nil, fmt.Errorf("export %s: no channels/*.json (an export writes one per node set it read)", dir)
 	}
 	var chans []*Channel
-	var keys []string
+	var keys, listedIn []string
+	var parts []map[int]uint64
+	listed := map[string]string{} // channel key -> the channels/*.json listing it
 	type span struct{ lo, hi uint64 }
 	var spans []*span
 	for _, m := range metas {
@@ -161,8 +172,24 @@ func prepareExport(cfg Config, dir string) (*exportAnalysis, *ExportMeta, error)
 			if ch.Label() != c.Label {
 				return nil, nil, fmt.Errorf("%s: channel %s: its header names %s", m, c.Label, ch.Label())
 			}
+			if other, ok := listed[c.Key]; ok {
+				return nil, nil, fmt.Errorf("export %s: channel %s is in %s and in %s: its node was exported into this directory twice (two exports at once, or node sets that overlap); export into a new directory", dir, c.Key, filepath.Base(other), filepath.Base(m))
+			}
+			listed[c.Key] = m
+			var inParts uint64
+			for p, n := range c.Parts {
+				if p < 0 || p >= meta.Partitions {
+					return nil, nil, fmt.Errorf("%s: channel %s has records in partition %d; export.json says %d partitions", m, c.Key, p, meta.Partitions)
+				}
+				inParts += n
+			}
+			if inParts != c.Records {
+				return nil, nil, fmt.Errorf("%s: channel %s: %d records, %d in its partitions (parts): the file was changed after the export", m, c.Key, c.Records, inParts)
+			}
 			chans = append(chans, ch)
 			keys = append(keys, c.Key)
+			parts = append(parts, c.Parts)
+			listedIn = append(listedIn, m)
 			var sp *span
 			if c.TSCMin != nil && c.TSCMax != nil {
 				sp = &span{*c.TSCMin, *c.TSCMax}
@@ -226,7 +253,7 @@ func prepareExport(cfg Config, dir string) (*exportAnalysis, *ExportMeta, error)
 		return nil, nil, err
 	}
 	a.noCostModel = noWalkOnPartitions
-	return &exportAnalysis{a, keys}, meta, nil
+	return &exportAnalysis{a, keys, parts, listedIn}, meta, nil
 }
 
 // readExportMeta reads dir/export.json.
@@ -264,6 +291,16 @@ func RunPart(cfg PartConfig) error {
 	}
 	perCh := make([][]rec, len(a.chans))
 	shift := uint(64 - bits.TrailingZeros(uint(meta.Partitions)))
+	partOf := func(id int64) int {
+		if meta.Partitions == 1 {
+			return 0
+		}
+		return int((uint64(id) * 0x9E3779B97F4A7C15) >> shift)
+	}
+	// Each channel's records read in each partition, to hold against the
+	// export's counts (the records of a partition come mostly together).
+	read := map[int][]uint64{}
+	lastPart, cur := -1, []uint64(nil)
 	var n int
 	key := func(b []byte) (uint32, error) {
 		ch, ok := byKey[string(b)]
@@ -275,10 +312,19 @@ func RunPart(cfg PartConfig) error {
 	for _, f := range cfg.Records {
 		err := readPartRecords(f, key, func(ids, tscs []int64, chs []uint32) error {
 			for i, id := range ids {
-				if cfg.Partition >= 0 && meta.Partitions > 1 && int((uint64(id)*0x9E3779B97F4A7C15)>>shift) != cfg.Partition {
+				p := partOf(id)
+				if cfg.Partition >= 0 && p != cfg.Partition {
 					return fmt.Errorf("tuple id %d belongs to partition %d, not %d: the records are not this partition's",
-						id, (uint64(id)*0x9E3779B97F4A7C15)>>shift, cfg.Partition)
+						id, p, cfg.Partition)
 				}
+				if p != lastPart {
+					if cur = read[p]; cur == nil {
+						cur = make([]uint64, len(a.chans))
+						read[p] = cur
+					}
+					lastPart = p
+				}
+				cur[chs[i]]++
 				perCh[chs[i]] = append(perCh[chs[i]], rec{id, uint64(tscs[i])})
 			}
 			n += len(ids)
@@ -287,6 +333,13 @@ func RunPart(cfg PartConfig) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", f, err)
 		}
+	}
+	if cfg.Partition >= 0 && read[cfg.Partition] == nil {
+		read[cfg.Partition] = make([]uint64, len(a.chans))
+	}
+	held, err := a.checkPartCounts(read, cfg.Records)
+	if err != nil {
+		return err
 	}
 	var d partData
 	d.id, d.tsc, d.ch = make([]int64, 0, n), make([]uint64, 0, n), make([]uint32, 0, n)
@@ -344,12 +397,76 @@ func RunPart(cfg PartConfig) error {
 			return err
 		}
 	}
-	return writeGob(cfg.State, stateOf(w, a.keys, cfg.Rank, uint64(n)))
+	return writeGob(cfg.State, stateOf(w, a.keys, cfg.Rank, held, uint64(n)))
+}
+
+// checkAllParts says which partitions the export wrote records into that
+// no state holds, with those records: an analysis of the rest would count
+// them nowhere.
+func (a *exportAnalysis) checkAllParts(heldBy map[int]string) error {
+	missing := map[int]uint64{}
+	var total uint64
+	for _, cp := range a.parts {
+		for p, n := range cp {
+			if _, ok := heldBy[p]; !ok {
+				missing[p] += n
+				total += n
+			}
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	ps := slices.Sorted(maps.Keys(missing))
+	var names []string
+	for i, p := range ps {
+		if i == 8 {
+			names = append(names, fmt.Sprintf("and %d more", len(ps)-8))
+			break
+		}
+		names = append(names, fmt.Sprintf("%d (%d records)", p, missing[p]))
+	}
+	return fmt.Errorf("no state holds partition %s: the export wrote %d records there (channels/*.json); join-part every partition with records and give all their states", strings.Join(names, ", "), total)
+}
+
+// checkPartCounts holds each channel's records read in each partition
+// against what the export wrote there (ExportChannel.Parts): more is a
+// records file given twice or a copy of one, fewer a file missing. It
+// returns the partitions read, in order.
+func (a *exportAnalysis) checkPartCounts(read map[int][]uint64, files []string) ([]int, error) {
+	parts := slices.Sorted(maps.Keys(read))
+	var bad []string
+	for _, p := range parts {
+		for ch, got := range read[p] {
+			want := a.parts[ch][p]
+			if got == want {
+				continue
+			}
+			stem := strings.TrimSuffix(filepath.Base(a.meta[ch]), ".json")
+			file := filepath.Join("records", fmt.Sprintf("part=%05d", p), stem+".parquet")
+			why := fmt.Sprintf("its file (the export wrote %s) is missing from the records given", file)
+			if got > want {
+				why = "a records file given twice, or a copy of one"
+			}
+			bad = append(bad, fmt.Sprintf("partition %d, channel %s (%s): %d records read, the export wrote %d there: %s",
+				p, a.keys[ch], a.chans[ch].Label(), got, want, why))
+		}
+	}
+	if len(bad) == 0 {
+		return parts, nil
+	}
+	more := ""
+	if len(bad) > 3 {
+		more = fmt.Sprintf("; and %d more", len(bad)-3)
+		bad = bad[:3]
+	}
+	return nil, fmt.Errorf("the records do not hold each of the export's records once: %s%s (records given: %s)",
+		strings.Join(bad, "; "), more, strings.Join(files, ", "))
 }
 
 // stateOf is a worker's state, for MergeParts.
-func stateOf(w *worker, keys []string, rank []int, records uint64) *partState {
-	st := &partState{Version: partStateVersion, Channels: keys, Rank: rank, Records: records, Tuples: w.tuples,
+func stateOf(w *worker, keys []string, rank, parts []int, records uint64) *partState {
+	st := &partState{Version: partStateVersion, Channels: keys, Rank: rank, Parts: parts, Records: records, Tuples: w.tuples,
 		Durations: w.durations, SkippedTuples: w.skippedTuples, SkippedRecords: w.skippedRecords, T0: w.t0}
 	for k, v := range w.votes {
 		st.Votes = append(st.Votes, voteState{A: k[0], B: k[1], Sure: v.sure, Likely: v.likely})
@@ -548,6 +665,7 @@ func MergeParts(cfg Config, export string, states []string, stateOut string) (*M
 	w := a.newWorker(nil, nil)
 	var joined []int
 	var withCap bool
+	heldBy := map[int]string{} // export partition -> the state holding it
 	for i, path := range states {
 		f, err := os.Open(path)
 		if err != nil {
@@ -561,6 +679,12 @@ func MergeParts(cfg Config, export string, states []string, stateOut string) (*M
 		}
 		if st.Version != partStateVersion || !slices.Equal(st.Channels, a.keys) {
 			return nil, fmt.Errorf("%s: a state of another export (its channels %v; this export's %v)", path, st.Channels, a.keys)
+		}
+		for _, p := range st.Parts {
+			if other, ok := heldBy[p]; ok {
+				return nil, fmt.Errorf("%s and %s both hold partition %d: a state given twice, or two states of one partition (each partition's records count once)", other, path, p)
+			}
+			heldBy[p] = path
 		}
 		if i == 0 {
 			joined, withCap = st.Rank, st.Capacity != nil
@@ -600,8 +724,11 @@ func MergeParts(cfg Config, export string, states []string, stateOut string) (*M
 		}
 		w.merge(o)
 	}
+	held := slices.Sorted(maps.Keys(heldBy))
 	if stateOut != "" {
-		return &MergeResult{Result: a.res}, writeGob(stateOut, stateOf(w, a.keys, joined, a.res.Records))
+		// A merge in a tree: the partitions still missing are the last
+		// merge's to name.
+		return &MergeResult{Result: a.res}, writeGob(stateOut, stateOf(w, a.keys, joined, held, a.res.Records))
 	}
 	rank, err := a.rankChannels(w.votes)
 	if err != nil {
@@ -618,7 +745,10 @@ func MergeParts(cfg Config, export string, states []string, stateOut string) (*M
 		}
 	}
 	if joined == nil {
-		return res, nil
+		return res, nil // votes only: a sample of the partitions gives the order
+	}
+	if err := a.checkAllParts(heldBy); err != nil {
+		return nil, err
 	}
 	if !slices.Equal(rank, joined) {
 		return res, ErrOtherOrder
