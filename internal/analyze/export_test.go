@@ -334,7 +334,7 @@ func writeCountsAndRun(t *testing.T, logs string) {
 
 // exportParts exports cfg's logs into ex with parts partitions, each of
 // which gets records, and returns their files in partition order.
-func exportParts(t *testing.T, cfg Config, ex string, parts int) []string {
+func exportParts(t testing.TB, cfg Config, ex string, parts int) []string {
 	t.Helper()
 	cfg.Out = ex
 	_, err := Export(ExportConfig{Config: cfg, Partitions: parts})
@@ -441,4 +441,60 @@ func TestLogsGivenTwiceRefused(t *testing.T) {
 	cfg.Logs = []string{logs}
 	_, err = Run(cfg)
 	require.NoError(t, err, "each once")
+}
+
+// FuzzMergeParts gives merge-parts the partitions' states in any order,
+// some twice, some missing: with each partition once it counts what
+// analyze counts; a partition twice is refused as such, and so is one
+// missing. The seeds run under `go test`; `go test -fuzz FuzzMergeParts`
+// explores more. The export, its 8 partitions' states and analyze's count
+// come first, once.
+func FuzzMergeParts(f *testing.F) {
+	dir := f.TempDir()
+	writeTopology(f, dir, 1000, 9)
+	cfg := Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{filepath.Join(dir, "logs")}, Ref: "b"}
+	ex := filepath.Join(dir, "export")
+	files := exportParts(f, cfg, ex, 8)
+	require.NoError(f, RunPart(PartConfig{Export: ex, Records: files, State: filepath.Join(dir, "votes"), Partition: -1, NoCapacity: true}))
+	votes, err := MergeParts(Config{}, ex, []string{filepath.Join(dir, "votes")}, "")
+	require.NoError(f, err)
+	var states []string
+	for p, file := range files {
+		st := filepath.Join(dir, fmt.Sprintf("state-%d", p))
+		require.NoError(f, RunPart(PartConfig{Export: ex, Records: []string{file}, State: st, Partition: p, Rank: votes.Rank, NoCapacity: true}))
+		states = append(states, st)
+	}
+	acfg := cfg
+	acfg.Out, acfg.NoCapacity, acfg.NoCriticalPath, acfg.NoMace, acfg.NoReport = filepath.Join(dir, "analyze"), true, true, true, true
+	all, err := Run(acfg)
+	require.NoError(f, err)
+
+	for _, seed := range [][]byte{
+		{0, 1, 2, 3, 4, 5, 6, 7}, {7, 6, 5, 4, 3, 2, 1, 0}, {3, 1, 4, 0, 5, 2, 6, 7},
+		{0, 1, 2, 3, 4, 5, 6, 7, 1}, {0, 0}, {2, 3}, {0, 1, 2, 3, 4, 5, 6}, {5, 6, 7, 0, 1, 2, 3, 4, 4},
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, picks []byte) {
+		if len(picks) == 0 || len(picks) > 24 {
+			t.Skip()
+		}
+		var given []string
+		count := make([]int, len(states))
+		for _, b := range picks {
+			p := int(b) % len(states)
+			given = append(given, states[p])
+			count[p]++
+		}
+		res, err := MergeParts(Config{NoCapacity: true}, ex, given, "")
+		switch {
+		case slices.ContainsFunc(count, func(n int) bool { return n > 1 }):
+			require.ErrorContains(t, err, "a state given twice")
+		case slices.Contains(count, 0):
+			require.ErrorContains(t, err, "no state holds partition")
+		default:
+			require.NoError(t, err)
+			require.Equal(t, all.Tuples, res.Tuples, "each partition once: analyze's count")
+		}
+	})
 }

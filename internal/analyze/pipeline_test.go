@@ -29,7 +29,7 @@ var topologyNodes = []simNode{{"a", 2.4e9, 1e9}, {"b", 2.4e9 * 0.9996, 7e10}, {"
 // source (FOX_START, with its return log) on a, relay in and out on b, sink
 // on c; ids are negative and positive, logged out of order at the relay,
 // some ids twice at the sink, one id reused thousands of times.
-func writeTopology(t *testing.T, dir string, n int, seed int64) {
+func writeTopology(t testing.TB, dir string, n int, seed int64) {
 	t.Helper()
 	nodes := topologyNodes
 	a, b, c := nodes[0], nodes[1], nodes[2]
