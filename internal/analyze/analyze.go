@@ -53,7 +53,8 @@ type Config struct {
 	SpillDir     string    // where records spill past the budget (default Out/.spill)
 	Progress     io.Writer // a progress line every few seconds once a run is longer than 3 s (nil: none)
 	// OneRun takes the logs as one run even where they look like several
-	// (channels opened again after a time no channel logged: contradict.go).
+	// (channels opened again after a time no channel logged, or files
+	// naming different runs in CP_RUN: contradict.go).
 	OneRun bool
 	// The capacity analysis (capacity.go, package capacity): windows of
 	// Window (default 1 s) from the run's first tuple record; fewer than
@@ -306,7 +307,7 @@ func prepare(cfg Config) (*analysis, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkHeaders(chans, rounds); err != nil {
+	if err := checkHeaders(chans, rounds, cfg.OneRun); err != nil {
 		return nil, err
 	}
 	// Every second the analysis writes is cycles over this frequency: one

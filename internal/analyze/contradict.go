@@ -55,7 +55,7 @@ func (cs contradictions) err() error {
 // name), or whose files disagree on the TSC rate; and, for files without
 // a tsc_domain (older ones), a node's files whose TSCs at open disagree
 // with their open times by the wall clock.
-func checkHeaders(chans []*Channel, rounds []*minrtt.Round) error {
+func checkHeaders(chans []*Channel, rounds []*minrtt.Round, oneRun bool) error {
 	var cs contradictions
 	runs := map[string][]*Channel{}
 	var runNames []string
@@ -67,12 +67,14 @@ func checkHeaders(chans []*Channel, rounds []*minrtt.Round) error {
 			runs[r] = append(runs[r], c)
 		}
 	}
-	if len(runNames) > 1 {
+	// --one-run says they are one run all the same (a launcher that gave
+	// each process a name of its own, not the job's).
+	if len(runNames) > 1 && !oneRun {
 		var parts []string
 		for _, r := range runNames {
 			parts = append(parts, fmt.Sprintf("%q (%d files, e.g. %s)", r, len(runs[r]), runs[r][0].Path))
 		}
-		cs.add("files of %d runs (CP_RUN): %s: analyze each run on its own", len(runNames), strings.Join(parts, ", "))
+		cs.add("files of %d runs (CP_RUN): %s: analyze each run on its own; CP_RUN names the run, one name for every process of it (a launcher that gives each process a name of its own splits one run): if these files are one run, --one-run takes them as one", len(runNames), strings.Join(parts, ", "))
 	}
 
 	byNode := map[string][]*Channel{}

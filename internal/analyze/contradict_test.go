@@ -86,3 +86,31 @@ func TestOpenTimesWithoutDomain(t *testing.T) {
 	require.Contains(t, err.Error(), "but 775.000 s after it by their TSCs")
 	require.NoError(t, run(t, "boot x", 775))
 }
+
+// Files naming two runs (CP_RUN) are refused, with the way out when they
+// are one run all the same (a launcher that named each process): --one-run.
+func TestRunNamesSplitOneRun(t *testing.T) {
+	const hz = 1e9
+	dir := t.TempDir()
+	logs := filepath.Join(dir, "logs")
+	require.NoError(t, os.MkdirAll(logs, 0o755))
+	var in, out []string
+	for i := 0; i < 100; i++ {
+		at := 1 + float64(i)*1e-3
+		in = append(in, fmt.Sprintf("%d,%d", i, uint64(at*hz)))
+		out = append(out, fmt.Sprintf("%d,%d", i, uint64((at+2e-6)*hz)))
+	}
+	h := logfile.Header{Node: "n", Host: "h", PID: 1, Handler: "IDENTITY", TSCHz: hz, Run: "task-1"}
+	h.Channel, h.Name = 1, "op in"
+	writeASCII(t, logs, h, in)
+	h.PID, h.Run, h.Channel, h.Name = 2, "task-2", 1, "op out"
+	writeASCII(t, logs, h, out)
+	cfg := Config{Logs: []string{logs}, Out: filepath.Join(dir, "out"), NoReport: true}
+	_, err := Run(cfg)
+	require.ErrorContains(t, err, `files of 2 runs (CP_RUN): "task-1"`)
+	require.ErrorContains(t, err, "if these files are one run, --one-run takes them as one")
+	cfg.OneRun = true
+	res, err := Run(cfg)
+	require.NoError(t, err)
+	require.Equal(t, uint64(100), res.Tuples)
+}
