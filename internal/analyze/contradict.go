@@ -259,7 +259,7 @@ func (a *analysis) checkRuns(cs *contradictions) {
 		lo, hi float64
 		files  int
 		first  int             // a channel of the run, for the message
-		seen   map[string]bool // its labels
+		seen   map[string]bool // its channels' node/name (a process restarted has another pid, the same channel)
 	}
 	var runs []*run
 	var again []string
@@ -269,7 +269,7 @@ func (a *analysis) checkRuns(cs *contradictions) {
 			cur = runs[n-1]
 			repeated := false
 			for _, ch := range gr.chans {
-				if l := a.chans[ch].Label(); cur.seen[l] {
+				if l := a.chans[ch].nodeName(); cur.seen[l] {
 					if !slices.Contains(again, l) {
 						again = append(again, l)
 					}
@@ -287,7 +287,7 @@ func (a *analysis) checkRuns(cs *contradictions) {
 		cur.hi = gr.hi
 		cur.files += len(gr.chans)
 		for _, ch := range gr.chans {
-			cur.seen[a.chans[ch].Label()] = true
+			cur.seen[a.chans[ch].nodeName()] = true
 		}
 	}
 	if len(runs) < 2 {

@@ -114,3 +114,45 @@ func TestRunNamesSplitOneRun(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(100), res.Tuples)
 }
+
+// Two processes on one node with channels of one name (two processes
+// marking one OPERATOR#INSTANCE) are told apart: the process is in their
+// labels, so no two rows carry one label.
+func TestOneNameTwoProcessesLabelled(t *testing.T) {
+	const hz = 1e9
+	dir := t.TempDir()
+	logs := filepath.Join(dir, "logs")
+	require.NoError(t, os.MkdirAll(logs, 0o755))
+	for pid := 1; pid <= 2; pid++ {
+		var in, out []string
+		for i := 0; i < 100; i++ {
+			id, at := pid*1000+i, 1+float64(i)*1e-3+float64(pid)*1e-4
+			in = append(in, fmt.Sprintf("%d,%d", id, uint64(at*hz)))
+			out = append(out, fmt.Sprintf("%d,%d", id, uint64((at+2e-6)*hz)))
+		}
+		h := logfile.Header{Node: "n", Host: "h", PID: pid, Handler: "IDENTITY", TSCHz: hz}
+		pdir := filepath.Join(logs, fmt.Sprint(pid)) // a directory per process, as CP_LOG_DIR per task
+		require.NoError(t, os.MkdirAll(pdir, 0o755))
+		h.Channel, h.Name = 1, "op#0 in"
+		writeASCII(t, pdir, h, in)
+		h.Channel, h.Name = 2, "op#0 out"
+		writeASCII(t, pdir, h, out)
+	}
+	// One more channel, of one process only: its label stays node/name.
+	h := logfile.Header{Node: "n", Host: "h", PID: 1, Handler: "IDENTITY", TSCHz: hz, Channel: 3, Name: "sink"}
+	var sink []string
+	for i := 0; i < 100; i++ {
+		sink = append(sink, fmt.Sprintf("%d,%d", 1000+i, uint64((1+float64(i)*1e-3+1e-4+5e-6)*hz)))
+	}
+	writeASCII(t, logs, h, sink)
+	out := filepath.Join(dir, "out")
+	_, err := Run(Config{Logs: []string{logs}, Out: out, NoReport: true, NoCapacity: true})
+	require.NoError(t, err)
+	b, err := os.ReadFile(filepath.Join(out, "summary.csv"))
+	require.NoError(t, err)
+	csv := string(b)
+	require.Contains(t, csv, "n/1/op#0 in")
+	require.Contains(t, csv, "n/2/op#0 in")
+	require.NotContains(t, csv, ",n/op#0 in,")
+	require.Contains(t, csv, ",n/sink")
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"cloudprofiler/internal/logfile"
@@ -39,6 +40,8 @@ type Channel struct {
 	// Problems: what reading the file found damaged or knows to be lost
 	// (logfile.Summary.Problems), empty for a complete, undamaged file.
 	Problems []string
+	// pidInLabel: another process's channel has this node/name (Label).
+	pidInLabel bool
 }
 
 // readDone takes the outcome of a full read of c's file: damage and loss
@@ -55,8 +58,35 @@ func (c *Channel) readDone(lf *logfile.File, err error) error {
 	return nil
 }
 
-// Label is how reports name the channel: node/name.
-func (c *Channel) Label() string { return c.Node + "/" + c.Name }
+// Label is how reports name the channel: node/name, or node/pid/name when
+// a channel of another process on the node has that name too (two
+// processes marking one OPERATOR#INSTANCE, say): one label would name two
+// channels' rows.
+func (c *Channel) Label() string {
+	if c.pidInLabel {
+		return c.Node + "/" + strconv.Itoa(c.PID) + "/" + c.Name
+	}
+	return c.nodeName()
+}
+
+// nodeName is node/name: the channel whichever process logged it.
+func (c *Channel) nodeName() string { return c.Node + "/" + c.Name }
+
+// labelProcesses puts the process into the labels of the channels whose
+// node/name a channel of another process shares (Label).
+func labelProcesses(chans []*Channel) {
+	pids := map[string]map[int]bool{}
+	for _, c := range chans {
+		k := c.nodeName()
+		if pids[k] == nil {
+			pids[k] = map[int]bool{}
+		}
+		pids[k][c.PID] = true
+	}
+	for _, c := range chans {
+		c.pidInLabel = len(pids[c.nodeName()]) > 1
+	}
+}
 
 // findChannels walks each directory (or takes each file) for channel logs.
 // What a walk finds under a log's name that is no regular file (a FIFO, a
@@ -128,6 +158,7 @@ func findChannels(paths []string) (chans []*Channel, skipped []string, err error
 		byID[id] = path
 		chans = append(chans, c)
 	}
+	labelProcesses(chans)
 	return chans, skipped, nil
 }
 

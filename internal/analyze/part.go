@@ -144,7 +144,7 @@ func prepareExport(cfg Config, dir string) (*exportAnalysis, *ExportMeta, error)
 		return nil, nil, fmt.Errorf("export %s: no channels/*.json (an export writes one per node set it read)", dir)
 	}
 	var chans []*Channel
-	var keys, listedIn []string
+	var keys, labels, listedIn []string
 	var parts []map[int]uint64
 	listed := map[string]string{} // channel key -> the channels/*.json listing it
 	type span struct{ lo, hi uint64 }
@@ -169,9 +169,6 @@ func prepareExport(cfg Config, dir string) (*exportAnalysis, *ExportMeta, error)
 			}
 			ch := channelOf(path, h, c.Records)
 			ch.Problems = c.Problems
-			if ch.Label() != c.Label {
-				return nil, nil, fmt.Errorf("%s: channel %s: its header names %s", m, c.Label, ch.Label())
-			}
 			if other, ok := listed[c.Key]; ok {
 				return nil, nil, fmt.Errorf("export %s: channel %s is in %s and in %s: its node was exported into this directory twice (two exports at once, or node sets that overlap); export into a new directory", dir, c.Key, filepath.Base(other), filepath.Base(m))
 			}
@@ -187,6 +184,7 @@ func prepareExport(cfg Config, dir string) (*exportAnalysis, *ExportMeta, error)
 				return nil, nil, fmt.Errorf("%s: channel %s: %d records, %d in its partitions (parts): the file was changed after the export", m, c.Key, c.Records, inParts)
 			}
 			chans = append(chans, ch)
+			labels = append(labels, c.Label)
 			keys = append(keys, c.Key)
 			parts = append(parts, c.Parts)
 			listedIn = append(listedIn, m)
@@ -195,6 +193,12 @@ func prepareExport(cfg Config, dir string) (*exportAnalysis, *ExportMeta, error)
 				sp = &span{*c.TSCMin, *c.TSCMax}
 			}
 			spans = append(spans, sp)
+		}
+	}
+	labelProcesses(chans)
+	for i, ch := range chans {
+		if ch.Label() != labels[i] {
+			return nil, nil, fmt.Errorf("%s: channel %s: its header names %s", listedIn[i], labels[i], ch.Label())
 		}
 	}
 	cfg.Ref = meta.Ref
