@@ -258,3 +258,14 @@ def error(function, code, cls=None, detailed=True):
     if cls is None:
         cls = ChannelClosedError if code == ErrorCode.CLOSED else CloudprofilerError
     return cls(function, code, message(code, detailed))
+
+
+def fspath(path, what):
+    """os.fspath(path), refused (ValueError) when it holds a NUL: the C API
+    and the system take NUL-terminated paths, and would silently use the
+    part before it. what names the argument ("read_log: path")."""
+    p = os.fspath(path)
+    if ("\0" if isinstance(p, str) else b"\0") in p:
+        raise ValueError("%s %r contains a NUL byte (the C API and the system take NUL-terminated paths)"
+                         % (what, path))
+    return p

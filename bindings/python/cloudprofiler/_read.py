@@ -73,7 +73,7 @@ def dtype_of(columns, record_size=None):
 def read_header(path):
     """The header of a log file (a dict, as the library decoded it: node,
     pid, name, handler, open_sync...), without reading its records."""
-    path = os.fspath(path)
+    path = _lib.fspath(path, "read_header: path")
     op, info_f, close_f = (_lib.func(n) for n in ("CP_LogOpen", "CP_LogInfo", "CP_LogClose"))
     r = op(os.fsencode(path))
     if r <= 0:
@@ -101,9 +101,11 @@ def read_log(path, counters=False):
     the channel accepted that are not in the file (never written, or lost
     with a process that did not close the channel) warn
     (IncompleteLogWarning). header.summary["problems"] lists them all.
+    A path holding a NUL raises ValueError (as read_header, read_log_df
+    and read_analysis do).
     """
     import numpy as np
-    path = os.fspath(path)
+    path = _lib.fspath(path, "read_log: path")
     fn = "CP_LogReadCounters" if counters else "CP_LogRead"
     op, info_f, read_f, summ_f, close_f = (_lib.func(n) for n in (
         "CP_LogOpen", "CP_LogInfo", fn, "CP_LogSummary", "CP_LogClose"))
@@ -324,7 +326,7 @@ def read_analysis(out_dir):
     (ImportError saying how to install it otherwise). A directory with none
     of these files raises FileNotFoundError."""
     pd = _pandas("read_analysis")
-    out_dir = os.fspath(out_dir)
+    out_dir = _lib.fspath(out_dir, "read_analysis: out_dir")
     if not os.path.isdir(out_dir):
         raise FileNotFoundError("read_analysis: %r is not a directory" % out_dir)
     res = Analysis()

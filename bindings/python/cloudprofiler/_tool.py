@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from . import _channel, _read
+from . import _channel, _lib, _read
 
 ENV_TOOL = "CLOUDPROFILER_TOOL"
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -94,7 +94,8 @@ def analyze(logs=None, out=None, *flags, quiet=True, read=True):
     flags: more of analyze's flags ("--window", "250ms", "--rounds", DIR).
     Closes nothing: close the run's channels first (close_all()), or their
     last records are not in the files yet. Raises AnalyzeError (a
-    CalledProcessError) with the tool's words when it refuses the logs."""
+    CalledProcessError) with the tool's words when it refuses the logs;
+    ValueError for a path or flag holding a NUL, before anything runs."""
     if logs is None:
         logs = run_logs()
         if not logs:
@@ -102,6 +103,10 @@ def analyze(logs=None, out=None, *flags, quiet=True, read=True):
                                     "give logs=, a directory or files")
     elif isinstance(logs, (str, bytes, os.PathLike)):
         logs = [logs]
+    logs = [_lib.fspath(p, "analyze: logs") for p in logs]
+    if out is not None:
+        out = _lib.fspath(out, "analyze: out")
+    flags = [_lib.fspath(f, "analyze: flag") for f in flags]
     if out is None:
         _, start = _channel.current_run()
         t = time.localtime((start or time.time_ns()) / 1e9)
@@ -109,7 +114,7 @@ def analyze(logs=None, out=None, *flags, quiet=True, read=True):
     args = [tool_path(), "analyze", "--out", os.fspath(out)]
     if quiet:
         args.append("--quiet")
-    args += list(flags) + ["--logs"] + [os.fspath(p) for p in logs]
+    args += flags + ["--logs"] + logs
     p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if p.returncode != 0:
         raise AnalyzeError(p.returncode, args, p.stdout, p.stderr)

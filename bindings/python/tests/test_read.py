@@ -76,6 +76,39 @@ def test_read_log_missing_file_raises(tmp_path):
     assert "nope.cplog" in str(e.value)
 
 
+def _small_log(logdir, uname):
+    with cp.open_channel(uname, cp.LogFormat.ZSTD_TSC, cp.Handler.BUFFER_IDENTITY) as ch:
+        ch.log_many(np.arange(10, dtype=np.int64))
+    return find_log(logdir, uname)
+
+
+def test_read_log_refuses_a_nul_in_the_path(logdir, uname):
+    """A NUL ends a path in the C API: read_log would read the file before
+    it. read_log and read_header refuse it, as open_channel refuses one in
+    a channel name."""
+    path = _small_log(logdir, uname)
+    assert len(cp.read_log(path)[0]) == 10
+    for bad in (path + "\0/other", os.fsencode(path) + b"\0/other"):
+        with pytest.raises(ValueError, match=r"^read_log: path .* contains a NUL byte \(the C API and the system "
+                                             r"take NUL-terminated paths\)$"):
+            cp.read_log(bad)
+        with pytest.raises(ValueError, match="^read_log: path .* contains a NUL byte"):
+            cp.read_log(bad, counters=True)
+        with pytest.raises(ValueError, match="^read_header: path .* contains a NUL byte"):
+            cp.read_header(bad)
+
+
+def test_read_log_df_and_read_analysis_refuse_a_nul_in_the_path(tmp_path, logdir, uname):
+    pytest.importorskip("pandas")
+    path = _small_log(logdir, uname)
+    with pytest.raises(ValueError, match="^read_log: path .* contains a NUL byte"):
+        cp.read_log_df(path + "\0/other")
+    (tmp_path / "durations.csv").write_text("tuple_id\n1\n")
+    assert len(cp.read_analysis(tmp_path).durations) == 1
+    with pytest.raises(ValueError, match="^read_analysis: out_dir .* contains a NUL byte"):
+        cp.read_analysis(str(tmp_path) + "\0/other")
+
+
 def test_read_analysis_of_a_real_analysis(real_run, real_analysis):
     """read_analysis of what analyze wrote for two nodes a and b (real_run):
     every table from its Parquet file, with the dtypes of before (the CSVs')."""

@@ -128,3 +128,17 @@ def test_no_tool_or_no_run_says_why(fresh_venv, tmp_path):
                         "import cloudprofiler as cp\ntry:\n    cp.analyze()\nexcept FileNotFoundError as e:\n    print(e)"],
                        cwd=tmp_path, env=_user_env(fresh_venv), capture_output=True, text=True, timeout=60)
     assert "this process has logged nothing" in r.stdout, r.stdout + r.stderr
+
+
+def test_analyze_refuses_a_nul_in_a_path(tmp_path):
+    """A NUL in logs, out or a flag is refused before anything runs or is
+    made, as open_channel refuses one in a channel name."""
+    import cloudprofiler as cp
+    logs, out = tmp_path / "logs", tmp_path / "out"
+    logs.mkdir()
+    for args, what in [((str(logs) + "\0/other", out), "logs"), (([logs, str(logs) + "\0x"], out), "logs"),
+                       ((logs, str(out) + "\0/other"), "out"), ((logs, out, "--rounds", str(logs) + "\0x"), "flag")]:
+        with pytest.raises(ValueError, match=r"^analyze: %s .* contains a NUL byte \(the C API and the system "
+                                             r"take NUL-terminated paths\)$" % what):
+            cp.analyze(*args)
+        assert not out.exists()
