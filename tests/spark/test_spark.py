@@ -6,6 +6,7 @@ its own)."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -189,3 +190,55 @@ def test_not_an_export(spark, tmp_path):
     with pytest.raises(cps.SparkAnalysisError, match="no export.json"):
         cps.analyze_export(spark, str(tmp_path / "empty"), str(tmp_path / "out"), binary=TOOL)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.fixture(scope="module")
+def demo_export(tmp_path_factory):
+    """The C demo's logs (one node, no rounds) and their export in 2
+    partitions: records/part=00000/ and part=00001/."""
+    d = tmp_path_factory.mktemp("demo-export")
+    run(os.path.join(BUILD, "demo"), env=dict(os.environ, CP_LOG_DIR=str(d / "logs")))
+    export([d / "logs"], None, d / "export", partitions=2)
+    assert sorted(p.name for p in (d / "export" / "records").iterdir()) == ["part=00000", "part=00001"]
+    return d
+
+
+# What records/ may not hold beside the export's partitions: each of these
+# directories holds a copy of partition 1's file (records the glob
+# records/part=*/*.parquet finds).
+@pytest.mark.parametrize("entry,why", [
+    ("part=abc", "not part= and a number"),
+    ("part=-1", "not part= and a number"),
+    ("part=+1", "not part= and a number"),
+    ("part=00002", r"partition 2 is not below 2"),
+    ("part=99999", r"partition 99999 is not below 2"),
+    ("part=1", r"partition 1 again \(.*records/part=(1|00001) holds it too\)"),
+    ("stray.parquet", "not a directory"),
+])
+def test_records_holds_only_partitions(spark, demo_export, tmp_path, entry, why):
+    ex, out = tmp_path / "export", tmp_path / "out"
+    shutil.copytree(demo_export / "export", ex)
+    one = ex / "records" / "part=00001" / "vm.parquet"
+    if entry.endswith(".parquet"):
+        shutil.copy(one, ex / "records" / entry)
+    else:
+        (ex / "records" / entry).mkdir()
+        shutil.copy(one, ex / "records" / entry / "vm.parquet")
+    with pytest.raises(cps.SparkAnalysisError) as e:
+        cps.analyze_export(spark, str(ex), str(out), binary=TOOL)
+    msg = str(e.value)
+    named = "part=(1|00001)" if entry == "part=1" else re.escape(entry)  # the one listed second
+    assert re.match(r"^file:\S*/records/%s: %s; an export's records/ holds records/part=PPPPP/STEM\.parquet, P below "
+                    r"export\.json's partitions \(2\): remove it, or give the export as `cloudprofiler export` wrote "
+                    r"it$" % (named, why), msg), msg
+    assert not out.exists()
+
+
+def test_records_partition_without_padding(spark, demo_export, tmp_path):
+    """part=1 is partition 1 as part=00001 is: the same results as analyze's."""
+    ex, ref, out = tmp_path / "export", tmp_path / "analyze", tmp_path / "spark"
+    shutil.copytree(demo_export / "export", ex)
+    (ex / "records" / "part=00001").rename(ex / "records" / "part=1")
+    analyze([demo_export / "logs"], None, ref)
+    cps.analyze_export(spark, str(ex), str(out), binary=TOOL, capacity=False)
+    same_results(ref, out)

@@ -62,6 +62,11 @@ class SparkAnalysisError(RuntimeError):
     """A stage of the analysis failed: the message is the binary's."""
 
 
+def _stray(path, why, partitions):
+    return ("%s: %s; an export's records/ holds records/part=PPPPP/STEM.parquet, P below export.json's partitions "
+            "(%d): remove it, or give the export as `cloudprofiler export` wrote it" % (path, why, partitions))
+
+
 def _binary_default():
     for p in (os.environ.get("CP_TOOL"), shutil.which("cloudprofiler")):
         if p and os.path.isfile(p) and os.access(p, os.X_OK):
@@ -248,7 +253,10 @@ def analyze_export(spark, export, out, binary=None, durations=True, overwrite=Fa
     min_tuples and target_rate are analyze's --window ("250ms"),
     --min-tuples and --target-rate ("1.5M") for capacity; capacity=False
     is its --no-capacity. Returns the
-    merge's figures: {"order": [...], "records", "tuples", "durations"}."""
+    merge's figures: {"order": [...], "records", "tuples", "durations"}.
+    Anything in the export's records/ but its partitions' directories
+    (part=PPPPP, P below export.json's partitions) raises
+    SparkAnalysisError."""
 
     join_args = ["--window", str(window)] if window is not None else []
     merge_args = (["--min-tuples", str(min_tuples)] if min_tuples is not None else []) + \
@@ -285,16 +293,36 @@ def analyze_export(spark, export, out, binary=None, durations=True, overwrite=Fa
     # The export's files, listed through Hadoop's FileSystem, by partition:
     # a task a partition gets their paths (not their bytes, which a shuffle
     # would hold in the JVM's heap: 200 MB a file at 10^9 records).
-    parts = {}
-    pattern = jvm.org.apache.hadoop.fs.Path(export.rstrip("/") + "/records/part=*/*.parquet")
-    for st in pattern.getFileSystem(sc._jsc.hadoopConfiguration()).globStatus(pattern) or []:
-        p = st.getPath()
-        part = p.getParent().getName()
-        if not part.startswith("part="):
-            continue
-        files_sizes = parts.setdefault(int(part[len("part="):]), [[], 0])
-        files_sizes[0].append(_uri(p.toString()))
-        files_sizes[1] += st.getLen()
+    # Every entry of records/ is a partition's directory, each partition
+    # once (part=1 and part=00001 would give its records twice).
+    try:
+        partitions = json.loads(meta["export.json"]).get("partitions")
+    except (ValueError, AttributeError):
+        partitions = None
+    if type(partitions) is not int or partitions < 1:
+        raise SparkAnalysisError("%s/export.json: no partitions (a positive number): not an export as "
+                                 "`cloudprofiler export` writes it" % export)
+    parts, seen = {}, {}
+    records = jvm.org.apache.hadoop.fs.Path(export.rstrip("/") + "/records")
+    rfs = records.getFileSystem(sc._jsc.hadoopConfiguration())
+    for st in (rfs.listStatus(records) if rfs.exists(records) else []):
+        d, digits = st.getPath(), st.getPath().getName()[len("part="):]
+        if not st.isDirectory():
+            raise SparkAnalysisError(_stray(d.toString(), "not a directory", partitions))
+        if not (d.getName().startswith("part=") and digits.isascii() and digits.isdigit()):
+            raise SparkAnalysisError(_stray(d.toString(), "not part= and a number", partitions))
+        part = int(digits)
+        if part >= partitions:
+            raise SparkAnalysisError(_stray(d.toString(), "partition %d is not below %d" % (part, partitions),
+                                            partitions))
+        if part in seen:
+            raise SparkAnalysisError(_stray(d.toString(), "partition %d again (%s holds it too)" % (part, seen[part]),
+                                            partitions))
+        seen[part] = d.toString()
+        for f in rfs.globStatus(jvm.org.apache.hadoop.fs.Path(d, "*.parquet")) or []:
+            files_sizes = parts.setdefault(part, [[], 0])
+            files_sizes[0].append(_uri(f.getPath().toString()))
+            files_sizes[1] += f.getLen()
     if not parts:
         raise SparkAnalysisError("%s/records holds no records (records/part=P/*.parquet)" % export)
     local = tempfile.mkdtemp(prefix="cp-spark-merge-")
