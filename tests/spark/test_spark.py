@@ -242,3 +242,22 @@ def test_records_partition_without_padding(spark, demo_export, tmp_path):
     analyze([demo_export / "logs"], None, ref)
     cps.analyze_export(spark, str(ex), str(out), binary=TOOL, capacity=False)
     same_results(ref, out)
+
+
+def test_a_nul_in_a_path_is_refused(spark, demo_export, tmp_path, capsys):
+    """As open_channel refuses a NUL in a channel name: before anything runs
+    or is written."""
+    ex, out = str(demo_export / "export"), tmp_path / "out"
+    for kw, what in [(dict(export=ex + "\0/other", out=str(out), binary=TOOL), "export"),
+                     (dict(export=ex, out=str(out) + "\0/other", binary=TOOL), "out"),
+                     (dict(export=ex, out=str(out), binary=TOOL + "\0/other"), "binary")]:
+        with pytest.raises(ValueError, match=r"^analyze_export: %s .* contains a NUL byte \(the C API and the system "
+                                             r"take NUL-terminated paths\)$" % what):
+            cps.analyze_export(spark, **kw)
+        assert not out.exists()
+    with pytest.raises(SystemExit) as e:
+        cps.main(["--export", ex + "\0/other", "--out", str(out), "--binary", TOOL])
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and re.search(r"error: --export .* contains a NUL byte \(the C API and the system take "
+                                           r"NUL-terminated paths\)$", err), err
+    assert not out.exists()

@@ -62,6 +62,16 @@ class SparkAnalysisError(RuntimeError):
     """A stage of the analysis failed: the message is the binary's."""
 
 
+def _path(path, what):
+    """os.fspath(path), refused (ValueError) when it holds a NUL: the
+    system and Hadoop would take the part before it, or none of it."""
+    p = os.fspath(path)
+    if ("\0" if isinstance(p, str) else b"\0") in p:
+        raise ValueError("%s %r contains a NUL byte (the C API and the system take NUL-terminated paths)"
+                         % (what, path))
+    return p
+
+
 def _stray(path, why, partitions):
     return ("%s: %s; an export's records/ holds records/part=PPPPP/STEM.parquet, P below export.json's partitions "
             "(%d): remove it, or give the export as `cloudprofiler export` wrote it" % (path, why, partitions))
@@ -254,9 +264,12 @@ def analyze_export(spark, export, out, binary=None, durations=True, overwrite=Fa
     --min-tuples and --target-rate ("1.5M") for capacity; capacity=False
     is its --no-capacity. Returns the
     merge's figures: {"order": [...], "records", "tuples", "durations"}.
-    Anything in the export's records/ but its partitions' directories
-    (part=PPPPP, P below export.json's partitions) raises
-    SparkAnalysisError."""
+    A path holding a NUL raises ValueError; anything in the export's
+    records/ but its partitions' directories (part=PPPPP, P below
+    export.json's partitions) raises SparkAnalysisError."""
+    export, out = _path(export, "analyze_export: export"), _path(out, "analyze_export: out")
+    if binary is not None:
+        binary = _path(binary, "analyze_export: binary")
 
     join_args = ["--window", str(window)] if window is not None else []
     merge_args = (["--min-tuples", str(min_tuples)] if min_tuples is not None else []) + \
@@ -389,6 +402,12 @@ def main(argv=None):
     ap.add_argument("--target-rate", help="capacity: as analyze's --target-rate (250k, 1.5M)")
     ap.add_argument("--no-capacity", action="store_true", help="no capacity.csv, as analyze's --no-capacity")
     a = ap.parse_args(argv)
+    for flag in ("export", "out", "binary"):
+        if getattr(a, flag) is not None:
+            try:
+                _path(getattr(a, flag), "--" + flag)
+            except ValueError as e:
+                ap.error(str(e))
     from pyspark.sql import SparkSession
     spark = SparkSession.builder.appName("cloudprofiler analyze").getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
