@@ -504,7 +504,9 @@ func writeServiceRateFile(t *testing.T, path string, open uint64, periods [][2]u
 	b = binary.LittleEndian.AppendUint16(b, logfile.ByteOrderMark)
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(js)))
 	b = append(b, js...)
+	var total uint64 // the events counted: what the periods add up to
 	for i, p := range periods {
+		total += p[1]
 		var raw []byte
 		for _, v := range []uint64{p[0], uint64(i) * 1e8, p[1], 0} {
 			raw = binary.LittleEndian.AppendUint64(raw, v)
@@ -518,7 +520,7 @@ func writeServiceRateFile(t *testing.T, path string, open uint64, periods [][2]u
 			}
 		}
 	}
-	tj, err := json.Marshal(logfile.Trailer{Reason: "close", Positions: uint64(len(periods))})
+	tj, err := json.Marshal(logfile.Trailer{Reason: "close", Positions: uint64(len(periods)), Total: total})
 	require.NoError(t, err)
 	b = logfile.AppendFrame(b, logfile.FrameHeader{Kind: logfile.KindTrailer, RawLen: uint32(len(tj))}, tj)
 	require.NoError(t, os.WriteFile(path, b, 0o644))
