@@ -357,6 +357,72 @@ func TestFastCounterStepsBack(t *testing.T) {
 	require.Equal(t, sum, lf.Summary.Trailer.Total)
 }
 
+// The counter files internal/logfile's tests read (its testdata/counters),
+// written by the library and read back clean: every period, adding up to
+// the trailer's total, no problem. A PERIODICCOUNTER in BINARY_TSC, a
+// FASTPERIODICCOUNTER in BINARY with four writers (it may count fewer
+// events than they logged: its periods add up to what it counted), a
+// SERVICERATE in ASCII_TSC. CP_COUNTER_TESTDATA=DIR copies them into DIR:
+//
+//	CP_COUNTER_TESTDATA=$PWD/internal/logfile/testdata/counters go test ./libcp -run TestCounterTestdata
+func TestCounterTestdata(t *testing.T) {
+	for _, f := range []struct {
+		name   string
+		format logfile.Format
+		h      handlers.Type
+	}{
+		{"periodic.cplog", logfile.BinaryTSC, handlers.PeriodicCounter},
+		{"fast-4-writers.cplog", logfile.Binary, handlers.FastPeriodicCounter},
+		{"servicerate.cplog.txt", logfile.ASCIITSC, handlers.ServiceRate},
+	} {
+		ch, c := open(t, "counter testdata", f.format, f.h)
+		require.NoError(t, parameterize(ch, 0, 10_000_000)) // 10 ms
+		writers := 1
+		if f.h == handlers.FastPeriodicCounter {
+			writers = 4
+		}
+		var logged atomic.Uint64
+		var wg sync.WaitGroup
+		for w := 0; w < writers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for round := 0; round < 40; round++ {
+					for i := 0; i < 500+100*w; i++ {
+						if logTS(ch, int64(i)) != 0 {
+							t.Error("LogTS refused an event")
+							return
+						}
+						logged.Add(1)
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}()
+		}
+		wg.Wait()
+		require.NoError(t, closeChannel(ch, "close"))
+		recs, lf := readCounters(t, c.path)
+		require.Empty(t, lf.Summary.Problems(&lf.Header))
+		var sum uint64
+		for _, r := range recs {
+			sum += r.Count
+		}
+		require.Equal(t, lf.Summary.Trailer.Total, sum, "%s: the periods add up to the trailer's total", f.name)
+		require.Equal(t, sum, lf.Summary.Counted)
+		require.LessOrEqual(t, sum, logged.Load())
+		if writers == 1 {
+			require.Equal(t, logged.Load(), sum)
+		}
+		t.Logf("%s: %d events logged, %d counted in %d periods", f.name, logged.Load(), sum, len(recs))
+		if dir := os.Getenv("CP_COUNTER_TESTDATA"); dir != "" {
+			b, err := os.ReadFile(c.path)
+			require.NoError(t, err)
+			require.NoError(t, os.MkdirAll(dir, 0o755))
+			require.NoError(t, os.WriteFile(filepath.Join(dir, f.name), b, 0o644))
+		}
+	}
+}
+
 func TestCountersShareBoundaries(t *testing.T) {
 	a, ca := open(t, "pc a", logfile.BinaryTSC, handlers.PeriodicCounter)
 	b, cb := open(t, "pc b", logfile.Binary, handlers.FastPeriodicCounter)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -31,8 +32,10 @@ import (
 // Summary.Problems) and asserts: no panic; at most MaxCounters records, and
 // no more than the file's bytes can hold; exactly the counter records the
 // file holds, in order, with their values (nothing wrapped, nothing made
-// up, nothing valid lost); damage never silent (ErrDamaged); a second read
-// the same as the first; allocation bounded by the file's size.
+// up, nothing valid lost); damage never silent (ErrDamaged); a counter
+// channel's periods that do not add up to its trailer's total said, and
+// never periods that do; a second read the same as the first; allocation
+// bounded by the file's size.
 func FuzzCounters(f *testing.F) {
 	for _, s := range counterFuzzSeeds {
 		f.Add(s)
@@ -98,6 +101,10 @@ var counterFuzzSeeds = [][]byte{
 	// with mono_ns.
 	{0, 0, 1, 0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 2, 2, 4, 0, 2, 1},
 	{3, 0, 1, 0, 0, 0, 1, 1, 1, 1, 0, 2, 2, 2, 2},
+	// Binary v2, PERIODICCOUNTER: a period of 42 events, a trailer whose
+	// total is 42 (no problem), then the same with 43 (damage).
+	{0, 0, 0, 0, 0, 0, 0, 0, 7, 3, 0, 42, 3, 4, 3, 0, 42},
+	{0, 0, 0, 0, 0, 0, 0, 0, 7, 3, 0, 42, 3, 4, 3, 0, 43},
 	// A record size its columns do not have: refused.
 	{0, 0, 3, 0, 0, 0, 0, 7, 1, 3, 0, 5, 3},
 }
@@ -110,6 +117,7 @@ type counterFile struct {
 	want     []CounterRecord // the counter records it holds, in file order
 	damaged  bool            // an item the reader must call damage
 	readable bool            // Counters reads it (a counter handler or NET_CONF)
+	trailer  *Trailer        // the last whole trailer (nil: none)
 	items    []string        // what was written, for messages
 }
 
@@ -186,9 +194,11 @@ func craftCounterFile(in []byte) *counterFile {
 	var last []byte // the last item's bytes, which may be cut
 	var lastWant int
 	asc := &asciiState{}
+	var trailerBefore *Trailer // before the last item
 	for fb.Len() > 0 && len(cf.items) < 200 {
 		body = append(body, last...)
 		n := len(cf.want)
+		trailerBefore = cf.trailer
 		if cf.ascii {
 			last = cf.asciiItem(fb, asc)
 		} else {
@@ -202,6 +212,7 @@ func craftCounterFile(in []byte) *counterFile {
 		cut := 1 + c/4%(len(last)-1)
 		last = last[:len(last)-cut]
 		cf.want = cf.want[:len(cf.want)-lastWant]
+		cf.trailer = trailerBefore
 		cf.damaged = true
 		cf.items = append(cf.items, fmt.Sprintf("the last cut by %d bytes", cut))
 	}
@@ -268,7 +279,9 @@ func (cf *counterFile) binaryItem(fb *fuzzin.Bytes) []byte {
 		cf.items = append(cf.items, "event "+string(js))
 		return cf.seal(FrameHeader{Kind: KindEvent}, js)
 	case 4: // a trailer
-		js, _ := json.Marshal(Trailer{Reason: "close", Positions: fuzzVal(fb), Total: fuzzVal(fb)})
+		tr := Trailer{Reason: "close", Positions: fuzzVal(fb), Total: fuzzVal(fb)}
+		js, _ := json.Marshal(tr)
+		cf.trailer = &tr
 		cf.items = append(cf.items, "trailer "+string(js))
 		return cf.seal(FrameHeader{Kind: KindTrailer}, js)
 	case 5: // a status slot (a version 1 file has none: damage)
@@ -411,10 +424,13 @@ func (cf *counterFile) asciiItem(fb *fuzzin.Bytes, st *asciiState) []byte {
 	case 5: // a hole: never a period
 		return plain("#hole", nil)
 	case 6: // a trailer, or one that does not parse
-		js, _ := json.Marshal(Trailer{Reason: "close", Positions: fuzzVal(fb), Total: fuzzVal(fb)})
+		tr := Trailer{Reason: "close", Positions: fuzzVal(fb), Total: fuzzVal(fb)}
+		js, _ := json.Marshal(tr)
 		if fb.Next()%4 == 0 {
 			js = js[:len(js)/2]
 			cf.damaged = cf.damaged || readable
+		} else {
+			cf.trailer = &tr
 		}
 		cf.items = append(cf.items, "#trailer "+string(js))
 		return []byte("#trailer " + string(js) + "\n")
@@ -522,6 +538,20 @@ func checkCounterFile(t *testing.T, cf *counterFile, r *counterRead) {
 	}
 	if err != nil && !errors.Is(err, ErrDamaged) {
 		t.Fatalf("a read error that is not damage: %v", err)
+	}
+	// A counter channel's periods are checked against its last trailer's
+	// total: said when they do not add up to it, never when they do.
+	if h := &cf.header; h.Counter() && cf.trailer != nil {
+		var sum, carry uint64
+		for _, r := range cf.want {
+			var c uint64
+			sum, c = bits.Add64(sum, r.Count, 0)
+			carry |= c
+		}
+		said := err != nil && strings.Contains(err.Error(), "the periods add up to")
+		if disagree := carry != 0 || sum != cf.trailer.Total; said != disagree {
+			t.Fatalf("periods adding up to %d (past 2^64-1: %v), the trailer says %d; the reader: %v\nitems: %q", sum, carry != 0, cf.trailer.Total, err, cf.items)
+		}
 	}
 	if fmt.Sprint(again) != fmt.Sprint(got) || fmt.Sprint(err2) != fmt.Sprint(err) {
 		t.Fatalf("a second read differs: %d records, %v; the first: %d, %v", len(again), err2, len(got), err)

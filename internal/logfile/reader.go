@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sort"
 	"strconv"
@@ -60,6 +61,17 @@ type Summary struct {
 	// may have accepted after the last status update: its ring's capacity
 	// (block_records x ring_blocks), 0 when the file was closed.
 	RingBound uint64
+	// Counted is what the counter records of the last Counters add up to
+	// (events); countedAll says that read went through every record (fn
+	// stopped it nowhere), countedOver that they add up to more than
+	// 2^64-1 (Counted is then 2^64-1). Problems checks them against the
+	// trailer's total.
+	Counted     uint64
+	countedAll  bool
+	countedOver bool
+	// trailerTotal: the trailer names its total (every library's does; a
+	// trailer without one says nothing to check the periods against).
+	trailerTotal bool
 }
 
 // entry is one indexed frame or ASCII block.
@@ -382,7 +394,11 @@ func (lf *File) addMeta(kind uint8, js []byte) error {
 		if err := json.Unmarshal(js, &t); err != nil {
 			return fmt.Errorf("trailer JSON: %v", err)
 		}
-		lf.Summary.Trailer = &t
+		var named struct {
+			Total *uint64 `json:"total"`
+		}
+		_ = json.Unmarshal(js, &named) // it parsed just above
+		lf.Summary.Trailer, lf.Summary.trailerTotal = &t, named.Total != nil
 		return nil
 	}
 	var ev Event
@@ -931,12 +947,14 @@ func parseFields(line string, want int, signedFirst bool, vals []uint64) bool {
 func (h *Header) Format2() Format { return Format(h.FormatID) }
 
 // Counters calls fn for every counter record in file order. Damage is
-// handled as in Records.
+// handled as in Records; a counter channel's periods that do not add up
+// to its trailer's total are damage too (Summary.Problems).
 func (lf *File) Counters(fn func(CounterRecord) error) error {
 	if !lf.Header.Counter() && lf.Header.Handler != "NET_CONF" {
 		return fmt.Errorf("%s: not a counter channel; use Records", lf.path)
 	}
 	lf.Summary.Records, lf.Summary.Frames, lf.Summary.Read = 0, 0, "counters"
+	lf.Summary.Counted, lf.Summary.countedAll, lf.Summary.countedOver = 0, false, false
 	lf.restart()
 	var raw []byte
 	var bad []uint32
@@ -967,11 +985,17 @@ func (lf *File) Counters(fn func(CounterRecord) error) error {
 			c := CounterRecord{TSC: binary.LittleEndian.Uint64(raw[i:]), MonoNs: binary.LittleEndian.Uint64(raw[i+8:]),
 				Count: binary.LittleEndian.Uint64(raw[i+16:]), Skipped: binary.LittleEndian.Uint64(raw[i+24:])}
 			lf.Summary.Records++
+			if sum := lf.Summary.Counted + c.Count; sum >= c.Count {
+				lf.Summary.Counted = sum
+			} else {
+				lf.Summary.Counted, lf.Summary.countedOver = math.MaxUint64, true
+			}
 			if err := fn(c); err != nil {
 				return err
 			}
 		}
 	}
+	lf.Summary.countedAll = true
 	return lf.damage()
 }
 

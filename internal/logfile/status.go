@@ -205,6 +205,9 @@ func (s *Summary) Problems(h *Header) []string {
 			out = append(out, msg)
 		}
 	}
+	if msg, ok := s.countsDisagree(h); ok {
+		out = append(out, msg)
+	}
 	if s.Trailer == nil && (s.Status == nil || s.Status.State == StateOpen) {
 		msg := "no trailer: the channel was not closed (the process was killed, or is still logging)"
 		if s.RingBound > 0 {
@@ -214,6 +217,37 @@ func (s *Summary) Problems(h *Header) []string {
 		out = append(out, msg)
 	}
 	return out
+}
+
+// countsDisagree says, after a full Counters read of a counter channel's
+// file, whether its periods fail to add up to what its trailer says: the
+// total the channel counted, less what it says was never written (a disk
+// that refused the last records until the close). The library writes the
+// periods so that they add up to it (libcp/sampler.go, emit),
+// FASTPERIODICCOUNTER's with several writers too (it counts fewer events
+// than were logged, and its total is what it counted), so anything else
+// is a period lost or changed where no checksum sees it (an ASCII digit,
+// a frame rewritten and sealed again). A file without a trailer (cut by a
+// crash, still open) has nothing to compare; a cut (export --format logs)
+// holds the periods of a range under its source's trailer, whose own
+// check is among Cut.Problems.
+func (s *Summary) countsDisagree(h *Header) (string, bool) {
+	t := s.Trailer
+	if t == nil || !s.trailerTotal || s.Read != "counters" || !s.countedAll || !h.Counter() || h.Cut != nil {
+		return "", false
+	}
+	if !s.countedOver && s.Counted == t.Total-min(t.Unwritten, t.Total) {
+		return "", false
+	}
+	sum := strconv.FormatUint(s.Counted, 10)
+	if s.countedOver {
+		sum = "more than " + sum
+	}
+	msg := fmt.Sprintf("the periods add up to %s events, the trailer says %d", sum, t.Total)
+	if t.Unwritten > 0 {
+		msg += fmt.Sprintf(" (%d of them never written)", t.Unwritten)
+	}
+	return msg, true
 }
 
 // TornAfterSignal says whether the bytes after the last whole frame are a
