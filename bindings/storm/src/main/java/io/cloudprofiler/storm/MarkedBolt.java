@@ -60,14 +60,19 @@ final class MarkedBolt implements IRichBolt {
             try {
                 id = idOf.id(t);
             } catch (RuntimeException e) {
-                unmarked(t, e);
-                bolt.execute(t);
-                return;
+                // Thrown into Storm, as the bolt's own exceptions are, and as
+                // Flink's wrappers let an IdOf's fail the task: the worker
+                // ends, loudly. Passed on unmarked, the tuple would be missing
+                // from every number of the analysis with nobody told, and an
+                // IdOf given for this bolt that cannot read its tuples is a
+                // bug to fix, not tuples to skip.
+                throw new IllegalArgumentException("cloudprofiler: " + Marking.instance(operator, context) + ": its IdOf threw on a tuple from "
+                        + t.getSourceComponent() + " (stream " + t.getSourceStreamId() + ", fields " + t.getFields() + "): " + e, e);
             }
         } else {
             Number n = Marking.id(t);
             if (n == null) {
-                unmarked(t, null);
+                unmarked(t);
                 bolt.execute(t);
                 return;
             }
@@ -83,11 +88,11 @@ final class MarkedBolt implements IRichBolt {
         if (sink) m.out(id);
     }
 
-    private void unmarked(Tuple t, RuntimeException e) {
+    private void unmarked(Tuple t) {
         if (unmarked++ == 0) {
-            Marking.LOG.warn("cloudprofiler: {}: a tuple from {} (stream {}, fields {}) has no usable id{}: such tuples pass through"
+            Marking.LOG.warn("cloudprofiler: {}: a tuple from {} (stream {}, fields {}) has no usable id: such tuples pass through"
                             + " unmarked (give Profiled.bolt an IdOf)", Marking.instance(operator, context), t.getSourceComponent(),
-                    t.getSourceStreamId(), t.getFields(), e == null ? "" : " (" + e + ")");
+                    t.getSourceStreamId(), t.getFields());
         }
     }
 

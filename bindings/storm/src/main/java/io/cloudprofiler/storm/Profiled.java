@@ -32,9 +32,11 @@ import org.apache.storm.tuple.Tuple;
  * mark: Storm 2's emit never waits (a full queue parks the tuple in the
  * executor's overflow, and backpressure shows as time between tuples).
  * Tick tuples and system streams pass through unmarked; so does a tuple
- * with no usable id (counted, and logged once). The bolt's own exceptions
- * propagate unchanged; the marking itself never throws into Storm (a
- * failure to open or close is logged; the task then runs unmarked).
+ * in which the default id rule finds no usable id (counted, and logged
+ * once). The bolt's own exceptions propagate unchanged, and so, naming the
+ * task and the tuple's source, does an exception of the {@link IdOf}; the
+ * marking itself never throws into Storm (a failure to open or close is
+ * logged; the task then runs unmarked).
  *
  * <p>Switches, in the topology configuration: {@value #ENABLED} {@code
  * false} (a Boolean or the string) opens no channel, each tuple then costs a
@@ -70,10 +72,16 @@ public final class Profiled {
 
     /**
      * A tuple's id (the id that follows the tuple through the topology). An
-     * IdOf that throws (no such field, not a number) passes the tuple through
-     * unmarked, counted. Where none is given (null), the default rule: the
-     * field {@value #CP_ID} if the tuple has it, else {@code id}, else the
-     * first value, if that value is a Long or an Integer.
+     * IdOf that throws (no such field, not a number) fails the bolt's
+     * execute with an IllegalArgumentException that names the task and the
+     * tuple's source, its exception the cause, before the bolt sees the
+     * tuple: Storm then ends the worker, as for an exception of the bolt's
+     * own (Flink's wrappers fail the task the same way). A tuple passed on
+     * unmarked would be missing from the analysis with nobody told. Where
+     * none is given (null), the default rule: the field {@value #CP_ID} if
+     * the tuple has it, else {@code id}, else the first value, if that value
+     * is a Long or an Integer; a tuple in which it finds none passes through
+     * unmarked (counted, and logged once).
      */
     @FunctionalInterface
     public interface IdOf extends Serializable {
