@@ -661,6 +661,11 @@ type MergeResult struct {
 // With stateOut, it writes the merged states as one state there instead
 // (what merging them with the others later gives the same results: a
 // merge done in a tree, on the executors) and only that.
+//
+// Every record counts once: two states that hold one partition are
+// refused, and states joined with an order must hold every partition the
+// export wrote records into (a merge into stateOut, and votes only, need
+// not: the last merge, and a sample for the order).
 func MergeParts(cfg Config, export string, states []string, stateOut string) (*MergeResult, error) {
 	a, _, err := prepareExport(cfg, export)
 	if err != nil {
