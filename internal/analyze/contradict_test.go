@@ -12,6 +12,18 @@ import (
 	"cloudprofiler/internal/logfile"
 )
 
+// inOutLines are the ASCII records of n tuples on an operator's in and out
+// channels: tuple i's id and in time (seconds) from tuple(i), its out 2 us
+// later, on a counter of hz.
+func inOutLines(n int, hz float64, tuple func(i int) (id int, at float64)) (in, out []string) {
+	for i := 0; i < n; i++ {
+		id, at := tuple(i)
+		in = append(in, fmt.Sprintf("%d,%d", id, uint64(at*hz)))
+		out = append(out, fmt.Sprintf("%d,%d", id, uint64((at+2e-6)*hz)))
+	}
+	return in, out
+}
+
 // A channel's TSC that goes back a second is refused, with the file and the
 // record; a record that trails by a few milliseconds (a writer preempted
 // between reading the TSC and taking its place) is not.
@@ -21,8 +33,7 @@ func TestTSCStepBack(t *testing.T) {
 		dir := t.TempDir()
 		logs := filepath.Join(dir, "logs")
 		require.NoError(t, os.MkdirAll(logs, 0o755))
-		var in, out []string
-		for i := 0; i < 100; i++ {
+		in, out := inOutLines(100, hz, func(i int) (int, float64) {
 			at := 1 + float64(i)*1e-3
 			if i >= 60 {
 				at -= back // from record 60 on, the counter reads `back` earlier
@@ -30,9 +41,8 @@ func TestTSCStepBack(t *testing.T) {
 			if back < 0.05 && i > 60 {
 				at += back // a preempted writer: one record late
 			}
-			in = append(in, fmt.Sprintf("%d,%d", i, uint64(at*hz)))
-			out = append(out, fmt.Sprintf("%d,%d", i, uint64((at+2e-6)*hz)))
-		}
+			return i, at
+		})
 		h := logfile.Header{Node: "n", Host: "h", PID: 1, Handler: "IDENTITY", TSCHz: hz}
 		h.Channel, h.Name = 1, "op in"
 		writeASCII(t, logs, h, in)
@@ -94,12 +104,7 @@ func TestRunNamesSplitOneRun(t *testing.T) {
 	dir := t.TempDir()
 	logs := filepath.Join(dir, "logs")
 	require.NoError(t, os.MkdirAll(logs, 0o755))
-	var in, out []string
-	for i := 0; i < 100; i++ {
-		at := 1 + float64(i)*1e-3
-		in = append(in, fmt.Sprintf("%d,%d", i, uint64(at*hz)))
-		out = append(out, fmt.Sprintf("%d,%d", i, uint64((at+2e-6)*hz)))
-	}
+	in, out := inOutLines(100, hz, func(i int) (int, float64) { return i, 1 + float64(i)*1e-3 })
 	h := logfile.Header{Node: "n", Host: "h", PID: 1, Handler: "IDENTITY", TSCHz: hz, Run: "task-1"}
 	h.Channel, h.Name = 1, "op in"
 	writeASCII(t, logs, h, in)
@@ -124,12 +129,7 @@ func TestOneNameTwoProcessesLabelled(t *testing.T) {
 	logs := filepath.Join(dir, "logs")
 	require.NoError(t, os.MkdirAll(logs, 0o755))
 	for pid := 1; pid <= 2; pid++ {
-		var in, out []string
-		for i := 0; i < 100; i++ {
-			id, at := pid*1000+i, 1+float64(i)*1e-3+float64(pid)*1e-4
-			in = append(in, fmt.Sprintf("%d,%d", id, uint64(at*hz)))
-			out = append(out, fmt.Sprintf("%d,%d", id, uint64((at+2e-6)*hz)))
-		}
+		in, out := inOutLines(100, hz, func(i int) (int, float64) { return pid*1000 + i, 1 + float64(i)*1e-3 + float64(pid)*1e-4 })
 		h := logfile.Header{Node: "n", Host: "h", PID: pid, Handler: "IDENTITY", TSCHz: hz}
 		pdir := filepath.Join(logs, fmt.Sprint(pid)) // a directory per process, as CP_LOG_DIR per task
 		require.NoError(t, os.MkdirAll(pdir, 0o755))

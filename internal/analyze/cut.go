@@ -304,11 +304,17 @@ func (a *analysis) cutChannel(i int, dst string, meta CutMeta, span *cycleSpan) 
 	}
 	defer lf.Close()
 	node := a.chNode[i]
-	lo, hi := math.Inf(1), math.Inf(-1)
-	defer func() { span.add(lo, hi) }()
+	// The channel's first and last counter readings, translated once at the
+	// end (for the message of a range that keeps nothing).
+	lo, hi := uint64(math.MaxUint64), uint64(0)
+	defer func() {
+		if lo <= hi {
+			span.add(a.model.PointRelIdx(node, lo).Est, a.model.PointRelIdx(node, hi).Est)
+		}
+	}()
 	in := func(tsc uint64) bool {
+		lo, hi = min(lo, tsc), max(hi, tsc)
 		v := a.model.PointRelIdx(node, tsc).Est
-		lo, hi = min(lo, v), max(hi, v)
 		return v >= meta.FromCycles && v < meta.ToCycles
 	}
 	cut := logfile.Cut{Source: c.Path, FromNs: meta.FromNs, ToNs: meta.ToNs}

@@ -464,7 +464,7 @@ func (a *analysis) writeExportParts(ps *partitions, out, stem string, parts int)
 				if n == 0 {
 					continue
 				}
-				dir := filepath.Join(out, "records", fmt.Sprintf("part=%05d", p))
+				dir := partDir(out, p)
 				if err := os.MkdirAll(dir, 0o755); err != nil {
 					errs[wk] = fmt.Errorf("export: %w", err)
 					return
@@ -524,6 +524,11 @@ func (a *analysis) writeExportParts(ps *partitions, out, stem string, parts int)
 		}
 	}
 	return int(files.Load()), size.Load(), counts, nil
+}
+
+// partDir is export partition p's directory in the export at out.
+func partDir(out string, p int) string {
+	return filepath.Join(out, "records", fmt.Sprintf("part=%05d", p))
 }
 
 // writeExportMeta writes export.json, channels/STEM.json and rounds/ (a

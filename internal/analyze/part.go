@@ -295,12 +295,6 @@ func RunPart(cfg PartConfig) error {
 	}
 	perCh := make([][]rec, len(a.chans))
 	shift := uint(64 - bits.TrailingZeros(uint(meta.Partitions)))
-	partOf := func(id int64) int {
-		if meta.Partitions == 1 {
-			return 0
-		}
-		return int((uint64(id) * 0x9E3779B97F4A7C15) >> shift)
-	}
 	// Each channel's records read in each partition, to hold against the
 	// export's counts (the records of a partition come mostly together).
 	read := map[int][]uint64{}
@@ -316,7 +310,7 @@ func RunPart(cfg PartConfig) error {
 	for _, f := range cfg.Records {
 		err := readPartRecords(f, key, func(ids, tscs []int64, chs []uint32) error {
 			for i, id := range ids {
-				p := partOf(id)
+				p := hashPartition(id, shift)
 				if cfg.Partition >= 0 && p != cfg.Partition {
 					return fmt.Errorf("tuple id %d belongs to partition %d, not %d: the records are not this partition's",
 						id, p, cfg.Partition)
@@ -447,7 +441,7 @@ func (a *exportAnalysis) checkPartCounts(read map[int][]uint64, files []string) 
 				continue
 			}
 			stem := strings.TrimSuffix(filepath.Base(a.meta[ch]), ".json")
-			file := filepath.Join("records", fmt.Sprintf("part=%05d", p), stem+".parquet")
+			file := filepath.Join(partDir("", p), stem+".parquet")
 			why := fmt.Sprintf("its file (the export wrote %s) is missing from the records given", file)
 			if got > want {
 				why = "a records file given twice, or a copy of one"

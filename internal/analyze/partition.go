@@ -141,10 +141,14 @@ const maxPartitions = 1 << 14
 // record (id, TSC, channel) and the radix sort's two arrays of records.
 const joinBytesPerEvent = 20 + 2*24
 
-// partitionOf is the partition of a tuple id: Fibonacci hashing, so that
-// sequential ids spread evenly.
-func (p *partitions) partitionOf(id int64) int {
-	return int((uint64(id) * 0x9E3779B97F4A7C15) >> p.shift)
+// partitionOf is the partition of a tuple id (hashPartition).
+func (p *partitions) partitionOf(id int64) int { return hashPartition(id, p.shift) }
+
+// hashPartition is the partition of a tuple id among 2^(64-shift):
+// Fibonacci hashing, so that sequential ids spread evenly (an export's
+// partitions too: exportHash). A shift of 64 gives partition 0.
+func hashPartition(id int64, shift uint) int {
+	return int((uint64(id) * 0x9E3779B97F4A7C15) >> shift)
 }
 
 // partWriter is one decode worker's open blocks, a block per partition.

@@ -84,6 +84,13 @@ static double floor_ns(void) {
 
 static int64_t next_id;
 
+// The records of a channel's ring, as the library sizes it from the
+// environment (its defaults: 8 blocks of 65536).
+static int64_t ring_records(void) {
+  const char *rb = getenv("CP_RING_BLOCKS"), *br = getenv("CP_BLOCK_RECORDS");
+  return (int64_t)(rb ? atol(rb) : 8) * (br ? atol(br) : 65536);
+}
+
 typedef struct { double ns, floor_ns, ratio, first_lap_ns; } result_t;
 
 // One case: a warm-up lap of the ring (its first touch of fresh memory pays
@@ -99,8 +106,7 @@ static result_t bench(const char *name, int32_t fmt, int32_t h, int32_t arg, int
   if (ch < 0) { fprintf(stderr, "%s: %s\n", name, CP_ErrorString((int32_t)ch)); exit(1); }
   if (arg >= 0 && ParameterizeChannel(ch, arg, val) != 0) { fprintf(stderr, "param %s\n", name); exit(1); }
   if (arg2 >= 0 && ParameterizeChannel(ch, arg2, val2) != 0) { fprintf(stderr, "param2 %s\n", name); exit(1); }
-  const char *rb = getenv("CP_RING_BLOCKS"), *br = getenv("CP_BLOCK_RECORDS");
-  int64_t ring = (int64_t)(rb ? atol(rb) : 8) * (br ? atol(br) : 65536);
+  int64_t ring = ring_records();
   double v[BURSTS], f[BURSTS], r[BURSTS], first = 0;
   int warm = (int)((ring + burst - 1) / burst);
   for (int b = -warm; b < BURSTS; b++) {
@@ -253,8 +259,7 @@ static void bench_notes(void) {
 // The ring as a channel gets it (no CP_RING_BLOCKS): bursts of half the
 // ring, which fit, each next to a floor burst of the same length.
 static int bench_half_ring(void) {
-  const char *rb = getenv("CP_RING_BLOCKS"), *br = getenv("CP_BLOCK_RECORDS");
-  int64_t ring = (int64_t)(rb ? atol(rb) : 8) * (br ? atol(br) : 65536);
+  int64_t ring = ring_records();
   struct { const char *name; int32_t fmt; } cases[] = {
     {"BUFFER_IDENTITY ZSTD_TSC", CP_ZSTD_TSC},
     {"BUFFER_IDENTITY BINARY_TSC", CP_BINARY_TSC},
