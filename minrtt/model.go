@@ -305,6 +305,10 @@ func (m *Model) Unreachable() map[string]string {
 	return out
 }
 
+// Reaches says whether node i translates into the reference (false only
+// for the nodes Options.SkipUnreachable left out).
+func (m *Model) Reaches(i int) bool { return m.reach[i] }
+
 // lookup is the index of a node that translates, or an error.
 func (m *Model) lookup(node string) (int, error) {
 	i, ok := m.index[node]

@@ -49,13 +49,16 @@ type worker struct {
 	anaHops    []event   // hops with each process's records in time order (repeats)
 	anaErrs    []float64 // and their bounds
 	capEvs     []capacity.Event
-	ops        opBatch          // tuples for the operator analyses (opbatch.go)
-	hopErr     []float64        // per hop of the tuple, its bound (critpath.go)
-	hopDur     []float64        // and its estimate (timeline.go)
-	lastErr    float64          // the bound of the last duration computed
-	lastDur    float64          // and its estimate
-	lastSeries *timeline.Series // and its pair's series (timeline.go)
-	hopSeries  []*timeline.Series
+	ops        opBatch    // tuples for the operator analyses (opbatch.go)
+	shape      shapeBatch // tuples of one shape, in columns (shape.go)
+	// columnTuples counts the tuples the columnar core took.
+	columnTuples uint64
+	hopErr       []float64        // per hop of the tuple, its bound (critpath.go)
+	hopDur       []float64        // and its estimate (timeline.go)
+	lastErr      float64          // the bound of the last duration computed
+	lastDur      float64          // and its estimate
+	lastSeries   *timeline.Series // and its pair's series (timeline.go)
+	hopSeries    []*timeline.Series
 	// the report's record counts over time and the trace's sample (timeline.go)
 	tlRecs    *timeline.Records
 	sampler   *trace.Sampler
@@ -86,7 +89,7 @@ func (w *worker) partition(ps *partitions, k int) error {
 // joinAndAggregate joins the records of d and aggregates its tuples: each
 // votes, and with an order, becomes durations.
 func (w *worker) joinAndAggregate(d *partData) error {
-	err := w.joinPartition(d, func(evs []event) error {
+	err := w.join(d, true, func(evs []event) error {
 		evs = w.translate(evs)
 		w.a.voteCached(w.votes, &w.vcache, evs)
 		if w.rank == nil {
@@ -269,21 +272,7 @@ func (w *worker) duration(kind string, x, y *event, ours *minrtt.Duration, keyTo
 	if keyTo >= 0 {
 		key.To = keyTo
 	}
-	// The same few pairs come again and again: a small cache before the map.
-	slot := &w.pcache[(uint(key.From)*7+uint(key.To)+uint(len(kind)))&15]
-	p := slot.p
-	if p == nil || slot.key != key {
-		p = w.pairs[key]
-		if p == nil {
-			p = newPairStats(key, ours != nil)
-			p.kept = w.a.keptOf(key)
-			if kind != KindReturnRTT {
-				p.series = w.a.newSeries()
-			}
-			w.pairs[key] = p
-		}
-		slot.key, slot.p = key, p
-	}
+	p := w.pairOf(key, ours != nil)
 	p.Dur.Add(d.Est)
 	if p.kept != nil && p.Dur.exact != nil && p.kept.Add(1) > exactLimit {
 		// Together the workers have more than the exact limit of this
@@ -309,6 +298,27 @@ func (w *worker) duration(kind string, x, y *event, ours *minrtt.Duration, keyTo
 		return w.rows.add(kind, x, y, &d)
 	}
 	return nil
+}
+
+// pairOf is the worker's statistics of the pair key (ret: a return trip's,
+// which keep its error against the method's as well).
+func (w *worker) pairOf(key PairKey, ret bool) *PairStats {
+	// The same few pairs come again and again: a small cache before the map.
+	slot := &w.pcache[(uint(key.From)*7+uint(key.To)+uint(len(key.Kind)))&15]
+	p := slot.p
+	if p == nil || slot.key != key {
+		p = w.pairs[key]
+		if p == nil {
+			p = newPairStats(key, ret)
+			p.kept = w.a.keptOf(key)
+			if key.Kind != KindReturnRTT {
+				p.series = w.a.newSeries()
+			}
+			w.pairs[key] = p
+		}
+		slot.key, slot.p = key, p
+	}
+	return p
 }
 
 // newPairStats makes a pair's statistics. Only the durations get exact

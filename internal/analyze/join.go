@@ -141,6 +141,14 @@ func (g *grouper) mergeRuns(a, b []radixKey) []radixKey {
 // joinPartition calls fn with every tuple of the partition: its records in
 // arrival order (fn may reorder them; the slice is reused).
 func (w *worker) joinPartition(d *partData, fn func([]event) error) error {
+	return w.join(d, false, fn)
+}
+
+// join hands every tuple of the partition on: with columns, a tuple of a
+// shape the columnar core takes goes to the worker's shape batch
+// (shape.go), and any other to fn after the batch before it was flushed;
+// without, every tuple goes to fn.
+func (w *worker) join(d *partData, columns bool, fn func([]event) error) error {
 	order := w.g.sortByID(d)
 	for s := 0; s < len(order); {
 		e := s + 1
@@ -154,14 +162,23 @@ func (w *worker) joinPartition(d *partData, fn func([]event) error) error {
 			s = e
 			continue
 		}
-		w.evs = w.evs[:0]
-		for k := range order[s:e] {
-			w.evs = append(w.evs, order[s+k].event(w.a.notesWaits))
+		shaped := false
+		if columns {
+			var err error
+			if shaped, err = w.addShaped(order[s:e]); err != nil {
+				return err
+			}
 		}
-		if err := fn(w.evs); err != nil {
-			return err
+		if !shaped {
+			w.evs = w.evs[:0]
+			for k := range order[s:e] {
+				w.evs = append(w.evs, order[s+k].event(w.a.notesWaits))
+			}
+			if err := fn(w.evs); err != nil {
+				return err
+			}
 		}
 		s = e
 	}
-	return nil
+	return w.flushShape()
 }

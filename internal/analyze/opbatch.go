@@ -34,7 +34,13 @@ func (b *opBatch) add(w *worker, ana []event, errs []float64, e2eErr float64) er
 	for k := range ana {
 		b.evs = append(b.evs, critpath.Event{Ch: ana[k].ch, Waited: ana[k].waited, Est: ana[k].est, Err: errs[k], Raw: ana[k].tsc})
 	}
-	b.tuples = append(b.tuples, opTuple{id: ana[0].id, end: len(b.evs), e2eErr: e2eErr})
+	return b.endTuple(w, ana[0].id, e2eErr)
+}
+
+// endTuple ends the tuple whose records were appended to b.evs since the
+// last one ended.
+func (b *opBatch) endTuple(w *worker, id int64, e2eErr float64) error {
+	b.tuples = append(b.tuples, opTuple{id: id, end: len(b.evs), e2eErr: e2eErr})
 	if len(b.tuples) < opBatchTuples {
 		return nil
 	}

@@ -96,6 +96,37 @@ func TestPipelineMatchesReference(t *testing.T) {
 	matchesReference(t, Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{filepath.Join(dir, "logs")}, Ref: "b"}, dir, 100000, 64<<10)
 }
 
+// The same where most tuples take the columnar core (shape.go): without
+// the return log, a tuple is one record on each of four channels, and the
+// tuples the core does not take (delivered twice at the sink, the reused
+// id) come between them, so that the per-tuple path and the batches
+// alternate within a partition (TestColumnsTakeTheCommonShape).
+func TestPipelineMatchesReferenceInColumns(t *testing.T) {
+	dir := t.TempDir()
+	logs := writeTopologyNoReturn(t, dir, 30000, 5)
+	matchesReference(t, Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{logs}, Ref: "b"}, dir, 100000, 64<<10)
+}
+
+// writeTopologyNoReturn is writeTopology without the source's return log;
+// it returns the logs' directory.
+func writeTopologyNoReturn(t testing.TB, dir string, n int, seed int64) string {
+	writeTopology(t, dir, n, seed)
+	logs := filepath.Join(dir, "logs")
+	ents, err := os.ReadDir(logs)
+	require.NoError(t, err)
+	removed := 0
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(logs, e.Name()))
+		require.NoError(t, err)
+		if strings.Contains(strings.SplitN(string(b), "\n", 3)[1], `"return"`) {
+			require.NoError(t, os.Remove(filepath.Join(logs, e.Name())))
+			removed++
+		}
+	}
+	require.Equal(t, 1, removed, "the return log")
+	return logs
+}
+
 // The same on logs the library wrote (binary, zstd): `make test-analyze-data`
 // generates them as `make bench-analyze` does, smaller, and points
 // CP_ANALYZE_DATA at them (rounds/ and logs/ inside).

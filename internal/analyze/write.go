@@ -49,9 +49,15 @@ type rowBatcher struct {
 }
 
 func (b *rowBatcher) add(kind string, x, y *event, d *minrtt.Duration) error {
-	cx, cy := b.chans[x.ch], b.chans[y.ch]
-	b.cur = append(b.cur, DurationRow{TupleID: x.id, FromNode: cx.Node, FromChannel: cx.Name, ToNode: cy.Node,
-		ToChannel: cy.Name, Kind: kind, StartTSC: x.tsc, EndTSC: y.tsc, Cycles: d.Est, ErrorCycles: d.Err,
+	return b.addRecord(kind, x.id, x.ch, y.ch, x.tsc, y.tsc, d)
+}
+
+// addRecord adds the row of tuple id's duration d from channel chx's
+// reading tscx to chy's tscy.
+func (b *rowBatcher) addRecord(kind string, id int64, chx, chy uint32, tscx, tscy uint64, d *minrtt.Duration) error {
+	cx, cy := b.chans[chx], b.chans[chy]
+	b.cur = append(b.cur, DurationRow{TupleID: id, FromNode: cx.Node, FromChannel: cx.Name, ToNode: cy.Node,
+		ToChannel: cy.Name, Kind: kind, StartTSC: tscx, EndTSC: tscy, Cycles: d.Est, ErrorCycles: d.Err,
 		Seconds: d.Est / b.hz, ErrorSeconds: d.Err / b.hz, Scenario: int32(d.Scenario),
 		PaperErrorCycles: d.Paper, BaselineErrorCycles: d.Baseline})
 	if len(b.cur) == rowBatchSize {
