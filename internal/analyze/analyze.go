@@ -51,7 +51,7 @@ type Config struct {
 	MemBytes     int64     // memory the pipeline aims to stay within (default 256 MiB; pipeline.go says how it is shared)
 	Workers      int       // goroutines decoding and joining (default GOMAXPROCS)
 	SpillDir     string    // where records spill past the budget (default Out/.spill)
-	Progress     io.Writer // a progress line every few seconds once a run is longer than 3 s (nil: none)
+	Progress     io.Writer // a progress line every progressEvery once a run is longer than that (nil: none)
 	// OneRun takes the logs as one run even where they look like several
 	// (channels opened again after a time no channel logged, or files
 	// naming different runs in CP_RUN: contradict.go).
@@ -376,7 +376,7 @@ func (a *analysis) run() (*Result, error) {
 	if cfg.Progress != nil {
 		stop := make(chan struct{})
 		defer close(stop)
-		go a.progress.report(cfg.Progress, 3*time.Second, 2*time.Second, stop)
+		go a.progress.report(cfg.Progress, progressEvery, progressEvery, stop)
 	}
 	if err := a.joinTuples(); err != nil {
 		return nil, err

@@ -44,6 +44,10 @@ import (
 // (exact quantiles of up to 2^20 durations a pair, 8 MiB, shared by the
 // workers; a 0.1 % histogram past that) and the Parquet writer's row group.
 
+// progressEvery is how long a run goes before its first progress line, and
+// between two: a person waiting more than 2 s wants to know it is moving.
+const progressEvery = 2 * time.Second
+
 // progress counts what the pipeline did, for the progress line.
 type progress struct {
 	stage   atomic.Value // string
