@@ -51,6 +51,7 @@ type shapeBatch struct {
 	est, err [maxShape][]float64
 	dur      [maxShape][]minrtt.Duration // dur[h]: hop h (hops[h-1] to hops[h]); dur[0]: first to last
 	pair     [maxShape]*PairStats        // and their statistics
+	vals     [4][]float64                // a hop's durations' fields, a column each (durationColumn)
 	kind     [maxShape]string
 	recs     [maxShape]radixKey // the tuple being added, by channel
 }
@@ -314,37 +315,35 @@ func (w *worker) aggregateColumns(m int) error {
 }
 
 // durationColumn computes the durations of hop h (dur[h]) from column x to
-// column y for the batch and adds them to the pair's statistics.
+// column y for the batch and adds them to the pair's statistics, a
+// statistic at a time.
 func (w *worker) durationColumn(h, x, y, m int) {
 	b, model := &w.shape, w.a.model
 	b.dur[h] = grow(b.dur[h], m)
 	ds, tx, ty := b.dur[h], b.tr[x][:m], b.tr[y][:m]
-	for i := range ds {
-		ds[i] = model.DurationTranslated(&tx[i], &ty[i])
+	var vals [4][]float64 // estimates, bounds, the paper's and the baseline's bounds
+	for k := range vals {
+		b.vals[k] = grow(b.vals[k], m)
+		vals[k] = b.vals[k]
 	}
 	p := w.pairOf(PairKey{b.kind[h], int(b.chs[x]), int(b.chs[y])}, false)
 	b.pair[h] = p
 	for i := range ds {
-		p.Dur.Add(ds[i].Est)
+		d := &ds[i]
+		*d = model.DurationTranslated(&tx[i], &ty[i])
+		vals[0][i], vals[1][i], vals[2][i], vals[3][i] = d.Est, d.Err, d.Paper, d.Baseline
+		if d.Scenario >= 0 && d.Scenario < 4 {
+			p.Scenarios[d.Scenario]++
+		}
 	}
+	p.Dur.AddColumn(vals[0])
 	if p.kept != nil && p.Dur.exact != nil && p.kept.Add(uint64(m)) > exactLimit {
 		// As duration does, a batch at a time.
 		p.Dur.forgetExact()
 	}
-	for i := range ds {
-		p.Err.Add(ds[i].Err)
-	}
-	for i := range ds {
-		p.Paper.Add(ds[i].Paper)
-	}
-	for i := range ds {
-		p.Baseline.Add(ds[i].Baseline)
-	}
-	for i := range ds {
-		if s := ds[i].Scenario; s >= 0 && s < 4 {
-			p.Scenarios[s]++
-		}
-	}
+	p.Err.AddColumn(vals[1])
+	p.Paper.AddColumn(vals[2])
+	p.Baseline.AddColumn(vals[3])
 	w.durations += uint64(m)
 }
 

@@ -190,6 +190,48 @@ func (s *Stats) Add(v float64) {
 	s.histAdd(v)
 }
 
+// AddColumn records vs as Add records each in turn, to the bit, in a loop
+// per mode with the running minimum and maximum in registers (the
+// columnar core adds a column of durations at a time, shape.go).
+func (s *Stats) AddColumn(vs []float64) {
+	inf := math.Inf(1)
+	mn, mx := s.Min, s.Max
+	if s.N < s.limit && !s.past {
+		k := min(uint64(len(vs)), s.limit-s.N)
+		for _, v := range vs[:k] {
+			if v-v != 0 {
+				v = inf
+			}
+			if v <= mn {
+				mn = math.Min(mn, v)
+			}
+			if v >= mx {
+				mx = math.Max(mx, v)
+			}
+			s.exact = append(s.exact, v)
+		}
+		s.N += k
+		vs = vs[k:]
+	}
+	if len(vs) > 0 && s.exact != nil {
+		s.spill()
+	}
+	for _, v := range vs {
+		if v-v != 0 {
+			v = inf
+		}
+		if v <= mn {
+			mn = math.Min(mn, v)
+		}
+		if v >= mx {
+			mx = math.Max(mx, v)
+		}
+		s.histAdd(v)
+	}
+	s.N += uint64(len(vs))
+	s.Min, s.Max = mn, mx
+}
+
 // spill moves the kept values into the histogram (N just passed the limit).
 func (s *Stats) spill() {
 	for _, v := range s.exact {

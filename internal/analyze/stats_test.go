@@ -619,3 +619,43 @@ func TestStatsForgetExactWhenSharedCountPasses(t *testing.T) {
 		}
 	}
 }
+
+// AddColumn leaves a Stats as Add given the same values one at a time
+// would, field for field: within the exact limit, across it, past it, with
+// NaN, infinities and signed zeros among the values, and after
+// forgetExact.
+func TestStatsAddColumnIsAdd(t *testing.T) {
+	r := rand.New(rand.NewSource(11))
+	special := []float64{math.NaN(), math.Inf(1), math.Inf(-1), 0, math.Copysign(0, -1), 0.5, -3}
+	for _, limit := range []uint64{0, 1, 100, 1000} {
+		for _, c := range []struct{ forget, nonneg bool }{{false, false}, {true, false}, {false, true}} {
+			forget := c.forget
+			one, col := newStatsLimit(limit), newStatsLimit(limit)
+			if forget {
+				one.forgetExact()
+				col.forgetExact()
+			}
+			for batch := 0; batch < 40; batch++ {
+				vs := make([]float64, r.Intn(90))
+				for i := range vs {
+					vs[i] = math.Exp(r.Float64()*20) * float64(1-2*r.Intn(2))
+					if r.Intn(20) == 0 {
+						vs[i] = special[r.Intn(len(special))]
+					}
+					if c.nonneg && !(vs[i] >= 0) {
+						vs[i] = math.Copysign(0, float64(r.Intn(2)-1)) // -0 or +0: the minimum's sign
+					}
+					if i > 0 && r.Intn(4) == 0 { // runs of one value, as bounds make
+						vs[i] = vs[i-1]
+					}
+				}
+				for _, v := range vs {
+					one.Add(v)
+				}
+				col.AddColumn(vs)
+				require.Equal(t, fmt.Sprintf("%+v", *one), fmt.Sprintf("%+v", *col), "limit %d forget %v batch %d", limit, forget, batch)
+			}
+			require.Greater(t, one.N, limit, "the values pass the limit")
+		}
+	}
+}
