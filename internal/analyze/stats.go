@@ -169,17 +169,9 @@ func bucketMid(b int32) float64 {
 
 // Add records one value.
 func (s *Stats) Add(v float64) {
-	if v-v != 0 { // NaN, ±Inf: a bound a method could not give, sorted last
-		v = math.Inf(1)
-	}
+	v = orInf(v)
 	s.N++
-	// math.Min/Max (for ±0) only when they could change something.
-	if v <= s.Min {
-		s.Min = math.Min(s.Min, v)
-	}
-	if v >= s.Max {
-		s.Max = math.Max(s.Max, v)
-	}
+	s.Min, s.Max = widen(s.Min, s.Max, v)
 	if s.N <= s.limit && !s.past {
 		s.exact = append(s.exact, v)
 		return
@@ -194,20 +186,12 @@ func (s *Stats) Add(v float64) {
 // per mode with the running minimum and maximum in registers (the
 // columnar core adds a column of durations at a time, shape.go).
 func (s *Stats) AddColumn(vs []float64) {
-	inf := math.Inf(1)
 	mn, mx := s.Min, s.Max
 	if s.N < s.limit && !s.past {
 		k := min(uint64(len(vs)), s.limit-s.N)
 		for _, v := range vs[:k] {
-			if v-v != 0 {
-				v = inf
-			}
-			if v <= mn {
-				mn = math.Min(mn, v)
-			}
-			if v >= mx {
-				mx = math.Max(mx, v)
-			}
+			v = orInf(v)
+			mn, mx = widen(mn, mx, v)
 			s.exact = append(s.exact, v)
 		}
 		s.N += k
@@ -217,19 +201,34 @@ func (s *Stats) AddColumn(vs []float64) {
 		s.spill()
 	}
 	for _, v := range vs {
-		if v-v != 0 {
-			v = inf
-		}
-		if v <= mn {
-			mn = math.Min(mn, v)
-		}
-		if v >= mx {
-			mx = math.Max(mx, v)
-		}
+		v = orInf(v)
+		mn, mx = widen(mn, mx, v)
 		s.histAdd(v)
 	}
 	s.N += uint64(len(vs))
 	s.Min, s.Max = mn, mx
+}
+
+// orInf is v, or +Inf for NaN and ±Inf: a bound a method could not give,
+// sorted last.
+func orInf(v float64) float64 {
+	if v-v != 0 {
+		return math.Inf(1)
+	}
+	return v
+}
+
+// widen is the minimum and maximum with v (not NaN), as math.Min and
+// math.Max give them (-0 below +0), without their calls, so that it
+// inlines.
+func widen(mn, mx, v float64) (float64, float64) {
+	if v < mn || (v == mn && math.Signbit(v)) {
+		mn = v
+	}
+	if v > mx || (v == mx && !math.Signbit(v)) {
+		mx = v
+	}
+	return mn, mx
 }
 
 // spill moves the kept values into the histogram (N just passed the limit).

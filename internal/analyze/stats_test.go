@@ -659,3 +659,18 @@ func TestStatsAddColumnIsAdd(t *testing.T) {
 		}
 	}
 }
+
+// widen keeps the minimum and maximum as math.Min and math.Max would, bit
+// for bit (the sign of a zero among them).
+func TestWidenIsMathMinMax(t *testing.T) {
+	vals := []float64{math.Inf(1), math.Inf(-1), 0, math.Copysign(0, -1), 1, -1, 2.5, math.MaxFloat64, math.SmallestNonzeroFloat64}
+	for _, mn := range vals {
+		for _, mx := range vals {
+			for _, v := range vals {
+				gmn, gmx := widen(mn, mx, v)
+				require.Equal(t, math.Float64bits(math.Min(mn, v)), math.Float64bits(gmn), "min(%v, %v)", mn, v)
+				require.Equal(t, math.Float64bits(math.Max(mx, v)), math.Float64bits(gmx), "max(%v, %v)", mx, v)
+			}
+		}
+	}
+}
