@@ -89,19 +89,22 @@ func (w *worker) partition(ps *partitions, k int) error {
 // joinAndAggregate joins the records of d and aggregates its tuples: each
 // votes, and with an order, becomes durations.
 func (w *worker) joinAndAggregate(d *partData) error {
-	err := w.join(d, true, func(evs []event) error {
-		evs = w.translate(evs)
-		w.a.voteCached(w.votes, &w.vcache, evs)
-		if w.rank == nil {
-			return nil
-		}
-		w.tuples++
-		return w.tuple(evs)
-	})
-	if err != nil {
+	if err := w.join(d, true, w.perTuple); err != nil {
 		return err
 	}
 	return w.ops.flush(w)
+}
+
+// perTuple aggregates one tuple the columnar core did not take (shape.go):
+// it votes, and with an order, becomes durations.
+func (w *worker) perTuple(evs []event) error {
+	evs = w.translate(evs)
+	w.a.voteCached(w.votes, &w.vcache, evs)
+	if w.rank == nil {
+		return nil
+	}
+	w.tuples++
+	return w.tuple(evs)
 }
 
 // tuple turns one tuple's events into durations: every hop between

@@ -35,7 +35,7 @@ func reviewChans(t *testing.T, dir string, nch int, sameProc bool, rec func(ch i
 // fix it names.
 
 // reviewPlan does what joinTuples does up to the join: plan and decode.
-func reviewPlan(t *testing.T, cfg Config) (*analysis, *partitions) {
+func reviewPlan(t testing.TB, cfg Config) (*analysis, *partitions) {
 	t.Helper()
 	a, err := prepare(cfg)
 	require.NoError(t, err)
