@@ -330,7 +330,7 @@ func (w *worker) durationColumn(h, x, y, m int) {
 	b.pair[h] = p
 	for i := range ds {
 		d := &ds[i]
-		*d = model.DurationTranslated(&tx[i], &ty[i])
+		model.DurationInto(d, &tx[i], &ty[i])
 		vals[0][i], vals[1][i], vals[2][i], vals[3][i] = d.Est, d.Err, d.Paper, d.Baseline
 		if d.Scenario >= 0 && d.Scenario < 4 {
 			p.Scenarios[d.Scenario]++
