@@ -211,9 +211,18 @@ func Cut(cfg ExportConfig) (*CutResult, error) {
 	}
 	var kept, read atomic.Uint64
 	span := &cycleSpan{lo: math.Inf(1), hi: math.Inf(-1)}
+	// The range in each node's own counter, placed once: a record's test
+	// is then a comparison of its raw reading (minrtt.ReadingRange), the
+	// same test as translating it.
+	ranges := make([]*minrtt.ReadingRange, len(a.model.Nodes()))
+	for _, n := range a.chNode {
+		if ranges[n] == nil {
+			ranges[n] = a.model.RangeIdx(n, meta.FromCycles, meta.ToCycles)
+		}
+	}
 	err = eachOnWorkers(a.cfg.Workers, len(a.chans), func(i int) error {
 		dst := filepath.Join(cfg.Out, "logs", exportStem([]string{a.chans[i].Node}), cutName(a.chans, i))
-		k, r, err := a.cutChannel(i, dst, meta, span)
+		k, r, err := a.cutChannel(i, dst, meta, ranges[a.chNode[i]], span)
 		kept.Add(k)
 		read.Add(r)
 		return err
@@ -291,12 +300,12 @@ func fmtNs(ns int64) string {
 	return time.Unix(0, ns).UTC().Format(time.RFC3339Nano)
 }
 
-// cutChannel writes channel i's records in the range to dst: tuple,
-// return and FIRSTLAST records by their own time; counter periods by
-// their end, with service-rate estimates by theirs; lineage records (no
-// time: an output id and its input's) whole. It returns the records
-// kept and read.
-func (a *analysis) cutChannel(i int, dst string, meta CutMeta, span *cycleSpan) (kept, read uint64, err error) {
+// cutChannel writes channel i's records in the range (rr, its node's) to
+// dst: tuple, return and FIRSTLAST records by their own time; counter
+// periods by their end, with service-rate estimates by theirs; lineage
+// records (no time: an output id and its input's) whole. It returns the
+// records kept and read.
+func (a *analysis) cutChannel(i int, dst string, meta CutMeta, rr *minrtt.ReadingRange, span *cycleSpan) (kept, read uint64, err error) {
 	c := a.chans[i]
 	lf, err := logfile.Open(c.Path)
 	if err != nil {
@@ -314,8 +323,7 @@ func (a *analysis) cutChannel(i int, dst string, meta CutMeta, span *cycleSpan) 
 	}()
 	in := func(tsc uint64) bool {
 		lo, hi = min(lo, tsc), max(hi, tsc)
-		v := a.model.PointRelIdx(node, tsc).Est
-		return v >= meta.FromCycles && v < meta.ToCycles
+		return rr.Contains(tsc)
 	}
 	cut := logfile.Cut{Source: c.Path, FromNs: meta.FromNs, ToNs: meta.ToNs}
 	if lf.Header.Cut != nil { // a cut of a cut: its first period began where its source's did
@@ -333,7 +341,7 @@ func (a *analysis) cutChannel(i int, dst string, meta CutMeta, span *cycleSpan) 
 		err = lf.Counters(func(r logfile.CounterRecord) error {
 			read++
 			if !in(r.TSC) {
-				if kept == 0 && a.model.PointRelIdx(node, r.TSC).Est < meta.FromCycles {
+				if kept == 0 && rr.Before(r.TSC) {
 					cut.PeriodStartTSC = r.TSC // the end of a period before the range: where the first kept begins
 				}
 				return nil
@@ -347,19 +355,43 @@ func (a *analysis) cutChannel(i int, dst string, meta CutMeta, span *cycleSpan) 
 			}
 		}
 	default:
-		var keep []logfile.Record
 		err = lf.RecordBatches(func(rs []logfile.Record) error {
 			read += uint64(len(rs))
-			keep = keep[:0]
-			for _, r := range rs {
+			if c.Role == RoleLineage {
 				// A lineage record has no time (an output id and its
 				// input's): kept whole.
-				if c.Role == RoleLineage || in(r.TSC) {
-					keep = append(keep, r)
+				kept += uint64(len(rs))
+				return w.Records(rs)
+			}
+			// The runs of records kept go to the writer as they lie in
+			// the batch, in their order; lo and hi in locals: the
+			// closure's captured ones would be read and written in memory
+			// for every record.
+			l, h := lo, hi
+			run := -1 // where the run of records kept began
+			for j, r := range rs {
+				l, h = min(l, r.TSC), max(h, r.TSC)
+				in, sure := rr.Quick(r.TSC)
+				if !sure {
+					in = rr.Contains(r.TSC)
+				}
+				switch {
+				case in && run < 0:
+					run = j
+				case !in && run >= 0:
+					kept += uint64(j - run)
+					if err := w.Records(rs[run:j]); err != nil {
+						return err
+					}
+					run = -1
 				}
 			}
-			kept += uint64(len(keep))
-			return w.Records(keep)
+			lo, hi = l, h
+			if run >= 0 {
+				kept += uint64(len(rs) - run)
+				return w.Records(rs[run:])
+			}
+			return nil
 		})
 	}
 	if err = c.readDone(lf, err); err != nil {

@@ -1,7 +1,9 @@
 package analyze
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"cloudprofiler/internal/logfile"
 	"cloudprofiler/internal/results"
 	"cloudprofiler/minrtt"
 )
@@ -260,4 +263,133 @@ func TestCutRefusals(t *testing.T) {
 	}
 	sort.Strings(names)
 	require.Equal(t, []string{"notes.txt"}, names)
+}
+
+// A cut tests a record's raw reading against the range translated into
+// its node's counter once (minrtt.ReadingRange) instead of translating the
+// record: the same records are kept as by translating each one, the ends
+// included exactly as before (from in, to out). Checked on the
+// topology's logs (three nodes, the reference b, each method) with the
+// ends placed on records' own estimates and a hair either side of them,
+// so that the records nearest each end (the one on it, its neighbours
+// just inside and just outside) decide: every record of every channel
+// against its translation, then whole cuts (cutChannel) against the
+// records, counter periods and first period's start that translating
+// each record picks.
+func TestCutRangeIsTheTranslation(t *testing.T) {
+	dir := t.TempDir()
+	writeCutTopology(t, dir)
+	for _, meth := range []minrtt.Method{minrtt.MethodBest, minrtt.MethodPaper, minrtt.MethodAllProbes} {
+		cfg := Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{filepath.Join(dir, "logs")}, Ref: "b", Method: meth,
+			NoCapacity: true, NoCriticalPath: true, NoMace: true, NoReport: true, NoDurations: true}
+		a, err := prepare(cfg)
+		require.NoError(t, err)
+		// Every channel's records (counter periods as records of their
+		// end) and their estimates, by node.
+		type rec struct {
+			r   logfile.Record
+			est float64
+		}
+		recs := make([][]rec, len(a.chans))
+		ests := map[int][]float64{}
+		for i, c := range a.chans {
+			lf, err := logfile.Open(c.Path)
+			require.NoError(t, err)
+			add := func(r logfile.Record) {
+				v := a.model.PointRelIdx(a.chNode[i], r.TSC).Est
+				recs[i] = append(recs[i], rec{r, v})
+				if c.Role != RoleLineage {
+					ests[a.chNode[i]] = append(ests[a.chNode[i]], v)
+				}
+			}
+			if c.Role == RoleCounter {
+				err = lf.Counters(func(r logfile.CounterRecord) error { add(logfile.Record{TSC: r.TSC}); return nil })
+			} else {
+				err = lf.Records(func(r logfile.Record) error { add(r); return nil })
+			}
+			if !errors.Is(err, logfile.ErrDamaged) {
+				require.NoError(t, err)
+			}
+			lf.Close()
+		}
+		nodes := []int{a.model.NodeIndex("a"), a.model.NodeIndex("b"), a.model.NodeIndex("c")}
+		for _, n := range nodes {
+			sort.Float64s(ests[n])
+			require.Greater(t, len(ests[n]), 10000)
+		}
+		at := func(node, permille int) float64 { e := ests[nodes[node]]; return e[len(e)*permille/1000] }
+		up := func(v float64) float64 { return math.Nextafter(v, math.Inf(1)) }
+		down := func(v float64) float64 { return math.Nextafter(v, math.Inf(-1)) }
+		ranges := [][2]float64{
+			{at(0, 300), at(2, 700)}, {at(1, 200), at(0, 600)}, {at(2, 450), at(1, 550)},
+			{up(at(0, 300)), down(at(2, 700))}, {down(at(1, 200)), up(at(0, 600))},
+			{math.Inf(-1), at(2, 500)}, {at(1, 500), math.Inf(1)},
+		}
+		nearIn, nearOut, onEnd := 0, 0, 0
+		for _, rg := range ranges {
+			from, to := rg[0], rg[1]
+			rrs := map[int]*minrtt.ReadingRange{}
+			for _, n := range nodes {
+				rrs[n] = a.model.RangeIdx(n, from, to)
+				require.Less(t, rrs[n].Bands(), uint64(1)<<24, "%s: node %d: the integer test decides", meth, n)
+			}
+			// Every record's test, against its translation.
+			for i, c := range a.chans {
+				if c.Role == RoleLineage {
+					continue
+				}
+				rr := rrs[a.chNode[i]]
+				for _, r := range recs[i] {
+					want := r.est >= from && r.est < to
+					require.Equal(t, want, rr.Contains(r.r.TSC), "%s: %s reading %d, estimate %v, in [%v, %v)", meth, c.Label(), r.r.TSC, r.est, from, to)
+					require.Equal(t, r.est < from, rr.Before(r.r.TSC), "%s: %s reading %d", meth, c.Label(), r.r.TSC)
+					if r.est == from || r.est == to {
+						onEnd++
+					}
+					// Within 100k reference cycles (40 us) of an end.
+					if d := math.Min(math.Abs(r.est-from), math.Abs(r.est-to)); d < 1e5 {
+						if want {
+							nearIn++
+						} else {
+							nearOut++
+						}
+					}
+				}
+			}
+			// Whole cuts, against translating each record.
+			meta := CutMeta{FromNs: 1, ToNs: 2, FromCycles: from, ToCycles: to}
+			span := &cycleSpan{lo: math.Inf(1), hi: math.Inf(-1)}
+			for i, c := range a.chans {
+				dst := filepath.Join(dir, "cuts", fmt.Sprintf("%s-%v-%v", meth, from, to), cutName(a.chans, i))
+				_, _, err := a.cutChannel(i, dst, meta, rrs[a.chNode[i]], span)
+				require.NoError(t, err)
+				var want []logfile.Record
+				var start uint64
+				for _, r := range recs[i] {
+					switch {
+					case c.Role == RoleLineage || r.est >= from && r.est < to:
+						want = append(want, r.r)
+					case len(want) == 0 && r.est < from:
+						start = r.r.TSC // a period that ended before the range
+					}
+				}
+				lf, err := logfile.Open(dst)
+				require.NoError(t, err)
+				var got []logfile.Record
+				if c.Role == RoleCounter {
+					err = lf.Counters(func(r logfile.CounterRecord) error { got = append(got, logfile.Record{TSC: r.TSC}); return nil })
+					require.Equal(t, start, lf.Header.Cut.PeriodStartTSC, "%s: %s: the first period's start", meth, c.Label())
+				} else {
+					err = lf.Records(func(r logfile.Record) error { got = append(got, r); return nil })
+				}
+				require.NoError(t, err)
+				lf.Close()
+				require.Equal(t, want, got, "%s: %s in [%v, %v)", meth, c.Label(), from, to)
+			}
+		}
+		// The ends were among the records: some on them, inside and out.
+		require.Greater(t, nearIn, 20, "%s", meth)
+		require.Greater(t, nearOut, 20, "%s", meth)
+		require.GreaterOrEqual(t, onEnd, 8, "%s", meth)
+	}
 }
