@@ -68,7 +68,29 @@ var (
 	zstdOnce sync.Once
 	zEnc     *zstd.Encoder
 	zDec     *zstd.Decoder
+	// zEncMany is zEnc for writers on several goroutines at once (a cut
+	// writes one file a worker): EncodeAll waits for a free encoder, and
+	// zEnc has one (the library's drain needs no more, nor the memory of
+	// one a core). The same options otherwise: the same bytes out.
+	zEncManyOnce sync.Once
+	zEncMany     *zstd.Encoder
 )
+
+// compressMany is Compress for writers on several goroutines at once.
+func compressMany(dst, src []byte, codec int) []byte {
+	if codec != CodecZstd {
+		return Compress(dst, src, codec)
+	}
+	zEncManyOnce.Do(func() {
+		var err error
+		zEncMany, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest),
+			zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)), zstd.WithLowerEncoderMem(true))
+		if err != nil {
+			panic(err)
+		}
+	})
+	return zEncMany.EncodeAll(src, dst)
+}
 
 func zstdInit() {
 	zstdOnce.Do(func() {

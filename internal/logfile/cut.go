@@ -56,12 +56,19 @@ type CutWriter struct {
 	mono    bool
 	codec   int
 	cols    []byte // the column encoding (scratch)
+	zbuf    []byte // the compressed payload (scratch)
+	frame   []byte // the frame (scratch)
 	recSize int
 	block   int
 	pos     uint64 // records written
-	buf     []byte // the frame being filled
-	n       int    // records in buf
-	err     error
+	buf     []byte // the frame being filled: its rows (CodecRaw)
+	// or its columns, encoded as the records come (the other codecs:
+	// EncodeColumns of the rows, without the rows), with each column's
+	// last value.
+	col  [3][]byte
+	prev [3]uint64
+	n    int // records in the frame being filled
+	err  error
 }
 
 // CreateCut starts the cut of a file whose header is src into path, its
@@ -104,21 +111,78 @@ func (w *CutWriter) write(b []byte) {
 // Records adds tuple records, in the order of the source.
 func (w *CutWriter) Records(rs []Record) error {
 	waits := w.h.Waits != ""
-	for _, r := range rs {
-		t := r.TSC
-		if waits && r.Waited { // the source's note, as the reader took it off
-			t |= WaitedBit
+	if w.codec == CodecRaw {
+		buf := w.buf
+		for _, r := range rs {
+			t := r.TSC
+			if waits && r.Waited { // the source's note, as the reader took it off
+				t |= WaitedBit
+			}
+			buf = binary.LittleEndian.AppendUint64(buf, uint64(r.TupleID))
+			buf = binary.LittleEndian.AppendUint64(buf, t)
+			if w.mono {
+				buf = binary.LittleEndian.AppendUint64(buf, r.MonoNs)
+			}
+			if w.n++; w.n == w.block {
+				w.buf = buf
+				w.flush()
+				buf = w.buf
+			}
 		}
-		w.buf = binary.LittleEndian.AppendUint64(w.buf, uint64(r.TupleID))
-		w.buf = binary.LittleEndian.AppendUint64(w.buf, t)
+		w.buf = buf
+		return w.err
+	}
+	// A column at a time, up to the end of the frame being filled: one
+	// column and its last value in registers (the field itself appended
+	// to would be stored into the heap for every record, a write barrier
+	// each while the collector runs).
+	for len(rs) > 0 {
+		chunk := rs[:min(len(rs), w.block-w.n)]
+		rs = rs[len(chunk):]
+		col, prev := w.col[0], w.prev[0]
+		for i := range chunk {
+			v := uint64(chunk[i].TupleID)
+			col, prev = appendDelta(col, v, prev), v
+		}
+		w.col[0], w.prev[0] = col, prev
+		col, prev = w.col[1], w.prev[1]
+		for i := range chunk {
+			v := chunk[i].TSC
+			if waits && chunk[i].Waited { // the source's note, as the reader took it off
+				v |= WaitedBit
+			}
+			col, prev = appendDelta(col, v, prev), v
+		}
+		w.col[1], w.prev[1] = col, prev
 		if w.mono {
-			w.buf = binary.LittleEndian.AppendUint64(w.buf, r.MonoNs)
+			col, prev = w.col[2], w.prev[2]
+			for i := range chunk {
+				v := chunk[i].MonoNs
+				col, prev = appendDelta(col, v, prev), v
+			}
+			w.col[2], w.prev[2] = col, prev
 		}
-		if w.n++; w.n == w.block {
+		if w.n += len(chunk); w.n == w.block {
 			w.flush()
 		}
 	}
 	return w.err
+}
+
+// appendDelta appends v's column entry after prev, as EncodeColumns
+// writes it: the zigzag varint of the difference (binary.AppendUvarint,
+// its one- and two-byte forms written at once: ids counting up and close
+// readings take one or two).
+func appendDelta(dst []byte, v, prev uint64) []byte {
+	d := int64(v - prev)
+	u := uint64(d<<1) ^ uint64(d>>63)
+	if u < 1<<7 {
+		return append(dst, byte(u))
+	}
+	if u < 1<<14 {
+		return append(dst, byte(u)|0x80, byte(u>>7))
+	}
+	return binary.AppendUvarint(dst, u)
 }
 
 // flush writes the records gathered as one frame.
@@ -126,13 +190,18 @@ func (w *CutWriter) flush() {
 	if w.n == 0 {
 		return
 	}
-	fh := FrameHeader{Kind: KindRecords, Codec: uint8(w.codec), N: uint32(w.n), FirstPos: w.pos, RawLen: uint32(len(w.buf))}
+	fh := FrameHeader{Kind: KindRecords, Codec: uint8(w.codec), N: uint32(w.n), FirstPos: w.pos, RawLen: uint32(w.n * w.recSize)}
 	payload := w.buf
 	if w.codec != CodecRaw {
-		w.cols = EncodeColumns(w.cols[:0], w.buf, w.n, w.recSize)
-		fh.RawLen, payload = uint32(len(w.cols)), Compress(nil, w.cols, w.codec)
+		// EncodeColumns' layout: every id, then every TSC, then every
+		// mono. Cuts of several channels at once compress at once.
+		w.cols = append(append(append(w.cols[:0], w.col[0]...), w.col[1]...), w.col[2]...)
+		w.zbuf = compressMany(w.zbuf[:0], w.cols, w.codec)
+		fh.RawLen, payload = uint32(len(w.cols)), w.zbuf
+		w.col, w.prev = [3][]byte{w.col[0][:0], w.col[1][:0], w.col[2][:0]}, [3]uint64{}
 	}
-	w.write(AppendFrame(nil, fh, payload))
+	w.frame = AppendFrame(w.frame[:0], fh, payload)
+	w.write(w.frame)
 	w.pos += uint64(w.n)
 	w.buf, w.n = w.buf[:0], 0
 }

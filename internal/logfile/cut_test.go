@@ -1,6 +1,9 @@
 package logfile
 
 import (
+	"bytes"
+	"encoding/binary"
+	"math/rand"
 	"os"
 	"path/filepath"
 	"testing"
@@ -81,4 +84,83 @@ func TestCutWriterReadsBack(t *testing.T) {
 	require.Equal(t, periods, gotP)
 	require.Equal(t, []Event{ev}, lf2.Summary.Events)
 	require.Equal(t, uint64(10), (&Header{OpenSync: Sync{TSC: 10}}).PeriodStart(), "no cut: the open")
+}
+
+// A cut's frames are, byte for byte, what framing the rows of its records
+// gives: EncodeColumns of each frame's rows, compressed with Compress (the
+// encoding the writer builds column by column, as the records come, and
+// compresses on several goroutines at once), for every codec, with and
+// without a mono column, notes of waits, deltas of every size and sign,
+// and batches that end anywhere in a frame.
+func TestCutWriterFramesAsRows(t *testing.T) {
+	dir := t.TempDir()
+	rng := rand.New(rand.NewSource(7))
+	var recs []Record
+	id, tsc := int64(-3), uint64(1<<40)
+	for i := 0; i < 3000; i++ {
+		switch i % 4 {
+		case 0:
+			id++
+			tsc += uint64(rng.Intn(100))
+		case 1:
+			id += rng.Int63n(1<<20) - 1<<19
+			tsc += uint64(rng.Int63n(1 << 16))
+		case 2:
+			id = rng.Int63() - 1<<62
+			tsc = rng.Uint64() &^ WaitedBit
+		default:
+			id--
+			tsc -= uint64(rng.Intn(1 << 13))
+		}
+		recs = append(recs, Record{TupleID: id, TSC: tsc, MonoNs: uint64(i) * uint64(rng.Intn(1<<30)), Waited: rng.Intn(3) == 0})
+	}
+	for _, f := range []Format{BinaryTSC, Binary, ZstdTSC, Zstd, S2TSC, S2} {
+		for _, waits := range []string{"", "rseq"} {
+			src := Header{Format: f.String(), FormatID: int32(f), Handler: "IDENTITY", Name: "x", Node: "n", TSCHz: 1e9,
+				RecordSize: f.RecordSize(), BlockRecords: 97, Waits: waits}
+			path := filepath.Join(dir, f.String()+waits+".cplog")
+			w, err := CreateCut(path, src)
+			require.NoError(t, err)
+			for rest := recs; len(rest) > 0; {
+				n := min(len(rest), 1+rng.Intn(250))
+				require.NoError(t, w.Records(rest[:n]))
+				rest = rest[n:]
+			}
+			require.NoError(t, w.Close(Cut{Source: "s"}, Trailer{}))
+			// The frames, from the rows.
+			var want []byte
+			rs := f.RecordSize()
+			for first := 0; first < len(recs); first += 97 {
+				block := recs[first:min(first+97, len(recs))]
+				var rows []byte
+				for _, r := range block {
+					t := r.TSC
+					if waits != "" && r.Waited {
+						t |= WaitedBit
+					}
+					rows = binary.LittleEndian.AppendUint64(rows, uint64(r.TupleID))
+					rows = binary.LittleEndian.AppendUint64(rows, t)
+					if rs == 24 {
+						rows = binary.LittleEndian.AppendUint64(rows, r.MonoNs)
+					}
+				}
+				fh := FrameHeader{Kind: KindRecords, Codec: uint8(f.Codec()), N: uint32(len(block)), FirstPos: uint64(first), RawLen: uint32(len(rows))}
+				payload := rows
+				if f.Codec() != CodecRaw {
+					cols := EncodeColumns(nil, rows, len(block), rs)
+					fh.RawLen, payload = uint32(len(cols)), Compress(nil, cols, f.Codec())
+				}
+				want = AppendFrame(want, fh, payload)
+			}
+			b, err := os.ReadFile(path)
+			require.NoError(t, err)
+			require.True(t, bytes.Contains(b, want), "%s waits %q: the frames of the rows", f, waits)
+			lf, err := Open(path)
+			require.NoError(t, err)
+			var got []Record
+			require.NoError(t, lf.Records(func(r Record) error { got = append(got, r); return nil }))
+			lf.Close()
+			require.Len(t, got, len(recs))
+		}
+	}
 }
