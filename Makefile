@@ -437,8 +437,13 @@ bench-java: java
 # on 2 fake nodes; 25000000: 100M records; 250000000: 1,000M, about 4 GB of
 # page cache for the spill): records/s, CPU, peak RSS against each --mem-mb
 # in MEMS, and the ratio to the decoding floor measured in the same run,
-# quiet and with a CPU hog; on the first N, durations.parquet's rows a
-# second (tests/bench-analyze.sh). About 12 minutes; NS=25000000 alone, 2.
+# quiet and with a CPU hog; where DuckDB is here (the duckdb module in
+# build/pyenv, which make test-python installs, or a duckdb command),
+# analyze with summaries only against DuckDB (2 threads) computing the same
+# per-hop counts, means, medians and p99s from export's Parquet, each timed,
+# DuckDB's counts and medians checked against analyze's (issue 48: at least
+# 3x faster); on the first N, durations.parquet's rows a second
+# (tests/bench-analyze.sh). About 12 minutes; NS=25000000 alone, 2.
 NS ?= 25000000 250000000
 MEMS ?= 256 64
 bench-analyze: $(LIB) $(TOOL) $(BUILD)/logmany
