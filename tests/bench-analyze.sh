@@ -81,7 +81,8 @@ fi
 # reference cycles; export.json's ref_hz makes seconds of them), and per hop
 # the count, mean, median and p99. quantile_disc is nearest rank, as
 # analyze's quantiles; one list of both quantiles sorts each hop once. End
-# to end too, as analyze's summaries give it. Spills go under $D.
+# to end too, as analyze's summaries give it. Spills go under $D; no
+# progress bar (it would be written into the result past 2 s).
 duck_sql() {
   local hz="$1::DOUBLE" sel= agg= h
   for h in 0 1 2 3; do
@@ -90,6 +91,7 @@ duck_sql() {
   done
   cat <<EOF
 SET threads = 2;
+SET enable_progress_bar = false;
 SET temp_directory = '$D/duck.tmp';
 WITH t AS (
   PIVOT (SELECT tuple_id, channel, est_cycles FROM read_parquet('$D/exp/records/*/*.parquet'))
