@@ -19,8 +19,8 @@
 #     hop's (and end to end's) count, mean, median and p99 of end est -
 #     start est; `analyze` with summaries only (no durations file,
 #     capacity, critical path, Mace or report) on the raw logs. Their wall
-#     times and the ratio; DuckDB's counts and medians are checked against
-#     analyze's summary.csv;
+#     times, DuckDB's and analyze's peak RSS, and the ratio; DuckDB's counts
+#     and medians are checked against analyze's summary.csv;
 #   - for the first N, if at most 25000000, the analysis with durations.parquet written:
 #     its rows a second (the file is about 37 bytes a row).
 # usage: tests/bench-analyze.sh BUILD_DIR [NS] [MEMS]   (NS: "25000000 250000000", MEMS: "256 64")
@@ -125,20 +125,23 @@ duckrun() {
     "$T" export --rounds "$D/rounds" --logs "$D/logs" --ref a --out "$D/exp" --quiet >/dev/null 2>"$D/exp.err"; then
     cat "$D/exp.err"; status=1; return 0
   fi
-  local hz ok=1
+  local hz ok=1 d drss a arss
   hz=$(sed -n 's/^ *"ref_hz": *\([0-9.eE+]*\),*$/\1/p' "$D/exp/export.json")
   [ -n "$hz" ] || { echo "no ref_hz in the export's export.json"; status=1; return 0; }
   duck_sql "$hz" >"$D/duck.sql"
   if [ "$duck" = python ]; then
-    "$B/pyenv/bin/python" -c "$duck_py" "$D/duck.sql" "$D/duck.time" >"$D/duck.out" 2>"$D/duck.err" || ok=
+    /usr/bin/time -f "%M" -o "$D/duck.rss" \
+      "$B/pyenv/bin/python" -c "$duck_py" "$D/duck.sql" "$D/duck.time" >"$D/duck.out" 2>"$D/duck.err" || ok=
+    [ -z "$ok" ] || { read -r d <"$D/duck.time"; read -r drss <"$D/duck.rss"; }
   else
-    /usr/bin/time -f "%e" -o "$D/duck.time" duckdb -csv -noheader <"$D/duck.sql" >"$D/duck.out" 2>"$D/duck.err" || ok=
+    /usr/bin/time -f "%e %M" -o "$D/duck.time" duckdb -csv -noheader <"$D/duck.sql" >"$D/duck.out" 2>"$D/duck.err" || ok=
+    [ -z "$ok" ] || read -r d drss <"$D/duck.time"
   fi
   [ -n "$ok" ] || { cat "$D/duck.err"; status=1; return 0; }
   rm -rf "$D/exp" "$D/duck.tmp"
   # Summaries only: no durations file, capacity, critical path, Mace or
   # report (the report keeps aggregates over time that DuckDB is not asked for).
-  if ! /usr/bin/time -f "%e" -o "$D/sum.time" \
+  if ! /usr/bin/time -f "%e %M" -o "$D/sum.time" \
     "$T" analyze --rounds "$D/rounds" --logs "$D/logs" --out "$D/out" --ref a --mem-mb "${MEMS%% *}" --quiet \
     --no-durations --no-capacity --no-critical-path --no-mace --no-report >/dev/null 2>"$D/an.err"; then
     cat "$D/an.err"; status=1; return 0
@@ -146,9 +149,10 @@ duckrun() {
   if [ -f "$D/summary.first" ] && ! cmp -s "$D/summary.first" "$D/out/summary.csv"; then
     echo "summary.csv with summaries only differs from the full analysis's"; status=1
   fi
-  awk -v v="$duck_ver" -v e="$(cat "$D/exp.time")" -v d="$(cat "$D/duck.time")" -v a="$(cat "$D/sum.time")" 'BEGIN {
-    printf "DuckDB %s (2 threads) on the exported records: %.2f s (export %.2f s); analyze summaries only: %.2f s: analyze %.2fx DuckDB'"'"'s speed (target 3x)\n",
-      v, d, e, a, d / a }'
+  read -r a arss <"$D/sum.time"
+  awk -v v="$duck_ver" -v e="$(cat "$D/exp.time")" -v d="$d" -v drss="$drss" -v a="$a" -v arss="$arss" 'BEGIN {
+    printf "DuckDB %s (2 threads) on the exported records: %.2f s, peak RSS %d MiB (export %.2f s); analyze summaries only: %.2f s, peak RSS %d MiB: analyze %.2fx DuckDB'"'"'s speed (target 3x)\n",
+      v, d, drss / 1024, e, a, arss / 1024, d / a }'
   # Counts equal; medians within twice the strict bound of the median hop
   # (error_median_s: for a hop on one node analyze scales the counter's
   # difference by the node's rate, the export translates each end, and
