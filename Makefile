@@ -443,9 +443,9 @@ bench-java: java
 # per-hop counts, means, medians and p99s from export's Parquet, each timed,
 # DuckDB's counts and medians checked against analyze's (issue 48: at least
 # 3x faster); on the first N, durations.parquet's rows a second
-# (tests/bench-analyze.sh). About 12 minutes; NS=25000000 alone, 2 (and
-# 1 more with DuckDB, on a shared machine; not yet run at 1,000M, where
-# the export is 13.5 GB and DuckDB takes the memory it likes).
+# (tests/bench-analyze.sh). About 12 minutes; NS=25000000 alone, 2, and
+# half a minute more with DuckDB (not yet run at 1,000M, where the export
+# is 13.5 GB and DuckDB takes the memory it likes: 3.4 GB at 100M).
 NS ?= 25000000 250000000
 MEMS ?= 256 64
 bench-analyze: $(LIB) $(TOOL) $(BUILD)/logmany
