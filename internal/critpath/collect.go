@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
+	"math/bits"
 	"os"
 	"slices"
 	"sync"
@@ -229,26 +231,109 @@ func New(cfg Config) (*Analysis, error) {
 type bucket struct {
 	n      uint64
 	e2e    int64
-	e2eErr float64
-	sum    []int64   // per part
-	err    []float64 // per part: the sum of its bounds
+	e2eErr errSum
+	sum    []int64  // per part
+	err    []errSum // per part: the sum of its bounds
 }
 
 func (b *bucket) add(part uint16, v int64, err float64) {
+	b.grow(part)
+	b.sum[part] += v
+	b.err[part].add(err)
+}
+
+// merge adds o's sums into b's.
+func (b *bucket) merge(o *bucket) {
+	b.n += o.n
+	b.e2e += o.e2e
+	b.e2eErr.merge(o.e2eErr)
+	b.mergeParts(o)
+}
+
+// mergeParts adds o's sums per part into b's (not its journeys).
+func (b *bucket) mergeParts(o *bucket) {
+	for i := range o.sum {
+		b.grow(uint16(i))
+		b.sum[i] += o.sum[i]
+		b.err[i].merge(o.err[i])
+	}
+}
+
+// grow makes room for part's sums.
+func (b *bucket) grow(part uint16) {
 	if int(part) >= len(b.sum) {
 		if int(part) >= cap(b.sum) {
 			// Padded (package pad): written for every journey of the bucket.
 			n := max(int(part)+1, 2*len(b.sum), 8)
-			sum, err := pad.Slice[int64](n), pad.Slice[float64](n)
+			sum, err := pad.Slice[int64](n), pad.Slice[errSum](n)
 			copy(sum, b.sum)
 			copy(err, b.err)
 			b.sum, b.err = sum[:len(b.sum)], err[:len(b.err)]
 		}
 		b.sum, b.err = b.sum[:int(part)+1], b.err[:int(part)+1] // past len: zeros, never written
 	}
-	b.sum[part] += v
-	b.err[part] += err
 }
+
+// errSum is a sum of bounds (cycles) that does not depend on the order of
+// its terms: the workers' sums, whichever partitions each took, add up to
+// the same bits (summed as float64s they did not: a run's breakdown
+// changed in its last digits from one run to the next). Each term is
+// rounded up to a multiple of 2^-errFrac cycles (a bound stays a bound,
+// larger by less than that) and added into a 128-bit integer; terms past
+// 2^(128-errFrac) cycles, +Inf or NaN (no bound) make the sum +Inf; a
+// bound is never negative, and zero or less adds nothing.
+type errSum struct {
+	hi, lo uint64
+	inf    bool
+}
+
+const errFrac = 32
+
+func (s *errSum) add(v float64) {
+	if !(v > 0) {
+		if v != v {
+			s.inf = true
+		}
+		return
+	}
+	x := math.Ceil(v * (1 << errFrac)) // exact: a power of two's multiple
+	if x >= 0x1p128 {                  // +Inf too
+		s.inf = true
+		return
+	}
+	var hi, lo uint64
+	if x < 0x1p64 {
+		lo = uint64(x)
+	} else {
+		hi = uint64(x / 0x1p64)
+		lo = uint64(x - float64(hi)*0x1p64) // exact: x is a multiple of 2^11 here
+	}
+	s.merge(errSum{hi: hi, lo: lo})
+}
+
+func (s *errSum) merge(o errSum) {
+	var c uint64
+	s.lo, c = bits.Add64(s.lo, o.lo, 0)
+	s.hi, _ = bits.Add64(s.hi, o.hi, c)
+	s.inf = s.inf || o.inf
+}
+
+// float is the sum in cycles, rounded once (called for a report's rows
+// only: math/big's cost does not matter).
+func (s errSum) float() float64 {
+	if s.inf {
+		return math.Inf(1)
+	}
+	if s.hi == 0 {
+		return float64(s.lo) / (1 << errFrac)
+	}
+	n := new(big.Int).Lsh(new(big.Int).SetUint64(s.hi), 64)
+	n.Or(n, new(big.Int).SetUint64(s.lo))
+	f, _ := new(big.Float).SetMantExp(new(big.Float).SetInt(n), -errFrac).Float64()
+	return f
+}
+
+func (s errSum) zero() bool { return s == errSum{} }
 
 // Journeys are grouped by end-to-end latency in buckets at most 0.1% wide
 // (a float's exponent and the top 10 bits of its mantissa); the tail and
@@ -480,7 +565,7 @@ func (c *Collector) Tuple(evs []Event, e2eErr float64) error {
 		b := c.buckets.at(bk)
 		b.n++
 		b.e2e += p[n-1] - p[0]
-		b.e2eErr += e2eErr
+		b.e2eErr.add(e2eErr)
 		for k, h := range sh.hops {
 			if h.handOff {
 				continue

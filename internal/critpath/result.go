@@ -184,12 +184,7 @@ func (a *Analysis) Finish(t0 float64) (*Result, error) {
 			t = &bucket{}
 			all[k] = t
 		}
-		t.n += b.n
-		t.e2e += b.e2e
-		t.e2eErr += b.e2eErr
-		for i := range b.sum {
-			t.add(uint16(i), b.sum[i], b.err[i])
-		}
+		t.merge(b)
 	}
 	for _, c := range a.cols {
 		for k, b := range c.buckets {
@@ -208,9 +203,7 @@ func (a *Analysis) Finish(t0 float64) (*Result, error) {
 			t = &bucket{}
 			all[bucketKey(k)] = t
 		}
-		for i := range b.sum {
-			t.add(uint16(i), b.sum[i], b.err[i])
-		}
+		t.mergeParts(b)
 	}
 	res.Breakdown, res.AddUp = breakdownRows(all, parts, a.cfg.Hz)
 	return res, nil
@@ -388,26 +381,20 @@ func breakdownRows(all map[int32]*bucket, parts []Part, hz float64) ([]Breakdown
 			if k < g.lo || k > g.hi {
 				continue
 			}
-			b := all[k]
-			t.n += b.n
-			t.e2e += b.e2e
-			t.e2eErr += b.e2eErr
-			for i := range b.sum {
-				t.add(uint16(i), b.sum[i], b.err[i])
-			}
+			t.merge(all[k])
 		}
 		if t.n == 0 {
 			continue
 		}
 		us := func(v float64) float64 { return v / float64(t.n) / hz * 1e6 }
-		base := BreakdownRow{Group: g.name, Tuples: int64(t.n), E2EMeanUS: us(float64(t.e2e)), E2EBoundUS: us(t.e2eErr)}
+		base := BreakdownRow{Group: g.name, Tuples: int64(t.n), E2EMeanUS: us(float64(t.e2e)), E2EBoundUS: us(t.e2eErr.float())}
 		r := base
 		r.Part, r.MeanUS, r.Share, r.BoundUS, r.TotalCycles = "end-to-end", base.E2EMeanUS, 1, base.E2EBoundUS, t.e2e
 		rows = append(rows, r)
 		var sum int64
 		idx := make([]int, 0, len(t.sum))
 		for i := range t.sum {
-			if t.sum[i] != 0 || t.err[i] != 0 {
+			if t.sum[i] != 0 || !t.err[i].zero() {
 				idx = append(idx, i)
 			}
 		}
@@ -423,7 +410,7 @@ func breakdownRows(all map[int32]*bucket, parts []Part, hz float64) ([]Breakdown
 			r.Part, r.Where = parts[i].Kind.String(), parts[i].Where
 			r.TotalCycles = t.sum[i]
 			r.MeanUS = us(float64(t.sum[i]))
-			r.BoundUS = us(t.err[i])
+			r.BoundUS = us(t.err[i].float())
 			if t.e2e != 0 {
 				r.Share = float64(t.sum[i]) / float64(t.e2e)
 			}
