@@ -27,9 +27,9 @@ import (
 
 // maxShape is the most records a tuple of a shape has (a Flink job's
 // tuples log 9 to 10: in and out of each operator); a batch holds
-// shapeBatchRecords records, 512 tuples of 4 (its columns, about 140
-// bytes a record with the translations and durations, stay in the core's
-// cache: 280 KiB).
+// shapeBatchRecords records, 512 tuples of 4: its columns, about 160
+// bytes a record with the translations and durations (330 KiB a worker),
+// stay in the core's cache.
 const (
 	maxShape          = 16
 	shapeBatchRecords = 2048
@@ -172,8 +172,8 @@ func (w *worker) translateColumns(m int) {
 	b, model := &w.shape, w.a.model
 	for k := 0; k < b.n; k++ {
 		node := w.a.chNode[b.chs[k]]
-		b.tr[k] = grow(b.tr[k], m)
-		b.est[k], b.err[k] = grow(b.est[k], m), grow(b.err[k], m)
+		b.tr[k] = grow(b.tr[k], m, b.n)
+		b.est[k], b.err[k] = grow(b.est[k], m, b.n), grow(b.err[k], m, b.n)
 		tr, est, er := b.tr[k], b.est[k], b.err[k]
 		for i, c := range b.tsc[k][:m] {
 			model.TranslateInto(&tr[i], node, c)
@@ -186,10 +186,12 @@ func (w *worker) translateColumns(m int) {
 	}
 }
 
-// grow returns s with length m, reusing its array when it is large enough.
-func grow[T any](s []T, m int) []T {
+// grow returns s with length m, reusing its array when it is large enough,
+// else making one for the most tuples a batch of n records a tuple holds:
+// a batch's columns take shapeBatchRecords records in all, whatever n.
+func grow[T any](s []T, m, n int) []T {
 	if cap(s) < m {
-		return make([]T, m, shapeBatchRecords)
+		return make([]T, m, max(m, shapeBatchRecords/n))
 	}
 	return s[:m]
 }
@@ -319,11 +321,11 @@ func (w *worker) aggregateColumns(m int) error {
 // statistic at a time.
 func (w *worker) durationColumn(h, x, y, m int) {
 	b, model := &w.shape, w.a.model
-	b.dur[h] = grow(b.dur[h], m)
+	b.dur[h] = grow(b.dur[h], m, b.n)
 	ds, tx, ty := b.dur[h], b.tr[x][:m], b.tr[y][:m]
 	var vals [4][]float64 // estimates, bounds, the paper's and the baseline's bounds
 	for k := range vals {
-		b.vals[k] = grow(b.vals[k], m)
+		b.vals[k] = grow(b.vals[k], m, b.n)
 		vals[k] = b.vals[k]
 	}
 	p := w.pairOf(PairKey{b.kind[h], int(b.chs[x]), int(b.chs[y])}, false)
