@@ -73,6 +73,7 @@ type Config struct {
 	NoCriticalPath bool
 
 	testWrongSample bool // the sample's channel order is reversed (a test of the second attempt)
+	testIDGroup     uint // > 0: partitions take ids in groups of 2^testIDGroup (idGroup's, for a run too small for it)
 	// testNoCostWalk: with NoCriticalPath, the visits are not walked
 	// either, and capacity has no cost model, as on an export's
 	// partitions (a test that they give analyze's rows).

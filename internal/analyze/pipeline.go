@@ -94,6 +94,9 @@ func (a *analysis) joinTuples() error {
 		return err
 	}
 	ps.removeDir = a.cfg.SpillDir == ""
+	if a.cfg.testIDGroup > 0 {
+		ps.group = a.cfg.testIDGroup
+	}
 	defer ps.close()
 	a.progress.total, a.progress.nparts = total, ps.n
 

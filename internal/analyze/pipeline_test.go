@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 	"math/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -158,17 +160,20 @@ func matchesReference(t *testing.T, base Config, dir string, minRows int, spillM
 		mem     int64
 		workers int
 		wrong   bool
+		group   uint
 	}{
-		{"memory-1", 256 << 20, 1, false},
-		{"memory-2", 256 << 20, 2, false},
-		{"spill-1", spillMem, 1, false},
-		{"spill-3", spillMem, 3, false},
-		{"second-attempt", spillMem, 2, true},
-		{"spill-encoded", spillMem, 2, false},
+		{"memory-1", 256 << 20, 1, false, 0},
+		{"memory-2", 256 << 20, 2, false, 0},
+		{"spill-1", spillMem, 1, false, 0},
+		{"spill-3", spillMem, 3, false, 0},
+		{"second-attempt", spillMem, 2, true, 0},
+		{"spill-encoded", spillMem, 2, false, 0},
+		{"spill-id-groups", spillMem, 2, false, 5}, // idGroup's groups of 32 ids, which a run this small does not take
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := base
 			cfg.Out, cfg.MemBytes, cfg.Workers, cfg.DurationsCSV, cfg.testWrongSample = filepath.Join(dir, c.name), c.mem, c.workers, true, c.wrong
+			cfg.testIDGroup = c.group
 			require.NoError(t, os.MkdirAll(cfg.Out, 0o755))
 			spillEncodeAlways = c.name == "spill-encoded"
 			defer func() { spillEncodeAlways = false }()
@@ -310,6 +315,49 @@ func TestPartitionPlanLimits(t *testing.T) {
 		_, _, _, index := planSizes(c.total, 4, 2, c.mem, 0)
 		require.LessOrEqual(t, index, indexBudget(c.mem))
 		t.Logf("%d records, %d MiB: %d partitions, %d records a block, index %d KiB", c.total, c.mem>>20, p.n, p.blockEvents, index>>10)
+	}
+}
+
+// analyze's partitions take consecutive ids in groups (idGroup), hashed so
+// that the partitions stay even: dense ids, four records a tuple, leave no
+// partition more than 1 % from the mean; every id of a group goes to its
+// group's partition; an export's partitions hash each id (export.json's
+// exportHash), group or not.
+func TestIDGroupsKeepPartitionsEven(t *testing.T) {
+	require.Zero(t, idGroup(1000, 8), "a small run: each id hashed")
+	require.EqualValues(t, 6, idGroup(40e6, 128), "the bench's 40M records")
+	require.EqualValues(t, 8, idGroup(1e12, 8), "at most 2^8 ids")
+	for _, c := range []struct {
+		total uint64
+		mem   int64
+	}{{8e6, 256 << 20}, {4e7, 256 << 20}, {4e7, 64 << 20}, {2e8, 256 << 20}} {
+		p, err := partitionPlan(c.total, 4, 2, c.mem, t.TempDir())
+		require.NoError(t, err)
+		require.Equal(t, idGroup(c.total, p.n), p.group)
+		require.Positive(t, p.group)
+		ids := c.total / 4
+		count := make([]uint64, p.n)
+		prev := -1
+		for id := int64(0); id < int64(ids); id++ {
+			k := p.partitionOf(id)
+			count[k]++
+			if id&(1<<p.group-1) != 0 && k != prev {
+				t.Fatalf("id %d went to partition %d, the id before it to %d: groups of %d", id, k, prev, 1<<p.group)
+			}
+			prev = k
+		}
+		mean := float64(ids) / float64(p.n)
+		lo, hi := slices.Min(count), slices.Max(count)
+		t.Logf("%d records, %d MiB: %d partitions, groups of %d ids: %.2f to %.2f %% of the mean", c.total, c.mem>>20, p.n, 1<<p.group, 100*float64(lo)/mean, 100*float64(hi)/mean)
+		require.Less(t, float64(hi), 1.01*mean)
+		require.Greater(t, float64(lo), 0.99*mean)
+
+		e, err := partitionPlanAtLeast(c.total, 4, 2, c.mem, t.TempDir(), 64)
+		require.NoError(t, err)
+		require.Zero(t, e.group, "an export's partitions")
+		for _, id := range []int64{0, 1, 2, 63, 64, 1 << 40, -5} {
+			require.Equal(t, int((uint64(id)*0x9E3779B97F4A7C15)>>(64-bits.TrailingZeros(uint(e.n)))), e.partitionOf(id))
+		}
 	}
 }
 
