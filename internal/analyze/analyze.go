@@ -74,6 +74,7 @@ type Config struct {
 
 	testWrongSample bool // the sample's channel order is reversed (a test of the second attempt)
 	testIDGroup     uint // > 0: partitions take ids in groups of 2^testIDGroup (idGroup's, for a run too small for it)
+	testMergeAll    bool // every partition is joined by merging its ascending runs (join.go), however many
 	// testNoCostWalk: with NoCriticalPath, the visits are not walked
 	// either, and capacity has no cost model, as on an export's
 	// partitions (a test that they give analyze's rows).

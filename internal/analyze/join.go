@@ -39,8 +39,10 @@ func (x *radixKey) event(notes []bool) event {
 
 // grouper sorts partitions by id, reusing its arrays.
 type grouper struct {
-	a, b []radixKey
-	runs []int // where each ascending run starts
+	a, b     []radixKey
+	runs     []int      // where each ascending run starts
+	cur, end []int      // eachMerged: each run's head and end
+	tuple    []radixKey // eachMerged: a tuple's records
 }
 
 const radixBits = 11
@@ -147,38 +149,122 @@ func (w *worker) joinPartition(d *partData, fn func([]event) error) error {
 // join hands every tuple of the partition on: with columns, a tuple of a
 // shape the columnar core takes goes to the worker's shape batch
 // (shape.go), and any other to fn after the batch before it was flushed;
-// without, every tuple goes to fn.
+// without, every tuple goes to fn. A partition of few ascending runs (a
+// channel's records in the order it logged climbing ids, the common case)
+// is merged as it is joined (eachMerged); any other is sorted first.
 func (w *worker) join(d *partData, columns bool, fn func([]event) error) error {
-	order := w.g.sortByID(d)
+	each := w.g.eachSorted
+	if w.g.findRuns(d.id) <= maxMergeRuns || w.a.cfg.testMergeAll {
+		each = w.g.eachMerged
+	}
+	if err := each(d, func(recs []radixKey) error { return w.handTuple(recs, columns, fn) }); err != nil {
+		return err
+	}
+	return w.flushShape()
+}
+
+// eachSorted calls fn with each tuple's records (equal ids, in arrival
+// order) of the partition, in id order, sorting it first (sortByID).
+func (g *grouper) eachSorted(d *partData, fn func([]radixKey) error) error {
+	order := g.sortByID(d)
 	for s := 0; s < len(order); {
 		e := s + 1
 		for e < len(order) && order[e].k == order[s].k {
 			e++
 		}
-		if e-s > maxTupleEvents {
-			// A reused id: no tuple's way, left out; only its first
-			// records vote (as they would), without holding them all.
-			w.reusedID(order[s:e])
-			s = e
-			continue
-		}
-		shaped := false
-		if columns {
-			var err error
-			if shaped, err = w.addShaped(order[s:e]); err != nil {
-				return err
-			}
-		}
-		if !shaped {
-			w.evs = w.evs[:0]
-			for k := range order[s:e] {
-				w.evs = append(w.evs, order[s+k].event(w.a.notesWaits))
-			}
-			if err := fn(w.evs); err != nil {
-				return err
-			}
+		if err := fn(order[s:e]); err != nil {
+			return err
 		}
 		s = e
 	}
-	return w.flushShape()
+	return nil
+}
+
+// maxMergeRuns is the most ascending runs eachMerged merges: each tuple
+// takes a look at every run's head.
+const maxMergeRuns = 16
+
+// findRuns sets g.runs to where each ascending run of ids starts, and
+// says how many there are.
+func (g *grouper) findRuns(ids []int64) int {
+	g.runs = append(g.runs[:0], 0)
+	prev := uint64(0)
+	for i, id := range ids {
+		k := uint64(id) ^ (1 << 63)
+		if k < prev {
+			g.runs = append(g.runs, i)
+		}
+		prev = k
+	}
+	return len(g.runs)
+}
+
+// eachMerged is eachSorted by merging the ascending runs findRuns found,
+// a tuple at a time, without sorting the partition: each tuple is the
+// least id at the runs' heads, its records taken from each run in turn,
+// which is the order the stable sort gives (equal ids in arrival order).
+func (g *grouper) eachMerged(d *partData, fn func([]radixKey) error) error {
+	n := len(d.id)
+	cur, end := g.cur[:0], g.end[:0]
+	for r, s := range g.runs {
+		e := n
+		if r+1 < len(g.runs) {
+			e = g.runs[r+1]
+		}
+		if s < e {
+			cur, end = append(cur, s), append(end, e)
+		}
+	}
+	g.cur, g.end = cur, end
+	ids, tsc, ch := d.id, d.tsc, d.ch
+	recs := g.tuple
+	for len(cur) > 0 {
+		least := ids[cur[0]]
+		for r := 1; r < len(cur); r++ {
+			least = min(least, ids[cur[r]])
+		}
+		k := uint64(least) ^ (1 << 63)
+		recs = recs[:0]
+		for r := 0; r < len(cur); r++ {
+			i := cur[r]
+			for i < end[r] && ids[i] == least {
+				recs = append(recs, radixKey{k, tsc[i], ch[i], uint32(i)})
+				i++
+			}
+			cur[r] = i
+			if i == end[r] { // the run is done: the others keep their order
+				cur, end = append(cur[:r], cur[r+1:]...), append(end[:r], end[r+1:]...)
+				r--
+			}
+		}
+		if err := fn(recs); err != nil {
+			return err
+		}
+	}
+	if cap(recs) <= maxTupleEvents { // a reused id's many records are not kept
+		g.tuple = recs
+	}
+	return nil
+}
+
+// handTuple hands one tuple's records (equal ids, in arrival order) on, as
+// join says; an id with more than maxTupleEvents records is reused.
+func (w *worker) handTuple(recs []radixKey, columns bool, fn func([]event) error) error {
+	if len(recs) > maxTupleEvents {
+		// A reused id: no tuple's way, left out; only its first
+		// records vote (as they would), without holding them all.
+		w.reusedID(recs)
+		return nil
+	}
+	if columns {
+		shaped, err := w.addShaped(recs)
+		if err != nil || shaped {
+			return err
+		}
+	}
+	w.evs = w.evs[:0]
+	for k := range recs {
+		w.evs = append(w.evs, recs[k].event(w.a.notesWaits))
+	}
+	return fn(w.evs)
 }

@@ -62,3 +62,56 @@ func TestSortByIDIsStable(t *testing.T) {
 		}
 	}
 }
+
+// A partition of few ascending runs is joined by merging them (eachMerged):
+// the same tuples, in the same order, each tuple's records in the same
+// order, as sorting it first gives (eachSorted), on partitions with an id
+// repeated in a run and across runs, a run that ends first, a reused id
+// past maxTupleEvents, and negative ids.
+func TestEachMergedIsEachSorted(t *testing.T) {
+	r := rand.New(rand.NewSource(2))
+	collect := func(each func(*partData, func([]radixKey) error) error, d *partData) (tuples [][]radixKey) {
+		require.NoError(t, each(d, func(recs []radixKey) error {
+			tuples = append(tuples, slices.Clone(recs))
+			return nil
+		}))
+		return tuples
+	}
+	for trial := 0; trial < 300; trial++ {
+		runs := 1 + r.Intn(maxMergeRuns)
+		var ids []int64
+		for k := 0; k < runs; k++ {
+			run := make([]int64, r.Intn(200))
+			span := int64(1 + r.Intn(300))
+			for i := range run {
+				run[i] = r.Int63n(span) - span/3
+			}
+			if trial%50 == 0 && k == 0 { // a reused id
+				for i := 0; i < maxTupleEvents+10; i++ {
+					run = append(run, 7)
+				}
+			}
+			slices.Sort(run)
+			if k > 0 && len(run) > 0 && len(ids) > 0 && run[0] >= ids[len(ids)-1] {
+				run[0] = ids[len(ids)-1] - 1 // a new run, not the last one's tail
+				slices.Sort(run)
+			}
+			ids = append(ids, run...)
+		}
+		d := &partData{id: ids, tsc: make([]uint64, len(ids)), ch: make([]uint32, len(ids))}
+		for i := range ids {
+			d.tsc[i], d.ch[i] = r.Uint64(), uint32(r.Intn(5))
+		}
+		var g grouper
+		require.LessOrEqual(t, g.findRuns(ids), runs, "trial %d", trial)
+		merged := collect(g.eachMerged, d)
+		var g2 grouper
+		sorted := collect(g2.eachSorted, d)
+		require.Equal(t, sorted, merged, "trial %d: %d runs, %d records", trial, runs, len(ids))
+		n := 0
+		for _, tu := range merged {
+			n += len(tu)
+		}
+		require.Equal(t, len(ids), n, "trial %d: every record once", trial)
+	}
+}

@@ -161,19 +161,22 @@ func matchesReference(t *testing.T, base Config, dir string, minRows int, spillM
 		workers int
 		wrong   bool
 		group   uint
+		merge   bool
 	}{
-		{"memory-1", 256 << 20, 1, false, 0},
-		{"memory-2", 256 << 20, 2, false, 0},
-		{"spill-1", spillMem, 1, false, 0},
-		{"spill-3", spillMem, 3, false, 0},
-		{"second-attempt", spillMem, 2, true, 0},
-		{"spill-encoded", spillMem, 2, false, 0},
-		{"spill-id-groups", spillMem, 2, false, 5}, // idGroup's groups of 32 ids, which a run this small does not take
+		{"memory-1", 256 << 20, 1, false, 0, false},
+		{"memory-2", 256 << 20, 2, false, 0, false},
+		{"spill-1", spillMem, 1, false, 0, false},
+		{"spill-3", spillMem, 3, false, 0, false},
+		{"second-attempt", spillMem, 2, true, 0, false},
+		{"spill-encoded", spillMem, 2, false, 0, false},
+		{"spill-id-groups", spillMem, 2, false, 5, false}, // idGroup's groups of 32 ids, which a run this small does not take
+		{"memory-merged", 256 << 20, 2, false, 0, true},   // partitions of many runs merged (eachMerged), not sorted
+		{"spill-merged", spillMem, 3, false, 5, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := base
 			cfg.Out, cfg.MemBytes, cfg.Workers, cfg.DurationsCSV, cfg.testWrongSample = filepath.Join(dir, c.name), c.mem, c.workers, true, c.wrong
-			cfg.testIDGroup = c.group
+			cfg.testIDGroup, cfg.testMergeAll = c.group, c.merge
 			require.NoError(t, os.MkdirAll(cfg.Out, 0o755))
 			spillEncodeAlways = c.name == "spill-encoded"
 			defer func() { spillEncodeAlways = false }()
