@@ -4,6 +4,7 @@ import (
 	"math/bits"
 
 	"cloudprofiler/internal/logfile"
+	"cloudprofiler/internal/runmerge"
 )
 
 // Stage 4 of the pipeline (pipeline.go): the join. A partition's records
@@ -103,41 +104,14 @@ func (g *grouper) sortByID(d *partData) []radixKey {
 	return a
 }
 
-// mergeRuns merges the ascending runs of a (starting at g.runs) pairwise,
-// pass after pass, with b as the other buffer; ties go to the earlier run.
+// RunKey is what a partition's runs ascend in (package runmerge).
+func (x radixKey) RunKey() uint64 { return x.k }
+
+// mergeRuns merges the ascending runs of a (starting at g.runs) with
+// package runmerge, b the other buffer; ties go to the earlier run.
 func (g *grouper) mergeRuns(a, b []radixKey) []radixKey {
-	runs := g.runs
-	for len(runs) > 1 {
-		next := runs[:0:0]
-		for r := 0; r < len(runs); r += 2 {
-			s := runs[r]
-			next = append(next, s)
-			if r+1 == len(runs) {
-				copy(b[s:], a[s:])
-				break
-			}
-			m, e := runs[r+1], len(a)
-			if r+2 < len(runs) {
-				e = runs[r+2]
-			}
-			i, j, o := s, m, s
-			for i < m && j < e {
-				if a[j].k < a[i].k {
-					b[o] = a[j]
-					j++
-				} else {
-					b[o] = a[i]
-					i++
-				}
-				o++
-			}
-			o += copy(b[o:], a[i:m])
-			copy(b[o:], a[j:e])
-		}
-		runs = next
-		a, b = b, a
-	}
-	return a
+	sorted, _ := runmerge.Sort(a, b, g.runs)
+	return sorted
 }
 
 // joinPartition calls fn with every tuple of the partition: its records in

@@ -25,3 +25,57 @@ func TestSortedKeysOrderByInThenInst(t *testing.T) {
 		}
 	}
 }
+
+// A buffer of a few ascending runs (each partition's visits climbing) is
+// merged rather than radix-sorted: the same order, equal keys in buffer
+// order (as the stable radix sort leaves them, which the spill encodes).
+func TestSortedKeysMergesFewRunsStably(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for trial := 0; trial < 200; trial++ {
+		var vs []Visit
+		runs := 1 + r.IntN(12)
+		span := int64(1) << (8 + r.IntN(40))
+		for k := 0; k < runs; k++ {
+			run := make([]Visit, r.IntN(400))
+			for i := range run {
+				run[i] = Visit{In: r.Int64N(span) - span/4, Inst: uint16(r.IntN(3)), Out: int64(len(vs) + i)}
+				if i > 0 && r.IntN(5) == 0 { // a tie with the visit before it
+					run[i].In, run[i].Inst = run[i-1].In, run[i-1].Inst
+				}
+			}
+			slices.SortStableFunc(run, func(x, y Visit) int {
+				if x.In != y.In {
+					return cmpInt(x.In, y.In)
+				}
+				return int(x.Inst) - int(y.Inst)
+			})
+			vs = append(vs, run...)
+		}
+		if len(vs) > 0 && r.IntN(3) == 0 { // ties across runs
+			vs[len(vs)-1].In, vs[len(vs)-1].Inst = vs[0].In, vs[0].Inst
+		}
+		want := make([]uint32, len(vs))
+		for i := range want {
+			want[i] = uint32(i)
+		}
+		slices.SortStableFunc(want, func(x, y uint32) int {
+			if vs[x].In != vs[y].In {
+				return cmpInt(vs[x].In, vs[y].In)
+			}
+			return int(vs[x].Inst) - int(vs[y].Inst)
+		})
+		keys, _ := sortedKeys(vs, nil, nil)
+		got := make([]uint32, len(keys))
+		for i, k := range keys {
+			got[i] = k.i
+		}
+		require.Equal(t, want, got, "trial %d: %d runs, span %d", trial, runs, span)
+	}
+}
+
+func cmpInt(x, y int64) int {
+	if x < y {
+		return -1
+	}
+	return 1
+}
