@@ -145,18 +145,8 @@ func (a *analysis) decodeFile(ch int, pw *partWriter, alias lineageMap, tokens c
 					return err
 				}
 			}
-		} else if notes {
-			for i := range rs {
-				if err := pw.add(rs[i].TupleID, mark(&rs[i])); err != nil {
-					return err
-				}
-			}
-		} else {
-			for _, r := range rs {
-				if err := pw.add(r.TupleID, r.TSC); err != nil {
-					return err
-				}
-			}
+		} else if err := pw.addRecords(rs, notes); err != nil {
+			return err
 		}
 		for i, r := range rs {
 			if r.TSC < hi && hi-r.TSC > back.cycles {

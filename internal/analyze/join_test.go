@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"cloudprofiler/internal/logfile"
 )
 
 // sortByID is a stable sort by id, whichever way it takes: one run, a few
@@ -113,5 +115,66 @@ func TestEachMergedIsEachSorted(t *testing.T) {
 			n += len(tu)
 		}
 		require.Equal(t, len(ids), n, "trial %d: every record once", trial)
+	}
+}
+
+// addRecords writes the blocks add writes a record at a time: the same
+// records in each partition's blocks, in the same order, waits in bit 63
+// where the channel notes them; in memory and spilled.
+func TestAddRecordsIsAdd(t *testing.T) {
+	r := rand.New(rand.NewSource(3))
+	for _, spill := range []bool{false, true} {
+		for _, noted := range []bool{false, true} {
+			var rs []logfile.Record
+			id := int64(-300)
+			for len(rs) < 20000 {
+				id += int64(r.Intn(3)) // runs of one id, of one group, across groups
+				if r.Intn(50) == 0 {
+					id = r.Int63n(1 << 40)
+				}
+				rs = append(rs, logfile.Record{TupleID: id, TSC: r.Uint64() >> 2, Waited: r.Intn(4) == 0})
+			}
+			var got [2]*partitions
+			for v := range got {
+				budget := int64(256 << 20)
+				if spill {
+					budget = 64 << 10
+				}
+				p, err := partitionPlan(uint64(len(rs))*64, 1, 1, budget, t.TempDir())
+				require.NoError(t, err)
+				p.group = 4
+				require.Equal(t, spill, p.spill)
+				w := p.writer(0)
+				require.NoError(t, w.setChannel(3))
+				for s := 0; s < len(rs); s += 777 { // batches as decoding gives them
+					batch := rs[s:min(s+777, len(rs))]
+					if v == 0 {
+						for i := range batch {
+							tsc := batch[i].TSC
+							if noted && batch[i].Waited {
+								tsc |= logfile.WaitedBit
+							}
+							require.NoError(t, w.add(batch[i].TupleID, tsc))
+						}
+					} else {
+						require.NoError(t, w.addRecords(batch, noted))
+					}
+				}
+				require.NoError(t, w.flushAll())
+				got[v] = p
+			}
+			for k := 0; k < got[0].n; k++ {
+				var d [2]partData
+				for v := range got {
+					require.NoError(t, got[v].read(k, &d[v]))
+				}
+				require.Equal(t, d[0].id, d[1].id, "partition %d", k)
+				require.Equal(t, d[0].tsc, d[1].tsc, "partition %d", k)
+				require.Equal(t, d[0].ch, d[1].ch, "partition %d", k)
+			}
+			for v := range got {
+				got[v].close()
+			}
+		}
 	}
 }

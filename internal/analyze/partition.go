@@ -226,6 +226,49 @@ func (w *partWriter) add(id int64, tsc uint64) error {
 	return nil
 }
 
+// addRecords puts a batch of one channel's records into their partitions'
+// open blocks, as add does one at a time; with noted, a record that
+// followed a wait of its thread carries it in bit 63 (decode.go). A run of
+// ids of one group (idGroup) goes to one partition: its block is looked up
+// once for the run, not once a record.
+func (w *partWriter) addRecords(rs []logfile.Record, noted bool) error {
+	ps := w.ps
+	k, group := -1, int64(0)
+	var b []byte
+	for i := range rs {
+		id, tsc := rs[i].TupleID, rs[i].TSC
+		if noted && rs[i].Waited {
+			tsc |= logfile.WaitedBit
+		}
+		if g := id >> ps.group; k < 0 || g != group {
+			if k >= 0 {
+				w.bufs[k] = b
+			}
+			k, group = ps.partitionOf(id), g
+			if b = w.bufs[k]; b == nil {
+				b = make([]byte, 0, ps.blockEvents*spillRecordSize)
+			}
+		}
+		n := len(b)
+		b = b[:n+spillRecordSize] // a block's capacity is a whole number of records
+		binary.LittleEndian.PutUint64(b[n:], uint64(id))
+		binary.LittleEndian.PutUint64(b[n+8:], tsc)
+		if len(b) == cap(b) {
+			w.bufs[k] = b
+			if err := w.flush(k); err != nil {
+				return err
+			}
+			if b = w.bufs[k]; b == nil {
+				b = make([]byte, 0, ps.blockEvents*spillRecordSize)
+			}
+		}
+	}
+	if k >= 0 {
+		w.bufs[k] = b
+	}
+	return nil
+}
+
 func (w *partWriter) flushAll() error {
 	for k := range w.bufs {
 		if err := w.flush(k); err != nil {
