@@ -70,8 +70,17 @@ func (a *analysis) planDepIndexes() {
 	a.cp.budget.Store(a.cfg.MemBytes / 4)
 	a.cp.deps = make([]*critpath.DepIndex, len(a.chans))
 	for _, ch := range outs {
-		a.cp.deps[ch] = critpath.NewDepIndex(&a.cp.budget)
+		a.cp.deps[ch] = critpath.NewDepIndex(&a.cp.budget, a.critPathDir())
 	}
+}
+
+// critPathDir is where the critical path's files go (its spilled visits,
+// the departure indexes past their budget): --spill, else the output.
+func (a *analysis) critPathDir() string {
+	if a.cfg.SpillDir != "" {
+		return a.cfg.SpillDir
+	}
+	return a.cfg.Out
 }
 
 // depChan is the channel of an instance's departures: its out, else
@@ -201,10 +210,7 @@ func (a *analysis) newCritPath(rank []int) (*critpath.Analysis, error) {
 			insts[i].Deps = a.cp.deps[depChan(in)]
 		}
 	}
-	dir := a.cfg.SpillDir
-	if dir == "" {
-		dir = a.cfg.Out
-	}
+	dir := a.critPathDir()
 	return critpath.New(critpath.Config{Chans: chans, Insts: insts, Hz: a.model.RefHz(),
 		Slice: a.cfg.Slice.Seconds() * a.model.RefHz(), Mem: a.cfg.MemBytes / 8, Workers: a.cfg.Workers, Dir: dir,
 		Fast: a.cp.fast, Costs: a.costGrids()})

@@ -62,16 +62,28 @@ func TestCritPathFastMatchesSlow(t *testing.T) {
 	writeASCII(t, logs, hdr(b, 20, 2, "op out"), lines["op out"])
 	writeASCII(t, logs, hdr(b, 21, 1, "sink in"), lines["sink in"])
 
-	run := func(out string, slow bool) *critpath.Result {
+	run := func(out string, slow bool, mem int64) *critpath.Result {
 		cfg := Config{Rounds: rounds, Logs: []string{logs}, Out: filepath.Join(dir, out), Ref: "a", NoDurations: true,
-			Slice: 10e6, noFastCritPath: slow}
+			Slice: 10e6, noFastCritPath: slow, MemBytes: mem}
 		res, err := Run(cfg)
 		require.NoError(t, err)
 		require.NotNil(t, res.CritPath)
 		require.True(t, res.CritPath.AddUp)
 		return res.CritPath
 	}
-	slow, fast := run("slow", true), run("fast", false)
+	slow, fast := run("slow", true, 0), run("fast", false, 0)
+	require.Zero(t, fast.IndexFileBytes)
+	// With 64 KiB the indexes outgrow their quarter and are read from
+	// their files: the same lookups, the same results as in memory.
+	spilled := run("fast-spilled", false, 64<<10)
+	require.Positive(t, spilled.IndexFileBytes)
+	require.Equal(t, fast.Walked, spilled.Walked)
+	require.Equal(t, fast.Path, spilled.Path)
+	require.Equal(t, fast.Breakdown, spilled.Breakdown)
+	require.Equal(t, fast.Costs, spilled.Costs)
+	txt, err := os.ReadFile(filepath.Join(dir, "fast-spilled", "summary.txt"))
+	require.NoError(t, err)
+	require.Contains(t, string(txt), "read from a file beside the spill")
 	require.Equal(t, slow.Tuples, fast.Tuples)
 	require.Equal(t, slow.Visits, fast.Visits)
 	// The fast path was taken: pass 2 walked only the visits that waited.

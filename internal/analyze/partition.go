@@ -81,17 +81,19 @@ func partitionPlan(total uint64, files, workers int, budget int64, dir string) (
 // windows of capacity and of the report's timeline) and each decoder's
 // append to its block went to another cache line. Grouped, they go to the
 // same lines in turn: on the bench's 40M records, a tenth less CPU, the
-// departure lookups 40 % less (docs/performance.md). The groups are
-// hashed as ids were, so partitions stay even: dense ids leave each within
-// 0.3 % of the mean (TestIDGroupsKeepPartitionsEven), as before. group is
-// the largest, up to 8 (past it nothing more was measured to gain), that
-// leaves a partition's records at least 4,096 times a group's ids: ids
-// that a hash spreads less well than a sequence (at random, a group holds
-// one) still give a partition 4,096/k groups or more (k records a tuple),
-// a spread of a few percent.
+// departure lookups 40 % less (docs/performance.md); past its budget the
+// departure index is read from its file a window at a time, one read per
+// group (critpath.DepIndex). The groups are hashed as ids were, so
+// partitions stay even: dense ids leave each within 1 % of the mean
+// (TestIDGroupsKeepPartitionsEven), as before. group is the largest, up
+// to 8 (256 ids: 1,000M records took a tenth less time than with 64),
+// that leaves a partition's records at least 1,024 times a group's ids:
+// ids that a hash spreads less well than a sequence (at random, a group
+// holds one) still give a partition 1,024/k groups or more (k records a
+// tuple).
 func idGroup(total uint64, n int) uint {
 	g := uint(0)
-	for g < 8 && total>>(g+1) >= uint64(n)*4096 {
+	for g < 8 && total>>(g+1) >= uint64(n)*1024 {
 		g++
 	}
 	return g

@@ -328,7 +328,8 @@ func TestPartitionPlanLimits(t *testing.T) {
 // exportHash), group or not.
 func TestIDGroupsKeepPartitionsEven(t *testing.T) {
 	require.Zero(t, idGroup(1000, 8), "a small run: each id hashed")
-	require.EqualValues(t, 6, idGroup(40e6, 128), "the bench's 40M records")
+	require.EqualValues(t, 8, idGroup(40e6, 128), "the bench's 40M records")
+	require.EqualValues(t, 3, idGroup(40e6, 4096), "a partition of 10,000 records: groups of 8 ids")
 	require.EqualValues(t, 8, idGroup(1e12, 8), "at most 2^8 ids")
 	for _, c := range []struct {
 		total uint64

@@ -28,7 +28,7 @@ func benchTuples(b *testing.B, fast bool) {
 	if fast {
 		var budget atomic.Int64
 		budget.Store(1 << 40)
-		dep := NewDepIndex(&budget)
+		dep := NewDepIndex(&budget, "")
 		for i := 0; i < b.N; i++ {
 			dep.Add(uint64(1e9 + float64(i)*30 + 20))
 		}

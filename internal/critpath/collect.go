@@ -415,7 +415,8 @@ type Collector struct {
 	handBuf                              []int32
 	cur                                  []int // with Config.Fast: per instance, its index's cursor
 	pend                                 []pendVisit
-	cost                                 *cost.Acc // with Config.Fast: the cost model's sums (nil: none)
+	wins                                 []DepWindow // with Config.Fast: per instance, its spilled index's window
+	cost                                 *cost.Acc   // with Config.Fast: the cost model's sums (nil: none)
 	sink                                 uint64
 }
 
@@ -853,12 +854,13 @@ func (c *Collector) flushPend() error {
 		j := int(p.v.Inst)
 		p.block = a.cfg.Insts[j].Deps.block(p.raw, &c.cur[j])
 	}
-	// Their blocks' words, in a loop of loads only: the misses overlap.
+	// Their blocks' words, in a loop of loads only: the misses overlap
+	// (a spilled index's are read as they are looked up).
 	var sink uint64
 	for k := range c.pend {
 		p := &c.pend[k]
-		if p.block >= 0 {
-			sink += a.cfg.Insts[p.v.Inst].Deps.touch(p.block)
+		if x := a.cfg.Insts[p.v.Inst].Deps; p.block >= 0 && !x.Spilled() {
+			sink += x.touch(p.block)
 		}
 	}
 	c.sink += sink
@@ -871,7 +873,18 @@ func (c *Collector) flushPend() error {
 		}
 		taken := false
 		if p.block >= 0 {
-			raw := a.cfg.Insts[j].Deps.inBlock(p.block, p.raw)
+			var raw uint64
+			if x := a.cfg.Insts[j].Deps; x.Spilled() {
+				if c.wins == nil {
+					c.wins = make([]DepWindow, len(a.cfg.Insts))
+				}
+				var err error
+				if raw, err = x.Lookup(p.block, p.raw, &c.wins[j]); err != nil {
+					return err
+				}
+			} else {
+				raw = x.inBlock(p.block, p.raw)
+			}
 			d := p.est - float64(p.raw-raw)*p.rate
 			v.D = min(int64(math.Floor(d+0.5)), v.In)
 			taken = v.taken(v.D)

@@ -56,8 +56,11 @@ type Result struct {
 	Negative             uint64 // hops whose later record has the smaller estimate
 	Slices, Inconsistent int
 	SpilledBytes         int64
-	AddUp                bool // every group's parts add up to its end-to-end latency exactly
-	Note                 string
+	// IndexFileBytes is what the departure indexes (Config.Fast) that
+	// outgrew their budget hold in their files, read a window at a time.
+	IndexFileBytes int64
+	AddUp          bool // every group's parts add up to its end-to-end latency exactly
+	Note           string
 }
 
 // Abort drops the analysis (a join that runs again): its spill goes.
@@ -118,6 +121,11 @@ func (a *Analysis) Finish(t0 float64) (*Result, error) {
 	for _, c := range a.cols {
 		res.Visits += c.visits
 		res.Cut += c.cut
+	}
+	for _, in := range a.cfg.Insts {
+		if in.Deps != nil && in.Deps.Spilled() {
+			res.IndexFileBytes += in.Deps.fileWords * 8
+		}
 	}
 	parts := a.reg.snapshot()
 	w := &walker{a: a, k: len(parts), t0: int64(math.Round(a.cfg.T0)), cost: a.newCostAcc()}

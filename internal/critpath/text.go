@@ -41,6 +41,9 @@ func (r *Result) WriteText(w io.Writer) error {
 		r.Tuples, r.Journeys, r.Cut, r.Absorbed, r.Visits, r.Walked, txtBytes(r.SpilledBytes))
 	if r.Walked < r.Visits {
 		fmt.Fprintln(w, "  each in's previous departure was looked up in pass 1: pass 2 walked only the visits where an instance waited")
+		if r.IndexFileBytes > 0 {
+			fmt.Fprintf(w, "  the departures' indexes outgrew their share of the memory: %s of them read from a file beside the spill\n", txtBytes(r.IndexFileBytes))
+		}
 	}
 	if r.Negative > 0 {
 		fmt.Fprintf(w, "  %d hop(s) whose later record has the smaller estimate (negative parts)\n", r.Negative)
