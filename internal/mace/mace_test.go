@@ -1,6 +1,7 @@
 package mace
 
 import (
+	"fmt"
 	"math"
 	"math/rand"
 	"sort"
@@ -394,4 +395,29 @@ func TestMaceBadInput(t *testing.T) {
 	require.True(t, math.IsNaN(m.Within))
 	require.Zero(t, m.WorstMaceS)
 	require.NotEmpty(t, res.Notes) // no costs at all
+}
+
+// eps sums the operators' costs in one order, so that it gives the same
+// bits every time (in a map's order, the measured scenario's base came out
+// 0 or 3e-21 from run to run).
+func TestEpsIsDeterministic(t *testing.T) {
+	var oc opCosts
+	for i, k := range []float64{0.1, 1e-17, 0.7, 3.3e-5, 0.2, 1e-9, 0.3} {
+		oc.add(fmt.Sprintf("op%d", i%5), k)
+	}
+	w := WhatIf{Cost: map[string]float64{"op1": 0.5}}
+	first := math.Float64bits(oc.eps(&w))
+	// op0..op4 in the order they came, each its instances' mean.
+	// (float64 variables: constants would be summed exactly.)
+	v := []float64{0.1, 1e-9, 1e-17, 0.3, 0.7, 3.3e-5, 0.2}
+	want := 0.0
+	want += (v[0] + v[1]) / 2
+	want += (v[2] + v[3]) / 2 * 0.5
+	want += v[4]
+	want += v[5]
+	want += v[6]
+	require.Equal(t, math.Float64bits(want), first)
+	for k := 0; k < 200; k++ {
+		require.Equal(t, first, math.Float64bits(oc.eps(&w)), "call %d", k)
+	}
 }

@@ -126,6 +126,40 @@ const minWindowTuples = 10
 // windowCosts is instance j's cost in each cell of Mace's cost grid
 // (per: the cells a window), and the backlogged tuples it served there;
 // with the least and most of its windows' costs. A cost is the run's,
+// opCosts is what eps sums: each operator's instances' costs.
+type opCosts struct {
+	order []string // the operators, as their instances came
+	sum   map[string]float64
+	n     map[string]int
+}
+
+func (o *opCosts) add(op string, kappa float64) {
+	if o.sum == nil {
+		o.sum, o.n = map[string]float64{}, map[string]int{}
+	}
+	if o.n[op] == 0 {
+		o.order = append(o.order, op)
+	}
+	o.sum[op] += kappa
+	o.n[op]++
+}
+
+// eps is one event's cost at each operator (its instances' mean) in w,
+// summed in the operators' order: in a map's, which changes from run to
+// run, the measured scenario's base (its eps less EpsS) came out 0 or
+// 3e-21.
+func (o *opCosts) eps(w *WhatIf) float64 {
+	e := 0.0
+	for _, op := range o.order {
+		f := 1.0
+		if m, ok := w.Cost[op]; ok {
+			f = m
+		}
+		e += o.sum[op] / float64(o.n[op]) * f
+	}
+	return e
+}
+
 // kappa, times how much longer a backlogged tuple took there than over
 // the run, by time (cost.Cell's Busy and Served: a tuple preempted across
 // an edge slows both sides by its time in each). A window takes its own
@@ -215,25 +249,13 @@ func Finish(a *Acc, whatIfs []WhatIf, other map[string]float64, fit float64, cm 
 	}
 	costs := res.costs(a, other, fit, cm)
 	res.offered = cm.Offered
-	// eps: one event's cost at each operator (its instances' mean).
-	opCost, opN := map[string]float64{}, map[string]int{}
+	var oc opCosts
 	for j, in := range cfg.Insts {
 		if !math.IsNaN(costs[j].kappa) {
-			opCost[in.Operator] += costs[j].kappa
-			opN[in.Operator]++
+			oc.add(in.Operator, costs[j].kappa)
 		}
 	}
-	eps := func(w *WhatIf) float64 {
-		e := 0.0
-		for op, c := range opCost {
-			f := 1.0
-			if m, ok := w.Cost[op]; ok {
-				f = m
-			}
-			e += c / float64(opN[op]) * f
-		}
-		return e
-	}
+	eps := oc.eps
 	res.EpsS = eps(&Measured)
 	minLat := math.Inf(1)
 	for _, v := range a.latMin {
