@@ -1,6 +1,7 @@
 package critpath
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -964,16 +965,36 @@ func (c *Collector) add(v *Visit) error {
 	return nil
 }
 
+// sortVisits sorts visits by their ins, then instances, then visitCmp.
 func sortVisits(vs []Visit) {
-	slices.SortFunc(vs, func(x, y Visit) int {
-		if x.In != y.In {
-			if x.In < y.In {
-				return -1
-			}
-			return 1
+	slices.SortFunc(vs, func(x, y Visit) int { return visitCmp(&x, &y) })
+}
+
+// visitBefore says whether x comes before y in pass 2's order.
+func visitBefore(x, y *Visit) bool {
+	return x.In < y.In || x.In == y.In && visitCmp(x, y) < 0
+}
+
+// visitCmp orders visits by their ins, then instances, then every other
+// field: a total order, so that pass 2 walks visits of one instance at one
+// in (copies of a tuple, a fan-out) in the same order however the workers
+// shared the partitions (in the order they came, the walk's cost model
+// and so Mace's prediction differed from run to run in the last bits).
+func visitCmp(x, y *Visit) int {
+	if c := cmp.Compare(x.In, y.In); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(x.Inst, y.Inst); c != 0 {
+		return c
+	}
+	for _, c := range [...]int{cmp.Compare(x.Out, y.Out), cmp.Compare(x.Dep, y.Dep), cmp.Compare(x.H, y.H), cmp.Compare(x.D, y.D),
+		cmp.Compare(math.Float32bits(x.Err), math.Float32bits(y.Err)), cmp.Compare(x.Bucket, y.Bucket), cmp.Compare(x.Up, y.Up),
+		cmp.Compare(x.Next, y.Next), cmp.Compare(x.Link, y.Link), cmp.Compare(x.Waits, y.Waits)} {
+		if c != 0 {
+			return c
 		}
-		return int(x.Inst) - int(y.Inst)
-	})
+	}
+	return 0
 }
 
 // spill writes the buffer as a sorted run to the collector's file.

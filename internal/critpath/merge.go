@@ -53,7 +53,7 @@ func (c *cursor) next() (bool, error) {
 }
 
 // merge calls fn with every visit of the runs, in the order of their ins
-// (then instances). A binary heap of the cursors, written out: the
+// (then instances, then visitCmp). A binary heap of the cursors, written out: the
 // interface calls of container/heap cost 5% of analyze's time.
 func merge(runs []run, fn func(v *Visit)) error {
 	h := make([]*cursor, 0, len(runs))
@@ -67,12 +67,7 @@ func merge(runs []run, fn func(v *Visit)) error {
 			h = append(h, c)
 		}
 	}
-	less := func(x, y *cursor) bool {
-		if x.cur.In != y.cur.In {
-			return x.cur.In < y.cur.In
-		}
-		return x.cur.Inst < y.cur.Inst
-	}
+	less := func(x, y *cursor) bool { return visitBefore(&x.cur, &y.cur) }
 	down := func(i int) {
 		n := len(h)
 		for {
@@ -201,7 +196,7 @@ func mergeInto(runs []run, groups int, fn func([]Visit)) error {
 		m := 0
 		for k := 1; k < len(live); k++ {
 			x, y := &live[k].cur[live[k].i], &live[m].cur[live[m].i]
-			if x.In < y.In || x.In == y.In && x.Inst < y.Inst {
+			if visitBefore(x, y) {
 				m = k
 			}
 		}
@@ -219,7 +214,7 @@ func mergeInto(runs []run, groups int, fn func([]Visit)) error {
 				for k, o := range live {
 					if k != m {
 						y := &o.cur[o.i]
-						if y.In < x.In || y.In == x.In && y.Inst < x.Inst {
+						if visitBefore(y, x) {
 							first = false
 							break
 						}

@@ -68,7 +68,8 @@ func sortedKeys(vs []Visit, keys, tmp []sortKey) ([]sortKey, []sortKey) {
 			}
 		}
 		if runs < most {
-			return mergeKeyRuns(keys, tmp)
+			keys, tmp = mergeKeyRuns(keys, tmp)
+			return orderTies(vs, keys), tmp
 		}
 	}
 	// LSD, stable, 11 bits a pass (the counts stay in the L1 cache).
@@ -94,7 +95,21 @@ func sortedKeys(vs []Visit, keys, tmp []sortKey) ([]sortKey, []sortKey) {
 		}
 		src, dst = dst, src
 	}
-	return src, dst
+	return orderTies(vs, src), dst
+}
+
+// orderTies orders each run of equal keys (visits of one instance at one
+// in) by visitCmp, so that the order is total (visitCmp says why).
+func orderTies(vs []Visit, keys []sortKey) []sortKey {
+	for i := 1; i < len(keys); i++ {
+		if keys[i].k != keys[i-1].k {
+			continue
+		}
+		for j := i; j > 0 && keys[j].k == keys[j-1].k && visitCmp(&vs[keys[j].i], &vs[keys[j-1].i]) < 0; j-- {
+			keys[j], keys[j-1] = keys[j-1], keys[j]
+		}
+	}
+	return keys
 }
 
 // RunKey is what a run of keys ascends in (package runmerge).
