@@ -287,7 +287,7 @@ func TestBeardChamberlainLowLoad(t *testing.T) {
 // each, by B's tuple count when the pipeline saw it), and the second's
 // over the first's is at most 0.8 where the truth's, B's departures per
 // second while backlogged in each phase, worked out of the records, is
-// about 0.5; in one of three runs, for B preempted inside a tuple moves
+// about 0.5; in one of four runs, for B preempted inside a tuple moves
 // the estimate on a shared machine. A run ends once it has two estimates
 // (at most 16 s). The sampling period
 // is held at 2 ms at most, as in the B&C runs: with the default widening
@@ -303,11 +303,13 @@ func TestBeardChamberlainPhaseChange(t *testing.T) {
 	hog(t, e)
 	// B&C may not converge while B is in a phase (it converged in 23 of
 	// 30 runs of TestBeardChamberlain): no estimate is no wrong number, and
-	// the run is made again, up to three times.
+	// the run is made again, up to four times (three failed about once in
+	// 15 CI runs, each a phase without an estimate, 2026-12-06).
 	var tr *truth
 	var b *opTruth
 	var est [2][]float64
-	for attempt := 1; attempt <= 3; attempt++ {
+	const attempts = 4
+	for attempt := 1; attempt <= attempts; attempt++ {
 		logs := filepath.Join(t.TempDir(), "logs")
 		tr = runTandem(t, e, logs, "--a-cost", "2us", "--b-cost", "100us", "--b-cost2", "200us",
 			"--phase-after", fmt.Sprint(after), "--rate", "7000", "--rate2", "3500", "--duration", "16s", "--stop-after-estimates", "2",
@@ -357,7 +359,7 @@ func TestBeardChamberlainPhaseChange(t *testing.T) {
 			// 0.47-0.57 in eight runs with the other vCPU busy, 0.85 once
 			// in a CI run beside it). What holds is that it sees the
 			// halving: its phase 2 at most 0.8 of its phase 1 (the truth
-			// 0.5), in one of three runs; where it parts from the in/out
+			// 0.5), in one of four runs; where it parts from the in/out
 			// capacity, the summary says so (TestBeardChamberlain).
 			got, want := median(est[1])/median(est[0]), b.Phases[1].TrueRate/b.Phases[0].TrueRate
 			t.Logf("run %d: phase 2 against phase 1: B&C %.3f, the truth %.3f", attempt, got, want)
@@ -374,7 +376,7 @@ func TestBeardChamberlainPhaseChange(t *testing.T) {
 				msg = fmt.Sprintf("B&C's phase 2 over phase 1 %.3f, the truth's %.3f: B&C did not see the halving", got, want)
 			}
 		}
-		if attempt == 3 {
+		if attempt == attempts {
 			t.Fatal(msg)
 		}
 		t.Log(msg + "; again")
