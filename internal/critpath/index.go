@@ -48,6 +48,8 @@ type DepIndex struct {
 	// spilled (spill): the lines are in file, the blocks before bigFrom
 	// one line each, from it bigLines each; pend is lines not yet written.
 	dir       string
+	inFile    bool  // lines to the file from the first block (InFile)
+	own       int64 // bytes of the budget a spilled index took for its lines, for its first counters and metas
 	file      *os.File
 	fileWords int64
 	pend      []uint64
@@ -121,6 +123,9 @@ func (x *DepIndex) flush() {
 	}
 	f := x.blk[0]
 	w := uint64(bits.Len64(x.blk[x.nb-1] - f))
+	if x.inFile && x.file == nil && x.dir != "" && !x.spill() {
+		x.inFile = false // in memory while the budget holds it
+	}
 	if !x.take() {
 		x.bad = true
 		x.release()
@@ -167,23 +172,33 @@ func (x *DepIndex) take() bool {
 	if x.budget == nil {
 		return true
 	}
-	cost := int64(8 + 2 + 64)
 	if x.file != nil {
-		cost = 8 + 2
+		// Its first counters and metas take what its lines gave up first
+		// (own: another index cannot take it in between), then the budget.
+		if x.own >= 8+2 {
+			x.own -= 8 + 2
+			return true
+		}
+		if x.budget.Add(-(8 + 2)) >= 0 {
+			return true
+		}
+		x.budget.Add(8 + 2)
+		return false
 	}
-	if x.budget.Add(-cost) >= 0 {
+	if x.budget.Add(-(8 + 2 + 64)) >= 0 {
 		return true
 	}
-	x.budget.Add(cost)
-	if x.file != nil || x.dir == "" || !x.spill() {
+	x.budget.Add(8 + 2 + 64)
+	if x.dir == "" || !x.spill() {
 		return false
 	}
 	return x.take()
 }
 
 // spill moves the lines to a file in dir (removed as soon as it is made:
-// gone when closed, whatever happens) and gives their bytes back to the
-// budget; false when the file cannot be made or written.
+// gone when closed, whatever happens); what they took of the budget is
+// the index's own from then on (take). False when the file cannot be
+// made or written.
 func (x *DepIndex) spill() bool {
 	f, err := os.CreateTemp(x.dir, "cp-depindex-*")
 	if err != nil {
@@ -197,10 +212,14 @@ func (x *DepIndex) spill() bool {
 		}
 	}
 	x.file, x.fileWords, x.bigFrom, x.lineBits = f, int64(len(x.words)), len(x.first), 512*bigLines
-	x.budget.Add(int64(len(x.words)) * 8)
+	x.own = int64(len(x.words)) * 8
 	x.freeWords()
 	return true
 }
+
+// InFile makes an index that will not fit its budget in memory (the
+// caller's estimate) keep its lines in a file from its first block.
+func (x *DepIndex) InFile() { x.inFile = true }
 
 // writePend writes the lines not yet in the file; a failed write gives the
 // index up.

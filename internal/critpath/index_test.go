@@ -144,3 +144,39 @@ func TestDepIndexSpilled(t *testing.T) {
 		}
 	}
 }
+
+// An index told it will not fit (InFile) keeps its lines in the file from
+// its first block, all of them blocks of bigLines lines, and answers as
+// the counters say.
+func TestDepIndexInFile(t *testing.T) {
+	r := rand.New(rand.NewSource(6))
+	var budget atomic.Int64
+	budget.Store(16 << 10) // its first counters and metas: 10 bytes a block of up to 255
+	x := NewDepIndex(&budget, t.TempDir())
+	x.InFile()
+	var vs []uint64
+	v := uint64(1 << 30)
+	for i := 0; i < 100000; i++ {
+		v += uint64(r.Intn(5000))
+		vs = append(vs, v)
+		require.True(t, x.Add(v))
+	}
+	require.True(t, x.Done())
+	require.True(t, x.Spilled())
+	require.Zero(t, x.bigFrom)
+	require.Nil(t, x.words)
+	require.Less(t, len(x.first), len(vs)/100, "blocks of bigLines lines: over a hundred counters each")
+	var win DepWindow
+	cur := 0
+	for k := 0; k < 20000; k++ {
+		q := vs[0] + uint64(r.Int63n(int64(v-vs[0])+1))
+		i := sort.Search(len(vs), func(i int) bool { return vs[i] >= q }) - 1
+		b := x.block(q, &cur)
+		require.Equal(t, i >= 0, b >= 0)
+		if b >= 0 {
+			got, err := x.Lookup(b, q, &win)
+			require.NoError(t, err)
+			require.Equal(t, vs[i], got)
+		}
+	}
+}
