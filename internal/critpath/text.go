@@ -42,7 +42,7 @@ func (r *Result) WriteText(w io.Writer) error {
 	if r.Walked < r.Visits {
 		fmt.Fprintln(w, "  each in's previous departure was looked up in pass 1: pass 2 walked only the visits where an instance waited")
 		if r.IndexFileBytes > 0 {
-			fmt.Fprintf(w, "  the departures' indexes outgrew their share of the memory: %s of them read from a file beside the spill\n", txtBytes(r.IndexFileBytes))
+			fmt.Fprintf(w, "  the departures' indexes did not fit their share of the memory: %s of them read from a file beside the spill\n", txtBytes(r.IndexFileBytes))
 		}
 	}
 	if r.Negative > 0 {
