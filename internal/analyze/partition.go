@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 
 	"cloudprofiler/internal/logfile"
@@ -20,8 +19,11 @@ import (
 // then takes alone. A decode worker collects records per
 // partition in blocks of one channel; a full block goes to memory when the
 // whole run fits the budget (16 bytes a record: id and TSC; the channel is
-// the block's), else to the worker's spill file (column-encoded when the
-// spill is large: spillEncoded), and the partition keeps the block's place.
+// the block's), else to the worker's spill file, column-encoded (about 4
+// bytes a record where ids and counters climb: the kernel's copy of 16 raw
+// bytes into its page cache and back costs more than the encoding, about 4
+// CPU-s against 1 for 100M records here), and the partition keeps the
+// block's place.
 
 // spillRecordSize is a record's size in a block: id and TSC, little endian.
 const spillRecordSize = 16
@@ -46,8 +48,7 @@ type partitions struct {
 	group       uint // ids in groups of 2^group go to a partition together (idGroup)
 	blockEvents int  // records per block
 	dir         string
-	spill       bool // blocks go to spill files (else they stay in memory)
-	encode      bool // spilled blocks are column-encoded (spillEncoded)
+	spill       bool // blocks go to spill files, column-encoded (else they stay in memory)
 
 	own       string // this run's directory inside dir (created at the first spill)
 	removeDir bool   // dir is the default (Out/.spill): removed at the end when empty
@@ -115,36 +116,11 @@ func partitionPlanAtLeast(total uint64, files, workers int, budget int64, dir st
 		return nil, fmt.Errorf("analyze: %d records are too many for --mem-mb %d in one pass (the index of their spilled blocks would take %d MiB); give --mem-mb %d or more",
 			total, budget>>20, index>>20, (need+1<<20-1)>>20)
 	}
-	p := &partitions{n: n, shift: uint(64 - bits.TrailingZeros(uint(n))), dir: dir, spill: spill, blockEvents: blockEvents,
-		encode: spillEncoded(total)}
+	p := &partitions{n: n, shift: uint(64 - bits.TrailingZeros(uint(n))), dir: dir, spill: spill, blockEvents: blockEvents}
 	p.blocks = make([][]block, n)
 	p.events = make([]uint64, n)
 	return p, nil
 }
-
-// spillEncoded says whether a spill of total records is column-encoded:
-// when 16 bytes a record would take more than a quarter of the memory the
-// kernel has for its page cache (MemAvailable), so that the spill stays in
-// it (about 4 bytes a record), at about 7 ns a record; a smaller spill is
-// written as it is. spillEncodeAlways (tests) encodes every spill.
-func spillEncoded(total uint64) bool {
-	if spillEncodeAlways {
-		return true
-	}
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return true
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		var kb uint64
-		if _, err := fmt.Sscanf(line, "MemAvailable: %d kB", &kb); err == nil {
-			return total*spillRecordSize > kb<<10/4
-		}
-	}
-	return true
-}
-
-var spillEncodeAlways = false
 
 // indexBudget is what the index of spilled blocks may take: an eighth of
 // the budget, or 4 MiB (tests run the pipeline on kilobytes).
@@ -293,14 +269,11 @@ func (w *partWriter) flush(k int) error {
 				return err
 			}
 		}
-		out := b
-		if w.ps.encode {
-			// Column-encoded (logfile.EncodeColumns: zigzag varint deltas
-			// of the ids, then of the TSCs): a channel's ids and counters
-			// climb, so a record takes about 4 bytes instead of 16.
-			w.enc = logfile.EncodeColumns(w.enc[:0], b, int(blk.n), spillRecordSize)
-			out = w.enc
-		}
+		// Column-encoded (logfile.EncodeColumns: zigzag varint deltas of
+		// the ids, then of the TSCs): a channel's ids and counters climb,
+		// so a record takes about 4 bytes instead of 16.
+		w.enc = logfile.EncodeColumns(w.enc[:0], b, int(blk.n), spillRecordSize)
+		out := w.enc
 		blk.size = uint32(len(out))
 		if _, err := w.f.Write(out); err != nil {
 			return fmt.Errorf("spill: %w (the spill directory needs up to 16 bytes per tuple record, usually about 4: --spill DIR, or a larger --mem-mb)", err)
@@ -391,14 +364,11 @@ func (p *partitions) read(k int, d *partData) error {
 			if _, err := p.files[b.file].ReadAt(enc, b.off); err != nil {
 				return fmt.Errorf("spill %s: %w", p.files[b.file].Name(), err)
 			}
-			raw = enc
-			if p.encode {
-				var err error
-				if d.buf, err = logfile.DecodeColumns(d.buf[:0], enc, int(b.n), spillRecordSize); err != nil {
-					return fmt.Errorf("spill %s at byte %d: %w", p.files[b.file].Name(), b.off, err)
-				}
-				raw = d.buf
+			var err error
+			if d.buf, err = logfile.DecodeColumns(d.buf[:0], enc, int(b.n), spillRecordSize); err != nil {
+				return fmt.Errorf("spill %s at byte %d: %w", p.files[b.file].Name(), b.off, err)
 			}
+			raw = d.buf
 		}
 		for o := 0; o < len(raw); o += spillRecordSize {
 			d.id = append(d.id, int64(binary.LittleEndian.Uint64(raw[o:])))

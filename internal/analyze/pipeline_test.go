@@ -168,7 +168,6 @@ func matchesReference(t *testing.T, base Config, dir string, minRows int, spillM
 		{"spill-1", spillMem, 1, false, 0, false},
 		{"spill-3", spillMem, 3, false, 0, false},
 		{"second-attempt", spillMem, 2, true, 0, false},
-		{"spill-encoded", spillMem, 2, false, 0, false},
 		{"spill-id-groups", spillMem, 2, false, 5, false}, // idGroup's groups of 32 ids, which a run this small does not take
 		{"memory-merged", 256 << 20, 2, false, 0, true},   // partitions of many runs merged (eachMerged), not sorted
 		{"spill-merged", spillMem, 3, false, 5, true},
@@ -178,8 +177,6 @@ func matchesReference(t *testing.T, base Config, dir string, minRows int, spillM
 			cfg.Out, cfg.MemBytes, cfg.Workers, cfg.DurationsCSV, cfg.testWrongSample = filepath.Join(dir, c.name), c.mem, c.workers, true, c.wrong
 			cfg.testIDGroup, cfg.testMergeAll = c.group, c.merge
 			require.NoError(t, os.MkdirAll(cfg.Out, 0o755))
-			spillEncodeAlways = c.name == "spill-encoded"
-			defer func() { spillEncodeAlways = false }()
 			a, err := prepare(cfg)
 			require.NoError(t, err)
 			require.NoError(t, a.joinTuples())
