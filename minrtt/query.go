@@ -96,6 +96,9 @@ func fmax(x, y float64) float64 {
 	if y > x {
 		return y
 	}
+	if x == y && x != 0 { // an interval's ends that meet (math's special cases are NaN and signed zeros)
+		return x
+	}
 	return math.Max(x, y)
 }
 
@@ -106,6 +109,9 @@ func fmin(x, y float64) float64 {
 	}
 	if y < x {
 		return y
+	}
+	if x == y && x != 0 { // an interval's ends that meet (math's special cases are NaN and signed zeros)
+		return x
 	}
 	return math.Min(x, y)
 }

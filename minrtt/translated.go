@@ -66,6 +66,15 @@ func (m *Model) TranslateInto(t *Translated, i int, c uint64) {
 // Value is the reading in the reference counter relative to RefOrigin:
 // m.PointRelIdx(t.Node(), t.Reading()), bit for bit (PointRelIdx is this).
 func (t *Translated) Value(m *Model) Value {
+	if t.node == m.ref {
+		// What every method's path below gives for the reference's x:
+		// around(x, 0), the poly span {x, x} and their intersection are
+		// all {x, x}, whose value is x (x+x doubles exactly: |x| <= 2^63)
+		// with 0 + relEps*(|x|+|x|); without the four comparisons that
+		// fall through to math.Max and math.Min on equal operands.
+		x := t.paper.y
+		return Value{x, relEps * (math.Abs(x) + math.Abs(x))}
+	}
 	paper := around(t.paper.y, t.paper.e)
 	if m.method == MethodPaper {
 		return paper.value()
