@@ -174,17 +174,11 @@ func runAnalyze(stdout, stderr io.Writer, args []string) error {
 		fmt.Fprintf(stdout, "decoded %d records in %.3f s: %.1fM records/s\n", n, el, float64(n)/el/1e6)
 		return nil
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return fmt.Errorf("analyze: --cpuprofile: %w", err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("analyze: --cpuprofile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
+	stop, err := startCPUProfile("analyze", *cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stop()
 	start := time.Now()
 	res, err := analyze.Run(cfg)
 	if errors.Is(err, analyze.ErrContradiction) {
@@ -258,4 +252,20 @@ func capacityFlags(fs *flag.FlagSet, cfg *analyze.Config, window, rows bool) fun
 		cfg.TargetRate = float64(target)
 		return nil
 	}
+}
+
+// startCPUProfile writes a Go CPU profile to path ("": none) until stop.
+func startCPUProfile(cmd, path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: --cpuprofile: %w", cmd, err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: --cpuprofile: %w", cmd, err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

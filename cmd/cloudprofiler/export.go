@@ -29,9 +29,15 @@ func runExport(stdout, stderr io.Writer, args []string) error {
 	fs.StringVar(&cfg.From, "from", "", "with --format logs: the range's start, a wall-clock time (RFC 3339: 2026-11-28T14:03:00Z) or seconds after the first round began (120.5)")
 	fs.StringVar(&cfg.To, "to", "", "with --format logs: the range's end (not in it), as --from")
 	quiet := fs.Bool("quiet", false, "say nothing on stderr about damaged logs")
+	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the export to this file (go tool pprof): where its time goes")
 	if err := in.parse(args); err != nil {
 		return err
 	}
+	stop, err := startCPUProfile("export", *cpuProfile)
+	if err != nil {
+		return err
+	}
+	defer stop()
 	start := time.Now()
 	switch *format {
 	case "logs":

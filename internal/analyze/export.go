@@ -50,12 +50,12 @@ const (
 
 // ExportRow is one tuple record in an export's Parquet files.
 type ExportRow struct {
-	TupleID int64 `parquet:"tuple_id"`
+	TupleID int64 `parquet:"tuple_id,delta"`
 	// TSC is the record's counter reading on its node, its 64 bits as a
 	// signed integer: Spark has no unsigned 64-bit type (it reads one as a
 	// decimal); a reading past 2^63 (never seen: 97 years at 3 GHz) shows
 	// negative, its bits kept (uint64(tsc) gives it back).
-	TSC int64 `parquet:"tsc"`
+	TSC int64 `parquet:"tsc,delta"`
 	// Channel is the channel's label, node/name; ChannelKey names the
 	// channel uniquely in the export (a label may be two channels': a
 	// FOX_START channel and its return log, or two processes' channels of
@@ -470,7 +470,8 @@ func (a *analysis) writeExportParts(ps *partitions, out, stem string, parts int)
 					return
 				}
 				path := filepath.Join(dir, stem+".parquet")
-				w, err := results.Create[ExportRow](path)
+				// No bounds of the channels' names: nothing filters by them.
+				w, err := results.Create[ExportRow](path, results.NoBounds("channel", "channel_key"))
 				if err != nil {
 					errs[wk] = fmt.Errorf("export: %w", err)
 					return

@@ -60,6 +60,7 @@ import (
 	"io"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -77,13 +78,35 @@ const (
 	chunkRows = 4096
 )
 
-// limits lets the tests use small row groups.
+// limits lets the tests use small row groups; noBounds is NoBounds'.
 type limits struct {
-	rows  int64
-	bytes int64
+	rows     int64
+	bytes    int64
+	noBounds []string
 }
 
-var defaultLimits = limits{rowGroupRows, rowGroupBytes}
+// Option changes how Create and CreateLanes write a file.
+type Option func(*limits)
+
+// NoBounds leaves the min and max of the named top-level columns out of
+// the file: out of their pages' statistics and their row groups'. For a
+// dictionary column of a few strings whose bounds no reader filters by,
+// that is most of its cost: parquet-go looks up and compares every value
+// of every page to find them (with the other page statistics, a fifth of
+// the export's CPU for its two channel columns).
+func NoBounds(columns ...string) Option {
+	return func(l *limits) { l.noBounds = append(l.noBounds, columns...) }
+}
+
+func (l limits) with(opts []Option) limits {
+	l.noBounds = slices.Clone(l.noBounds)
+	for _, o := range opts {
+		o(&l)
+	}
+	return l
+}
+
+var defaultLimits = limits{rows: rowGroupRows, bytes: rowGroupBytes}
 
 // Writer writes one Parquet file of rows of type T. It is not safe for
 // use by several goroutines at once.
@@ -114,8 +137,8 @@ var openFile = func(name string) (file, error) {
 // Create starts writing a Parquet file of rows of type T at path. It writes
 // to path+".partial" and only Close renames it to path, so a failed or
 // interrupted analysis never leaves a file that looks complete.
-func Create[T any](path string) (*Writer[T], error) {
-	return create[T](path, defaultLimits)
+func Create[T any](path string, opts ...Option) (*Writer[T], error) {
+	return create[T](path, defaultLimits.with(opts))
 }
 
 // CreateLanes is Create with row groups encoded and compressed on lanes
@@ -123,8 +146,8 @@ func Create[T any](path string) (*Writer[T], error) {
 // about lanes times as fast when the cores are free, for a row group's
 // memory per lane. Write then returns before its rows are encoded; an
 // error of a lane comes back from a later Write or from Close.
-func CreateLanes[T any](path string, lanes int) (*Writer[T], error) {
-	return createLanes[T](path, defaultLimits, lanes)
+func CreateLanes[T any](path string, lanes int, opts ...Option) (*Writer[T], error) {
+	return createLanes[T](path, defaultLimits.with(opts), lanes)
 }
 
 func create[T any](path string, lim limits) (*Writer[T], error) {
@@ -163,11 +186,15 @@ func newParquetWriter[T any](out io.Writer, lim limits, lanes int) (pw *parquet.
 			err = fmt.Errorf("parquet-go: %v", r)
 		}
 	}()
-	return parquet.NewGenericWriter[T](out,
+	opts := []parquet.WriterOption{
 		parquet.Compression(newZstdLanes(lanes)),
 		parquet.DefaultEncodingFor(parquet.Double, &parquet.ByteStreamSplit),
 		parquet.MaxRowsPerRowGroup(lim.rows),
-	), nil
+	}
+	for _, c := range lim.noBounds {
+		opts = append(opts, parquet.SkipPageBounds(c), parquet.SkipPageStatistics(c))
+	}
+	return parquet.NewGenericWriter[T](out, opts...), nil
 }
 
 // Write appends rows. It may be called many times with batches of any

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -139,6 +140,38 @@ func TestRoundTrip(t *testing.T) {
 			require.Contains(t, c.MetaData.Encoding, format.RLEDictionary, name)
 		case "f64":
 			require.Contains(t, c.MetaData.Encoding, format.ByteStreamSplit, name)
+		}
+	}
+}
+
+// NoBounds leaves the named columns' min and max out of the row groups
+// and the page index, and only theirs; the rows read back the same.
+func TestNoBounds(t *testing.T) {
+	rows := everyRows()
+	for _, skip := range [][]string{nil, {"name"}, {"name", "text"}} {
+		path := filepath.Join(t.TempDir(), "every.parquet")
+		w, err := Create[every](path, NoBounds(skip...))
+		require.NoError(t, err)
+		defer w.Abort()
+		require.NoError(t, w.Write(rows))
+		require.NoError(t, w.Close())
+		got, err := ReadAll[every](path)
+		require.NoError(t, err)
+		requireSameRows(t, rows, got)
+		pf := openParquet(t, path)
+		for i, c := range pf.Metadata().RowGroups[0].Columns {
+			name := c.MetaData.PathInSchema[0]
+			st := c.MetaData.Statistics
+			ix, err := pf.RowGroups()[0].ColumnChunks()[i].ColumnIndex()
+			require.NoError(t, err, name)
+			if slices.Contains(skip, name) {
+				require.Empty(t, st.MinValue, name)
+				require.Empty(t, st.MaxValue, name)
+				require.Empty(t, ix.MaxValue(0).Bytes(), name)
+			} else if name != "b" {
+				require.NotEmpty(t, st.MaxValue, name)
+				require.NotEmpty(t, ix.MaxValue(0).Bytes(), name)
+			}
 		}
 	}
 }
