@@ -337,8 +337,7 @@ type partData struct {
 	id  []int64
 	tsc []uint64 // on a channel that notes waits, bit 63 set where the record followed one (decode.go)
 	ch  []uint32
-	buf []byte // a spilled block, decoded
-	enc []byte // and as it was read
+	enc []byte // a spilled block as it was read
 }
 
 // read loads partition k's records into d (reusing its arrays), a
@@ -365,14 +364,15 @@ func (p *partitions) read(k int, d *partData) error {
 				return fmt.Errorf("spill %s: %w", p.files[b.file].Name(), err)
 			}
 			var err error
-			if d.buf, err = logfile.DecodeColumns(d.buf[:0], enc, int(b.n), spillRecordSize); err != nil {
+			if d.id, d.tsc, err = logfile.DecodeColumnPair(d.id, d.tsc, enc, int(b.n)); err != nil {
 				return fmt.Errorf("spill %s at byte %d: %w", p.files[b.file].Name(), b.off, err)
 			}
-			raw = d.buf
 		}
 		for o := 0; o < len(raw); o += spillRecordSize {
 			d.id = append(d.id, int64(binary.LittleEndian.Uint64(raw[o:])))
 			d.tsc = append(d.tsc, binary.LittleEndian.Uint64(raw[o+8:]))
+		}
+		for range b.n {
 			d.ch = append(d.ch, b.ch)
 		}
 	}

@@ -46,22 +46,74 @@ func DecodeColumns(dst, src []byte, n, recSize int) ([]byte, error) {
 	start := len(dst)
 	dst = append(dst, make([]byte, n*recSize)...)
 	out := dst[start:]
+	p := 0
 	for col := 0; col*8 < recSize; col++ {
 		var prev uint64
 		for i := 0; i < n; i++ {
-			u, k := binary.Uvarint(src)
-			if k <= 0 {
+			u, q := uvarintAt(src, p)
+			if q <= p {
 				return dst, errors.New("column encoding cut short")
 			}
-			src = src[k:]
+			p = q
 			prev += uint64(int64(u>>1) ^ -int64(u&1))
 			binary.LittleEndian.PutUint64(out[i*recSize+col*8:], prev)
 		}
 	}
-	if len(src) != 0 {
-		return dst, fmt.Errorf("column encoding has %d trailing bytes", len(src))
+	if p != len(src) {
+		return dst, fmt.Errorf("column encoding has %d trailing bytes", len(src)-p)
 	}
 	return dst, nil
+}
+
+// DecodeColumnPair reverses EncodeColumns of n records of 16 bytes (two
+// columns: tuple ids and TSCs) into the columns themselves, appended to
+// c0 and c1: DecodeColumns without the records in between.
+func DecodeColumnPair[A, B ~int64 | ~uint64](c0 []A, c1 []B, src []byte, n int) ([]A, []B, error) {
+	c0, p, err := appendDeltas(c0, src, 0, n)
+	if err != nil {
+		return c0, c1, err
+	}
+	if c1, p, err = appendDeltas(c1, src, p, n); err != nil {
+		return c0, c1, err
+	}
+	if p != len(src) {
+		return c0, c1, fmt.Errorf("column encoding has %d trailing bytes", len(src)-p)
+	}
+	return c0, c1, nil
+}
+
+// appendDeltas appends the n values of the column whose zigzag varint
+// deltas start at src[p], and returns the offset after them.
+func appendDeltas[T ~int64 | ~uint64](dst []T, src []byte, p, n int) ([]T, int, error) {
+	dst = slices.Grow(dst, n)
+	var prev uint64
+	for range n {
+		u, q := uvarintAt(src, p)
+		if q <= p {
+			return dst, p, errors.New("column encoding cut short")
+		}
+		p = q
+		prev += uint64(int64(u>>1) ^ -int64(u&1))
+		dst = append(dst, T(prev))
+	}
+	return dst, p, nil
+}
+
+// uvarintAt is binary.Uvarint of src[p:] and the offset after it (<= p
+// when src ends first or the varint overflows), a byte below 0x80 (a
+// delta of a climbing id) without the loop.
+func uvarintAt(src []byte, p int) (uint64, int) {
+	if p < len(src) && src[p] < 0x80 {
+		return uint64(src[p]), p + 1
+	}
+	if p >= len(src) {
+		return 0, p
+	}
+	u, k := binary.Uvarint(src[p:])
+	if k <= 0 {
+		return 0, p
+	}
+	return u, p + k
 }
 
 var (

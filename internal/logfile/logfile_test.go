@@ -38,17 +38,44 @@ func TestColumnsRoundTrip(t *testing.T) {
 			back, err := DecodeColumns(nil, un, 5000, recSize)
 			require.NoError(t, err)
 			require.Equal(t, raw, back)
+			if recSize == 16 {
+				ids, tscs, err := DecodeColumnPair([]int64{-1}, []uint64{7}, un, 5000)
+				require.NoError(t, err)
+				requirePairIsRecords(t, back, ids, tscs)
+			}
 		}
 	}
 }
 
+// requirePairIsRecords: DecodeColumnPair appended, after the one value
+// each column held, the ids and TSCs of the 16-byte records raw.
+func requirePairIsRecords(t *testing.T, raw []byte, ids []int64, tscs []uint64) {
+	t.Helper()
+	require.Len(t, ids, 1+len(raw)/16)
+	require.Len(t, tscs, 1+len(raw)/16)
+	require.Equal(t, int64(-1), ids[0])
+	require.Equal(t, uint64(7), tscs[0])
+	for i := 0; i < len(raw)/16; i++ {
+		require.Equal(t, binary.LittleEndian.Uint64(raw[i*16:]), uint64(ids[1+i]), "id %d", i)
+		require.Equal(t, binary.LittleEndian.Uint64(raw[i*16+8:]), tscs[1+i], "tsc %d", i)
+	}
+}
+
+// Bytes that are not a column encoding give an error from both decoders,
+// never a panic, and where one decodes them the other gives the same.
 func FuzzDecodeColumns(f *testing.F) {
 	f.Add([]byte{1, 2, 3}, 2)
+	f.Add([]byte{2, 0x80, 1, 4, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 1}, 2)
 	f.Fuzz(func(t *testing.T, b []byte, n int) {
 		if n < 0 || n > 1000 {
 			return
 		}
-		_, _ = DecodeColumns(nil, b, n, 16) // must not panic
+		raw, err := DecodeColumns(nil, b, n, 16)
+		ids, tscs, err2 := DecodeColumnPair([]int64{-1}, []uint64{7}, b, n)
+		require.Equal(t, err == nil, err2 == nil, "%v / %v", err, err2)
+		if err == nil {
+			requirePairIsRecords(t, raw, ids, tscs)
+		}
 	})
 }
 
