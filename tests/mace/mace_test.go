@@ -145,47 +145,69 @@ func truth(recs *udppipe.Records) (worst, sure, edge map[int]float64) {
 // worst); it returns the windows within the theorem's bounds, of how many,
 // and whether the worst case held.
 // stalled are the windows (by stimulus) whose tuples met an operator the
-// machine stopped mid-work, as the records show it: a stay from "X in" to
-// "X out" over ten times X's median and over 1 ms (Mace models the load,
-// not a CPU taken away), and the windows after it for twice that stay
-// (the tuples queued behind it wait as long).
-func stalled(recs *udppipe.Records) map[int]bool {
+// machine stopped, as the records show it (Mace models the load, not a CPU
+// taken away): mid-work, a stay from "X in" to "X out" over ten times X's
+// median and over least; or between two tuples, a hand-off (from X's out
+// to its next in while that tuple already waited: its upstream out came
+// first) over ten times X's median hand-off and over least; and the
+// windows after either for twice that time (the tuples queued behind it
+// wait as long).
+func stalled(recs *udppipe.Records, least float64) map[int]bool {
 	stim := map[int64]uint64{}
 	for _, x := range recs.Chan["gen out"] {
 		stim[x.ID] = x.TSC
 	}
 	out := map[int]bool{}
-	for _, op := range []string{"A", "B"} {
-		in := map[int64]uint64{}
-		for _, x := range recs.Chan[op+" in"] {
-			in[x.ID] = x.TSC
+	type gap struct {
+		id int64 // the tuple at its end
+		d  float64
+	}
+	// mark marks the windows of the gaps far over their median.
+	mark := func(gaps []gap) {
+		if len(gaps) == 0 {
+			return
 		}
-		type stay struct {
-			id int64
-			d  float64
-		}
-		var stays []stay
-		var ds []float64
-		for _, x := range recs.Chan[op+" out"] {
-			if t, ok := in[x.ID]; ok && x.TSC >= t {
-				d := float64(x.TSC-t) / recs.Hz
-				stays = append(stays, stay{x.ID, d})
-				ds = append(ds, d)
-			}
-		}
-		if len(ds) == 0 {
-			continue
+		ds := make([]float64, len(gaps))
+		for i, g := range gaps {
+			ds[i] = g.d
 		}
 		sort.Float64s(ds)
 		med := ds[len(ds)/2]
-		for _, st := range stays {
-			if at, ok := stim[st.id]; ok && st.d > 10*med && st.d > 1e-3 {
+		for _, g := range gaps {
+			if at, ok := stim[g.id]; ok && g.d > 10*med && g.d > least {
 				from := float64(at-recs.T0) / recs.Hz
-				for w := int(from / window); w <= int((from+2*st.d)/window); w++ {
+				for w := int(from / window); w <= int((from+2*g.d)/window); w++ {
 					out[w] = true
 				}
 			}
 		}
+	}
+	for _, op := range [][2]string{{"A", "gen out"}, {"B", "A out"}} {
+		in, up := map[int64]uint64{}, map[int64]uint64{}
+		for _, x := range recs.Chan[op[0]+" in"] {
+			in[x.ID] = x.TSC
+		}
+		for _, x := range recs.Chan[op[1]] {
+			up[x.ID] = x.TSC
+		}
+		var stays, handOffs []gap
+		outs := recs.Chan[op[0]+" out"]
+		for k, x := range outs {
+			t, ok := in[x.ID]
+			if !ok || x.TSC < t {
+				continue
+			}
+			stays = append(stays, gap{x.ID, float64(x.TSC-t) / recs.Hz})
+			if k == 0 {
+				continue
+			}
+			prev := outs[k-1].TSC
+			if u, ok := up[x.ID]; ok && u <= prev && t >= prev {
+				handOffs = append(handOffs, gap{x.ID, float64(t-prev) / recs.Hz})
+			}
+		}
+		mark(stays)
+		mark(handOffs)
 	}
 	return out
 }
@@ -193,7 +215,7 @@ func stalled(recs *udppipe.Records) map[int]bool {
 func check(t *testing.T, tag string, rows []map[string]string, recs *udppipe.Records) (within, windows int, worstOK bool) {
 	t.Helper()
 	tr, sure, edge := truth(recs)
-	stall := stalled(recs)
+	stall := stalled(recs, 1e-3)
 	skipped := 0
 	trueWorst, predWorst, eps, minLat := 0.0, 0.0, 0.0, math.Inf(1)
 	for _, r := range rows {
@@ -315,8 +337,10 @@ func TestMaceNoExcess(t *testing.T) {
 	// mid-work, as the records show (stalled): a stay the machine
 	// stretched is excess Mace rightly sees, not load (with two busy loops
 	// beside it, CI once saw Mace 1.34 ms in a window of evenly spaced
-	// tuples).
-	stall := stalled(recs)
+	// tuples), or held between two tuples (B's hand-off 801 us once, with
+	// the other vCPU busy): one such cost over two sub-windows leaves
+	// more than one of excess.
+	stall := stalled(recs, window/16)
 	even, total, excess := 0, 0, false
 	for _, r := range rows {
 		if r["scenario"] != "measured" || r["tuples"] == "0" {
