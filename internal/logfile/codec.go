@@ -50,11 +50,17 @@ func DecodeColumns(dst, src []byte, n, recSize int) ([]byte, error) {
 	for col := 0; col*8 < recSize; col++ {
 		var prev uint64
 		for i := 0; i < n; i++ {
-			u, q := uvarintAt(src, p)
-			if q <= p {
-				return dst, errors.New("column encoding cut short")
+			var u uint64
+			if p < len(src) && src[p] < 0x80 { // here, not in uvarintAt: it would not inline
+				u = uint64(src[p])
+				p++
+			} else {
+				var q int
+				if u, q = uvarintAt(src, p); q <= p {
+					return dst, errors.New("column encoding cut short")
+				}
+				p = q
 			}
-			p = q
 			prev += uint64(int64(u>>1) ^ -int64(u&1))
 			binary.LittleEndian.PutUint64(out[i*recSize+col*8:], prev)
 		}
@@ -88,11 +94,17 @@ func appendDeltas[T ~int64 | ~uint64](dst []T, src []byte, p, n int) ([]T, int, 
 	dst = slices.Grow(dst, n)
 	var prev uint64
 	for range n {
-		u, q := uvarintAt(src, p)
-		if q <= p {
-			return dst, p, errors.New("column encoding cut short")
+		var u uint64
+		if p < len(src) && src[p] < 0x80 { // as in DecodeColumns
+			u = uint64(src[p])
+			p++
+		} else {
+			var q int
+			if u, q = uvarintAt(src, p); q <= p {
+				return dst, p, errors.New("column encoding cut short")
+			}
+			p = q
 		}
-		p = q
 		prev += uint64(int64(u>>1) ^ -int64(u&1))
 		dst = append(dst, T(prev))
 	}
@@ -100,12 +112,9 @@ func appendDeltas[T ~int64 | ~uint64](dst []T, src []byte, p, n int) ([]T, int, 
 }
 
 // uvarintAt is binary.Uvarint of src[p:] and the offset after it (<= p
-// when src ends first or the varint overflows), a byte below 0x80 (a
-// delta of a climbing id) without the loop.
+// when src ends first or the varint overflows). Its callers take a byte
+// below 0x80 (a delta of a climbing id) themselves, without the loop.
 func uvarintAt(src []byte, p int) (uint64, int) {
-	if p < len(src) && src[p] < 0x80 {
-		return uint64(src[p]), p + 1
-	}
 	if p >= len(src) {
 		return 0, p
 	}
