@@ -773,3 +773,16 @@ func TestTopologyByShapes(t *testing.T) {
 	shaped[0].Merge(shaped[1])
 	require.Equal(t, direct.topo, *shaped[0].topology())
 }
+
+// movedText names the range of the moved windows' costs, and one window's
+// cost once (not "from 0.125 us (window 4) to 0.125 us (window 4)").
+func TestMovedText(t *testing.T) {
+	m := &maker{cfg: Config{MinTuples: 30}}
+	tot := instTotal{est: cost.Estimate{CostS: 137e-9}, windows: []cost.Estimate{
+		{Tuples: 100, CostS: 140e-9, CostLowS: 1e-9}, {Tuples: 100, CostS: 125e-9, CostLowS: 1e-9},
+		{Tuples: 100, CostS: 150e-9, CostLowS: 1e-9}, {Tuples: 10, CostS: 1e-6, CostLowS: 1e-9}}}
+	one := m.movedText("b", "b/1/", tot, []int{1})
+	require.Contains(t, one, "in 1 of 3 windows (1): 0.125 us there, 0.137 us over the run")
+	two := m.movedText("b", "b/1/", tot, []int{1, 2})
+	require.Contains(t, two, "in 2 of 3 windows (1, 2): from 0.125 us (window 1) to 0.15 us (window 2), 0.137 us over the run")
+}

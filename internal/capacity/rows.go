@@ -767,9 +767,13 @@ func (m *maker) movedText(op, label string, t instTotal, moved []int) string {
 		}
 		ws = append(ws, fmt.Sprint(w))
 	}
-	return fmt.Sprintf("%s (%s): its cost moved beyond its interval in %d of %d windows (%s): from %s (window %d) to %s (window %d), %s over the run; "+
+	where := fmt.Sprintf("from %s (window %d) to %s (window %d)", fmtUS(t.windows[lo].CostS), lo, fmtUS(t.windows[hi].CostS), hi)
+	if lo == hi { // one window: not "from 0.125 us (window 4) to 0.125 us (window 4)"
+		where = fmt.Sprintf("%s there", fmtUS(t.windows[lo].CostS))
+	}
+	return fmt.Sprintf("%s (%s): its cost moved beyond its interval in %d of %d windows (%s): %s, %s over the run; "+
 		"a CPU shared with other work, a garbage collection or a change of phase does that, and a capacity from one window does not hold in another",
-		op, label, len(moved), counted, strings.Join(ws, ", "), fmtUS(t.windows[lo].CostS), lo, fmtUS(t.windows[hi].CostS), hi, fmtUS(t.est.CostS))
+		op, label, len(moved), counted, strings.Join(ws, ", "), where, fmtUS(t.est.CostS))
 }
 
 // skew is the largest over the mean of the instances' arrivals.

@@ -803,8 +803,16 @@ func (res *Result) drift(cfg *Config, cm CostModel) {
 			}
 		}
 		if moved > 0 && float64(moved) >= driftShare*float64(counted) {
-			res.Flags = append(res.Flags, fmt.Sprintf("cost drift: %s (%s) cost %s to %s us a tuple in %d of %d windows, beyond their intervals, against %s us over the run (a CPU shared with other work, a garbage collection, a change of phase): Mace follows each window's cost here, but a what-if or another run's prediction cannot know when the machine will be busy",
-				in.Operator, in.Label, fmtUS(lo), fmtUS(hi), moved, counted, fmtUS(run.CostS)))
+			costs := fmtUS(lo) + " to " + fmtUS(hi)
+			if fmtUS(lo) == fmtUS(hi) { // not "0.125 to 0.125"
+				costs = fmtUS(lo)
+			}
+			windows := "windows, beyond their intervals"
+			if moved == 1 {
+				windows = "windows, beyond its interval"
+			}
+			res.Flags = append(res.Flags, fmt.Sprintf("cost drift: %s (%s) cost %s us a tuple in %d of %d %s, against %s us over the run (a CPU shared with other work, a garbage collection, a change of phase): Mace follows each window's cost here, but a what-if or another run's prediction cannot know when the machine will be busy",
+				in.Operator, in.Label, costs, moved, counted, windows, fmtUS(run.CostS)))
 		}
 	}
 }
