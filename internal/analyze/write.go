@@ -20,14 +20,14 @@ import (
 
 // DurationRow is one row of durations.parquet (and durations.csv).
 type DurationRow struct {
-	TupleID             int64   `parquet:"tuple_id"`
+	TupleID             int64   `parquet:"tuple_id,delta"`
 	FromNode            string  `parquet:"from_node,dict"`
 	FromChannel         string  `parquet:"from_channel,dict"`
 	ToNode              string  `parquet:"to_node,dict"`
 	ToChannel           string  `parquet:"to_channel,dict"`
 	Kind                string  `parquet:"kind,dict"`
-	StartTSC            uint64  `parquet:"start_tsc"`
-	EndTSC              uint64  `parquet:"end_tsc"`
+	StartTSC            uint64  `parquet:"start_tsc,delta"`
+	EndTSC              uint64  `parquet:"end_tsc,delta"`
 	Cycles              float64 `parquet:"cycles"`
 	ErrorCycles         float64 `parquet:"error_cycles"`
 	Seconds             float64 `parquet:"seconds"`

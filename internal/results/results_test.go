@@ -644,3 +644,32 @@ func TestZstdCodec(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, src, dec)
 }
+
+// deltaRow has DELTA_BINARY_PACKED integers, as durations.parquet's ids
+// and TSCs.
+type deltaRow struct {
+	I int64  `parquet:"i,delta"`
+	U uint64 `parquet:"u,delta"`
+}
+
+// Delta-encoded integers come back as written across their whole range:
+// deltas that wrap (TSCs at and past 2^63, ids from the minimum to the
+// maximum), runs of equal values, and climbing ones.
+func TestDeltaIntegers(t *testing.T) {
+	rows := []deltaRow{{math.MinInt64, 0}, {math.MaxInt64, math.MaxUint64}, {0, 1 << 63}, {-1, 1<<63 - 1}, {-1, 1<<63 - 1}}
+	for i := range 5000 {
+		rows = append(rows, deltaRow{int64(i / 4), 1<<63 - 2500 + uint64(i)*3})
+	}
+	path := filepath.Join(t.TempDir(), "delta.parquet")
+	w, err := Create[deltaRow](path)
+	require.NoError(t, err)
+	defer w.Abort()
+	require.NoError(t, w.Write(rows))
+	require.NoError(t, w.Close())
+	got, err := ReadAll[deltaRow](path)
+	require.NoError(t, err)
+	require.Equal(t, rows, got)
+	for _, c := range openParquet(t, path).Metadata().RowGroups[0].Columns {
+		require.Contains(t, c.MetaData.Encoding, format.DeltaBinaryPacked, c.MetaData.PathInSchema[0])
+	}
+}
