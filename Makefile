@@ -84,9 +84,18 @@ SUITES := test-go test-fuzz test-analyze-data test-c test-install test-java test
 test:
 	@MAKE='$(MAKE)' bash tests/run-suites.sh $(SUITES)
 
+# Tests of pure arithmetic on one goroutine skip themselves under -race
+# (internal/racetest: nothing there for it to watch, and 5-10x slower) and
+# run here again without it.
+ARITH_TESTS := TestStatsSameAsBefore|TestStatsMerge|TestBucketOfRandom|TestBucketOfBoundaries|TestReadingRangeIsTheTranslation|TestTranslatedIdentical
+
 test-go:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
+	@out=$$($(GO) test -count=1 -timeout 10m -run '^($(ARITH_TESTS))$$' -v ./internal/analyze ./minrtt) || { echo "$$out"; exit 1; }; \
+	echo "$$out" | grep -E '^(--- |ok)'; \
+	ran=$$(echo "$$out" | grep -c '^--- PASS'); want=$$(echo '$(ARITH_TESTS)' | tr '|' '\n' | wc -l); \
+	[ "$$ran" -eq "$$want" ] || { echo "ARITH_TESTS: $$ran of $$want ran without -race (a test renamed?)"; exit 1; }
 
 # Fuzzing, bounded: each target of tests/fuzz-targets.txt (the log-file
 # decoders and counter files, the probe, datagen and configuration-server

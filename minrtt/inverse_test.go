@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"cloudprofiler/internal/racetest"
 )
 
 // rangeCheck compares r's answers for reading c with the translation's.
@@ -33,6 +35,7 @@ func rangeCheck(t *testing.T, m *Model, i int, r *ReadingRange, c uint64, what s
 // counter's ends). A node the translation reaches is shown monotone and
 // its bands are narrow: the integer test decides almost every reading.
 func TestReadingRangeIsTheTranslation(t *testing.T) {
+	racetest.Arithmetic(t)
 	rng := rand.New(rand.NewSource(48))
 	for _, tc := range transModels(t) {
 		m := tc.m

@@ -8,6 +8,8 @@ import (
 	"unsafe"
 
 	"github.com/stretchr/testify/require"
+
+	"cloudprofiler/internal/racetest"
 )
 
 // Translated: Translate once, then Value and DurationTranslated give the
@@ -139,6 +141,7 @@ func TestTranslatedSize(t *testing.T) {
 // DurationTranslated == DurationIdx == the old DurationIdx, and Value ==
 // PointRelIdx == the old PointRelIdx, bit for bit.
 func TestTranslatedIdentical(t *testing.T) {
+	racetest.Arithmetic(t)
 	n := 10000
 	if testing.Short() {
 		n = 2000

@@ -326,7 +326,7 @@ func TestCutRangeIsTheTranslation(t *testing.T) {
 			{math.Inf(-1), at(2, 500)}, {at(1, 500), math.Inf(1)},
 		}
 		nearIn, nearOut, onEnd := 0, 0, 0
-		for _, rg := range ranges {
+		for ri, rg := range ranges {
 			from, to := rg[0], rg[1]
 			rrs := map[int]*minrtt.ReadingRange{}
 			for _, n := range nodes {
@@ -340,9 +340,15 @@ func TestCutRangeIsTheTranslation(t *testing.T) {
 				}
 				rr := rrs[a.chNode[i]]
 				for _, r := range recs[i] {
+					// Plain comparisons, not require's: millions of calls, and
+					// require's reflection took most of this test's time under -race.
 					want := r.est >= from && r.est < to
-					require.Equal(t, want, rr.Contains(r.r.TSC), "%s: %s reading %d, estimate %v, in [%v, %v)", meth, c.Label(), r.r.TSC, r.est, from, to)
-					require.Equal(t, r.est < from, rr.Before(r.r.TSC), "%s: %s reading %d", meth, c.Label(), r.r.TSC)
+					if got := rr.Contains(r.r.TSC); got != want {
+						t.Fatalf("%s: %s reading %d, estimate %v, in [%v, %v): Contains %v, want %v", meth, c.Label(), r.r.TSC, r.est, from, to, got, want)
+					}
+					if got := rr.Before(r.r.TSC); got != (r.est < from) {
+						t.Fatalf("%s: %s reading %d, estimate %v, from %v: Before %v", meth, c.Label(), r.r.TSC, r.est, from, got)
+					}
 					if r.est == from || r.est == to {
 						onEnd++
 					}
@@ -356,7 +362,14 @@ func TestCutRangeIsTheTranslation(t *testing.T) {
 					}
 				}
 			}
-			// Whole cuts, against translating each record.
+			// Whole cuts, against translating each record: every range with
+			// the best method; with the others, whose ranges differ from
+			// its only in rr (tested record by record above), three (a
+			// range, its ends moved by an ulp, an open end): cutting reads
+			// every channel whole: most of this test's time under -race.
+			if meth != minrtt.MethodBest && ri != 0 && ri != 3 && ri != 5 {
+				continue
+			}
 			meta := CutMeta{FromNs: 1, ToNs: 2, FromCycles: from, ToCycles: to}
 			span := &cycleSpan{lo: math.Inf(1), hi: math.Inf(-1)}
 			for i, c := range a.chans {

@@ -1,0 +1,6 @@
+//go:build race
+
+package racetest
+
+// Enabled: built with -race.
+const Enabled = true
