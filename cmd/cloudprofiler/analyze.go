@@ -48,7 +48,7 @@ func logInputFlags(fs *flag.FlagSet, cfg *analyze.Config, logs *multiFlag) *logI
 	in := &logInputs{fs: fs, cfg: cfg, logs: logs}
 	in.method = fs.String("method", "best", "error bound: best (tightest strict), paper (two MinRTTs), allprobes")
 	in.mem = fs.Int("mem-mb", 256, "memory the "+fs.Name()+" aims to stay within, MiB (docs/performance.md says what comes on top)")
-	fs.StringVar(&cfg.SpillDir, "spill", "", "directory for records spilled past --mem-mb, up to 16 bytes a record (default OUT/.spill)")
+	fs.StringVar(&cfg.SpillDir, "spill", "", "directory for records spilled past --mem-mb, about 4 bytes a record, at most 20 (default OUT/.spill)")
 	fs.IntVar(&cfg.Workers, "workers", 0, "goroutines decoding and joining (default: one per core)")
 	fs.BoolVar(&cfg.OneRun, "one-run", false, "take the logs as one run even where channels were opened again after a time no channel logged (else refused as two runs)")
 	return in

@@ -276,7 +276,7 @@ func (w *partWriter) flush(k int) error {
 		out := w.enc
 		blk.size = uint32(len(out))
 		if _, err := w.f.Write(out); err != nil {
-			return fmt.Errorf("spill: %w (the spill directory needs up to 16 bytes per tuple record, usually about 4: --spill DIR, or a larger --mem-mb)", err)
+			return fmt.Errorf("spill: %w (the spill directory needs about 4 bytes a tuple record, at most 20: --spill DIR, or a larger --mem-mb)", err)
 		}
 		blk.file, blk.off = w.file, w.off
 		w.off += int64(len(out))

@@ -37,7 +37,7 @@ import (
 // (one per worker), half for the decoders' open blocks (before the join
 // starts), an eighth for the index of spilled blocks, and the records
 // themselves in memory only when all of them fit in a quarter (else in
-// spill files, column-encoded: up to 16 bytes a record, about 4 for
+// spill files, column-encoded: at most 20 bytes a record, about 4 for
 // climbing ids and counters); during the join, the report's aggregates
 // over time take at most an eighth (timeline.go: the decoders' half is
 // free by then). Not in the budget: the per-pair statistics
