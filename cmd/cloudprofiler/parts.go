@@ -31,6 +31,7 @@ func runJoinPart(stdout, stderr io.Writer, args []string) error {
 	var capCfg analyze.Config
 	checkCapacity := capacityFlags(fs, &capCfg, true, false)
 	fs.BoolVar(&cfg.NoCapacity, "no-capacity", false, "no capacity sums even when channels mark operators")
+	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the join to this file (go tool pprof): where its time goes")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -50,6 +51,11 @@ func runJoinPart(stdout, stderr io.Writer, args []string) error {
 			return fmt.Errorf("join-part: --rank-json must be a JSON list of each channel's place, as merge-parts prints it (%v)", err)
 		}
 	}
+	stop, err := startCPUProfile("join-part", *cpuProfile)
+	if err != nil {
+		return err
+	}
+	defer stop()
 	return analyze.RunPart(cfg)
 }
 
@@ -68,6 +74,7 @@ func runMergeParts(stdout, stderr io.Writer, args []string) error {
 	stateOut := fs.String("state", "", "write the states merged into one state here instead (a merge in a tree), and nothing else")
 	checkCapacity := capacityFlags(fs, &cfg, false, true) // the windows: join-part's, in the states
 	fs.BoolVar(&cfg.NoCapacity, "no-capacity", false, "no capacity.csv even when channels mark operators (the states' sums are left)")
+	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the merge to this file (go tool pprof): where its time goes")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -77,6 +84,11 @@ func runMergeParts(stdout, stderr io.Writer, args []string) error {
 	if *export == "" || fs.NArg() == 0 {
 		return errors.New("merge-parts: --export and the states (join-part --state) are required")
 	}
+	stop, err := startCPUProfile("merge-parts", *cpuProfile)
+	if err != nil {
+		return err
+	}
+	defer stop()
 	res, err := analyze.MergeParts(cfg, *export, fs.Args(), *stateOut)
 	if *stateOut != "" {
 		return err

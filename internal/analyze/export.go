@@ -287,23 +287,32 @@ func copyFileAtomic(src, dst string) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
-	tmp := dst + ".partial"
-	out, err := os.Create(tmp)
-	if err != nil {
-		return fmt.Errorf("export: %w", err)
-	}
-	_, err = io.Copy(out, in)
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, dst)
-	}
-	if err != nil {
-		os.Remove(tmp)
+	if err := createAtomic(dst, func(w io.Writer) error { _, err := io.Copy(w, in); return err }); err != nil {
 		return fmt.Errorf("export: %s: %w", dst, err)
 	}
 	return nil
+}
+
+// createAtomic creates path with what fill writes, through path.partial
+// and a rename: a reader finds the whole file or none (a failure removes
+// the partial file).
+func createAtomic(path string, fill func(io.Writer) error) error {
+	tmp := path + ".partial"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	err = fill(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
 }
 
 // exportRole is how channels/STEM.json names a channel's role.

@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"encoding/gob"
 	"errors"
 	"fmt"
 	"math"
@@ -497,4 +498,51 @@ func FuzzMergeParts(f *testing.F) {
 			require.Equal(t, all.Tuples, res.Tuples, "each partition once: analyze's count")
 		}
 	})
+}
+
+// A partition's state carries each Stats through gob as it was, field for
+// field: exact values as raw bytes (floatColumn: NaN's payload, -0 and the
+// infinities kept), no list (histogram only), an empty list still kept
+// (exact values to come), and a list past a few pages.
+func TestStateKeepsStats(t *testing.T) {
+	special := []float64{math.Float64frombits(0x7ff8000000000bad), math.Inf(1), math.Inf(-1), math.Copysign(0, -1), 0, 1e-300, 3.5e9}
+	many := make([]float64, 100_000)
+	for i := range many {
+		many[i] = float64(i) * 1.25
+	}
+	empty := newStatsLimit(10)
+	hist := newStatsLimit(0)
+	for _, v := range many {
+		hist.Add(v)
+	}
+	withSpecial, withMany := newStatsLimit(100), newStatsLimit(200_000)
+	for _, v := range special {
+		withSpecial.Add(v)
+	}
+	for _, v := range many {
+		withMany.Add(v)
+	}
+	dir := t.TempDir()
+	for name, s := range map[string]*Stats{"empty": empty, "histogram": hist, "special": withSpecial, "many": withMany} {
+		path := filepath.Join(dir, name)
+		require.NoError(t, writeGob(path, &partState{Version: partStateVersion, Pairs: []pairState{{Dur: s.state()}}}))
+		f, err := os.Open(path)
+		require.NoError(t, err)
+		var st partState
+		require.NoError(t, gob.NewDecoder(f).Decode(&st))
+		f.Close()
+		got := st.Pairs[0].Dur.stats()
+		// state() flushed s's run of one bucket into its counts; the
+		// bucket it remembers for the next value is a cache, not carried.
+		s.lastBits, s.lastB = 0, 0
+		require.Empty(t, statsFieldsDiffer(s, got), "%s: min %v/%v max %v/%v", name, s.Min, got.Min, s.Max, got.Max)
+		require.Equal(t, s.exact == nil, got.exact == nil, "%s: a list kept, or none", name)
+		for i, v := range s.exact {
+			require.Equal(t, math.Float64bits(v), math.Float64bits(got.exact[i]), "%s: value %d", name, i)
+		}
+		_, err = os.Stat(path + ".partial")
+		require.True(t, errors.Is(err, os.ErrNotExist), "%s: the partial file is gone", name)
+	}
+	var f floatColumn
+	require.ErrorContains(t, f.GobDecode(make([]byte, 12)), "not 8 a value")
 }
