@@ -402,6 +402,9 @@ func (a *analysis) keptOf(key PairKey) *atomic.Uint64 {
 	c := a.kept[key]
 	if c == nil {
 		c = new(atomic.Uint64)
+		if a.keptFrom != nil {
+			c.Store(a.keptFrom(key))
+		}
 		a.kept[key] = c
 	}
 	return c

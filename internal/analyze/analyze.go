@@ -204,6 +204,10 @@ type analysis struct {
 	isReturn []bool      // channel -> a FOX_START return log
 	keptMu   sync.Mutex
 	kept     map[PairKey]*atomic.Uint64 // per pair: durations the workers keep exactly
+	// keptFrom, when set, is where a pair's count of kept durations starts
+	// (a partition of an export: exactLimit for a pair that may have more
+	// durations than that in the whole export, which then keeps none).
+	keptFrom func(PairKey) uint64
 	progress progress
 	// noCostModel says why capacity has no cost model ("": it has one
 	// when the visits are walked).

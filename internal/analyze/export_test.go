@@ -546,3 +546,81 @@ func TestStateKeepsStats(t *testing.T) {
 	var f floatColumn
 	require.ErrorContains(t, f.GobDecode(make([]byte, 12)), "not 8 a value")
 }
+
+// A partition keeps no exact values of a pair whose channels each hold
+// more records in the whole export than the bound (partExactBound): the
+// states carry histograms only, and the merged summary says its quantiles
+// are the histograms' (summary.csv's quantiles column), its counts,
+// minima and maxima still the exact run's.
+func TestPartKeepsNoExactPastTheBound(t *testing.T) {
+	dir := t.TempDir()
+	writeTopology(t, dir, 3000, 7)
+	cfg := Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{filepath.Join(dir, "logs")}, Ref: "b",
+		Out: filepath.Join(dir, "analyze"), NoCapacity: true, NoCriticalPath: true, NoMace: true, NoReport: true, NoDurations: true}
+	_, err := Run(cfg)
+	require.NoError(t, err)
+	ex := filepath.Join(dir, "export")
+	files := exportParts(t, cfg, ex, 4)
+	work := t.TempDir()
+	var votes []string
+	for p, f := range files {
+		votes = append(votes, filepath.Join(work, fmt.Sprintf("votes-%d", p)))
+		require.NoError(t, RunPart(PartConfig{Export: ex, Records: []string{f}, State: votes[p], Partition: p}))
+	}
+	order, err := MergeParts(Config{}, ex, votes, "")
+	require.NoError(t, err)
+	summary := func(name string) ([][]string, int64) {
+		var states []string
+		var size int64
+		for p, f := range files {
+			st := filepath.Join(work, fmt.Sprintf("%s-%d", name, p))
+			require.NoError(t, RunPart(PartConfig{Export: ex, Records: []string{f}, State: st, Partition: p, Rank: order.Rank, NoCapacity: true}))
+			fi, err := os.Stat(st)
+			require.NoError(t, err)
+			size += fi.Size()
+			states = append(states, st)
+		}
+		out := filepath.Join(work, name)
+		_, err := MergeParts(Config{Out: out, NoCapacity: true}, ex, states, "")
+		require.NoError(t, err)
+		b, err := os.ReadFile(filepath.Join(out, "summary.csv"))
+		require.NoError(t, err)
+		var rows [][]string
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			rows = append(rows, strings.Split(l, ","))
+		}
+		return rows, size
+	}
+	exact, exactBytes := summary("exact")
+	b, err := os.ReadFile(filepath.Join(cfg.Out, "summary.csv"))
+	require.NoError(t, err)
+	require.Equal(t, strings.TrimSpace(string(b)), func() string {
+		var ls []string
+		for _, r := range exact {
+			ls = append(ls, strings.Join(r, ","))
+		}
+		return strings.Join(ls, "\n")
+	}(), "under the bound: analyze's summary, exact")
+
+	defer func(b uint64) { partExactBound = b }(partExactBound)
+	partExactBound = 1000 // each tuple channel holds 3,000 records
+	hist, histBytes := summary("hist")
+	require.Len(t, hist, len(exact))
+	q := len(exact[0]) - 1
+	require.Equal(t, "quantiles", exact[0][q])
+	switched := 0
+	for i := 1; i < len(exact); i++ {
+		require.Equal(t, exact[i][:5], hist[i][:5], "kind, from, to, count, min")
+		require.Equal(t, exact[i][9], hist[i][9], "max")
+		require.Equal(t, "exact", exact[i][q])
+		if hist[i][q] == "histogram-0.1%" {
+			switched++
+		} else {
+			require.Equal(t, exact[i], hist[i])
+		}
+	}
+	require.Positive(t, switched, "some pair's quantiles came from the histograms")
+	// (At this size a histogram takes more bytes than 750 values: the
+	// states shrink only where a pair's values outnumber its buckets.)
+	t.Logf("%d of %d pairs from the histograms; states %d bytes with exact values, %d without", switched, len(exact)-1, exactBytes, histBytes)
+}
