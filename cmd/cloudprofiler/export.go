@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"cloudprofiler/internal/analyze"
+	"cloudprofiler/internal/scaleout"
 )
 
 // runExport: cloudprofiler export [--rounds DIR] --logs DIR... --out DIR
@@ -18,13 +19,13 @@ import (
 func runExport(stdout, stderr io.Writer, args []string) error {
 	fs := flag.NewFlagSet("export", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var cfg analyze.ExportConfig
+	var cfg scaleout.ExportConfig
 	var logs multiFlag
 	// Every node of one export takes the same rounds, --ref, --method and
 	// --partitions (export refuses others).
 	in := logInputFlags(fs, &cfg.Config, &logs)
 	fs.StringVar(&cfg.Out, "out", "", "the export's directory: created, or one that exports of other nodes wrote into")
-	fs.IntVar(&cfg.Partitions, "partitions", analyze.DefaultExportPartitions, "partitions by tuple id, a power of two: the join's tasks (every node of one export takes the same)")
+	fs.IntVar(&cfg.Partitions, "partitions", scaleout.DefaultExportPartitions, "partitions by tuple id, a power of two: the join's tasks (every node of one export takes the same)")
 	format := fs.String("format", "parquet", "parquet: the tuple records, partitioned, for the analysis on Spark; logs: the logs cut to --from, --to, for analyze on one machine")
 	fs.StringVar(&cfg.From, "from", "", "with --format logs: the range's start, a wall-clock time (RFC 3339: 2026-11-28T14:03:00Z) or seconds after the first round began (120.5)")
 	fs.StringVar(&cfg.To, "to", "", "with --format logs: the range's end (not in it), as --from")
@@ -49,7 +50,7 @@ func runExport(stdout, stderr io.Writer, args []string) error {
 	default:
 		return fmt.Errorf("export: --format %q: parquet or logs", *format)
 	}
-	res, err := analyze.Export(cfg)
+	res, err := scaleout.Export(cfg)
 	if errors.Is(err, analyze.ErrContradiction) {
 		return &exitCode{exitContradiction, err.Error()}
 	}
@@ -70,8 +71,8 @@ func runExport(stdout, stderr io.Writer, args []string) error {
 }
 
 // runCut: export --format logs: the logs cut to a time range.
-func runCut(stdout, stderr io.Writer, cfg analyze.ExportConfig, quiet bool, start time.Time) error {
-	res, err := analyze.Cut(cfg)
+func runCut(stdout, stderr io.Writer, cfg scaleout.ExportConfig, quiet bool, start time.Time) error {
+	res, err := scaleout.Cut(cfg)
 	if errors.Is(err, analyze.ErrContradiction) {
 		return &exitCode{exitContradiction, err.Error()}
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 
 	"cloudprofiler/internal/analyze"
+	"cloudprofiler/internal/scaleout"
 )
 
 // The two stages the analysis on Spark runs (docs/spark.md): join-part on
@@ -20,7 +21,7 @@ import (
 func runJoinPart(stdout, stderr io.Writer, args []string) error {
 	fs := flag.NewFlagSet("join-part", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var cfg analyze.PartConfig
+	var cfg scaleout.PartConfig
 	var recs multiFlag
 	fs.StringVar(&cfg.Export, "export", "", "the export's directory (export.json, channels/, rounds/; the records may be elsewhere)")
 	fs.Var(&recs, "records", "a Parquet file of the partition's records (repeat)")
@@ -56,7 +57,7 @@ func runJoinPart(stdout, stderr io.Writer, args []string) error {
 		return err
 	}
 	defer stop()
-	return analyze.RunPart(cfg)
+	return scaleout.RunPart(cfg)
 }
 
 // runMergeParts: cloudprofiler merge-parts --export DIR [--out DIR] STATE...
@@ -89,11 +90,11 @@ func runMergeParts(stdout, stderr io.Writer, args []string) error {
 		return err
 	}
 	defer stop()
-	res, err := analyze.MergeParts(cfg, *export, fs.Args(), *stateOut)
+	res, err := scaleout.MergeParts(cfg, *export, fs.Args(), *stateOut)
 	if *stateOut != "" {
 		return err
 	}
-	rejoin := errors.Is(err, analyze.ErrOtherOrder)
+	rejoin := errors.Is(err, scaleout.ErrOtherOrder)
 	if err != nil && !rejoin {
 		return err
 	}

@@ -277,7 +277,7 @@ func (w *worker) duration(kind string, x, y *event, ours *minrtt.Duration, keyTo
 	}
 	p := w.pairOf(key, ours != nil)
 	p.Dur.Add(d.Est)
-	if p.kept != nil && p.Dur.exact != nil && p.kept.Add(1) > exactLimit {
+	if p.kept != nil && p.Dur.exact != nil && p.kept.Add(1) > ExactLimit {
 		// Together the workers have more than the exact limit of this
 		// pair: none keeps exact values any longer.
 		p.Dur.forgetExact()

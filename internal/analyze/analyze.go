@@ -205,7 +205,7 @@ type analysis struct {
 	keptMu   sync.Mutex
 	kept     map[PairKey]*atomic.Uint64 // per pair: durations the workers keep exactly
 	// keptFrom, when set, is where a pair's count of kept durations starts
-	// (a partition of an export: exactLimit for a pair that may have more
+	// (a partition of an export: ExactLimit for a pair that may have more
 	// durations than that in the whole export, which then keeps none).
 	keptFrom func(PairKey) uint64
 	progress progress
@@ -352,7 +352,7 @@ func newAnalysis(cfg Config, model *minrtt.Model, chans []*Channel, res *Result)
 		return nil, err
 	}
 	if cfg.testNoCostWalk {
-		a.noCostModel = noWalkOnPartitions
+		a.noCostModel = NoWalkOnPartitions
 	}
 	// A --order naming no channel is refused now, not after the decoding.
 	if _, err := a.rankChannels(orderVotes{}); err != nil {

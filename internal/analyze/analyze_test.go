@@ -2,7 +2,6 @@ package analyze
 
 import (
 	"encoding/csv"
-	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand"
@@ -15,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"cloudprofiler/internal/logfile"
+	"cloudprofiler/internal/simlogs"
 	"cloudprofiler/minrtt"
 )
 
@@ -26,59 +26,24 @@ type simNode struct {
 	off  float64
 }
 
-func (n simNode) at(t float64) uint64 { return uint64(math.Floor(n.off + n.hz*t)) }
+func (n simNode) at(t float64) uint64 { return n.sim().At(t) }
 
-// writeASCII writes a channel file in the ASCII_TSC format, as the library
-// does for IDENTITY channels: the magic, the header, one line per record.
+// sim is n as simlogs has it.
+func (n simNode) sim() simlogs.Node { return simlogs.Node{Name: n.name, Hz: n.hz, Off: n.off} }
+
+// writeASCII writes a channel file in the ASCII_TSC format (simlogs.WriteASCII).
 func writeASCII(t testing.TB, dir string, h logfile.Header, lines []string) {
 	t.Helper()
-	h.Version, h.ByteOrder, h.Format, h.FormatID = logfile.Version, "little", "ASCII_TSC", int32(logfile.ASCIITSC)
-	h.RecordSize, h.Columns = 16, []string{"tuple_id", "tsc"}
-	if h.Handler == "PERIODICCOUNTER" {
-		h.Columns, h.CounterPeriod = []string{"period_end_tsc", "count", "skipped_periods"}, 1e9
-	}
-	js, err := json.Marshal(h)
-	require.NoError(t, err)
-	// Closed as the library closes a channel: a trailer with the positions
-	// it accepted (a test of damage adds lines after it, or cuts it off).
-	trailer := fmt.Sprintf(`#trailer {"reason":"close","positions":%d}`, len(lines))
-	body := logfile.ASCIIMagic + "\n#header " + string(js) + "\n" + strings.Join(append(lines, trailer), "\n") + "\n"
-	name := fmt.Sprintf("%s-%d-%s.cplog.txt", h.Node, h.Channel, strings.ReplaceAll(h.Name, " ", "_"))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644))
+	simlogs.WriteASCII(t, dir, h, lines)
 }
 
-// simRound measures every pair both ways around true time t0, with one-way
-// delays of 5-40 us (asymmetric), and a 1 % chance of a 300 us spike.
+// simRound measures every pair both ways around true time t0 (simlogs.Round).
 func simRound(r *rand.Rand, id int, label string, t0 float64, nodes []simNode) *minrtt.Round {
-	rd := &minrtt.Round{Round: id, Label: label, PerDir: 50}
-	for _, n := range nodes {
-		rd.Nodes = append(rd.Nodes, minrtt.Node{Name: n.name, TSCHz: n.hz, TSCHzSource: "sim"})
+	sim := make([]simlogs.Node, len(nodes))
+	for i, n := range nodes {
+		sim[i] = n.sim()
 	}
-	delay := func() float64 {
-		d := 5e-6 + r.Float64()*35e-6
-		if r.Float64() < 0.01 {
-			d += 300e-6
-		}
-		return d
-	}
-	t := t0
-	for _, o := range nodes {
-		for _, p := range nodes {
-			if o.name == p.name {
-				continue
-			}
-			d := minrtt.Direction{Origin: o.name, Responder: p.name, Sent: 50}
-			for k := 0; k < 50; k++ {
-				send := t
-				resp := send + delay()
-				recv := resp + delay()
-				d.Probes = append(d.Probes, minrtt.Probe{Send: o.at(send), Resp: p.at(resp), Recv: o.at(recv)})
-				t = recv + 100e-6
-			}
-			rd.Dirs = append(rd.Dirs, d)
-		}
-	}
-	return rd
+	return simlogs.Round(r, id, label, t0, sim)
 }
 
 func TestAnalyzeSyntheticPipeline(t *testing.T) {

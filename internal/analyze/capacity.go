@@ -152,7 +152,7 @@ func (a *analysis) writeCapacity() error {
 		}
 		node := a.chNode[ch]
 		s, err := capacity.ReadCount(lf, func(tsc uint64) float64 { return a.model.PointRelIdx(node, tsc).Est })
-		err = c.readDone(lf, err)
+		err = c.ReadDone(lf, err)
 		lf.Close()
 		if err != nil {
 			return err

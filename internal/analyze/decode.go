@@ -109,7 +109,7 @@ func (a *analysis) decodeFile(ch int, pw *partWriter, alias lineageMap, tokens c
 	var n uint64
 	if pw == nil { // DecodeFloor
 		err = lf.RecordBatches(func(rs []logfile.Record) error { n += uint64(len(rs)); return nil })
-		return n, c.readDone(lf, err)
+		return n, c.ReadDone(lf, err)
 	}
 	if err := pw.setChannel(uint32(ch)); err != nil {
 		return 0, err
@@ -163,7 +163,7 @@ func (a *analysis) decodeFile(ch int, pw *partWriter, alias lineageMap, tokens c
 	})
 	a.tscMin[ch], a.tscMax[ch], a.stepBack[ch] = lo, hi, back
 	a.notesWaits[ch] = notes
-	return n, c.readDone(lf, err)
+	return n, c.ReadDone(lf, err)
 }
 
 // DecodeFloor decodes the tuple records of cfg's logs as the analysis does

@@ -44,10 +44,10 @@ type Channel struct {
 	pidInLabel bool
 }
 
-// readDone takes the outcome of a full read of c's file: damage and loss
+// ReadDone takes the outcome of a full read of c's file: damage and loss
 // are kept in c.Problems (the analysis goes on with every valid record),
 // anything else fails the analysis.
-func (c *Channel) readDone(lf *logfile.File, err error) error {
+func (c *Channel) ReadDone(lf *logfile.File, err error) error {
 	if errors.Is(err, logfile.ErrDamaged) {
 		c.Problems = append(cutProblems(&lf.Header), lf.Summary.Problems(&lf.Header)...)
 		return nil

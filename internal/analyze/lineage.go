@@ -74,7 +74,7 @@ func (a *analysis) readLineage() (lineageMap, error) {
 			return nil
 		})
 		lf.Close()
-		if err := c.readDone(lf, err); err != nil {
+		if err := c.ReadDone(lf, err); err != nil {
 			return nil, err
 		}
 	}

@@ -135,7 +135,7 @@ func planSizes(total uint64, files, workers int, budget int64, minN int) (n, blo
 	w := uint64(workers)
 	want := total * joinBytesPerEvent / max(uint64(budget/4)/w, 1)
 	n = max(8, 4*workers, minN)
-	for uint64(n) < want && n < maxPartitions {
+	for uint64(n) < want && n < MaxPartitions {
 		n *= 2
 	}
 	blockEvents = int(min(max(uint64(budget/2)/w/uint64(n)/spillRecordSize, 64), 4096))
@@ -144,20 +144,20 @@ func planSizes(total uint64, files, workers int, budget int64, minN int) (n, blo
 	return n, blockEvents, total*spillRecordSize > uint64(budget/4), index
 }
 
-// maxPartitions bounds the partition count (and the block index with it).
-const maxPartitions = 1 << 14
+// MaxPartitions bounds the partition count (and the block index with it).
+const MaxPartitions = 1 << 14
 
 // joinBytesPerEvent is what the join holds per record of its partition: the
 // record (id, TSC, channel) and the radix sort's two arrays of records.
 const joinBytesPerEvent = 20 + 2*24
 
-// partitionOf is the partition of a tuple id (hashPartition of its group).
-func (p *partitions) partitionOf(id int64) int { return hashPartition(id>>p.group, p.shift) }
+// partitionOf is the partition of a tuple id (HashPartition of its group).
+func (p *partitions) partitionOf(id int64) int { return HashPartition(id>>p.group, p.shift) }
 
-// hashPartition is the partition of a tuple id among 2^(64-shift):
+// HashPartition is the partition of a tuple id among 2^(64-shift):
 // Fibonacci hashing, so that sequential ids spread evenly (an export's
 // partitions too: exportHash). A shift of 64 gives partition 0.
-func hashPartition(id int64, shift uint) int {
+func HashPartition(id int64, shift uint) int {
 	return int((uint64(id) * 0x9E3779B97F4A7C15) >> shift)
 }
 

@@ -6,7 +6,6 @@ import (
 	"io"
 	"math"
 	"math/bits"
-	"math/rand"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,73 +18,15 @@ import (
 	"golang.org/x/sys/unix"
 
 	"cloudprofiler/internal/capacity"
-	"cloudprofiler/internal/logfile"
 	"cloudprofiler/internal/results"
-	"cloudprofiler/minrtt"
+	"cloudprofiler/internal/simlogs"
 )
 
-// topologyNodes are writeTopology's nodes.
-var topologyNodes = []simNode{{"a", 2.4e9, 1e9}, {"b", 2.4e9 * 0.9996, 7e10}, {"c", 2.4e9 * 1.00037, 3e9}}
-
-// writeTopology writes rounds and logs of a 3-node pipeline with n tuples:
-// source (FOX_START, with its return log) on a, relay in and out on b, sink
-// on c; ids are negative and positive, logged out of order at the relay,
-// some ids twice at the sink, one id reused thousands of times.
+// writeTopology writes rounds and logs of a 3-node pipeline with n tuples
+// (simlogs.WriteTopology), one id reused past maxTupleEvents.
 func writeTopology(t testing.TB, dir string, n int, seed int64) {
 	t.Helper()
-	nodes := topologyNodes
-	a, b, c := nodes[0], nodes[1], nodes[2]
-	r := rand.New(rand.NewSource(seed))
-	for i, rd := range []*minrtt.Round{simRound(r, 1, "before", 0, nodes), simRound(r, 2, "after", 60, nodes)} {
-		_, err := minrtt.WriteRound(filepath.Join(dir, "rounds"), rd)
-		require.NoError(t, err, "round %d", i)
-	}
-	type line struct {
-		t float64
-		s string
-	}
-	var src, rets, bin, bout, sink []line
-	for i := 0; i < n; i++ {
-		id := int64(i*7919%n) - int64(n/3)
-		t0 := 1 + float64(i)*40e-6
-		t1 := t0 + 30e-6 + r.Float64()*50e-6
-		t2 := t1 + 2e-6 + r.ExpFloat64()*20e-6 // a queue: the relay reorders
-		t3 := t2 + 30e-6 + r.Float64()*500e-6
-		src = append(src, line{t0, fmt.Sprintf("%d,%d", id, a.at(t0))})
-		rets = append(rets, line{t3 + 100e-6, fmt.Sprintf("%d,%d", id, a.at(t3+100e-6))})
-		bin = append(bin, line{t1, fmt.Sprintf("%d,%d", id, b.at(t1))})
-		bout = append(bout, line{t2, fmt.Sprintf("%d,%d", id, b.at(t2))})
-		sink = append(sink, line{t3, fmt.Sprintf("%d,%d", id, c.at(t3))})
-		if i%97 == 0 { // delivered twice
-			sink = append(sink, line{t3 + 1e-3, fmt.Sprintf("%d,%d", id, c.at(t3+1e-3))})
-		}
-	}
-	text := func(ls []line) []string {
-		sort.SliceStable(ls, func(i, j int) bool { return ls[i].t < ls[j].t })
-		out := make([]string, len(ls))
-		for i, l := range ls {
-			out[i] = l.s
-		}
-		return out
-	}
-	logs := filepath.Join(dir, "logs")
-	require.NoError(t, os.MkdirAll(logs, 0o755))
-	hdr := func(node simNode, pid, ch int, name, handler string) logfile.Header {
-		return logfile.Header{Node: node.name, Host: "h", PID: pid, Channel: ch, Name: name, Handler: handler, TSCHz: node.hz}
-	}
-	writeASCII(t, logs, hdr(a, 10, 1, "source out", "FOX_START"), text(src))
-	ret := hdr(a, 10, 1, "source out", "FOX_START")
-	ret.Fox = &logfile.Fox{Role: "return"}
-	ret.Channel = 99
-	writeASCII(t, logs, ret, text(rets))
-	writeASCII(t, logs, hdr(b, 20, 1, "relay in", "IDENTITY"), text(bin))
-	writeASCII(t, logs, hdr(b, 20, 2, "relay out", "IDENTITY"), text(bout))
-	writeASCII(t, logs, hdr(c, 30, 1, "sink in", "IDENTITY"), text(sink))
-	var same []string
-	for i := 0; i < maxTupleEvents+1; i++ {
-		same = append(same, fmt.Sprintf("99999999,%d", b.at(1+float64(i)*1e-4)))
-	}
-	writeASCII(t, logs, hdr(b, 20, 3, "constant", "IDENTITY"), same)
+	simlogs.WriteTopology(t, dir, n, seed, maxTupleEvents+1)
 }
 
 // The pipeline's results are the old analysis's (reference_test.go): every

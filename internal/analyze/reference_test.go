@@ -143,7 +143,7 @@ func refJoinTuples(a *analysis, memEvents int) ([]string, error) {
 			a.res.Records++
 			return j.add(event{id: r.TupleID, tsc: r.TSC, ch: uint32(i)})
 		})
-		err = c.readDone(lf, err)
+		err = c.ReadDone(lf, err)
 		lf.Close()
 		if err != nil {
 			return nil, err

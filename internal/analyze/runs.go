@@ -38,7 +38,7 @@ func (a *analysis) runSpans() error {
 			return err
 		}
 		err = lf.Records(func(r logfile.Record) error { recs = append(recs, r); return nil })
-		err = c.readDone(lf, err)
+		err = c.ReadDone(lf, err)
 		lf.Close()
 		if err != nil {
 			return err
@@ -145,7 +145,7 @@ func (a *analysis) writeThroughput() error {
 			s.pts = append(s.pts, ThroughputPoint{T: v.Est, Period: period, Count: r.Count})
 			return nil
 		})
-		err = c.readDone(lf, err)
+		err = c.ReadDone(lf, err)
 		lf.Close()
 		if err != nil {
 			return err

@@ -339,7 +339,7 @@ func (w *worker) durationColumn(h, x, y, m int) {
 		}
 	}
 	p.Dur.AddColumn(vals[0])
-	if p.kept != nil && p.Dur.exact != nil && p.kept.Add(uint64(m)) > exactLimit {
+	if p.kept != nil && p.Dur.exact != nil && p.kept.Add(uint64(m)) > ExactLimit {
 		// As duration does, a batch at a time.
 		p.Dur.forgetExact()
 	}

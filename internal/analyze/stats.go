@@ -7,10 +7,10 @@ import (
 	"sort"
 )
 
-// exactLimit is how many durations a pair keeps for exact quantiles; past it
+// ExactLimit is how many durations a pair keeps for exact quantiles; past it
 // the pair's quantiles come from its histogram (relative error histRel/2),
 // so that memory stays bounded however long the run.
-const exactLimit = 1 << 20
+const ExactLimit = 1 << 20
 
 // histRel is the relative width of a histogram bucket: 0.1 %.
 const histRel = 0.001
@@ -24,12 +24,12 @@ var histLog = math.Log1p(histRel)
 const maxDense = 1 << 16
 
 // Stats summarises a stream of values (durations or their bounds): count,
-// min, max exactly; quantiles exactly up to exactLimit values, from a
+// min, max exactly; quantiles exactly up to ExactLimit values, from a
 // log-bucketed histogram after that.
 //
 // The histogram is only built once N passes the limit (from the values kept
 // until then): a Stats with a limit costs one append per value until then.
-// Memory: 128 bytes, 8 bytes per kept value (8 MiB at exactLimit, dropped
+// Memory: 128 bytes, 8 bytes per kept value (8 MiB at ExactLimit, dropped
 // when the histogram takes over), then the dense counts over the range of
 // buckets seen plus up to 25 % (at most maxDense: 512 KiB; 3e3 to 3e6 is
 // 6,900 buckets, 54 KiB; lognormal durations over 1e2 to 1e8, 145 KiB;
@@ -58,7 +58,7 @@ type Stats struct {
 	past bool
 }
 
-func newStats() *Stats { return newStatsLimit(exactLimit) }
+func newStats() *Stats { return newStatsLimit(ExactLimit) }
 
 // newStatsLimit keeps up to limit values for exact quantiles (0: the
 // histogram only, for values whose quantiles need not be exact).

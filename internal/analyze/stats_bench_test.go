@@ -40,7 +40,7 @@ func BenchmarkStatsAdd(b *testing.B) {
 	for _, c := range []struct {
 		kind  string
 		limit uint64
-	}{{"duration", exactLimit}, {"bound", 0}, {"bound-drift", 0}} {
+	}{{"duration", ExactLimit}, {"bound", 0}, {"bound-drift", 0}} {
 		vs := benchValues(c.kind)
 		mask := len(vs) - 1
 		b.Run(c.kind+"/old", func(b *testing.B) {
@@ -85,7 +85,7 @@ func BenchmarkStatsAddExact(b *testing.B) {
 func BenchmarkStatsMerge(b *testing.B) {
 	vs := benchValues("duration")
 	o := newStats()
-	for i := 0; i <= exactLimit; i++ {
+	for i := 0; i <= ExactLimit; i++ {
 		o.Add(vs[i&(len(vs)-1)])
 	}
 	s := newStats()
@@ -121,7 +121,7 @@ func BenchmarkStatsAddColumn(b *testing.B) {
 	for _, c := range []struct {
 		kind  string
 		limit uint64
-	}{{"duration", exactLimit}, {"bound", 0}, {"bound-drift", 0}} {
+	}{{"duration", ExactLimit}, {"bound", 0}, {"bound-drift", 0}} {
 		vs := benchValues(c.kind)
 		b.Run(c.kind, func(b *testing.B) {
 			s := newStatsLimit(c.limit)

@@ -27,7 +27,7 @@ func TestStatsExact(t *testing.T) {
 func TestStatsHistogramPastTheLimit(t *testing.T) {
 	s := newStats()
 	r := rand.New(rand.NewSource(1))
-	n := exactLimit + 1000
+	n := ExactLimit + 1000
 	for i := 0; i < n; i++ {
 		// Durations from -50 to 1e6 cycles, uniform: quantiles are known.
 		s.Add(-50 + r.Float64()*(1e6+50))
@@ -39,7 +39,7 @@ func TestStatsHistogramPastTheLimit(t *testing.T) {
 		require.InEpsilon(t, want, q[i], 0.003, "q%d", i) // bucket + sampling error
 	}
 	neg := newStats()
-	for i := 0; i < exactLimit+10; i++ {
+	for i := 0; i < ExactLimit+10; i++ {
 		neg.Add(-float64(i%1000) - 0.5)
 	}
 	require.InEpsilon(t, -999.5, neg.Quantiles(0)[0], 0.001)
@@ -355,7 +355,7 @@ func TestStatsSameAsBefore(t *testing.T) {
 
 func TestStatsSameAsBeforePastExactLimit(t *testing.T) {
 	r := rand.New(rand.NewSource(3))
-	ref, s := newRefStatsLimit(exactLimit), newStats()
+	ref, s := newRefStatsLimit(ExactLimit), newStats()
 	add := func(n int) {
 		for range n {
 			v := math.Exp(math.Log(9.5e4) + 1.7*r.NormFloat64())
@@ -366,7 +366,7 @@ func TestStatsSameAsBeforePastExactLimit(t *testing.T) {
 			s.Add(v)
 		}
 	}
-	add(exactLimit - 1)
+	add(ExactLimit - 1)
 	requireSame(t, ref, s, r, false, "limit-1")
 	add(1)
 	requireSame(t, ref, s, r, false, "limit")

@@ -1,7 +1,6 @@
-package analyze
+package scaleout
 
 import (
-	"encoding/gob"
 	"errors"
 	"fmt"
 	"math"
@@ -16,8 +15,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"cloudprofiler/internal/analyze"
 	"cloudprofiler/internal/logfile"
 	"cloudprofiler/internal/results"
+	"cloudprofiler/internal/simlogs"
 )
 
 // exportRecords reads every row of an export's records, by partition.
@@ -75,9 +76,9 @@ func TestExportPartitionsAndTranslates(t *testing.T) {
 	writeTopology(t, dir, 20000, 5)
 	logs := filepath.Join(dir, "logs")
 	want := logRecords(t, logs)
-	nodes := map[string]simNode{}
-	for _, n := range topologyNodes {
-		nodes[n.name] = n
+	nodes := map[string]simlogs.Node{}
+	for _, n := range simlogs.TopologyNodes {
+		nodes[n.Name] = n
 	}
 	ref := nodes["b"]
 	for _, c := range []struct {
@@ -88,7 +89,7 @@ func TestExportPartitionsAndTranslates(t *testing.T) {
 	}{{"memory-1", 256 << 20, 1, false}, {"spill-2", 64 << 10, 2, false}, {"node-at-a-time", 256 << 20, 2, true}} {
 		t.Run(c.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "export")
-			base := Config{Rounds: filepath.Join(dir, "rounds"), Ref: "b", MemBytes: c.mem, Workers: c.workers}
+			base := analyze.Config{Rounds: filepath.Join(dir, "rounds"), Ref: "b", MemBytes: c.mem, Workers: c.workers}
 			if c.split {
 				// Each node's logs alone, as each node would export them.
 				for _, n := range []string{"a", "b", "c"} {
@@ -122,14 +123,14 @@ func TestExportPartitionsAndTranslates(t *testing.T) {
 					got[fmt.Sprintf("%s %d %d", r.Channel, r.TupleID, uint64(r.TSC))]++
 					// The true time of the reading, and the reference counter then.
 					node := nodes[strings.Split(r.Channel, "/")[0]]
-					tt := (float64(uint64(r.TSC)) - node.off) / node.hz
-					truth := ref.off + ref.hz*tt
+					tt := (float64(uint64(r.TSC)) - node.Off) / node.Hz
+					truth := ref.Off + ref.Hz*tt
 					require.LessOrEqual(t, math.Abs(r.EstCycles+float64(origin)-truth), r.ErrCycles+2, "%+v", r)
 					n++
 				}
 			}
 			require.Equal(t, want, got)
-			require.Equal(t, 20000*5+20000/97+1+maxTupleEvents+1, n)
+			require.Equal(t, 20000*5+20000/97+1+reusedRecords, n)
 		})
 	}
 }
@@ -137,10 +138,10 @@ func TestExportPartitionsAndTranslates(t *testing.T) {
 // idxOf is the index of the tuple channel labelled label in the export's
 // numbering.
 func idxOf(t *testing.T, ex, label string) int {
-	a, _, err := prepareExport(Config{}, ex)
+	a, _, err := prepareExport(analyze.Config{}, ex)
 	require.NoError(t, err)
-	for i, c := range a.chans {
-		if c.Label() == label && c.Role == RoleTuples {
+	for i, c := range a.Channels() {
+		if c.Label() == label && c.Role == analyze.RoleTuples {
 			return i
 		}
 	}
@@ -168,11 +169,11 @@ func TestExportPartsMatchAnalyze(t *testing.T) {
 	writeCountsAndRun(t, filepath.Join(dir, "logs"))
 	// Capacity on, without its cost model (the visits not walked), as on
 	// partitions: the relay marks its in and out.
-	cfg := Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{filepath.Join(dir, "logs")}, Ref: "b",
-		Out: filepath.Join(dir, "analyze"), NoCriticalPath: true, NoMace: true, NoReport: true, testNoCostWalk: true, Window: 200 * time.Millisecond}
-	_, err := Run(cfg)
+	cfg := analyze.Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{filepath.Join(dir, "logs")}, Ref: "b",
+		Out: filepath.Join(dir, "analyze"), NoMace: true, NoReport: true, Window: 200 * time.Millisecond}
+	_, err := analyze.Run(cfg.AsOnPartitions())
 	require.NoError(t, err)
-	wantRows, err := results.ReadAll[DurationRow](filepath.Join(cfg.Out, "durations.parquet"))
+	wantRows, err := results.ReadAll[analyze.DurationRow](filepath.Join(cfg.Out, "durations.parquet"))
 	require.NoError(t, err)
 	wantCSV, err := os.ReadFile(filepath.Join(cfg.Out, "summary.csv"))
 	require.NoError(t, err)
@@ -195,7 +196,7 @@ func TestExportPartsMatchAnalyze(t *testing.T) {
 	}
 	// The order from partition 0's votes alone.
 	require.NoError(t, RunPart(PartConfig{Export: ex, Records: files[:1], State: filepath.Join(work, "votes"), Partition: 0}))
-	sample, err := MergeParts(Config{}, ex, []string{filepath.Join(work, "votes")}, "")
+	sample, err := MergeParts(analyze.Config{}, ex, []string{filepath.Join(work, "votes")}, "")
 	require.NoError(t, err)
 	txt, err := os.ReadFile(filepath.Join(cfg.Out, "summary.txt"))
 	require.NoError(t, err)
@@ -205,7 +206,7 @@ func TestExportPartsMatchAnalyze(t *testing.T) {
 	wrong := append([]int(nil), sample.Rank...)
 	in, out := idxOf(t, ex, "b/relay in"), idxOf(t, ex, "b/relay out")
 	wrong[in], wrong[out] = wrong[out], wrong[in] // relay in and relay out swapped
-	_, err = MergeParts(Config{Out: filepath.Join(work, "wrong")}, ex, join(wrong, false), "")
+	_, err = MergeParts(analyze.Config{Out: filepath.Join(work, "wrong")}, ex, join(wrong, false), "")
 	require.ErrorIs(t, err, ErrOtherOrder)
 	_, err = os.Stat(filepath.Join(work, "wrong", "summary.csv"))
 	require.True(t, errors.Is(err, os.ErrNotExist), "nothing written after a wrong order")
@@ -215,10 +216,10 @@ func TestExportPartsMatchAnalyze(t *testing.T) {
 	states := join(sample.Rank, true)
 	half := len(states) / 2
 	for i, st := range [][]string{states[:half], states[half:]} {
-		_, err := MergeParts(Config{}, ex, st, filepath.Join(work, fmt.Sprintf("half-%d", i)))
+		_, err := MergeParts(analyze.Config{}, ex, st, filepath.Join(work, fmt.Sprintf("half-%d", i)))
 		require.NoError(t, err)
 	}
-	merged, err := MergeParts(Config{Out: filepath.Join(work, "merged")}, ex, []string{filepath.Join(work, "half-0"), filepath.Join(work, "half-1")}, "")
+	merged, err := MergeParts(analyze.Config{Out: filepath.Join(work, "merged")}, ex, []string{filepath.Join(work, "half-0"), filepath.Join(work, "half-1")}, "")
 	require.NoError(t, err)
 	require.Equal(t, sample.Rank, merged.Rank)
 	for _, name := range []string{"summary.csv", "throughput.csv", "runs.csv", "capacity.csv"} {
@@ -240,13 +241,13 @@ func TestExportPartsMatchAnalyze(t *testing.T) {
 		_, err := os.Stat(filepath.Join(work, "merged", name))
 		require.NoError(t, err, name)
 	}
-	var gotRows []DurationRow
+	var gotRows []analyze.DurationRow
 	for p := range files {
-		rows, err := results.ReadAll[DurationRow](filepath.Join(work, fmt.Sprintf("durations-%d.parquet", p)))
+		rows, err := results.ReadAll[analyze.DurationRow](filepath.Join(work, fmt.Sprintf("durations-%d.parquet", p)))
 		require.NoError(t, err)
 		gotRows = append(gotRows, rows...)
 	}
-	keys := func(rs []DurationRow) []string {
+	keys := func(rs []analyze.DurationRow) []string {
 		out := make([]string, len(rs))
 		for i, r := range rs {
 			out[i] = fmt.Sprintf("%+v", r)
@@ -260,10 +261,10 @@ func TestExportPartsMatchAnalyze(t *testing.T) {
 	// Partitions joined with other windows do not merge.
 	other := filepath.Join(work, "state-other")
 	require.NoError(t, RunPart(PartConfig{Export: ex, Records: files[1:2], State: other, Partition: 1, Rank: sample.Rank}))
-	_, err = MergeParts(Config{}, ex, []string{states[0], other}, "")
+	_, err = MergeParts(analyze.Config{}, ex, []string{states[0], other}, "")
 	require.ErrorContains(t, err, "every partition is joined with one --window")
 	require.NoError(t, RunPart(PartConfig{Export: ex, Records: files[1:2], State: other, Partition: 1, Rank: sample.Rank, NoCapacity: true}))
-	_, err = MergeParts(Config{}, ex, []string{states[0], other}, "")
+	_, err = MergeParts(analyze.Config{}, ex, []string{states[0], other}, "")
 	require.ErrorContains(t, err, "one joined with capacity's sums, the other without")
 
 	// Records of another partition are refused, not joined.
@@ -275,7 +276,7 @@ func TestExportPartsMatchAnalyze(t *testing.T) {
 func TestExportRefusals(t *testing.T) {
 	dir := t.TempDir()
 	writeTopology(t, dir, 500, 1)
-	base := Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{filepath.Join(dir, "logs")}, Ref: "b"}
+	base := analyze.Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{filepath.Join(dir, "logs")}, Ref: "b"}
 	out := filepath.Join(t.TempDir(), "ex")
 	cfg := base
 	cfg.Out = out
@@ -321,21 +322,21 @@ func TestExportRefusals(t *testing.T) {
 // first tuple) and a FIRSTLAST channel on the source (1 and 1.7 s).
 func writeCountsAndRun(t *testing.T, logs string) {
 	t.Helper()
-	a, c := topologyNodes[0], topologyNodes[2]
+	a, c := simlogs.TopologyNodes[0], simlogs.TopologyNodes[2]
 	var counts []string
 	for s := 1; s <= 3; s++ {
-		counts = append(counts, fmt.Sprintf("%d,%d,0", c.at(0.5+float64(s)*0.3), 1000*s))
+		counts = append(counts, fmt.Sprintf("%d,%d,0", c.At(0.5+float64(s)*0.3), 1000*s))
 	}
-	rate := logfile.Header{Node: c.name, Host: "h", PID: 30, Channel: 7, Name: "sink rate", Handler: "PERIODICCOUNTER", TSCHz: c.hz}
-	rate.OpenSync.TSC = c.at(0.5)
-	writeASCII(t, logs, rate, counts)
-	writeASCII(t, logs, logfile.Header{Node: a.name, Host: "h", PID: 10, Channel: 8, Name: "source run", Handler: "FIRSTLAST", TSCHz: a.hz},
-		[]string{fmt.Sprintf("3,%d", a.at(1)), fmt.Sprintf("4,%d", a.at(1.7))})
+	rate := logfile.Header{Node: c.Name, Host: "h", PID: 30, Channel: 7, Name: "sink rate", Handler: "PERIODICCOUNTER", TSCHz: c.Hz}
+	rate.OpenSync.TSC = c.At(0.5)
+	simlogs.WriteASCII(t, logs, rate, counts)
+	simlogs.WriteASCII(t, logs, logfile.Header{Node: a.Name, Host: "h", PID: 10, Channel: 8, Name: "source run", Handler: "FIRSTLAST", TSCHz: a.Hz},
+		[]string{fmt.Sprintf("3,%d", a.At(1)), fmt.Sprintf("4,%d", a.At(1.7))})
 }
 
 // exportParts exports cfg's logs into ex with parts partitions, each of
 // which gets records, and returns their files in partition order.
-func exportParts(t testing.TB, cfg Config, ex string, parts int) []string {
+func exportParts(t testing.TB, cfg analyze.Config, ex string, parts int) []string {
 	t.Helper()
 	cfg.Out = ex
 	_, err := Export(ExportConfig{Config: cfg, Partitions: parts})
@@ -355,7 +356,7 @@ func TestPartsCountEachRecordOnce(t *testing.T) {
 	dir := t.TempDir()
 	writeTopology(t, dir, 2000, 3)
 	ex := filepath.Join(dir, "export")
-	cfg := Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{filepath.Join(dir, "logs")}, Ref: "b"}
+	cfg := analyze.Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{filepath.Join(dir, "logs")}, Ref: "b"}
 	files := exportParts(t, cfg, ex, 4)
 	work := t.TempDir()
 	part := func(name string, p int, records ...string) error {
@@ -381,7 +382,7 @@ func TestPartsCountEachRecordOnce(t *testing.T) {
 
 	// The order from the votes, then every partition joined with it.
 	require.NoError(t, part("votes", 0, files[0]))
-	sample, err := MergeParts(Config{}, ex, []string{filepath.Join(work, "votes")}, "")
+	sample, err := MergeParts(analyze.Config{}, ex, []string{filepath.Join(work, "votes")}, "")
 	require.NoError(t, err, "votes only: a sample of the partitions gives the order")
 	var states []string
 	for p, f := range files {
@@ -390,7 +391,7 @@ func TestPartsCountEachRecordOnce(t *testing.T) {
 		states = append(states, st)
 	}
 	merge := func(out string, st ...string) (*MergeResult, error) {
-		return MergeParts(Config{Out: filepath.Join(work, out), NoCapacity: true}, ex, st, "")
+		return MergeParts(analyze.Config{Out: filepath.Join(work, out), NoCapacity: true}, ex, st, "")
 	}
 	_, err = merge("dup", append(slices.Clone(states), states[1])...)
 	require.ErrorContains(t, err, "both hold partition 1: a state given twice")
@@ -402,7 +403,7 @@ func TestPartsCountEachRecordOnce(t *testing.T) {
 	}
 	// In a tree: a half's state holds its partitions; one of them again
 	// beside it is refused, the rest merge.
-	_, err = MergeParts(Config{NoCapacity: true}, ex, states[:2], filepath.Join(work, "half"))
+	_, err = MergeParts(analyze.Config{NoCapacity: true}, ex, states[:2], filepath.Join(work, "half"))
 	require.NoError(t, err)
 	_, err = merge("tree-dup", filepath.Join(work, "half"), states[1], states[2], states[3])
 	require.ErrorContains(t, err, "both hold partition 1")
@@ -413,7 +414,7 @@ func TestPartsCountEachRecordOnce(t *testing.T) {
 	require.Equal(t, whole.Tuples, res.Tuples)
 	acfg := cfg
 	acfg.Out, acfg.NoCapacity, acfg.NoCriticalPath, acfg.NoMace, acfg.NoReport = filepath.Join(work, "analyze"), true, true, true, true
-	all, err := Run(acfg)
+	all, err := analyze.Run(acfg)
 	require.NoError(t, err)
 	require.Equal(t, all.Tuples, whole.Tuples, "the partitions merged count what analyze counts")
 
@@ -434,13 +435,13 @@ func TestLogsGivenTwiceRefused(t *testing.T) {
 	writeTopology(t, dir, 200, 5)
 	logs, copyDir := filepath.Join(dir, "logs"), filepath.Join(dir, "logs-copy")
 	require.NoError(t, os.CopyFS(copyDir, os.DirFS(logs)))
-	cfg := Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{logs, copyDir}, Ref: "b", Out: filepath.Join(dir, "out"), NoCapacity: true}
-	_, err := Run(cfg)
+	cfg := analyze.Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{logs, copyDir}, Ref: "b", Out: filepath.Join(dir, "out"), NoCapacity: true}
+	_, err := analyze.Run(cfg)
 	require.ErrorContains(t, err, "are the same channel's log")
 	require.ErrorContains(t, err, "a log directory given twice")
 	require.ErrorContains(t, err, copyDir)
 	cfg.Logs = []string{logs}
-	_, err = Run(cfg)
+	_, err = analyze.Run(cfg)
 	require.NoError(t, err, "each once")
 }
 
@@ -453,11 +454,11 @@ func TestLogsGivenTwiceRefused(t *testing.T) {
 func FuzzMergeParts(f *testing.F) {
 	dir := f.TempDir()
 	writeTopology(f, dir, 1000, 9)
-	cfg := Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{filepath.Join(dir, "logs")}, Ref: "b"}
+	cfg := analyze.Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{filepath.Join(dir, "logs")}, Ref: "b"}
 	ex := filepath.Join(dir, "export")
 	files := exportParts(f, cfg, ex, 8)
 	require.NoError(f, RunPart(PartConfig{Export: ex, Records: files, State: filepath.Join(dir, "votes"), Partition: -1, NoCapacity: true}))
-	votes, err := MergeParts(Config{}, ex, []string{filepath.Join(dir, "votes")}, "")
+	votes, err := MergeParts(analyze.Config{}, ex, []string{filepath.Join(dir, "votes")}, "")
 	require.NoError(f, err)
 	var states []string
 	for p, file := range files {
@@ -467,7 +468,7 @@ func FuzzMergeParts(f *testing.F) {
 	}
 	acfg := cfg
 	acfg.Out, acfg.NoCapacity, acfg.NoCriticalPath, acfg.NoMace, acfg.NoReport = filepath.Join(dir, "analyze"), true, true, true, true
-	all, err := Run(acfg)
+	all, err := analyze.Run(acfg)
 	require.NoError(f, err)
 
 	for _, seed := range [][]byte{
@@ -487,7 +488,7 @@ func FuzzMergeParts(f *testing.F) {
 			given = append(given, states[p])
 			count[p]++
 		}
-		res, err := MergeParts(Config{NoCapacity: true}, ex, given, "")
+		res, err := MergeParts(analyze.Config{NoCapacity: true}, ex, given, "")
 		switch {
 		case slices.ContainsFunc(count, func(n int) bool { return n > 1 }):
 			require.ErrorContains(t, err, "a state given twice")
@@ -500,53 +501,6 @@ func FuzzMergeParts(f *testing.F) {
 	})
 }
 
-// A partition's state carries each Stats through gob as it was, field for
-// field: exact values as raw bytes (floatColumn: NaN's payload, -0 and the
-// infinities kept), no list (histogram only), an empty list still kept
-// (exact values to come), and a list past a few pages.
-func TestStateKeepsStats(t *testing.T) {
-	special := []float64{math.Float64frombits(0x7ff8000000000bad), math.Inf(1), math.Inf(-1), math.Copysign(0, -1), 0, 1e-300, 3.5e9}
-	many := make([]float64, 100_000)
-	for i := range many {
-		many[i] = float64(i) * 1.25
-	}
-	empty := newStatsLimit(10)
-	hist := newStatsLimit(0)
-	for _, v := range many {
-		hist.Add(v)
-	}
-	withSpecial, withMany := newStatsLimit(100), newStatsLimit(200_000)
-	for _, v := range special {
-		withSpecial.Add(v)
-	}
-	for _, v := range many {
-		withMany.Add(v)
-	}
-	dir := t.TempDir()
-	for name, s := range map[string]*Stats{"empty": empty, "histogram": hist, "special": withSpecial, "many": withMany} {
-		path := filepath.Join(dir, name)
-		require.NoError(t, writeGob(path, &partState{Version: partStateVersion, Pairs: []pairState{{Dur: s.state()}}}))
-		f, err := os.Open(path)
-		require.NoError(t, err)
-		var st partState
-		require.NoError(t, gob.NewDecoder(f).Decode(&st))
-		f.Close()
-		got := st.Pairs[0].Dur.stats()
-		// state() flushed s's run of one bucket into its counts; the
-		// bucket it remembers for the next value is a cache, not carried.
-		s.lastBits, s.lastB = 0, 0
-		require.Empty(t, statsFieldsDiffer(s, got), "%s: min %v/%v max %v/%v", name, s.Min, got.Min, s.Max, got.Max)
-		require.Equal(t, s.exact == nil, got.exact == nil, "%s: a list kept, or none", name)
-		for i, v := range s.exact {
-			require.Equal(t, math.Float64bits(v), math.Float64bits(got.exact[i]), "%s: value %d", name, i)
-		}
-		_, err = os.Stat(path + ".partial")
-		require.True(t, errors.Is(err, os.ErrNotExist), "%s: the partial file is gone", name)
-	}
-	var f floatColumn
-	require.ErrorContains(t, f.GobDecode(make([]byte, 12)), "not 8 a value")
-}
-
 // A partition keeps no exact values of a pair whose channels each hold
 // more records in the whole export than the bound (partExactBound): the
 // states carry histograms only, and the merged summary says its quantiles
@@ -555,9 +509,9 @@ func TestStateKeepsStats(t *testing.T) {
 func TestPartKeepsNoExactPastTheBound(t *testing.T) {
 	dir := t.TempDir()
 	writeTopology(t, dir, 3000, 7)
-	cfg := Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{filepath.Join(dir, "logs")}, Ref: "b",
+	cfg := analyze.Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{filepath.Join(dir, "logs")}, Ref: "b",
 		Out: filepath.Join(dir, "analyze"), NoCapacity: true, NoCriticalPath: true, NoMace: true, NoReport: true, NoDurations: true}
-	_, err := Run(cfg)
+	_, err := analyze.Run(cfg)
 	require.NoError(t, err)
 	ex := filepath.Join(dir, "export")
 	files := exportParts(t, cfg, ex, 4)
@@ -567,7 +521,7 @@ func TestPartKeepsNoExactPastTheBound(t *testing.T) {
 		votes = append(votes, filepath.Join(work, fmt.Sprintf("votes-%d", p)))
 		require.NoError(t, RunPart(PartConfig{Export: ex, Records: []string{f}, State: votes[p], Partition: p}))
 	}
-	order, err := MergeParts(Config{}, ex, votes, "")
+	order, err := MergeParts(analyze.Config{}, ex, votes, "")
 	require.NoError(t, err)
 	summary := func(name string) ([][]string, int64) {
 		var states []string
@@ -581,7 +535,7 @@ func TestPartKeepsNoExactPastTheBound(t *testing.T) {
 			states = append(states, st)
 		}
 		out := filepath.Join(work, name)
-		_, err := MergeParts(Config{Out: out, NoCapacity: true}, ex, states, "")
+		_, err := MergeParts(analyze.Config{Out: out, NoCapacity: true}, ex, states, "")
 		require.NoError(t, err)
 		b, err := os.ReadFile(filepath.Join(out, "summary.csv"))
 		require.NoError(t, err)

@@ -1,11 +1,10 @@
-package analyze
+package scaleout
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"math/bits"
 	"os"
@@ -15,14 +14,14 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"cloudprofiler/internal/dirlock"
+	"cloudprofiler/internal/analyze"
 	"cloudprofiler/internal/logfile"
 	"cloudprofiler/internal/results"
 	"cloudprofiler/minrtt"
 )
 
 // The export (cloudprofiler export): the pipeline's first stages, decode
-// and partition (decode.go, partition.go), ending in files instead of the
+// and partition (analyze.Decoded), ending in files instead of the
 // join, so that the join can run elsewhere, a partition a task (on Apache
 // Spark: docs/spark.md). Each tuple record is translated into the
 // reference clock and written to the Parquet file of its partition,
@@ -128,7 +127,7 @@ type ExportChannel struct {
 // ExportConfig is one export: Logs, Rounds, Ref, Method, MemBytes,
 // Workers, SpillDir, Progress and OneRun as for analyze, into Out.
 type ExportConfig struct {
-	Config
+	analyze.Config
 	Partitions int // P, a power of two (default 64)
 	// From and To are Cut's time range: wall-clock times (RFC 3339), or
 	// seconds after the first round began; "": open.
@@ -141,36 +140,28 @@ type ExportResult struct {
 	Channels ExportChannels
 	Files    int // Parquet files written (partitions with records)
 	Bytes    int64
-	Problems []*Channel // channels whose files were damaged or lost records
+	Problems []*analyze.Channel // channels whose files were damaged or lost records
 }
 
 // Export decodes cfg.Logs, translates every tuple record into the
 // reference clock and writes them, partitioned, into cfg.Out.
 func Export(cfg ExportConfig) (*ExportResult, error) {
-	if cfg.Out == "" {
-		return nil, errors.New("export: --logs and --out are required (and --rounds when the logs come from several nodes)")
-	}
 	if cfg.Partitions == 0 {
 		cfg.Partitions = DefaultExportPartitions
 	}
-	if p := cfg.Partitions; p < 1 || p > maxPartitions || p&(p-1) != 0 {
-		return nil, fmt.Errorf("export: --partitions %d: a power of two from 1 to %d", p, maxPartitions)
+	if p := cfg.Partitions; p < 1 || p > analyze.MaxPartitions || p&(p-1) != 0 {
+		return nil, fmt.Errorf("export: --partitions %d: a power of two from 1 to %d", p, analyze.MaxPartitions)
 	}
-	unlock, err := lockOut(cfg.Config)
+	pr, unlock, err := prepareOut(cfg.Config)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	c := cfg.Config
-	c.NoCapacity, c.NoCriticalPath, c.NoMace, c.NoReport, c.NoDurations = true, true, true, true, true
-	a, err := prepare(c)
-	if err != nil {
-		return nil, err
-	}
+	chans, model := pr.Channels(), pr.Model()
 	meta := ExportMeta{Format: ExportFormat, Version: ExportVersion, Partitions: cfg.Partitions, Hash: exportHash,
-		Ref: a.model.Ref(), RefHz: a.model.RefHz(), Origin: a.model.RefOrigin(), Method: a.model.Method().String(), Rounds: cfg.Rounds != ""}
+		Ref: model.Ref(), RefHz: model.RefHz(), Origin: model.RefOrigin(), Method: model.Method().String(), Rounds: cfg.Rounds != ""}
 	nodes := map[string]bool{}
-	for _, ch := range a.chans {
+	for _, ch := range chans {
 		nodes[ch.Node] = true
 	}
 	var names []string
@@ -186,45 +177,36 @@ func Export(cfg ExportConfig) (*ExportResult, error) {
 	if spillDir == "" {
 		spillDir = filepath.Join(cfg.Out, ".spill")
 	}
-	total, files := a.tupleFiles()
-	ps, err := partitionPlanAtLeast(total, files, a.cfg.Workers, a.cfg.MemBytes, spillDir, cfg.Partitions)
+	dec, err := pr.Decode(cfg.Partitions, spillDir, cfg.SpillDir == "")
 	if err != nil {
-		return nil, errors.New(strings.Replace(err.Error(), "analyze:", "export:", 1))
-	}
-	ps.removeDir = cfg.SpillDir == ""
-	defer ps.close()
-	a.progress.total, a.progress.nparts = total, cfg.Partitions
-	if err := a.decodeAll(ps, a.cfg.Workers); err != nil {
 		return nil, err
 	}
-	if err := a.checkRecords(); err != nil {
-		return nil, err
-	}
+	defer dec.Close()
 	// Only now is anything in Out touched: this stem's files from an
 	// earlier export go (a node exported again), then the new ones come.
 	if err := removeExportStem(cfg.Out, stem, names); err != nil {
 		return nil, err
 	}
 	res := &ExportResult{Meta: meta}
-	nfiles, nbytes, parts, err := a.writeExportParts(ps, cfg.Out, stem, cfg.Partitions)
+	nfiles, nbytes, parts, err := writeExportParts(pr, dec, cfg.Out, stem, cfg.Partitions)
 	if err != nil {
 		removeExportStem(cfg.Out, stem, names)
 		return nil, err
 	}
 	res.Files, res.Bytes = nfiles, nbytes
-	res.Channels = ExportChannels{Stem: stem, Nodes: names, Records: a.res.Records}
+	res.Channels = ExportChannels{Stem: stem, Nodes: names, Records: dec.Records()}
 	// Every channel read, so that an analysis of the export numbers and
 	// names them as analyze does; the tuple and return channels' records
 	// are in records/, the counter and FIRSTLAST channels' logs copied
 	// whole into logs/ (lineage: not exported).
-	keys := exportKeys(a.chans)
-	for i, ch := range a.chans {
+	keys := exportKeys(chans)
+	for i, ch := range chans {
 		hdr, err := json.Marshal(ch.Header)
 		if err != nil {
 			return nil, err
 		}
 		var cp string
-		if ch.Role == RoleCounter || ch.Role == RoleFirst {
+		if ch.Role == analyze.RoleCounter || ch.Role == analyze.RoleFirst {
 			cp = "logs/" + exportStem([]string{ch.Node}) + "/" + filepath.Base(keys[i])
 			if err := copyFileAtomic(ch.Path, filepath.Join(cfg.Out, filepath.FromSlash(cp))); err != nil {
 				removeExportStem(cfg.Out, stem, names)
@@ -232,9 +214,9 @@ func Export(cfg ExportConfig) (*ExportResult, error) {
 			}
 		}
 		ec := ExportChannel{Key: keys[i], Label: ch.Label(), Node: ch.Node, Name: ch.Name,
-			Role: exportRole(ch.Role), Records: a.chanRecords[i], Problems: ch.Problems, Path: ch.Path, Copy: cp, Header: hdr}
-		if ch.Role == RoleTuples && a.tscMin[i] <= a.tscMax[i] {
-			ec.TSCMin, ec.TSCMax = &a.tscMin[i], &a.tscMax[i]
+			Role: exportRole(ch.Role), Records: dec.ChannelRecords(i), Problems: ch.Problems, Path: ch.Path, Copy: cp, Header: hdr}
+		if lo, hi, ok := dec.TSCSpan(i); ch.Role == analyze.RoleTuples && ok {
+			ec.TSCMin, ec.TSCMax = &lo, &hi
 		}
 		var inParts uint64
 		for p, n := range parts[i] {
@@ -262,69 +244,16 @@ func Export(cfg ExportConfig) (*ExportResult, error) {
 	return res, nil
 }
 
-// lockOut takes the lock of an export's or cut's directory (creating it):
-// another writer into it waits, saying so (dirlock), so that each one's
-// checks see the other's files.
-func lockOut(cfg Config) (func(), error) {
-	wait := cfg.Progress
-	if wait == nil {
-		wait = os.Stderr
-	}
-	unlock, err := dirlock.Lock(cfg.Out, "export", wait)
-	if err != nil {
-		return nil, fmt.Errorf("export: %w", err)
-	}
-	return unlock, nil
-}
-
-// copyFileAtomic copies src to dst through dst.partial and a rename.
-func copyFileAtomic(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return fmt.Errorf("export: %w", err)
-	}
-	defer in.Close()
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return fmt.Errorf("export: %w", err)
-	}
-	if err := createAtomic(dst, func(w io.Writer) error { _, err := io.Copy(w, in); return err }); err != nil {
-		return fmt.Errorf("export: %s: %w", dst, err)
-	}
-	return nil
-}
-
-// createAtomic creates path with what fill writes, through path.partial
-// and a rename: a reader finds the whole file or none (a failure removes
-// the partial file).
-func createAtomic(path string, fill func(io.Writer) error) error {
-	tmp := path + ".partial"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	err = fill(f)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-	}
-	return err
-}
-
 // exportRole is how channels/STEM.json names a channel's role.
-func exportRole(r Role) string {
+func exportRole(r analyze.Role) string {
 	switch r {
-	case RoleReturn:
+	case analyze.RoleReturn:
 		return "return"
-	case RoleFirst:
+	case analyze.RoleFirst:
 		return "firstlast"
-	case RoleCounter:
+	case analyze.RoleCounter:
 		return "counter"
-	case RoleLineage:
+	case analyze.RoleLineage:
 		return "lineage"
 	}
 	return "tuples"
@@ -333,7 +262,7 @@ func exportRole(r Role) string {
 // exportKeys are the channels' keys: node/FILE (the log file's name),
 // with #2, #3... where one node has two files of one name (read from
 // several directories).
-func exportKeys(chans []*Channel) []string {
+func exportKeys(chans []*analyze.Channel) []string {
 	keys := make([]string, len(chans))
 	seen := map[string]int{}
 	for i, c := range chans {
@@ -440,25 +369,27 @@ func removeExportStem(out, stem string, nodes []string) error {
 //
 // It returns the files written, their bytes, and each channel's records in
 // each partition ([channel][partition]).
-func (a *analysis) writeExportParts(ps *partitions, out, stem string, parts int) (int, int64, [][]uint64, error) {
-	shift := bits.TrailingZeros(uint(ps.n)) - bits.TrailingZeros(uint(parts))
-	counts := make([][]uint64, len(a.chans))
+func writeExportParts(pr *analyze.Prepared, dec *analyze.Decoded, out, stem string, parts int) (int, int64, [][]uint64, error) {
+	chans, model := pr.Channels(), pr.Model()
+	shift := bits.TrailingZeros(uint(dec.Partitions())) - bits.TrailingZeros(uint(parts))
+	counts := make([][]uint64, len(chans))
 	for i := range counts {
 		counts[i] = make([]uint64, parts) // each worker writes its own partitions' elements
 	}
-	labels, keys := make([]string, len(a.chans)), exportKeys(a.chans)
-	for i, c := range a.chans {
-		labels[i] = c.Label()
+	labels, keys := make([]string, len(chans)), exportKeys(chans)
+	nodes, waits := make([]int, len(chans)), make([]bool, len(chans))
+	for i, c := range chans {
+		labels[i], nodes[i], waits[i] = c.Label(), pr.Node(i), dec.NotesWaits(i)
 	}
 	var next atomic.Int64
 	var files, size atomic.Int64
-	errs := make([]error, a.cfg.Workers)
+	errs := make([]error, pr.Workers())
 	var wg sync.WaitGroup
 	for wk := range errs {
 		wg.Add(1)
 		go func(wk int) {
 			defer wg.Done()
-			var d partData
+			var d analyze.Records
 			var tr minrtt.Translated
 			rows := make([]ExportRow, 0, 4096)
 			for errs[wk] == nil {
@@ -468,7 +399,7 @@ func (a *analysis) writeExportParts(ps *partitions, out, stem string, parts int)
 				}
 				n := uint64(0)
 				for k := p << shift; k < (p+1)<<shift; k++ {
-					n += ps.events[k]
+					n += dec.PartitionRecords(k)
 				}
 				if n == 0 {
 					continue
@@ -487,20 +418,20 @@ func (a *analysis) writeExportParts(ps *partitions, out, stem string, parts int)
 				}
 				err = func() error {
 					for k := p << shift; k < (p+1)<<shift; k++ {
-						if err := ps.read(k, &d); err != nil {
+						if err := dec.Read(k, &d); err != nil {
 							return err
 						}
-						for i := range d.id {
+						for i := range d.ID {
 							// The note of a wait stays behind: the parts
 							// have no cost model for it to serve (docs/spark.md).
-							ch, tsc := d.ch[i], d.tsc[i]
+							ch, tsc := d.Ch[i], d.TSC[i]
 							counts[ch][p]++
-							if a.notesWaits[ch] {
+							if waits[ch] {
 								tsc &^= logfile.WaitedBit
 							}
-							a.model.TranslateInto(&tr, a.chNode[ch], tsc)
-							v := tr.Value(a.model)
-							rows = append(rows, ExportRow{TupleID: d.id[i], TSC: int64(tsc), Channel: labels[ch], ChannelKey: keys[ch], EstCycles: v.Est, ErrCycles: v.Err})
+							model.TranslateInto(&tr, nodes[ch], tsc)
+							v := tr.Value(model)
+							rows = append(rows, ExportRow{TupleID: d.ID[i], TSC: int64(tsc), Channel: labels[ch], ChannelKey: keys[ch], EstCycles: v.Est, ErrCycles: v.Err})
 							if len(rows) == cap(rows) {
 								if err := w.Write(rows); err != nil {
 									return err
@@ -600,20 +531,6 @@ func copyRounds(out, rounds string) error {
 		if len(have) > 0 && !same {
 			return fmt.Errorf("export: %s holds other rounds than %s: every node of one export takes the same rounds (copy them from the tsc-server's --out)", dst, rounds)
 		}
-	}
-	return nil
-}
-
-// writeFileAtomic writes path through path.partial and a rename.
-func writeFileAtomic(path string, b []byte) error {
-	tmp := path + ".partial"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("export: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("export: %w", err)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package analyze
+package scaleout
 
 import (
 	"encoding/json"
@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"cloudprofiler/internal/analyze"
 	"cloudprofiler/internal/logfile"
 	"cloudprofiler/minrtt"
 )
@@ -61,7 +62,7 @@ type CutResult struct {
 	Files    int
 	Kept     uint64 // records and counter periods kept
 	Read     uint64 // of those read
-	Problems []*Channel
+	Problems []*analyze.Channel
 }
 
 // rangeZero is the wall-clock time that --from and --to count seconds
@@ -70,9 +71,9 @@ type CutResult struct {
 // reading is in that round, within its duration of its start); with no
 // rounds, the earliest channel open, exact (the sync point's TSC is the
 // model's origin).
-func (a *analysis) rangeZero() (ns int64, err error) {
-	if a.cfg.Rounds != "" {
-		rounds, err := minrtt.ReadRounds(a.cfg.Rounds)
+func rangeZero(rounds string, chans []*analyze.Channel) (ns int64, err error) {
+	if rounds != "" {
+		rounds, err := minrtt.ReadRounds(rounds)
 		if err != nil {
 			return 0, fmt.Errorf("rounds: %w", err)
 		}
@@ -82,15 +83,15 @@ func (a *analysis) rangeZero() (ns int64, err error) {
 		return rounds[0].StartedNs, nil
 	}
 	first := -1
-	for i, c := range a.chans {
-		if first < 0 || c.Header.OpenSync.TSC < a.chans[first].Header.OpenSync.TSC {
+	for i, c := range chans {
+		if first < 0 || c.Header.OpenSync.TSC < chans[first].Header.OpenSync.TSC {
 			first = i
 		}
 	}
-	if first < 0 || a.chans[first].Header.OpenSync.RealtimeNs == 0 {
+	if first < 0 || chans[first].Header.OpenSync.RealtimeNs == 0 {
 		return 0, errors.New("the logs' headers have no open time (open_sync): the range cannot be placed")
 	}
-	return a.chans[first].Header.OpenSync.RealtimeNs, nil
+	return chans[first].Header.OpenSync.RealtimeNs, nil
 }
 
 // The wall-clock times a range end can be: nanoseconds since 1970 in an
@@ -118,14 +119,16 @@ func parseRangeEnd(flag, s string, zero, def int64) (int64, error) {
 	return zero + int64(math.Round(sec*1e9)), nil
 }
 
-// cutRange is the range of cfg in reference cycles.
-func (a *analysis) cutRange(from, to string) (CutMeta, error) {
-	m := CutMeta{Format: CutFormat, Version: CutVersion, Ref: a.model.Ref(), Origin: a.model.RefOrigin(),
-		Method: a.model.Method().String(), Rounds: a.cfg.Rounds != ""}
+// cutRange is the range from to (--from, --to) in reference cycles, of
+// pr's logs with the rounds in the directory rounds.
+func cutRange(pr *analyze.Prepared, rounds, from, to string) (CutMeta, error) {
+	model := pr.Model()
+	m := CutMeta{Format: CutFormat, Version: CutVersion, Ref: model.Ref(), Origin: model.RefOrigin(),
+		Method: model.Method().String(), Rounds: rounds != ""}
 	if from == "" && to == "" {
 		return m, errors.New("export: --format logs cuts a time range: give --from, --to or both (the whole run: copy the logs)")
 	}
-	zero, err := a.rangeZero()
+	zero, err := rangeZero(rounds, pr.Channels())
 	if err != nil {
 		return m, fmt.Errorf("export: %w", err)
 	}
@@ -139,7 +142,7 @@ func (a *analysis) cutRange(from, to string) (CutMeta, error) {
 		return m, fmt.Errorf("export: --from %s is not before --to %s", from, to)
 	}
 	m.ZeroNs = zero
-	hz := a.model.RefHz()
+	hz := model.RefHz()
 	cycles := func(ns int64) float64 {
 		switch ns {
 		case math.MinInt64:
@@ -154,8 +157,8 @@ func (a *analysis) cutRange(from, to string) (CutMeta, error) {
 }
 
 // cutName is the cut's file name for channel i's log: its own, binary.
-func cutName(chans []*Channel, i int) string {
-	base := func(c *Channel) string {
+func cutName(chans []*analyze.Channel, i int) string {
+	base := func(c *analyze.Channel) string {
 		b := filepath.Base(c.Path)
 		b = strings.TrimSuffix(strings.TrimSuffix(b, ".txt"), ".cplog")
 		return b
@@ -175,27 +178,19 @@ func cutName(chans []*Channel, i int) string {
 // Cut writes cfg's logs cut to [From, To) into cfg.Out/logs/NODE/, with
 // the rounds and cut.json (export --format logs).
 func Cut(cfg ExportConfig) (*CutResult, error) {
-	if cfg.Out == "" {
-		return nil, errors.New("export: --logs and --out are required (and --rounds when the logs come from several nodes)")
-	}
-	unlock, err := lockOut(cfg.Config)
+	pr, unlock, err := prepareOut(cfg.Config)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	c := cfg.Config
-	c.NoCapacity, c.NoCriticalPath, c.NoMace, c.NoReport, c.NoDurations = true, true, true, true, true
-	a, err := prepare(c)
-	if err != nil {
-		return nil, err
-	}
-	meta, err := a.cutRange(cfg.From, cfg.To)
+	chans, model := pr.Channels(), pr.Model()
+	meta, err := cutRange(pr, cfg.Rounds, cfg.From, cfg.To)
 	if err != nil {
 		return nil, err
 	}
 	res := &CutResult{Meta: meta}
 	seen := map[string]bool{}
-	for _, ch := range a.chans {
+	for _, ch := range chans {
 		if !seen[ch.Node] {
 			seen[ch.Node] = true
 			res.Nodes = append(res.Nodes, ch.Node)
@@ -214,15 +209,15 @@ func Cut(cfg ExportConfig) (*CutResult, error) {
 	// The range in each node's own counter, placed once: a record's test
 	// is then a comparison of its raw reading (minrtt.ReadingRange), the
 	// same test as translating it.
-	ranges := make([]*minrtt.ReadingRange, len(a.model.Nodes()))
-	for _, n := range a.chNode {
-		if ranges[n] == nil {
-			ranges[n] = a.model.RangeIdx(n, meta.FromCycles, meta.ToCycles)
+	ranges := make([]*minrtt.ReadingRange, len(model.Nodes()))
+	for i := range chans {
+		if n := pr.Node(i); ranges[n] == nil {
+			ranges[n] = model.RangeIdx(n, meta.FromCycles, meta.ToCycles)
 		}
 	}
-	err = eachOnWorkers(a.cfg.Workers, len(a.chans), func(i int) error {
-		dst := filepath.Join(cfg.Out, "logs", exportStem([]string{a.chans[i].Node}), cutName(a.chans, i))
-		k, r, err := a.cutChannel(i, dst, meta, ranges[a.chNode[i]], span)
+	err = eachOnWorkers(pr.Workers(), len(chans), func(i int) error {
+		dst := filepath.Join(cfg.Out, "logs", exportStem([]string{chans[i].Node}), cutName(chans, i))
+		k, r, err := cutChannel(pr, i, dst, meta, ranges[pr.Node(i)], span)
 		kept.Add(k)
 		read.Add(r)
 		return err
@@ -232,9 +227,9 @@ func Cut(cfg ExportConfig) (*CutResult, error) {
 		// counted from elsewhere): say where the run is.
 		err = fmt.Errorf("export: %s to %s keeps none of the %d records read", meta.FromText(), meta.ToText(), read.Load())
 		if span.lo <= span.hi {
-			at := func(c float64) string { return fmtNs(meta.ZeroNs + int64(c/a.model.RefHz()*1e9)) }
+			at := func(c float64) string { return fmtNs(meta.ZeroNs + int64(c/model.RefHz()*1e9)) }
 			err = fmt.Errorf("%w: the run's records lie from %s to %s (in --from and --to's seconds: %.3f to %.3f)",
-				err, at(span.lo), at(span.hi), span.lo/a.model.RefHz(), span.hi/a.model.RefHz())
+				err, at(span.lo), at(span.hi), span.lo/model.RefHz(), span.hi/model.RefHz())
 		}
 	}
 	if err != nil {
@@ -244,8 +239,8 @@ func Cut(cfg ExportConfig) (*CutResult, error) {
 		os.Remove(filepath.Join(cfg.Out, "logs")) // if no other node's cut is in it
 		return nil, err
 	}
-	res.Files, res.Kept, res.Read = len(a.chans), kept.Load(), read.Load()
-	for _, ch := range a.chans {
+	res.Files, res.Kept, res.Read = len(chans), kept.Load(), read.Load()
+	for _, ch := range chans {
 		if len(ch.Problems) > 0 {
 			res.Problems = append(res.Problems, ch)
 		}
@@ -305,20 +300,20 @@ func fmtNs(ns int64) string {
 // periods by their end, with service-rate estimates by theirs; lineage
 // records (no time: an output id and its input's) whole. It returns the
 // records kept and read.
-func (a *analysis) cutChannel(i int, dst string, meta CutMeta, rr *minrtt.ReadingRange, span *cycleSpan) (kept, read uint64, err error) {
-	c := a.chans[i]
+func cutChannel(pr *analyze.Prepared, i int, dst string, meta CutMeta, rr *minrtt.ReadingRange, span *cycleSpan) (kept, read uint64, err error) {
+	c, model := pr.Channels()[i], pr.Model()
 	lf, err := logfile.Open(c.Path)
 	if err != nil {
 		return 0, 0, err
 	}
 	defer lf.Close()
-	node := a.chNode[i]
+	node := pr.Node(i)
 	// The channel's first and last counter readings, translated once at the
 	// end (for the message of a range that keeps nothing).
 	lo, hi := uint64(math.MaxUint64), uint64(0)
 	defer func() {
 		if lo <= hi {
-			span.add(a.model.PointRelIdx(node, lo).Est, a.model.PointRelIdx(node, hi).Est)
+			span.add(model.PointRelIdx(node, lo).Est, model.PointRelIdx(node, hi).Est)
 		}
 	}()
 	in := func(tsc uint64) bool {
@@ -337,7 +332,7 @@ func (a *analysis) cutChannel(i int, dst string, meta CutMeta, rr *minrtt.Readin
 		return 0, 0, fmt.Errorf("export: %w", err)
 	}
 	switch c.Role {
-	case RoleCounter:
+	case analyze.RoleCounter:
 		err = lf.Counters(func(r logfile.CounterRecord) error {
 			read++
 			if !in(r.TSC) {
@@ -357,7 +352,7 @@ func (a *analysis) cutChannel(i int, dst string, meta CutMeta, rr *minrtt.Readin
 	default:
 		err = lf.RecordBatches(func(rs []logfile.Record) error {
 			read += uint64(len(rs))
-			if c.Role == RoleLineage {
+			if c.Role == analyze.RoleLineage {
 				// A lineage record has no time (an output id and its
 				// input's): kept whole.
 				kept += uint64(len(rs))
@@ -394,7 +389,7 @@ func (a *analysis) cutChannel(i int, dst string, meta CutMeta, rr *minrtt.Readin
 			return nil
 		})
 	}
-	if err = c.readDone(lf, err); err != nil {
+	if err = c.ReadDone(lf, err); err != nil {
 		w.Abort()
 		return 0, read, err
 	}
@@ -420,31 +415,4 @@ func (s *cycleSpan) add(lo, hi float64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lo, s.hi = min(s.lo, lo), max(s.hi, hi)
-}
-
-// eachOnWorkers calls fn(0..n-1) on workers goroutines, which take the
-// next i in turn; it stops at the first error and returns them all.
-func eachOnWorkers(workers, n int, fn func(i int) error) error {
-	var next atomic.Int64
-	var failed atomic.Bool
-	errs := make([]error, workers)
-	var wg sync.WaitGroup
-	for wk := range errs {
-		wg.Add(1)
-		go func(wk int) {
-			defer wg.Done()
-			for !failed.Load() {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				if errs[wk] = fn(i); errs[wk] != nil {
-					failed.Store(true)
-					return
-				}
-			}
-		}(wk)
-	}
-	wg.Wait()
-	return errors.Join(errs...)
 }

@@ -1,4 +1,4 @@
-package analyze
+package scaleout
 
 import (
 	"errors"
@@ -13,8 +13,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"cloudprofiler/internal/analyze"
 	"cloudprofiler/internal/logfile"
 	"cloudprofiler/internal/results"
+	"cloudprofiler/internal/simlogs"
 	"cloudprofiler/minrtt"
 )
 
@@ -50,9 +52,9 @@ func writeCutTopology(t *testing.T, dir string) {
 // trueTime is when a record of node was logged, in true seconds (the
 // synthetic counters are known).
 func trueTime(node string, tsc uint64) float64 {
-	for _, n := range topologyNodes {
-		if n.name == node {
-			return (float64(tsc) - n.off) / n.hz
+	for _, n := range simlogs.TopologyNodes {
+		if n.Name == node {
+			return (float64(tsc) - n.Off) / n.Hz
 		}
 	}
 	panic(node)
@@ -69,7 +71,7 @@ func trueTime(node string, tsc uint64) float64 {
 func TestCutKeepsTheRange(t *testing.T) {
 	dir := t.TempDir()
 	writeCutTopology(t, dir)
-	cfg := Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{filepath.Join(dir, "logs")}, Ref: "b"}
+	cfg := analyze.Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{filepath.Join(dir, "logs")}, Ref: "b"}
 	const from, to, slack = 1.2, 1.5, 1e-3
 	cut := filepath.Join(dir, "cut")
 	ecfg := ExportConfig{Config: cfg, From: "1.2", To: "1.5"}
@@ -127,17 +129,17 @@ func TestCutKeepsTheRange(t *testing.T) {
 	// analyze reads the cut, every analysis on.
 	full := cfg
 	full.Out = filepath.Join(dir, "full")
-	_, err = Run(full)
+	_, err = analyze.Run(full)
 	require.NoError(t, err)
-	cfgCut := Config{Rounds: filepath.Join(cut, "rounds"), Logs: []string{filepath.Join(cut, "logs")}, Ref: "b", Out: filepath.Join(dir, "cut-analysis")}
-	got, err := Run(cfgCut)
+	cfgCut := analyze.Config{Rounds: filepath.Join(cut, "rounds"), Logs: []string{filepath.Join(cut, "logs")}, Ref: "b", Out: filepath.Join(dir, "cut-analysis")}
+	got, err := analyze.Run(cfgCut)
 	require.NoError(t, err)
 	require.NotEmpty(t, got.CritPath, "the critical path ran on the cut")
-	wantRows, err := results.ReadAll[DurationRow](filepath.Join(full.Out, "durations.parquet"))
+	wantRows, err := results.ReadAll[analyze.DurationRow](filepath.Join(full.Out, "durations.parquet"))
 	require.NoError(t, err)
-	gotRows, err := results.ReadAll[DurationRow](filepath.Join(cfgCut.Out, "durations.parquet"))
+	gotRows, err := results.ReadAll[analyze.DurationRow](filepath.Join(cfgCut.Out, "durations.parquet"))
 	require.NoError(t, err)
-	key := func(r DurationRow) string { return fmt.Sprintf("%+v", r) }
+	key := func(r analyze.DurationRow) string { return fmt.Sprintf("%+v", r) }
 	all := map[string]int{}
 	for _, r := range wantRows {
 		all[key(r)]++
@@ -149,9 +151,9 @@ func TestCutKeepsTheRange(t *testing.T) {
 			mustHave++
 		}
 	}
-	e2e := map[int64][]DurationRow{} // the whole run's end-to-end rows by tuple
+	e2e := map[int64][]analyze.DurationRow{} // the whole run's end-to-end rows by tuple
 	for _, r := range wantRows {
-		if r.Kind == KindEndToEnd {
+		if r.Kind == analyze.KindEndToEnd {
 			e2e[r.TupleID] = append(e2e[r.TupleID], r)
 		}
 	}
@@ -163,7 +165,7 @@ func TestCutKeepsTheRange(t *testing.T) {
 			// cut holds fewer of them.
 			continue
 		}
-		if r.Kind == KindEndToEnd && all[key(r)] == 0 {
+		if r.Kind == analyze.KindEndToEnd && all[key(r)] == 0 {
 			// A tuple the range cut short: its end-to-end runs between its
 			// first and last records inside, the whole run's from before
 			// the start or past the end.
@@ -188,11 +190,11 @@ func TestCutKeepsTheRange(t *testing.T) {
 	require.Equal(t, 1, strings.Count(string(tp), "sink rate"))
 	// A cut of the cut, the same range: the same throughput (its counter's
 	// first period still begins where the one before it ended).
-	cut3 := ExportConfig{Config: Config{Rounds: cfgCut.Rounds, Logs: cfgCut.Logs, Ref: "b", Out: filepath.Join(dir, "cut3")}, From: "1.2", To: "1.5"}
+	cut3 := ExportConfig{Config: analyze.Config{Rounds: cfgCut.Rounds, Logs: cfgCut.Logs, Ref: "b", Out: filepath.Join(dir, "cut3")}, From: "1.2", To: "1.5"}
 	_, err = Cut(cut3)
 	require.NoError(t, err)
-	again := Config{Rounds: filepath.Join(cut3.Out, "rounds"), Logs: []string{filepath.Join(cut3.Out, "logs")}, Ref: "b", Out: filepath.Join(dir, "cut3-analysis")}
-	_, err = Run(again)
+	again := analyze.Config{Rounds: filepath.Join(cut3.Out, "rounds"), Logs: []string{filepath.Join(cut3.Out, "logs")}, Ref: "b", Out: filepath.Join(dir, "cut3-analysis")}
+	_, err = analyze.Run(again)
 	require.NoError(t, err)
 	tp3, err := os.ReadFile(filepath.Join(again.Out, "throughput.csv"))
 	require.NoError(t, err)
@@ -214,7 +216,7 @@ func TestCutKeepsTheRange(t *testing.T) {
 func TestCutRefusals(t *testing.T) {
 	dir := t.TempDir()
 	writeCutTopology(t, dir)
-	cfg := Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{filepath.Join(dir, "logs")}, Ref: "b", Out: filepath.Join(dir, "cut")}
+	cfg := analyze.Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{filepath.Join(dir, "logs")}, Ref: "b", Out: filepath.Join(dir, "cut")}
 	for _, c := range []struct{ from, to, want string }{
 		{"", "", "give --from, --to or both"},
 		{"1.5", "1.2", "is not before --to"},
@@ -280,29 +282,30 @@ func TestCutRangeIsTheTranslation(t *testing.T) {
 	dir := t.TempDir()
 	writeCutTopology(t, dir)
 	for _, meth := range []minrtt.Method{minrtt.MethodBest, minrtt.MethodPaper, minrtt.MethodAllProbes} {
-		cfg := Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{filepath.Join(dir, "logs")}, Ref: "b", Method: meth,
+		cfg := analyze.Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{filepath.Join(dir, "logs")}, Ref: "b", Method: meth,
 			NoCapacity: true, NoCriticalPath: true, NoMace: true, NoReport: true, NoDurations: true}
-		a, err := prepare(cfg)
+		pr, err := analyze.Prepare(cfg)
 		require.NoError(t, err)
+		chans, model := pr.Channels(), pr.Model()
 		// Every channel's records (counter periods as records of their
 		// end) and their estimates, by node.
 		type rec struct {
 			r   logfile.Record
 			est float64
 		}
-		recs := make([][]rec, len(a.chans))
+		recs := make([][]rec, len(chans))
 		ests := map[int][]float64{}
-		for i, c := range a.chans {
+		for i, c := range chans {
 			lf, err := logfile.Open(c.Path)
 			require.NoError(t, err)
 			add := func(r logfile.Record) {
-				v := a.model.PointRelIdx(a.chNode[i], r.TSC).Est
+				v := model.PointRelIdx(pr.Node(i), r.TSC).Est
 				recs[i] = append(recs[i], rec{r, v})
-				if c.Role != RoleLineage {
-					ests[a.chNode[i]] = append(ests[a.chNode[i]], v)
+				if c.Role != analyze.RoleLineage {
+					ests[pr.Node(i)] = append(ests[pr.Node(i)], v)
 				}
 			}
-			if c.Role == RoleCounter {
+			if c.Role == analyze.RoleCounter {
 				err = lf.Counters(func(r logfile.CounterRecord) error { add(logfile.Record{TSC: r.TSC}); return nil })
 			} else {
 				err = lf.Records(func(r logfile.Record) error { add(r); return nil })
@@ -312,7 +315,7 @@ func TestCutRangeIsTheTranslation(t *testing.T) {
 			}
 			lf.Close()
 		}
-		nodes := []int{a.model.NodeIndex("a"), a.model.NodeIndex("b"), a.model.NodeIndex("c")}
+		nodes := []int{model.NodeIndex("a"), model.NodeIndex("b"), model.NodeIndex("c")}
 		for _, n := range nodes {
 			sort.Float64s(ests[n])
 			require.Greater(t, len(ests[n]), 10000)
@@ -330,15 +333,15 @@ func TestCutRangeIsTheTranslation(t *testing.T) {
 			from, to := rg[0], rg[1]
 			rrs := map[int]*minrtt.ReadingRange{}
 			for _, n := range nodes {
-				rrs[n] = a.model.RangeIdx(n, from, to)
+				rrs[n] = model.RangeIdx(n, from, to)
 				require.Less(t, rrs[n].Bands(), uint64(1)<<24, "%s: node %d: the integer test decides", meth, n)
 			}
 			// Every record's test, against its translation.
-			for i, c := range a.chans {
-				if c.Role == RoleLineage {
+			for i, c := range chans {
+				if c.Role == analyze.RoleLineage {
 					continue
 				}
-				rr := rrs[a.chNode[i]]
+				rr := rrs[pr.Node(i)]
 				for _, r := range recs[i] {
 					// Plain comparisons, not require's: millions of calls, and
 					// require's reflection took most of this test's time under -race.
@@ -372,15 +375,15 @@ func TestCutRangeIsTheTranslation(t *testing.T) {
 			}
 			meta := CutMeta{FromNs: 1, ToNs: 2, FromCycles: from, ToCycles: to}
 			span := &cycleSpan{lo: math.Inf(1), hi: math.Inf(-1)}
-			for i, c := range a.chans {
-				dst := filepath.Join(dir, "cuts", fmt.Sprintf("%s-%v-%v", meth, from, to), cutName(a.chans, i))
-				_, _, err := a.cutChannel(i, dst, meta, rrs[a.chNode[i]], span)
+			for i, c := range chans {
+				dst := filepath.Join(dir, "cuts", fmt.Sprintf("%s-%v-%v", meth, from, to), cutName(chans, i))
+				_, _, err := cutChannel(pr, i, dst, meta, rrs[pr.Node(i)], span)
 				require.NoError(t, err)
 				var want []logfile.Record
 				var start uint64
 				for _, r := range recs[i] {
 					switch {
-					case c.Role == RoleLineage || r.est >= from && r.est < to:
+					case c.Role == analyze.RoleLineage || r.est >= from && r.est < to:
 						want = append(want, r.r)
 					case len(want) == 0 && r.est < from:
 						start = r.r.TSC // a period that ended before the range
@@ -389,7 +392,7 @@ func TestCutRangeIsTheTranslation(t *testing.T) {
 				lf, err := logfile.Open(dst)
 				require.NoError(t, err)
 				var got []logfile.Record
-				if c.Role == RoleCounter {
+				if c.Role == analyze.RoleCounter {
 					err = lf.Counters(func(r logfile.CounterRecord) error { got = append(got, logfile.Record{TSC: r.TSC}); return nil })
 					require.Equal(t, start, lf.Header.Cut.PeriodStartTSC, "%s: %s: the first period's start", meth, c.Label())
 				} else {
