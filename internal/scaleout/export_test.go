@@ -412,6 +412,19 @@ func TestPartsCountEachRecordOnce(t *testing.T) {
 	whole, err := merge("flat", states...)
 	require.NoError(t, err)
 	require.Equal(t, whole.Tuples, res.Tuples)
+	// Two partitions in one join-part (no --partition): each channel's
+	// records of both, in the room the export's counts give for all four,
+	// move up together; merged with the other two, the same summary.
+	require.NoError(t, RunPart(PartConfig{Export: ex, Records: []string{files[0], files[2]}, State: filepath.Join(work, "pair"),
+		Partition: -1, Rank: sample.Rank, NoCapacity: true}))
+	paired, err := merge("paired", filepath.Join(work, "pair"), states[1], states[3])
+	require.NoError(t, err)
+	require.Equal(t, whole.Tuples, paired.Tuples)
+	flatCSV, err := os.ReadFile(filepath.Join(work, "flat", "summary.csv"))
+	require.NoError(t, err)
+	pairedCSV, err := os.ReadFile(filepath.Join(work, "paired", "summary.csv"))
+	require.NoError(t, err)
+	require.Equal(t, string(flatCSV), string(pairedCSV))
 	acfg := cfg
 	acfg.Out, acfg.NoCapacity, acfg.NoCriticalPath, acfg.NoMace, acfg.NoReport = filepath.Join(work, "analyze"), true, true, true, true
 	all, err := analyze.Run(acfg)

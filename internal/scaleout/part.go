@@ -197,28 +197,29 @@ func RunPart(cfg PartConfig) error {
 	for i, k := range a.keys {
 		byKey[k] = uint32(i)
 	}
-	// The partition's records, a channel's together in the order they come
-	// (an export writes a channel's records in the order it logged them),
-	// channels in index order: as analyze reads its own partitions.
-	type rec struct {
-		id  int64
-		tsc uint64
-	}
-	// Each channel's records here, as many as the export says it wrote into
-	// the partition (cfg.Partition; all of them when it is not given),
-	// allocated at once: grown a record at a time, the copies and the
-	// garbage collector's work on them took half of a partition's time.
+	// The partition's records as columns, a channel's together in the
+	// order they come (an export writes a channel's records in the order it
+	// logged them), channels in index order: as analyze reads its own
+	// partitions. Each channel has room for as many as the export says it
+	// wrote into the partition (cfg.Partition; all partitions when it is not
+	// given), allocated at once and written in place: grown a record at a
+	// time, the copies and the garbage collector's work on them took half
+	// of a partition's time. A record past its channel's room is counted,
+	// not kept: the counts' check then refuses the records.
 	nch := len(a.Channels())
-	perCh := make([][]rec, nch)
-	for ch := range perCh {
+	start := make([]int, nch+1)
+	for ch := range nch {
 		var want uint64
 		for p, n := range a.parts[ch] {
 			if cfg.Partition < 0 || p == cfg.Partition {
 				want += n
 			}
 		}
-		perCh[ch] = make([]rec, 0, want)
+		start[ch+1] = start[ch] + int(want)
 	}
+	var d analyze.Records
+	d.ID, d.TSC, d.Ch = make([]int64, start[nch]), make([]uint64, start[nch]), make([]uint32, start[nch])
+	next := slices.Clone(start[:nch])
 	shift := uint(64 - bits.TrailingZeros(uint(meta.Partitions)))
 	// Each channel's records read in each partition, to hold against the
 	// export's counts (the records of a partition come mostly together).
@@ -247,8 +248,12 @@ func RunPart(cfg PartConfig) error {
 					}
 					lastPart = p
 				}
-				cur[chs[i]]++
-				perCh[chs[i]] = append(perCh[chs[i]], rec{id, uint64(tscs[i])})
+				ch := chs[i]
+				cur[ch]++
+				if j := next[ch]; j < start[ch+1] {
+					d.ID[j], d.TSC[j], d.Ch[j] = id, uint64(tscs[i]), ch
+					next[ch] = j + 1
+				}
 			}
 			n += len(ids)
 			return nil
@@ -264,14 +269,22 @@ func RunPart(cfg PartConfig) error {
 	if err != nil {
 		return err
 	}
-	var d analyze.Records
-	d.ID, d.TSC, d.Ch = make([]int64, 0, n), make([]uint64, 0, n), make([]uint32, 0, n)
-	for ch, rows := range perCh {
-		for _, r := range rows {
-			d.ID, d.TSC, d.Ch = append(d.ID, r.id), append(d.TSC, r.tsc), append(d.Ch, uint32(ch))
+	// Records of only some of the export's partitions (no cfg.Partition)
+	// leave room behind a channel's: its records move up to the last one's.
+	end := 0
+	for ch := range nch {
+		m := next[ch] - start[ch]
+		if end != start[ch] {
+			copy(d.ID[end:end+m], d.ID[start[ch]:next[ch]])
+			copy(d.TSC[end:end+m], d.TSC[start[ch]:next[ch]])
+			copy(d.Ch[end:end+m], d.Ch[start[ch]:next[ch]])
 		}
+		end += m
 	}
-	perCh = nil
+	if end != n {
+		return fmt.Errorf("%d records read, %d kept: the export's counts and its files disagree", n, end)
+	}
+	d.ID, d.TSC, d.Ch = d.ID[:end], d.TSC[:end], d.Ch[:end]
 	rank := cfg.Rank
 	if rank != nil {
 		seen := make([]bool, nch)
