@@ -176,6 +176,33 @@ func TestNoBounds(t *testing.T) {
 	}
 }
 
+// FastestCompression writes the same rows, zstd at its fastest level:
+// read back as written, and a compressible column's pages larger than at
+// the default level (the level was applied).
+func TestFastestCompression(t *testing.T) {
+	rows := make([]deltaRow, 200_000)
+	for i := range rows {
+		rows[i] = deltaRow{I: int64(i % 1000 * i), U: uint64(i*i) % 7919}
+	}
+	size := func(opts ...Option) int64 {
+		path := filepath.Join(t.TempDir(), "rows.parquet")
+		w, err := Create[deltaRow](path, opts...)
+		require.NoError(t, err)
+		defer w.Abort()
+		require.NoError(t, w.Write(rows))
+		require.NoError(t, w.Close())
+		got, err := ReadAll[deltaRow](path)
+		require.NoError(t, err)
+		require.Equal(t, rows, got)
+		st, err := os.Stat(path)
+		require.NoError(t, err)
+		return st.Size()
+	}
+	def, fast := size(), size(FastestCompression())
+	t.Logf("%d bytes at zstd's default level, %d at its fastest", def, fast)
+	require.Greater(t, fast, def)
+}
+
 // Row groups end at the row limit and at the byte limit, whatever the
 // batches; the rows come back in order.
 func TestRowGroups(t *testing.T) {

@@ -410,8 +410,11 @@ func writeExportParts(pr *analyze.Prepared, dec *analyze.Decoded, out, stem stri
 					return
 				}
 				path := filepath.Join(dir, stem+".parquet")
-				// No bounds of the channels' names: nothing filters by them.
-				w, err := results.Create[ExportRow](path, results.NoBounds("channel", "channel_key"))
+				// No bounds of the channels' names: nothing filters by
+				// them. zstd's fastest level: join-part reads the file
+				// once, as fast (20M records: the export took 2.6-3.2 s,
+				// 224 MB, against 2.5-3.7 s, 201 MB, at the default).
+				w, err := results.Create[ExportRow](path, results.NoBounds("channel", "channel_key"), results.FastestCompression())
 				if err != nil {
 					errs[wk] = fmt.Errorf("export: %w", err)
 					return
