@@ -39,3 +39,38 @@ func TestWriteGobWholeOrNone(t *testing.T) {
 	f.Close()
 	require.Equal(t, want, &got)
 }
+
+// merge-parts refuses a state of another version (an older cloudprofiler's,
+// whose layout gob reads as no State) and one of another export's channels,
+// naming the file.
+func TestMergeRefusesForeignStates(t *testing.T) {
+	dir := t.TempDir()
+	writeTopology(t, dir, 300, 4)
+	cfg := analyze.Config{Rounds: filepath.Join(dir, "rounds"), Logs: []string{filepath.Join(dir, "logs")}, Ref: "b"}
+	ex := filepath.Join(dir, "export")
+	files := exportParts(t, cfg, ex, 2)
+	good := filepath.Join(dir, "good")
+	require.NoError(t, RunPart(PartConfig{Export: ex, Records: files[:1], State: good, Partition: 0, NoCapacity: true}))
+	var st partState
+	f, err := os.Open(good)
+	require.NoError(t, err)
+	require.NoError(t, gob.NewDecoder(f).Decode(&st))
+	f.Close()
+
+	// Version 4 kept the counts beside the channels, no State.
+	type v4 struct {
+		Version         int
+		Channels        []string
+		Records, Tuples uint64
+	}
+	old := filepath.Join(dir, "old")
+	require.NoError(t, writeGob(old, &v4{Version: 4, Channels: st.Channels, Records: 10, Tuples: 2}))
+	_, err = MergeParts(analyze.Config{NoCapacity: true}, ex, []string{good, old}, "")
+	require.ErrorContains(t, err, old+": no partition state of this version (version 4; this cloudprofiler writes 5)")
+
+	other := filepath.Join(dir, "other")
+	st.Channels = append([]string{"x/elsewhere.cplog"}, st.Channels[1:]...)
+	require.NoError(t, writeGob(other, &st))
+	_, err = MergeParts(analyze.Config{NoCapacity: true}, ex, []string{other}, "")
+	require.ErrorContains(t, err, other+": a state of another export")
+}

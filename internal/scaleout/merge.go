@@ -91,7 +91,10 @@ func MergeParts(cfg analyze.Config, export string, states []string, stateOut str
 		if err != nil {
 			return nil, fmt.Errorf("%s: no partition state of this version (%w)", path, err)
 		}
-		if st.Version != partStateVersion || !slices.Equal(st.Channels, a.keys) || st.State == nil {
+		if st.Version != partStateVersion || st.State == nil {
+			return nil, fmt.Errorf("%s: no partition state of this version (version %d; this cloudprofiler writes %d)", path, st.Version, partStateVersion)
+		}
+		if !slices.Equal(st.Channels, a.keys) {
 			return nil, fmt.Errorf("%s: a state of another export (its channels %v; this export's %v)", path, st.Channels, a.keys)
 		}
 		for _, p := range st.Parts {

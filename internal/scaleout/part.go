@@ -80,9 +80,10 @@ type exportAnalysis struct {
 	meta []string
 }
 
-// prepareExport is prepare for an export's partitions: the channels from
-// channels/*.json (in the order of their files, then as listed), the
-// model from rounds/.
+// prepareExport is the analysis of the export in dir's partitions
+// (analyze.ForPartitions): the channels from channels/*.json (in the
+// order of their files, then as listed), the model from rounds/, after
+// the checks that the export's files agree.
 func prepareExport(cfg analyze.Config, dir string) (*exportAnalysis, *ExportMeta, error) {
 	meta, err := readExportMeta(dir)
 	if err != nil {
