@@ -477,8 +477,6 @@ type zstdCodec struct {
 	pqzstd.Codec
 }
 
-func newZstd() *zstdCodec { return newZstdLevel(1, zstd.SpeedDefault) }
-
 // newZstdLevel compresses at level up to lanes pages at once (one encoder
 // each).
 func newZstdLevel(lanes int, level zstd.EncoderLevel) *zstdCodec {

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/format"
 	"github.com/stretchr/testify/require"
@@ -660,7 +661,7 @@ func benchWriteDurations(b *testing.B, lanes int) {
 
 // The writer's codec is zstd, as any reader decodes it.
 func TestZstdCodec(t *testing.T) {
-	c := newZstd()
+	c := newZstdLevel(1, zstd.SpeedDefault)
 	require.Equal(t, "ZSTD", c.String())
 	require.Equal(t, format.Zstd, c.CompressionCodec())
 	src := []byte(strings.Repeat("durations ", 100_000))

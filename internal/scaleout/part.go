@@ -130,11 +130,8 @@ func prepareExport(cfg analyze.Config, dir string) (*exportAnalysis, *ExportMeta
 			if inParts != c.Records {
 				return nil, nil, fmt.Errorf("%s: channel %s: %d records, %d in its partitions (parts): the file was changed after the export", m, c.Key, c.Records, inParts)
 			}
-			l := analyze.ListedChannel{Path: path, Header: h, Records: c.Records, Problems: c.Problems}
-			if c.TSCMin != nil && c.TSCMax != nil {
-				l.TSCMin, l.TSCMax = c.TSCMin, c.TSCMax
-			}
-			listed = append(listed, l)
+			listed = append(listed, analyze.ListedChannel{Path: path, Header: h, Records: c.Records, Problems: c.Problems,
+				TSCMin: c.TSCMin, TSCMax: c.TSCMax})
 			labels = append(labels, c.Label)
 			keys = append(keys, c.Key)
 			parts = append(parts, c.Parts)
