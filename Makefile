@@ -87,12 +87,12 @@ test:
 # Tests of pure arithmetic on one goroutine skip themselves under -race
 # (internal/racetest: nothing there for it to watch, and 5-10x slower) and
 # run here again without it.
-ARITH_TESTS := TestStatsSameAsBefore|TestStatsMerge|TestBucketOfRandom|TestBucketOfBoundaries|TestReadingRangeIsTheTranslation|TestTranslatedIdentical
+ARITH_TESTS := TestStatsSameAsBefore|TestStatsMerge|TestBucketOfRandom|TestBucketOfBoundaries|TestReadingRangeIsTheTranslation|TestTranslatedIdentical|TestCutRangeIsTheTranslation
 
 test-go:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
-	@out=$$($(GO) test -count=1 -timeout 10m -run '^($(ARITH_TESTS))$$' -v ./internal/analyze ./minrtt) || { echo "$$out"; exit 1; }; \
+	@out=$$($(GO) test -count=1 -timeout 10m -run '^($(ARITH_TESTS))$$' -v ./internal/analyze ./internal/scaleout ./minrtt) || { echo "$$out"; exit 1; }; \
 	echo "$$out" | grep -E '^(--- |ok)'; \
 	ran=$$(echo "$$out" | grep -c '^--- PASS'); want=$$(echo '$(ARITH_TESTS)' | tr '|' '\n' | wc -l); \
 	[ "$$ran" -eq "$$want" ] || { echo "ARITH_TESTS: $$ran of $$want ran without -race (a test renamed?)"; exit 1; }

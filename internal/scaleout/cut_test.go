@@ -15,6 +15,7 @@ import (
 
 	"cloudprofiler/internal/analyze"
 	"cloudprofiler/internal/logfile"
+	"cloudprofiler/internal/racetest"
 	"cloudprofiler/internal/results"
 	"cloudprofiler/internal/simlogs"
 	"cloudprofiler/minrtt"
@@ -278,7 +279,11 @@ func TestCutRefusals(t *testing.T) {
 // against its translation, then whole cuts (cutChannel) against the
 // records, counter periods and first period's start that translating
 // each record picks.
+//
+// Pure arithmetic on the test's goroutine (the cuts run one after the
+// other): the export's tests cover cutChannel on the workers under -race.
 func TestCutRangeIsTheTranslation(t *testing.T) {
+	racetest.Arithmetic(t)
 	dir := t.TempDir()
 	writeCutTopology(t, dir)
 	for _, meth := range []minrtt.Method{minrtt.MethodBest, minrtt.MethodPaper, minrtt.MethodAllProbes} {
