@@ -58,6 +58,13 @@ type Node struct {
 	// TSCDomain is the counter the client reads (tsc.Domain); "" when
 	// unknown. Log files of the node must come from the same one.
 	TSCDomain string `json:"tsc_domain,omitempty"`
+	// ProbeVersion is the newest probe packet version the client answers:
+	// 2 with kernel timestamps; 0 (omitted) or 1 without.
+	ProbeVersion int `json:"probe_version,omitempty"`
+	// Timestamping is what the interface the client probes on can
+	// timestamp, as the client found it (ethtool's capabilities), for
+	// people; "" when it did not look.
+	Timestamping string `json:"timestamping,omitempty"`
 }
 
 // Direction is every probe one node (Origin) sent to another (Responder) in
@@ -68,6 +75,18 @@ type Direction struct {
 	Sent      int     `json:"sent"`
 	Probes    []Probe `json:"probes"`
 	Error     string  `json:"error,omitempty"` // why the direction is short or empty
+	// Timestamps says how the probes were timed: "user" (or omitted: the
+	// processes read the counter around each send and receive), or
+	// "kernel" (the kernels' software timestamps of each packet, placed
+	// on the counters, for KernelProbes of Probes, the others as the
+	// processes timed them), with why where the kernel's were wanted and
+	// not had.
+	Timestamps   string `json:"timestamps,omitempty"`
+	KernelProbes int    `json:"kernel_probes,omitempty"`
+	// UserProbes, with kernel timestamps, is every probe of Probes as the
+	// processes timed it, in the same order: the same probes without the
+	// kernels' timestamps (Round.UserTimed).
+	UserProbes []Probe `json:"user_probes,omitempty"`
 }
 
 // Missing is a node that registered but did not take part in the whole round.
@@ -92,6 +111,21 @@ type Round struct {
 	// Packets the server and clients dropped as unknown or malformed during
 	// the round, by who dropped them.
 	Malformed map[string]uint64 `json:"malformed,omitempty"`
+}
+
+// UserTimed is the round as the processes timed its probes: each
+// direction's UserProbes in place of its Probes where it has them (kernel
+// timestamps), the rest as it is. r is not changed.
+func (r *Round) UserTimed() *Round {
+	c := *r
+	c.Dirs = append([]Direction(nil), r.Dirs...)
+	for i := range c.Dirs {
+		d := &c.Dirs[i]
+		if d.UserProbes != nil {
+			d.Probes, d.UserProbes, d.KernelProbes, d.Timestamps = d.UserProbes, nil, 0, "user"
+		}
+	}
+	return &c
 }
 
 // FileName is the round's file name inside a rounds directory.

@@ -89,19 +89,23 @@ func runTSCServer(stderr io.Writer, args []string) error {
 }
 
 // runTSCClient: cloudprofiler tsc-client --server ADDR --node NAME
-// [--listen-udp ADDR] [--inject SPEC]
+// [--listen-udp ADDR] [--inject SPEC] [--timestamps kernel|user]
 func runTSCClient(stderr io.Writer, args []string) error {
 	fs := flag.NewFlagSet("tsc-client", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	server := fs.String("server", "", "TSC server host:port (required)")
 	node := fs.String("node", "", "this node's name (required, unique)")
 	listenUDP := fs.String("listen-udp", "", "UDP probe address (default: the IP used to reach the server, port 0)")
-	inject := fs.String("inject", "", "emulated delay, e.g. fwd=40us,rev=10us,jitter=30us,spike=0.02:400us,seed=1")
+	inject := fs.String("inject", "", "emulated delay, e.g. fwd=40us,rev=10us,jitter=30us,spike=0.02:400us,seed=1 (in the process: before the kernel's timestamps, so only probes timed by the process see it)")
+	stamps := fs.String("timestamps", "kernel", "how probes are timed: kernel (the kernels' software timestamps of each packet where both nodes' kernels give them, else as user) or user (the counter read by this process around each send and receive)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *server == "" || *node == "" {
 		return errors.New("tsc-client: --server ADDR and --node NAME are required")
+	}
+	if *stamps != "kernel" && *stamps != "user" {
+		return fmt.Errorf("tsc-client: --timestamps %q: kernel or user", *stamps)
 	}
 	// The counter must be the node's before anything reads it.
 	if err := tsc.FakeFromEnv(); err != nil {
@@ -113,7 +117,8 @@ func runTSCClient(stderr io.Writer, args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	c := &probe.Client{Server: *server, Node: *node, ListenUDP: *listenUDP, Inject: inj, Logf: logTo(stderr)}
+	c := &probe.Client{Server: *server, Node: *node, ListenUDP: *listenUDP, Inject: inj, Logf: logTo(stderr),
+		UserTimestamps: *stamps == "user"}
 	if inj != nil {
 		fmt.Fprintf(stderr, "tsc-client %s: injecting %s\n", *node, inj)
 	}
@@ -153,6 +158,12 @@ func runTSCRound(stdout, stderr io.Writer, args []string) error {
 		line := fmt.Sprintf("%s -> %s: %d/%d probes", d.Origin, d.Responder, d.Probes, d.Sent)
 		if d.Probes > 0 {
 			line += fmt.Sprintf(", min RTT %.1f us", d.MinRTTMicros())
+			if d.MinRTTUser > 0 {
+				line += fmt.Sprintf(" (kernel timestamps; %.1f us as the processes timed them)", d.MinRTTUserMicros())
+			}
+		}
+		if d.Timestamps != "" && d.Timestamps != "kernel" {
+			line += " [timestamps " + d.Timestamps + "]"
 		}
 		if d.Error != "" {
 			line += " (" + d.Error + ")"

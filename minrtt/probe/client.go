@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -22,11 +23,15 @@ import (
 // node when the server asks. Between rounds it is blocked reading the
 // control connection and its UDP socket: it neither spins nor polls.
 type Client struct {
-	Server    string        // server control address, host:port
-	Node      string        // this node's name, unique among the server's nodes
-	ListenUDP string        // probe address; "" = the IP used to reach the server, port 0
-	Inject    *Inject       // emulated network delay, nil for none
-	Clock     func() uint64 // the node's counter; nil = tsc.Read
+	Server    string  // server control address, host:port
+	Node      string  // this node's name, unique among the server's nodes
+	ListenUDP string  // probe address; "" = the IP used to reach the server, port 0
+	Inject    *Inject // emulated network delay, nil for none
+	// UserTimestamps times probes by reading the counter in the process
+	// around each send and receive only (protocol version 1), without
+	// the kernel's timestamps.
+	UserTimestamps bool
+	Clock          func() uint64 // the node's counter; nil = tsc.Read
 	// Freq is the frequency of Clock; zero = tsc.Freq() (which follows
 	// CP_FAKE_TSC). In-process clients with their own fake counter set it.
 	Freq tsc.Frequency
@@ -170,6 +175,15 @@ func (c *Client) session() (bool, error) {
 	}
 	node := minrtt.Node{Name: c.Node, Host: c.Host, PID: c.PID, Addr: c.UDPAddr(),
 		TSCHz: c.Freq.Hz, TSCHzSource: c.Freq.Source, TSCDomain: c.Domain}
+	stamps := "timed by this process (--timestamps user)"
+	if !c.UserTimestamps {
+		node.ProbeVersion = PacketVersionKernel
+		node.Timestamping = interfaceTimestamping(c.udp.LocalAddr().(*net.UDPAddr).IP)
+		stamps = "timed by the kernels where both nodes' give timestamps"
+		if node.Timestamping != "" {
+			stamps += " (" + node.Timestamping + ")"
+		}
+	}
 	conn.SetDeadline(time.Now().Add(10 * time.Second))
 	if err := WriteMessage(conn, &Message{Type: MsgHello, Node: &node}); err != nil {
 		return false, err
@@ -193,8 +207,8 @@ func (c *Client) session() (bool, error) {
 		return false, fmt.Errorf("server answered hello with %q", m.Type)
 	}
 	conn.SetDeadline(time.Time{})
-	c.Logf("tsc-client %s: registered with %s (%s), probes on %s, TSC %.6f GHz (%s)",
-		c.Node, c.Server, m.Server, node.Addr, c.Freq.Hz/1e9, c.Freq.Source)
+	c.Logf("tsc-client %s: registered with %s (%s), probes on %s, TSC %.6f GHz (%s); probes %s",
+		c.Node, c.Server, m.Server, node.Addr, c.Freq.Hz/1e9, c.Freq.Source, stamps)
 	for {
 		m, err := c.readMessage(r)
 		if err != nil {
@@ -273,13 +287,42 @@ func (c *Client) openUDP(ip netip.Addr) error {
 // (the goroutine is parked in the netpoller between probes); the path from
 // the read returning to the reply is: read Resp, check the packet, wait the
 // injected reverse delay, send.
+//
+// A version-2 request is answered with the kernel's timestamps as well
+// (when the kernel gives them): where the request came in, on the counter
+// (KRecv), and how long at least the reply took to leave (TurnNs, up to the
+// reading just before the send; the injected reverse delay comes after it,
+// so it counts as time on the wire, as in version 1). The transmit
+// timestamp of each reply tells the next reply of the session how long
+// that one took in fact (PrevTurnNs): the responder keeps that one entry.
 func (c *Client) respond(u *net.UDPConn) {
 	defer c.wg.Done()
 	rev := c.Inject.reverse()
 	buf := make([]byte, 64) // larger than a packet, so oversize ones show as such
+	st := c.respStamper(u)
+	cm := newClockMap(c.Freq.Hz)
+	var last struct { // the previous reply, for PrevTurnNs
+		session uint64
+		seq     uint32
+		turnNs  uint32 // 0: none
+	}
 	for {
-		n, from, err := u.ReadFromUDPAddrPort(buf)
+		var (
+			n    int
+			from netip.AddrPort
+			rx   int64
+			err  error
+		)
+		if st != nil {
+			n, from, rx, err = st.read(buf)
+		} else {
+			n, from, err = u.ReadFromUDPAddrPort(buf)
+		}
 		resp := c.Clock()
+		var br bracket
+		if rx != 0 {
+			br = takeBracket(c.Clock)
+		}
 		if err != nil {
 			if c.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return
@@ -292,10 +335,62 @@ func (c *Client) respond(u *net.UDPConn) {
 			continue
 		}
 		p.Type, p.TSC = PacketReply, resp
+		if p.Kernel {
+			if lo, hi, ok := receipt(cm, br, rx, resp); ok {
+				p.Flags |= FlagKernelRecv
+				p.KRecv, p.KRecvWidthNs = lo, uint32(min(uint64(growNs(int64(cm.nsAtMost(hi-lo)))), math.MaxUint32))
+			}
+			if last.session == p.Session && last.seq+1 == p.Seq && last.turnNs != 0 {
+				p.Flags |= FlagPrevTurn
+				p.PrevTurnNs = last.turnNs
+			}
+			last.session, last.seq, last.turnNs = p.Session, p.Seq, 0
+			if p.Flags&FlagKernelRecv != 0 {
+				p.TurnNs = turnNs(rx, time.Now().UnixNano())
+			}
+		}
 		p.Put(buf)
 		rev.wait()
-		u.WriteToUDPAddrPort(buf[:PacketSize], from)
+		if _, err := u.WriteToUDPAddrPort(buf[:p.Size()], from); err != nil || st == nil || !st.tx {
+			continue
+		}
+		// The reply's transmit timestamp, for the session's next reply.
+		if tx, err := st.txStamp(); err == nil && p.Kernel && p.Flags&FlagKernelRecv != 0 {
+			last.turnNs = turnNs(rx, tx)
+		}
 	}
+}
+
+// receipt places a request's kernel receive timestamp rx on the counter
+// with the bracket taken after the read returned (resp is the counter read
+// before it): the counter at the receipt is within [lo, hi]. False without
+// a timestamp, or with one the bracket cannot place.
+func receipt(cm clockMap, br bracket, rx int64, resp uint64) (lo, hi uint64, ok bool) {
+	if rx == 0 {
+		return 0, 0, false
+	}
+	lo, ok1 := cm.lowerAt(br, rx)
+	hi, ok2 := cm.upperAt(br, rx)
+	hi = min(hi, resp) // the receipt came before the read returned
+	if !ok1 || !ok2 || lo > hi {
+		return 0, 0, false
+	}
+	return lo, hi, true
+}
+
+// respStamper turns kernel timestamps on for the responder's socket (its
+// requests' receipts and its replies' transmissions), or says why not once
+// and answers without them.
+func (c *Client) respStamper(u *net.UDPConn) *stamper {
+	if c.UserTimestamps {
+		return nil
+	}
+	st, err := newStamper(u, true)
+	if err != nil {
+		c.Logf("tsc-client %s: kernel timestamps are off for this node's replies: %v", c.Node, err)
+		return nil
+	}
+	return st
 }
 
 // maxLost is how many probes in a row may go unanswered before the origin
@@ -334,11 +429,23 @@ func (c *Client) originate(m *Message) *Message {
 	stop := context.AfterFunc(c.ctx, func() { conn.Close() })
 	defer stop()
 
+	// Kernel timestamps where the responder answers version 2: the
+	// probes as the kernels timed them, and as this process did.
+	var st *stamper
+	if m.ProbeVersion >= PacketVersionKernel && !c.UserTimestamps {
+		if st, err = newStamper(conn, true); err != nil {
+			res.Timestamps = "user: the kernel refused timestamps on the probe socket: " + err.Error()
+		}
+	} else if !c.UserTimestamps {
+		res.Timestamps = "user: the responder answers probe version 1 only"
+	}
+	var kts []kernelTimes // with st, one per answered probe
+
 	fwd := c.Inject.forward()
 	interval := time.Duration(m.IntervalNs)
 	timeout := time.Duration(m.TimeoutNs)
 	deadline := time.Now().Add(time.Duration(m.BudgetNs))
-	out := make([]byte, PacketSize)
+	out := make([]byte, PacketSizeKernel)
 	in := make([]byte, 64)
 	res.Probes = make([]minrtt.Probe, 0, m.Count)
 	lost := 0
@@ -346,14 +453,14 @@ func (c *Client) originate(m *Message) *Message {
 	for seq := uint32(1); int(seq) <= m.Count; seq++ {
 		if c.ctx.Err() != nil {
 			res.Error = "client closing"
-			return res
+			return c.finish(res, kts)
 		}
 		if d := time.Until(next); d > 0 {
 			// Pacing parks, never spins, and gives way to shutdown and
 			// to the task's budget (the interval comes off the wire).
 			if next.After(deadline) {
 				res.Error = fmt.Sprintf("budget of %v used up after %d probes (interval %v)", time.Duration(m.BudgetNs), res.Sent, interval)
-				return res
+				return c.finish(res, kts)
 			}
 			t := time.NewTimer(d)
 			select {
@@ -361,29 +468,51 @@ func (c *Client) originate(m *Message) *Message {
 			case <-c.ctx.Done():
 				t.Stop()
 				res.Error = "client closing"
-				return res
+				return c.finish(res, kts)
 			}
 		}
 		now := time.Now()
 		if now.After(deadline) {
 			res.Error = fmt.Sprintf("budget of %v used up after %d probes", time.Duration(m.BudgetNs), res.Sent)
-			return res
+			return c.finish(res, kts)
 		}
 		next = now.Add(interval)
 		conn.SetReadDeadline(now.Add(timeout)) // before Send: keep it off the timed path
-		Packet{Type: PacketRequest, Session: m.Task, Seq: seq}.Put(out)
+		req := Packet{Type: PacketRequest, Session: m.Task, Seq: seq, Kernel: st != nil}
+		req.Put(out)
 		send := c.Clock()
 		binary.BigEndian.PutUint64(out[24:32], send)
 		fwd.wait()
-		if _, err := conn.Write(out); err != nil {
+		// The bracket that places the transmit timestamp: after the
+		// injected delay (which lands before the kernel's timestamp, off
+		// the kernel-timed probe), just before the send.
+		var b1 bracket
+		if st != nil {
+			b1 = takeBracket(c.Clock)
+		}
+		if _, err := conn.Write(out[:req.Size()]); err != nil {
 			res.Error = "send: " + err.Error()
-			return res
+			return c.finish(res, kts)
 		}
 		res.Sent++
 		got := false
+		var kt kernelTimes
 		for {
-			n, err := conn.Read(in)
+			var (
+				n   int
+				rx  int64
+				err error
+			)
+			if st != nil {
+				n, _, rx, err = st.read(in)
+			} else {
+				n, err = conn.Read(in)
+			}
 			recv := c.Clock()
+			var b2 bracket
+			if rx != 0 {
+				b2 = takeBracket(c.Clock)
+			}
 			if err != nil {
 				var ne net.Error
 				if errors.As(err, &ne) && ne.Timeout() {
@@ -391,19 +520,19 @@ func (c *Client) originate(m *Message) *Message {
 				}
 				if c.ctx.Err() != nil {
 					res.Error = "client closing"
-					return res
+					return c.finish(res, kts)
 				}
 				// ECONNREFUSED from an ICMP port-unreachable: nobody is
 				// listening there any more. Count it as a lost probe.
 				if errors.Is(err, net.ErrClosed) {
 					res.Error = "probe socket closed"
-					return res
+					return c.finish(res, kts)
 				}
 				time.Sleep(time.Until(now.Add(timeout)))
 				break
 			}
 			p, err := ParsePacket(in[:n])
-			if err != nil || p.Type != PacketReply {
+			if err != nil || p.Type != PacketReply || p.Kernel != req.Kernel {
 				c.malformed.Add(1)
 				continue
 			}
@@ -412,18 +541,93 @@ func (c *Client) originate(m *Message) *Message {
 				continue
 			}
 			res.Probes = append(res.Probes, minrtt.Probe{Send: send, Resp: p.TSC, Recv: recv})
+			if st != nil {
+				kt = kernelTimes{seq: seq, b1: b1, b2: b2, rx: rx, reply: p}
+				if p.Flags&FlagPrevTurn != 0 && len(kts) > 0 && kts[len(kts)-1].seq == seq-1 {
+					// The previous reply's transmit timestamp: its turn,
+					// measured.
+					prev := &kts[len(kts)-1].reply
+					prev.TurnNs = max(prev.TurnNs, p.PrevTurnNs)
+				}
+			}
 			got = true
 			break
+		}
+		if st != nil {
+			// Off the timed path: the request's transmit timestamp.
+			if tx, err := st.txStamp(); err == nil {
+				kt.tx = tx
+			}
+			if got {
+				kts = append(kts, kt)
+			}
 		}
 		if got {
 			lost = 0
 		} else if lost++; lost >= maxLost {
 			res.Error = fmt.Sprintf("responder stopped answering: %d probes in a row lost (timeout %v each)", lost, timeout)
-			return res
+			return c.finish(res, kts)
 		}
 	}
 	if len(res.Probes) < res.Sent {
 		res.Error = fmt.Sprintf("%d of %d probes lost", res.Sent-len(res.Probes), res.Sent)
+	}
+	return c.finish(res, kts)
+}
+
+// kernelTimes is what an answered probe's kernel timestamps are made of:
+// the request's transmit timestamp (tx) and the bracket before it (b1),
+// the reply's receive timestamp (rx) and the bracket after it (b2), and
+// the reply with the responder's.
+type kernelTimes struct {
+	seq    uint32
+	b1, b2 bracket
+	tx, rx int64 // CLOCK_REALTIME ns; 0: none came
+	reply  Packet
+}
+
+// kernelProbe is the probe as the kernels timed it: the responder's
+// counter KRecv at (or a little before) the request's receipt, between the
+// origin's counter at the request's transmission, less KRecv's width, and
+// at the reply's receipt, less the responder's turn. False when a
+// timestamp is missing or does not place.
+func (kt *kernelTimes) kernelProbe(cm clockMap, user minrtt.Probe) (minrtt.Probe, bool) {
+	r := &kt.reply
+	if kt.tx == 0 || kt.rx == 0 || r.Flags&FlagKernelRecv == 0 {
+		return minrtt.Probe{}, false
+	}
+	send, ok1 := cm.lowerAt(kt.b1, kt.tx-int64(r.KRecvWidthNs))
+	recv, ok2 := cm.upperAt(kt.b2, kt.rx-int64(r.TurnNs))
+	recv = min(recv, user.Recv)
+	if !ok1 || !ok2 || send > recv {
+		return minrtt.Probe{}, false
+	}
+	return minrtt.Probe{Send: send, Resp: r.KRecv, Recv: recv}, true
+}
+
+// finish puts the kernel-timed probes into the result, where there are
+// any: Probes as the kernels timed them (each that they timed whole, the
+// rest as before) and UserProbes as this process timed them.
+func (c *Client) finish(res *Message, kts []kernelTimes) *Message {
+	if len(kts) == 0 || len(kts) != len(res.Probes) {
+		return res
+	}
+	cm := newClockMap(c.Freq.Hz)
+	user := res.Probes
+	res.Probes = make([]minrtt.Probe, len(user))
+	for i := range kts {
+		p, ok := kts[i].kernelProbe(cm, user[i])
+		if !ok {
+			p = user[i]
+		} else {
+			res.KernelProbes++
+		}
+		res.Probes[i] = p
+	}
+	res.UserProbes = user
+	res.Timestamps = "kernel"
+	if res.KernelProbes < len(user) {
+		res.Timestamps = fmt.Sprintf("kernel: %d of %d probes without every kernel timestamp, timed by the processes", len(user)-res.KernelProbes, len(user))
 	}
 	return res
 }

@@ -47,7 +47,7 @@ func mustFake(t *testing.T, spec string) tsc.Fake {
 	return f
 }
 
-func startNode(t *testing.T, addr, name string, fake tsc.Fake, inj *Inject) *node {
+func startNode(t *testing.T, addr, name string, fake tsc.Fake, inj *Inject, opts ...func(*Client)) *node {
 	t.Helper()
 	hw := tsc.HardwareFreq()
 	n := &node{name: name, fake: fake, done: make(chan error, 1)}
@@ -55,6 +55,9 @@ func startNode(t *testing.T, addr, name string, fake tsc.Fake, inj *Inject) *nod
 		Clock:      func() uint64 { return fake.Apply(tsc.Raw()) },
 		Freq:       tsc.Frequency{Hz: hw.Hz * fake.Rate(), Source: "test fake " + fake.String()},
 		MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, Logf: t.Logf}
+	for _, o := range opts {
+		o(n.c)
+	}
 	go func() { n.done <- n.c.Run(context.Background()) }()
 	t.Cleanup(func() { n.c.Close(); <-n.done })
 	return n
@@ -67,12 +70,16 @@ func waitNodes(t *testing.T, s *Server, n int) {
 	require.NoError(t, s.WaitNodes(ctx, n))
 }
 
-// invert returns the range of raw TSC values that f maps to v.
+// invert returns the range of raw TSC values that f maps to v, or, for a
+// v the fake counter steps over (a value placed from a kernel timestamp
+// need not be one it reads), the two raw values it steps from and to.
 func invert(t *testing.T, f tsc.Fake, v uint64) (lo, hi uint64) {
 	const top = uint64(1) << 62
 	lo = uint64(sortSearch(top, func(x uint64) bool { return f.Apply(x) >= v }))
 	hi = uint64(sortSearch(top, func(x uint64) bool { return f.Apply(x) > v })) - 1
-	require.LessOrEqual(t, lo, hi, "%d is not a value of the fake counter %s", v, f)
+	if hi < lo { // hi+1 == lo: f(hi) < v < f(lo)
+		return hi, lo
+	}
 	return lo, hi
 }
 
@@ -151,9 +158,32 @@ func TestPacketRoundTrip(t *testing.T) {
 	require.Error(t, bad(func(c []byte) []byte { return c[:31] }))
 	require.Error(t, bad(func(c []byte) []byte { return append(c, 0) }))
 	require.Error(t, bad(func(c []byte) []byte { c[0] = 'X'; return c }))
-	require.ErrorContains(t, bad(func(c []byte) []byte { c[4] = 2; return c }), "version 2")
+	require.ErrorContains(t, bad(func(c []byte) []byte { c[4] = 2; return c }), "version 2 and 32 bytes")
+	require.ErrorContains(t, bad(func(c []byte) []byte { c[4] = 3; return c }), "version 3")
 	require.Error(t, bad(func(c []byte) []byte { c[5] = 9; return c }))
 	require.Error(t, bad(func(c []byte) []byte { c[21] = 1; return c }))
+	require.Error(t, bad(func(c []byte) []byte { c[6] = 1; return c }))
+
+	// Version 2: a reply with the responder's kernel timestamps.
+	k := Packet{Type: PacketReply, Session: 9, Seq: 2, TSC: 1 << 40, Kernel: true, Flags: FlagKernelRecv | FlagPrevTurn,
+		KRecv: 1<<40 - 7000, KRecvWidthNs: 31, TurnNs: 4100, PrevTurnNs: 3900}
+	b = make([]byte, PacketSizeKernel)
+	k.Put(b)
+	require.Equal(t, byte(2), b[4])
+	q, err = ParsePacket(b)
+	require.NoError(t, err)
+	require.Equal(t, k, q)
+	require.ErrorContains(t, bad(func(c []byte) []byte { return c[:PacketSize] }), "version 2 and 32 bytes")
+	require.Error(t, bad(func(c []byte) []byte { c[6] = 4; return c }), "an unknown flag")
+	require.Error(t, bad(func(c []byte) []byte { c[53] = 1; return c }))
+	require.Error(t, bad(func(c []byte) []byte { c[4] = 1; return c }), "version 1 is 32 bytes")
+	// A version-2 request carries nothing but the version-1 fields.
+	k = Packet{Type: PacketRequest, Session: 9, Seq: 2, TSC: 5, Kernel: true}
+	k.Put(b)
+	q, err = ParsePacket(b)
+	require.NoError(t, err)
+	require.Equal(t, k, q)
+	require.ErrorContains(t, bad(func(c []byte) []byte { c[45] = 1; return c }), "carries no timestamps")
 }
 
 func TestParseInject(t *testing.T) {
@@ -220,8 +250,9 @@ func TestRoundAllPairsCausal(t *testing.T) {
 	require.Equal(t, 2, lastRound(s.OutDir))
 }
 
-// Forward 50us and reverse 5us injected: the RTT grows by both, and the
-// truth shows the asymmetry in the one-way delays.
+// Forward 50us and reverse 5us injected: the RTT as the processes time
+// the probes grows by both, and the truth shows the asymmetry in the
+// one-way delays; as the kernels time them, it does not grow.
 func TestInjectedAsymmetricDelay(t *testing.T) {
 	s := startServer(t, &Server{Probes: 40, Interval: 100 * time.Microsecond})
 	fakes := map[string]tsc.Fake{"a": mustFake(t, "1:1000000"), "b": mustFake(t, "1.5:99")}
@@ -249,6 +280,21 @@ func TestInjectedAsymmetricDelay(t *testing.T) {
 
 	hz := tsc.HardwareFreq().Hz
 	us := func(raw uint64) float64 { return float64(raw) / hz * 1e6 }
+	// The delays are injected in the processes, before the kernels'
+	// transmit timestamps: the probes as the processes timed them see
+	// them (as network delay), the same probes as the kernels timed them
+	// do not.
+	for _, d := range r1.Dirs {
+		require.Len(t, d.Probes, 40, d.Error)
+		require.Equal(t, "kernel", d.Timestamps, "%s->%s", d.Origin, d.Responder)
+		require.Equal(t, 40, d.KernelProbes)
+		require.Len(t, d.UserProbes, 40)
+		kernel := minRTTMicros(r1, d)
+		t.Logf("%s->%s: min RTT %.1f us as the kernels timed the probes", d.Origin, d.Responder, kernel)
+		require.Less(t, kernel, 50.0, "the injected delays land outside the kernel's timestamps")
+	}
+	r0, r1 = r0.UserTimed(), r1.UserTimed()
+	checkCausality(t, r1, fakes)
 	for i, d := range r1.Dirs {
 		require.Len(t, d.Probes, 40, d.Error)
 		plain, injected := minRTTMicros(r0, r0.Dirs[i]), minRTTMicros(r1, d)

@@ -530,10 +530,15 @@ func Summarize(r *minrtt.Round) *RoundSummary {
 		Missing: r.Missing, Malformed: r.Malformed}
 	for _, d := range r.Dirs {
 		ds := DirSummary{Origin: d.Origin, Responder: d.Responder, Sent: d.Sent, Probes: len(d.Probes),
-			TSCHz: hz[d.Origin], Error: d.Error}
+			TSCHz: hz[d.Origin], Error: d.Error, Timestamps: d.Timestamps}
 		for i, p := range d.Probes {
 			if i == 0 || p.RTT() < ds.MinRTT {
 				ds.MinRTT = p.RTT()
+			}
+		}
+		for i, p := range d.UserProbes {
+			if i == 0 || p.RTT() < ds.MinRTTUser {
+				ds.MinRTTUser = p.RTT()
 			}
 		}
 		sum.Dirs = append(sum.Dirs, ds)
@@ -667,7 +672,8 @@ func (s *Server) runDirection(round int, rs *roundState, o, q *peer, dir *minrtt
 		s.mu.Unlock()
 	}()
 	err := o.send(&Message{Type: MsgProbe, Round: round, Task: task, Responder: q.node.Name, Addr: q.node.Addr,
-		Count: s.Probes, IntervalNs: int64(s.Interval), TimeoutNs: int64(s.ProbeTimeout), BudgetNs: int64(s.RoundTimeout)})
+		Count: s.Probes, IntervalNs: int64(s.Interval), TimeoutNs: int64(s.ProbeTimeout), BudgetNs: int64(s.RoundTimeout),
+		ProbeVersion: q.node.ProbeVersion})
 	if err != nil {
 		why := "sending it a probe task failed: " + err.Error()
 		rs.miss(o.node.Name, why)
@@ -707,13 +713,26 @@ func (s *Server) takeResult(rs *roundState, o *peer, m *Message, dir *minrtt.Dir
 	}
 	rs.mu.Unlock()
 	dir.Sent, dir.Error = m.Sent, m.Error
+	dir.Timestamps = m.Timestamps
+	// The same probes as the origin's process timed them, when it sent
+	// them all (else the file has none: they would not pair up).
+	user := m.UserProbes
+	if len(user) != len(m.Probes) {
+		user = nil
+	}
 	bad := 0
-	for _, p := range m.Probes {
-		if p.Recv < p.Send || len(dir.Probes) >= s.Probes {
+	for i, p := range m.Probes {
+		if p.Recv < p.Send || len(dir.Probes) >= s.Probes || user != nil && user[i].Recv < user[i].Send {
 			bad++
 			continue
 		}
 		dir.Probes = append(dir.Probes, p)
+		if user != nil {
+			dir.UserProbes = append(dir.UserProbes, user[i])
+			if p != user[i] {
+				dir.KernelProbes++
+			}
+		}
 	}
 	if dir.Sent < len(dir.Probes) {
 		dir.Sent = len(dir.Probes)

@@ -40,12 +40,24 @@ import (
 // UDP probe packets (byte 4). A peer with another version is refused.
 const ProtocolVersion = 1
 
-// UDP probe packets: a fixed 32-byte big-endian layout (PROTOCOL.md).
+// UDP probe packets: fixed big-endian layouts (PROTOCOL.md), 32 bytes in
+// version 1, 56 in version 2, which carries the responder's kernel
+// timestamps. An origin sends version 2 only to a responder that said it
+// answers it (Node.ProbeVersion), and a responder answers in the version
+// it was asked in.
 const (
-	PacketMagic   uint32 = 0x43505450 // "CPTP": Cloudprofiler TSC probe
-	PacketSize           = 32
-	PacketRequest uint8  = 1 // origin -> responder
-	PacketReply   uint8  = 2 // responder -> origin
+	PacketMagic         uint32 = 0x43505450 // "CPTP": Cloudprofiler TSC probe
+	PacketSize                 = 32
+	PacketSizeKernel           = 56
+	PacketVersionKernel        = 2
+	PacketRequest       uint8  = 1 // origin -> responder
+	PacketReply         uint8  = 2 // responder -> origin
+)
+
+// Flags of a version-2 reply (byte 6).
+const (
+	FlagKernelRecv uint8 = 1 // KRecv, KRecvWidthNs and TurnNs hold
+	FlagPrevTurn   uint8 = 2 // PrevTurnNs holds
 )
 
 // Packet is one UDP probe packet. Session names one direction of one round
@@ -56,11 +68,31 @@ type Packet struct {
 	Session uint64
 	Seq     uint32
 	TSC     uint64
+	// Version 2 (Kernel): a reply's kernel timestamps, when its Flags say
+	// so. KRecv is the responder's counter at most KRecvWidthNs before the
+	// kernel received the request (and not after); the reply left the
+	// responder's kernel at least TurnNs after the request came in, and
+	// the previous reply of the session (Seq-1) PrevTurnNs after its
+	// request, read from its transmit timestamp once it was sent.
+	Kernel       bool
+	Flags        uint8
+	KRecv        uint64
+	KRecvWidthNs uint32
+	TurnNs       uint32
+	PrevTurnNs   uint32
 }
 
-// Put encodes p into b[:PacketSize].
+// Size is the packet's length on the wire.
+func (p Packet) Size() int {
+	if p.Kernel {
+		return PacketSizeKernel
+	}
+	return PacketSize
+}
+
+// Put encodes p into b[:p.Size()].
 func (p Packet) Put(b []byte) {
-	_ = b[PacketSize-1]
+	_ = b[p.Size()-1]
 	binary.BigEndian.PutUint32(b[0:4], PacketMagic)
 	b[4] = ProtocolVersion
 	b[5] = p.Type
@@ -69,33 +101,70 @@ func (p Packet) Put(b []byte) {
 	binary.BigEndian.PutUint32(b[16:20], p.Seq)
 	binary.BigEndian.PutUint32(b[20:24], 0)
 	binary.BigEndian.PutUint64(b[24:32], p.TSC)
+	if !p.Kernel {
+		return
+	}
+	b[4], b[6] = PacketVersionKernel, p.Flags
+	binary.BigEndian.PutUint64(b[32:40], p.KRecv)
+	binary.BigEndian.PutUint32(b[40:44], p.KRecvWidthNs)
+	binary.BigEndian.PutUint32(b[44:48], p.TurnNs)
+	binary.BigEndian.PutUint32(b[48:52], p.PrevTurnNs)
+	binary.BigEndian.PutUint32(b[52:56], 0)
 }
 
-// ParsePacket decodes a probe packet. Anything but exactly PacketSize bytes
-// with the magic, this version, a known type and zero reserved bytes is an
-// error: the caller drops the packet and counts it.
+// ParsePacket decodes a probe packet. Anything but a packet of either
+// version's exact size with the magic, a known type and zero reserved
+// bytes (a request's flags and fields of version 2 among them, and unknown
+// flags) is an error: the caller drops the packet and counts it.
 func ParsePacket(b []byte) (Packet, error) {
-	if len(b) != PacketSize {
-		return Packet{}, fmt.Errorf("probe packet of %d bytes, want %d", len(b), PacketSize)
+	if len(b) < 5 {
+		return Packet{}, fmt.Errorf("probe packet of %d bytes, want %d or %d", len(b), PacketSize, PacketSizeKernel)
 	}
 	if m := binary.BigEndian.Uint32(b[0:4]); m != PacketMagic {
 		return Packet{}, fmt.Errorf("bad magic %#08x", m)
 	}
-	if b[4] != ProtocolVersion {
-		return Packet{}, fmt.Errorf("probe packet version %d, this build speaks %d", b[4], ProtocolVersion)
+	want := 0
+	switch b[4] {
+	case ProtocolVersion:
+		want = PacketSize
+	case PacketVersionKernel:
+		want = PacketSizeKernel
+	default:
+		return Packet{}, fmt.Errorf("probe packet version %d, this build speaks %d and %d", b[4], ProtocolVersion, PacketVersionKernel)
+	}
+	if len(b) != want {
+		return Packet{}, fmt.Errorf("probe packet of version %d and %d bytes, want %d", b[4], len(b), want)
 	}
 	if b[5] != PacketRequest && b[5] != PacketReply {
 		return Packet{}, fmt.Errorf("unknown probe packet type %d", b[5])
 	}
-	if b[6]|b[7] != 0 || binary.BigEndian.Uint32(b[20:24]) != 0 {
-		return Packet{}, errors.New("reserved bytes not zero")
-	}
-	return Packet{
+	p := Packet{
 		Type:    b[5],
 		Session: binary.BigEndian.Uint64(b[8:16]),
 		Seq:     binary.BigEndian.Uint32(b[16:20]),
 		TSC:     binary.BigEndian.Uint64(b[24:32]),
-	}, nil
+	}
+	if b[7] != 0 || binary.BigEndian.Uint32(b[20:24]) != 0 {
+		return Packet{}, errors.New("reserved bytes not zero")
+	}
+	if want == PacketSize {
+		if b[6] != 0 {
+			return Packet{}, errors.New("reserved bytes not zero")
+		}
+		return p, nil
+	}
+	p.Kernel, p.Flags = true, b[6]
+	p.KRecv = binary.BigEndian.Uint64(b[32:40])
+	p.KRecvWidthNs = binary.BigEndian.Uint32(b[40:44])
+	p.TurnNs = binary.BigEndian.Uint32(b[44:48])
+	p.PrevTurnNs = binary.BigEndian.Uint32(b[48:52])
+	if binary.BigEndian.Uint32(b[52:56]) != 0 || p.Flags&^(FlagKernelRecv|FlagPrevTurn) != 0 {
+		return Packet{}, errors.New("reserved bytes not zero")
+	}
+	if p.Type == PacketRequest && (p.Flags != 0 || p.KRecv != 0 || p.KRecvWidthNs != 0 || p.TurnNs != 0 || p.PrevTurnNs != 0) {
+		return Packet{}, errors.New("a version-2 request carries no timestamps")
+	}
+	return p, nil
 }
 
 // MaxMessage bounds a control message body; anything longer is refused
@@ -149,12 +218,21 @@ type Message struct {
 	IntervalNs int64  `json:"interval_ns,omitempty"`
 	TimeoutNs  int64  `json:"timeout_ns,omitempty"`
 	BudgetNs   int64  `json:"budget_ns,omitempty"`
+	// The packet version the responder answers (its hello's
+	// node.probe_version): 2 takes kernel timestamps.
+	ProbeVersion int `json:"probe_version,omitempty"`
 
 	// result
-	Sent      int            `json:"sent,omitempty"`
-	Probes    []minrtt.Probe `json:"probes,omitempty"`
-	Malformed uint64         `json:"malformed,omitempty"` // dropped since the previous report
-	Stale     uint64         `json:"stale,omitempty"`     // late or duplicate replies, same
+	Sent   int            `json:"sent,omitempty"`
+	Probes []minrtt.Probe `json:"probes,omitempty"`
+	// With kernel timestamps: how the probes were timed, how many of
+	// Probes the kernels timed, and every probe as the processes timed
+	// it (Probes' order), for comparison (minrtt.Direction).
+	Timestamps   string         `json:"timestamps,omitempty"`
+	KernelProbes int            `json:"kernel_probes,omitempty"`
+	UserProbes   []minrtt.Probe `json:"user_probes,omitempty"`
+	Malformed    uint64         `json:"malformed,omitempty"` // dropped since the previous report
+	Stale        uint64         `json:"stale,omitempty"`     // late or duplicate replies, same
 
 	// round_request
 	Label         string `json:"label,omitempty"`
@@ -188,6 +266,18 @@ type DirSummary struct {
 	MinRTT    uint64  `json:"min_rtt_cycles"`
 	TSCHz     float64 `json:"tsc_hz"`
 	Error     string  `json:"error,omitempty"`
+	// How the probes were timed (minrtt.Direction.Timestamps) and, with
+	// kernel timestamps, the minimum RTT as the processes timed them.
+	Timestamps string `json:"timestamps,omitempty"`
+	MinRTTUser uint64 `json:"min_rtt_user_cycles,omitempty"`
+}
+
+// MinRTTUserMicros is MinRTTUser in microseconds (0 without).
+func (d DirSummary) MinRTTUserMicros() float64 {
+	if d.MinRTTUser == 0 || d.TSCHz <= 0 {
+		return 0
+	}
+	return float64(d.MinRTTUser) / d.TSCHz * 1e6
 }
 
 // MinRTTMicros is the minimum RTT in microseconds (0 without probes).
