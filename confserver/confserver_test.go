@@ -269,7 +269,10 @@ func TestStoreTemporaryFile(t *testing.T) {
 	path := filepath.Join(dir, "rules.json")
 	st, err := Open(path)
 	require.NoError(t, err)
-	_, err = st.Update(func(tb *Table) error { tb.Rules = append(tb.Rules, Rule{ID: "ra", Name: "a*", Handler: "NULLH"}); return nil })
+	_, err = st.Update(func(tb *Table) error {
+		tb.Rules = append(tb.Rules, Rule{ID: "ra", Name: "a*", Handler: "NULLH"})
+		return nil
+	})
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, ".rules.json.tmp"), []byte(`{"version": 99, "rul`), 0o600))
 	st, err = Open(path)
@@ -282,7 +285,10 @@ func TestStoreTemporaryFile(t *testing.T) {
 	victim := filepath.Join(t.TempDir(), "victim")
 	require.NoError(t, os.WriteFile(victim, []byte("someone else's\n"), 0o644))
 	require.NoError(t, os.Symlink(victim, filepath.Join(dir, ".rules.json.tmp")))
-	_, err = st.Update(func(tb *Table) error { tb.Rules = append(tb.Rules, Rule{ID: "rb", Name: "b*", Handler: "NULLH"}); return nil })
+	_, err = st.Update(func(tb *Table) error {
+		tb.Rules = append(tb.Rules, Rule{ID: "rb", Name: "b*", Handler: "NULLH"})
+		return nil
+	})
 	require.Error(t, err)
 	b, _ := os.ReadFile(victim)
 	require.Equal(t, "someone else's\n", string(b))
