@@ -109,7 +109,7 @@ func TestHandPolygon(t *testing.T) {
 // point to the right upper one: (20052+52)/(9998-2) = 20104/9996; the
 // flattest: (19948-52)/(10002+2) = 19896/10004.
 func TestHandAllProbesLink(t *testing.T) {
-	fwd := []sample{{0, -50, 0, 50}, {1, 19950, 10000, 20050}}
+	fwd := []sample{{round: 0, send: -50, resp: 0, rv: 50}, {round: 1, send: 19950, resp: 10000, rv: 20050}}
 	l, err := buildLink(0, 1, []string{"A", "B"}, 2, fwd, nil)
 	require.NoError(t, err)
 	require.True(t, l.polyOK, l.polyWhy)
@@ -129,14 +129,14 @@ func TestHandAllProbesLink(t *testing.T) {
 	// = 10016.0958...; the lowest goes through the left lower point
 	// (2, -52) and the new lower point (5002, 9988): slope 10040/5000 =
 	// 2.008, so 9988 - 2*2.008 = 9983.984. From 112 cycles wide to 32.
-	l2, err := buildLink(0, 1, []string{"A", "B"}, 2, fwd, []sample{{0, 4990, 9990, 5000}})
+	l2, err := buildLink(0, 1, []string{"A", "B"}, 2, fwd, []sample{{round: 0, send: 4990, resp: 9990, rv: 5000}})
 	require.NoError(t, err)
 	lo2, hi2 := l2.polyPoint(5000, 5000)
 	require.InDelta(t, 9983.984, lo2, handTol)
 	require.InDelta(t, 9992+12*10060.0/5010, hi2, handTol)
 
 	// Inconsistent: a reverse probe that says A read 0 while B was at 5000.
-	_, err = buildLink(0, 1, []string{"A", "B"}, 2, fwd, []sample{{0, 4990, 0, 5000}})
+	_, err = buildLink(0, 1, []string{"A", "B"}, 2, fwd, []sample{{round: 0, send: 4990, resp: 0, rv: 5000}})
 	require.ErrorContains(t, err, "no linear relation")
 }
 

@@ -30,6 +30,7 @@ func slack(mag float64) float64 { return relEps*mag + absEps }
 type sample struct {
 	round          int
 	send, resp, rv float64 // send, recv in the origin's coordinates; resp in the responder's
+	kernel         bool    // the kernels timed the probe (Direction.UserProbes)
 }
 
 func (s sample) rtt() float64 { return s.rv - s.send }
@@ -44,6 +45,7 @@ type link struct {
 
 	// Report.
 	rounds, probes int
+	kernelProbes   int     // of probes, those the kernels timed
 	minRTT         float64 // of probes Into sent to From (Into cycles); NaN if none
 	minRTTRev      float64 // of probes From sent to Into (From cycles); NaN if none
 
@@ -79,12 +81,14 @@ func buildLink(into, from int, names []string, hzRatio float64, fwd, rev []sampl
 		if !(s.rtt() >= l.minRTT) {
 			l.minRTT = s.rtt()
 		}
+		l.kernelProbes += b2i(s.kernel)
 	}
 	for _, s := range rev {
 		rounds[s.round] = true
 		if !(s.rtt() >= l.minRTTRev) {
 			l.minRTTRev = s.rtt()
 		}
+		l.kernelProbes += b2i(s.kernel)
 	}
 	l.rounds, l.probes = len(rounds), len(fwd)+len(rev)
 	pair := names[into] + "<-" + names[from]
@@ -359,4 +363,11 @@ func (l *link) paperErrAt(x float64) float64 {
 func (l *link) polyErrAt(x float64) float64 {
 	lo, hi := l.polyPoint(x, x)
 	return (hi - lo) / 2
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -36,6 +36,7 @@ type linkJSON struct {
 	From            string      `json:"from"`
 	Rounds          int         `json:"rounds"`
 	Probes          int         `json:"probes"`
+	KernelProbes    int         `json:"kernel_probes,omitempty"`
 	MinRTT          jsonFloat   `json:"min_rtt"`
 	MinRTTRev       jsonFloat   `json:"min_rtt_rev"`
 	AnchorErr       []jsonFloat `json:"anchor_err"`
@@ -52,7 +53,7 @@ type linkJSON struct {
 // MarshalJSON writes the link with snake_case names; numbers that were not
 // measured (NaN) are null.
 func (l Link) MarshalJSON() ([]byte, error) {
-	j := linkJSON{Into: l.Into, From: l.From, Rounds: l.Rounds, Probes: l.Probes,
+	j := linkJSON{Into: l.Into, From: l.From, Rounds: l.Rounds, Probes: l.Probes, KernelProbes: l.KernelProbes,
 		MinRTT: jsonFloat(l.MinRTT), MinRTTRev: jsonFloat(l.MinRTTRev),
 		Ratio: jsonFloat(l.Ratio), RatioErr: jsonFloat(l.RatioErr),
 		RatioLo: jsonFloat(l.RatioLo), RatioHi: jsonFloat(l.RatioHi),
@@ -70,7 +71,7 @@ func (l *Link) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	*l = Link{Into: j.Into, From: j.From, Rounds: j.Rounds, Probes: j.Probes,
+	*l = Link{Into: j.Into, From: j.From, Rounds: j.Rounds, Probes: j.Probes, KernelProbes: j.KernelProbes,
 		MinRTT: float64(j.MinRTT), MinRTTRev: float64(j.MinRTTRev),
 		Ratio: float64(j.Ratio), RatioErr: float64(j.RatioErr),
 		RatioLo: float64(j.RatioLo), RatioHi: float64(j.RatioHi),

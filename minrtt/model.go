@@ -177,9 +177,10 @@ func NewModel(rounds []*Round, opt Options) (*Model, error) {
 				continue
 			}
 			o, p := m.index[d.Origin], m.index[d.Responder]
-			for _, pr := range d.Probes {
+			for k, pr := range d.Probes {
 				samples[[2]int{o, p}] = append(samples[[2]int{o, p}], sample{
 					round: ri, send: m.x(o, pr.Send), resp: m.x(p, pr.Resp), rv: m.x(o, pr.Recv),
+					kernel: len(d.UserProbes) == len(d.Probes) && pr != d.UserProbes[k],
 				})
 			}
 		}
@@ -352,10 +353,13 @@ func (m *Model) NodeIndex(name string) int {
 // counter into Into's rests on. Cycles are Into's unless said otherwise.
 type Link struct {
 	Into, From string
-	Rounds     int     // rounds with probes between the two, either way
-	Probes     int     // answered probes between the two, either way
-	MinRTT     float64 // min RTT of probes Into sent to From (NaN if none)
-	MinRTTRev  float64 // min RTT of probes From sent to Into, in From's cycles (NaN if none)
+	Rounds     int // rounds with probes between the two, either way
+	Probes     int // answered probes between the two, either way
+	// KernelProbes is how many of Probes the kernels timed (kernel
+	// timestamps, Direction.Timestamps); the others the processes did.
+	KernelProbes int
+	MinRTT       float64 // min RTT of probes Into sent to From (NaN if none)
+	MinRTTRev    float64 // min RTT of probes From sent to Into, in From's cycles (NaN if none)
 	// The paper's anchors (one per round, from Into's min-RTT probe to
 	// From): their error e (RTT/2 plus quantization slack), by time.
 	AnchorErr []float64
@@ -394,7 +398,7 @@ func (m *Model) Links() []Link {
 	for i, l := range m.links {
 		k := Link{
 			Into: m.names[l.into], From: m.names[l.from],
-			Rounds: l.rounds, Probes: l.probes, MinRTT: l.minRTT, MinRTTRev: l.minRTTRev,
+			Rounds: l.rounds, Probes: l.probes, KernelProbes: l.kernelProbes, MinRTT: l.minRTT, MinRTTRev: l.minRTTRev,
 			Ratio: math.NaN(), RatioErr: math.NaN(), RatioLo: math.NaN(), RatioHi: math.NaN(),
 			PaperErrMid: math.NaN(), AllProbesErrMid: math.NaN(), Used: used[i],
 		}

@@ -405,8 +405,14 @@ func linksHTML(b *strings.Builder, in *Input) {
 	linksSVG(b, nodes, in.Ref, links, r.RefHz)
 	b.WriteString(`<p class="note">Translating one node's counter into another's (MinRTT, the paper's method and its strict bounds). Round trips are in their origin's cycles, errors in the receiving node's, all shown in µs at the reference frequency.</p><table><tr><th>from</th><th>into</th><th>rounds</th><th>probes</th><th>min RTT</th><th>min RTT back</th><th>ratio</th><th>error mid-run, paper</th><th>all probes</th><th>used</th></tr>`)
 	for _, l := range links {
-		fmt.Fprintf(b, `<tr><td class="l">%s</td><td class="l">%s</td><td>%d</td><td>%d</td><td>%s</td><td>%s</td><td>%.9f</td><td>%s</td><td>%s</td><td class="l">%v %s</td></tr>`,
-			esc(l.From), esc(l.Into), l.Rounds, l.Probes, dur(l.MinRTT/r.RefHz), dur(l.MinRTTRev/r.RefHz), l.Ratio,
+		probes := fmt.Sprint(l.Probes)
+		if l.KernelProbes > 0 {
+			// Said where kernel timestamps were had: one number
+			// otherwise, as before them.
+			probes = fmt.Sprintf("%d, %d timed by the kernels", l.Probes, l.KernelProbes)
+		}
+		fmt.Fprintf(b, `<tr><td class="l">%s</td><td class="l">%s</td><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%.9f</td><td>%s</td><td>%s</td><td class="l">%v %s</td></tr>`,
+			esc(l.From), esc(l.Into), l.Rounds, probes, dur(l.MinRTT/r.RefHz), dur(l.MinRTTRev/r.RefHz), l.Ratio,
 			dur(l.PaperErrMid/r.RefHz), dur(l.AllProbesErrMid/r.RefHz), l.Used, esc(l.Unusable))
 	}
 	b.WriteString(`</table>`)

@@ -128,6 +128,12 @@ func TestKernelTimestamps(t *testing.T) {
 		if err != nil {
 			t.Fatalf("check failed: %s: %v", what, err)
 		}
+		for _, l := range m.Links() {
+			kernelTimed := rounds[0].Dirs[0].UserProbes != nil
+			if kernelTimed && l.KernelProbes < l.Probes*9/10 || !kernelTimed && l.KernelProbes != 0 {
+				t.Errorf("check failed: %s: link %s<-%s: %d of %d probes timed by the kernels", what, l.Into, l.From, l.KernelProbes, l.Probes)
+			}
+		}
 		out := bounds{}
 		bad := 0
 		for _, name := range names[1:] {
