@@ -156,7 +156,8 @@ appender.main.layout.pattern = %d{HH:mm:ss,SSS} %-5p %c{1} - %m%n
 			return c
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d TaskManagers registered within 90 s (logs in %s)", ov.TaskManagers, o.taskManagers, dir)
+			// The directory goes with the test: its logs' ends say why.
+			t.Fatalf("%d of %d TaskManagers registered within 90 s; the end of every log in %s:\n%s", ov.TaskManagers, o.taskManagers, dir, tails(dir))
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
