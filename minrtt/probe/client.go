@@ -304,8 +304,25 @@ func (c *Client) respond(u *net.UDPConn) {
 	var last struct { // the previous reply, for PrevTurnNs
 		session uint64
 		seq     uint32
+		krecv   uint32 // its KRecv's low 32 bits
 		turnNs  uint32 // 0: none
 	}
+	// The kernel's clock discipline, read after each reply (off the
+	// timed path) and when it is older than steadyFor: a receipt is
+	// placed only if CLOCK_REALTIME was slewed within maxSlew then and
+	// not stepped since.
+	var steady struct {
+		at  time.Time
+		off int64 // realOffset then
+		why string
+	}
+	check := func() {
+		steady.at, steady.off, steady.why = time.Now(), realOffset(), clockSteady()
+	}
+	if st != nil {
+		check()
+	}
+	failed := 0 // reads failed in a row
 	for {
 		var (
 			n    int
@@ -327,8 +344,18 @@ func (c *Client) respond(u *net.UDPConn) {
 			if c.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return
 			}
-			continue // e.g. ICMP-induced errors: keep answering
+			// e.g. ICMP-induced errors: keep answering. Errors in a row
+			// (an error queue the poller keeps reporting) wait a little:
+			// nothing spins.
+			if st != nil {
+				st.drain()
+			}
+			if failed++; failed > 1 {
+				time.Sleep(time.Millisecond)
+			}
+			continue
 		}
+		failed = 0
 		p, err := ParsePacket(buf[:n])
 		if err != nil || p.Type != PacketRequest {
 			c.malformed.Add(1)
@@ -336,15 +363,23 @@ func (c *Client) respond(u *net.UDPConn) {
 		}
 		p.Type, p.TSC = PacketReply, resp
 		if p.Kernel {
-			if lo, hi, ok := receipt(cm, br, rx, resp); ok {
-				p.Flags |= FlagKernelRecv
-				p.KRecv, p.KRecvWidthNs = lo, uint32(min(uint64(growNs(int64(cm.nsAtMost(hi-lo)))), math.MaxUint32))
+			prevOff := steady.off
+			if rx != 0 && time.Since(steady.at) > steadyFor {
+				check() // the first probe after a pause: on its path
+			}
+			if rx != 0 && steady.why == "" && !stepped(prevOff, realOffset()) {
+				if lo, hi, ok := receipt(cm, br, rx, resp); ok {
+					if w := growNs(int64(cm.nsAtMost(hi - lo))); w <= math.MaxUint32 {
+						p.Flags |= FlagKernelRecv
+						p.KRecv, p.KRecvWidthNs = lo, uint32(w)
+					}
+				}
 			}
 			if last.session == p.Session && last.seq+1 == p.Seq && last.turnNs != 0 {
 				p.Flags |= FlagPrevTurn
-				p.PrevTurnNs = last.turnNs
+				p.PrevTurnNs, p.PrevKRecvLow = last.turnNs, last.krecv
 			}
-			last.session, last.seq, last.turnNs = p.Session, p.Seq, 0
+			last.session, last.seq, last.krecv, last.turnNs = p.Session, p.Seq, uint32(p.KRecv), 0
 			if p.Flags&FlagKernelRecv != 0 {
 				p.TurnNs = turnNs(rx, time.Now().UnixNano())
 			}
@@ -354,11 +389,34 @@ func (c *Client) respond(u *net.UDPConn) {
 		if _, err := u.WriteToUDPAddrPort(buf[:p.Size()], from); err != nil || st == nil || !st.tx {
 			continue
 		}
-		// The reply's transmit timestamp, for the session's next reply.
-		if tx, err := st.txStamp(); err == nil && p.Kernel && p.Flags&FlagKernelRecv != 0 {
+		// The reply's transmit timestamp, for the session's next reply,
+		// if the clock was not stepped meanwhile.
+		tx, err := st.txStamp()
+		prevOff := steady.off
+		check()
+		if err == nil && p.Flags&FlagKernelRecv != 0 && steady.why == "" && !stepped(prevOff, steady.off) {
 			last.turnNs = turnNs(rx, tx)
 		}
 	}
+}
+
+// steadyFor is how old a check of the clock's discipline may be for the
+// responder to place a receipt with it; within a task the check after the
+// previous reply is one probe interval old.
+const steadyFor = 50 * time.Millisecond
+
+// clockSteady says why the kernel's timestamps cannot be placed on the
+// counter now, or "": CLOCK_REALTIME slewed harder than maxSlew
+// (clockSlew).
+func clockSteady() string {
+	dev, err := clockSlew()
+	if err != nil {
+		return "the kernel's discipline of CLOCK_REALTIME cannot be read (adjtimex: " + err.Error() + ")"
+	}
+	if dev > maxSlew {
+		return fmt.Sprintf("CLOCK_REALTIME is being slewed at up to %.0f ppm (adjtimex), more than the %.0f ppm kernel timestamps allow", dev*1e6, maxSlew*1e6)
+	}
+	return ""
 }
 
 // receipt places a request's kernel receive timestamp rx on the counter
@@ -432,14 +490,31 @@ func (c *Client) originate(m *Message) *Message {
 	// Kernel timestamps where the responder answers version 2: the
 	// probes as the kernels timed them, and as this process did.
 	var st *stamper
+	taskOff := realOffset()
 	if m.ProbeVersion >= PacketVersionKernel && !c.UserTimestamps {
-		if st, err = newStamper(conn, true); err != nil {
+		if why := clockSteady(); why != "" {
+			res.Timestamps = "user: " + why
+		} else if st, err = newStamper(conn, true); err != nil {
 			res.Timestamps = "user: the kernel refused timestamps on the probe socket: " + err.Error()
 		}
 	} else if !c.UserTimestamps {
 		res.Timestamps = "user: the responder answers probe version 1 only"
 	}
 	var kts []kernelTimes // with st, one per answered probe
+	defer func() {
+		// The clock held still enough through the task, or none of its
+		// kernel timestamps are placed.
+		if len(kts) > 0 {
+			why := clockSteady()
+			if off := realOffset(); stepped(taskOff, off) {
+				why = fmt.Sprintf("CLOCK_REALTIME was stepped by %d ns", off-taskOff)
+			}
+			if why != "" {
+				kts, res.Timestamps = nil, "user: during the task, "+why
+			}
+		}
+		c.finish(res, kts)
+	}()
 
 	fwd := c.Inject.forward()
 	interval := time.Duration(m.IntervalNs)
@@ -453,14 +528,14 @@ func (c *Client) originate(m *Message) *Message {
 	for seq := uint32(1); int(seq) <= m.Count; seq++ {
 		if c.ctx.Err() != nil {
 			res.Error = "client closing"
-			return c.finish(res, kts)
+			return res
 		}
 		if d := time.Until(next); d > 0 {
 			// Pacing parks, never spins, and gives way to shutdown and
 			// to the task's budget (the interval comes off the wire).
 			if next.After(deadline) {
 				res.Error = fmt.Sprintf("budget of %v used up after %d probes (interval %v)", time.Duration(m.BudgetNs), res.Sent, interval)
-				return c.finish(res, kts)
+				return res
 			}
 			t := time.NewTimer(d)
 			select {
@@ -468,13 +543,13 @@ func (c *Client) originate(m *Message) *Message {
 			case <-c.ctx.Done():
 				t.Stop()
 				res.Error = "client closing"
-				return c.finish(res, kts)
+				return res
 			}
 		}
 		now := time.Now()
 		if now.After(deadline) {
 			res.Error = fmt.Sprintf("budget of %v used up after %d probes", time.Duration(m.BudgetNs), res.Sent)
-			return c.finish(res, kts)
+			return res
 		}
 		next = now.Add(interval)
 		conn.SetReadDeadline(now.Add(timeout)) // before Send: keep it off the timed path
@@ -492,7 +567,7 @@ func (c *Client) originate(m *Message) *Message {
 		}
 		if _, err := conn.Write(out[:req.Size()]); err != nil {
 			res.Error = "send: " + err.Error()
-			return c.finish(res, kts)
+			return res
 		}
 		res.Sent++
 		got := false
@@ -520,13 +595,13 @@ func (c *Client) originate(m *Message) *Message {
 				}
 				if c.ctx.Err() != nil {
 					res.Error = "client closing"
-					return c.finish(res, kts)
+					return res
 				}
 				// ECONNREFUSED from an ICMP port-unreachable: nobody is
 				// listening there any more. Count it as a lost probe.
 				if errors.Is(err, net.ErrClosed) {
 					res.Error = "probe socket closed"
-					return c.finish(res, kts)
+					return res
 				}
 				time.Sleep(time.Until(now.Add(timeout)))
 				break
@@ -545,9 +620,11 @@ func (c *Client) originate(m *Message) *Message {
 				kt = kernelTimes{seq: seq, b1: b1, b2: b2, rx: rx, reply: p}
 				if p.Flags&FlagPrevTurn != 0 && len(kts) > 0 && kts[len(kts)-1].seq == seq-1 {
 					// The previous reply's transmit timestamp: its turn,
-					// measured.
-					prev := &kts[len(kts)-1].reply
-					prev.TurnNs = max(prev.TurnNs, p.PrevTurnNs)
+					// measured; of the reply kept (a duplicated request
+					// has a reply of its own, with its own receipt).
+					if prev := &kts[len(kts)-1].reply; prev.Flags&FlagKernelRecv != 0 && uint32(prev.KRecv) == p.PrevKRecvLow {
+						prev.TurnNs = max(prev.TurnNs, p.PrevTurnNs)
+					}
 				}
 			}
 			got = true
@@ -566,13 +643,13 @@ func (c *Client) originate(m *Message) *Message {
 			lost = 0
 		} else if lost++; lost >= maxLost {
 			res.Error = fmt.Sprintf("responder stopped answering: %d probes in a row lost (timeout %v each)", lost, timeout)
-			return c.finish(res, kts)
+			return res
 		}
 	}
 	if len(res.Probes) < res.Sent {
 		res.Error = fmt.Sprintf("%d of %d probes lost", res.Sent-len(res.Probes), res.Sent)
 	}
-	return c.finish(res, kts)
+	return res
 }
 
 // kernelTimes is what an answered probe's kernel timestamps are made of:
@@ -608,9 +685,9 @@ func (kt *kernelTimes) kernelProbe(cm clockMap, user minrtt.Probe) (minrtt.Probe
 // finish puts the kernel-timed probes into the result, where there are
 // any: Probes as the kernels timed them (each that they timed whole, the
 // rest as before) and UserProbes as this process timed them.
-func (c *Client) finish(res *Message, kts []kernelTimes) *Message {
+func (c *Client) finish(res *Message, kts []kernelTimes) {
 	if len(kts) == 0 || len(kts) != len(res.Probes) {
-		return res
+		return
 	}
 	cm := newClockMap(c.Freq.Hz)
 	user := res.Probes
@@ -629,5 +706,4 @@ func (c *Client) finish(res *Message, kts []kernelTimes) *Message {
 	if res.KernelProbes < len(user) {
 		res.Timestamps = fmt.Sprintf("kernel: %d of %d probes without every kernel timestamp, timed by the processes", len(user)-res.KernelProbes, len(user))
 	}
-	return res
 }

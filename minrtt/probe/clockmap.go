@@ -26,21 +26,60 @@ func takeBracket(clock func() uint64) bracket {
 	return bracket{before: b, after: clock(), rt: rt}
 }
 
+// offsetBase is where realOffset counts from.
+var offsetBase = time.Now()
+
+// realOffset is CLOCK_REALTIME less CLOCK_MONOTONIC (both since
+// offsetBase), which the kernel slews alike but steps only the first of:
+// constant but for steps of CLOCK_REALTIME. time.Now reads the two one
+// after the other, and a thread preempted between them reads an offset
+// off by the preemption: the median of three readings is not.
+func realOffset() int64 {
+	var o [3]int64
+	for i := range o {
+		t := time.Now()
+		o[i] = (t.UnixNano() - offsetBase.UnixNano()) - int64(t.Sub(offsetBase))
+	}
+	if o[0] > o[1] {
+		o[0], o[1] = o[1], o[0]
+	}
+	if o[1] > o[2] {
+		o[1] = o[2]
+	}
+	return max(o[0], o[1])
+}
+
+// stepped says whether CLOCK_REALTIME was stepped by more than maxStepNs
+// between two realOffset readings.
+func stepped(from, to int64) bool {
+	return to-from > maxStepNs || from-to > maxStepNs
+}
+
 const (
 	// rateTolerance bounds, relative, how far the counter's cycles per
-	// nanosecond of CLOCK_REALTIME may be from its stated frequency: NTP
-	// moves CLOCK_REALTIME's rate by at most 500 ppm (adjtimex's frequency)
-	// plus 500 ppm (adjtime's slew), and the stated frequency (tsc.Freq) is
-	// within 1000 ppm of the counter's. Over the few microseconds between a
-	// timestamp and its bracket this costs a few nanoseconds.
+	// nanosecond of CLOCK_REALTIME may be from its stated frequency: the
+	// kernel's discipline of CLOCK_REALTIME (its frequency offset, tick,
+	// phase-locked loop and adjtime slew) moves its rate by at most
+	// maxSlew, which is checked (clockSlew: else the probes are timed by
+	// the processes), and the stated frequency (tsc.Freq, from CPUID or
+	// calibrated against CLOCK_MONOTONIC_RAW) is taken to be within 1,000
+	// ppm of the counter's. Over the few microseconds between a timestamp
+	// and its bracket this costs a few nanoseconds.
 	rateTolerance = 2e-3
+	maxSlew       = 1e-3
+	// maxStepNs: CLOCK_REALTIME stepped by more than this between two
+	// readings (realOffset) and the kernel's timestamps in between are
+	// not placed: the brackets' readings would be on the other side of
+	// the step. Go reads its two clocks a few tens of ns apart.
+	maxStepNs = 1000
 	// stampSlackNs is how far a kernel timestamp and a CLOCK_REALTIME
 	// reading in the process may disagree about the order of two instants:
 	// both come from the kernel's one timekeeper in whole nanoseconds.
 	stampSlackNs = 10
 	// maxBracketNs: a timestamp further than this from its bracket is not
-	// placed (the clock was stepped, or the stamp is someone else's).
-	maxBracketNs = int64(time.Second)
+	// placed (brackets are microseconds from their timestamps; further, the
+	// stamp is not the packet's or the clock moved).
+	maxBracketNs = int64(10 * time.Millisecond)
 )
 
 // clockMap places CLOCK_REALTIME instants on a counter of frequency hz.
@@ -62,7 +101,11 @@ func (m clockMap) lowerAt(b bracket, r int64) (uint64, bool) {
 	if d >= 0 {
 		return b.before + uint64(float64(d)*m.kLo), true
 	}
-	return b.before - uint64(math.Ceil(float64(-d)*m.kHi)), true
+	back := uint64(math.Ceil(float64(-d) * m.kHi))
+	if back > b.before {
+		return 0, false // before the counter's zero: not a reading
+	}
+	return b.before - back, true
 }
 
 // upperAt is a counter value at or after the instant CLOCK_REALTIME read
@@ -75,7 +118,11 @@ func (m clockMap) upperAt(b bracket, r int64) (uint64, bool) {
 	if d >= 0 {
 		return b.after + uint64(math.Ceil(float64(d)*m.kHi)), true
 	}
-	return b.after - uint64(float64(-d)*m.kLo), true
+	back := uint64(float64(-d) * m.kLo)
+	if back > b.after {
+		return 0, false
+	}
+	return b.after - back, true
 }
 
 // nsAtMost is cycles of the counter as nanoseconds, rounded up and widened

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"syscall"
@@ -139,6 +140,25 @@ func (s *stamper) txStamp() (int64, error) {
 	}
 }
 
+// drain empties the error queue, keeping the count of sends in step with
+// the kernel's.
+func (s *stamper) drain() {
+	for i := 0; i < 64; i++ {
+		var (
+			oobn int
+			rerr error
+		)
+		if err := s.raw.Control(func(fd uintptr) {
+			_, oobn, _, _, rerr = unix.Recvmsg(int(fd), s.errBuf, s.errOob, unix.MSG_ERRQUEUE|unix.MSG_DONTWAIT)
+		}); err != nil || rerr != nil {
+			return
+		}
+		if _, key, ok := txEntry(s.errOob[:oobn]); ok && key >= s.next {
+			s.next = key + 1
+		}
+	}
+}
+
 // txEntry reads an error-queue entry: its software timestamp and the OPT_ID
 // key of the send it stamps, ok when it is a transmit timestamp.
 func txEntry(oob []byte) (int64, uint32, bool) {
@@ -230,4 +250,40 @@ func interfaceTimestamping(ip net.IP) string {
 		out += "; no hardware timestamps"
 	}
 	return out
+}
+
+// clockSlew is how fast, at most, the kernel moves CLOCK_REALTIME's rate
+// away from its clocksource's now, relative (adjtimex): its frequency
+// offset, its tick's length off nominal, the phase-locked loop's
+// correction of its remaining offset (offset/2^(2+constant) a second, the
+// kernel's SHIFT_PLL) and an adjtime slew in progress (500 ppm). The
+// kernel timestamps are placed only while it is within maxSlew: a clock
+// being slewed harder (chrony's default allows 8.3%, an offset the
+// phase-locked loop corrects fast) is timed by the processes.
+func clockSlew() (float64, error) {
+	var tx unix.Timex
+	if _, err := unix.Adjtimex(&tx); err != nil {
+		return 0, err
+	}
+	ss := unix.Timex{Modes: unix.ADJ_OFFSET_SS_READ}
+	if _, err := unix.Adjtimex(&ss); err != nil {
+		return 0, err
+	}
+	return slewOf(&tx, ss.Offset != 0), nil
+}
+
+// slewOf is clockSlew's figure from what adjtimex read (tx), and whether an
+// adjtime slew is in progress.
+func slewOf(tx *unix.Timex, adjtime bool) float64 {
+	dev := math.Abs(float64(tx.Tick)*100-1e6) / 1e6 // tick: µs per 1/USER_HZ (100) s
+	dev += math.Abs(float64(tx.Freq)) / 65536 / 1e6 // ppm with 16 fractional bits
+	off := math.Abs(float64(tx.Offset))
+	if tx.Status&unix.STA_NANO == 0 {
+		off *= 1e3 // µs
+	}
+	dev += off / math.Ldexp(1, int(2+min(max(tx.Constant, 0), 30))) / 1e9
+	if adjtime {
+		dev += 500e-6 // the kernel's MAX_TICKADJ: 500 µs a second
+	}
+	return dev
 }

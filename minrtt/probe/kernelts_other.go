@@ -25,4 +25,8 @@ func (s *stamper) read([]byte) (int, netip.AddrPort, int64, error) {
 
 func (s *stamper) txStamp() (int64, error) { return 0, errNoStamp }
 
+func (s *stamper) drain() {}
+
 func interfaceTimestamping(net.IP) string { return "" }
+
+func clockSlew() (float64, error) { return 0, errors.New("kernel timestamps are Linux's") }

@@ -3,11 +3,15 @@ package probe
 import (
 	"math"
 	"math/rand/v2"
+	"net"
+	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"cloudprofiler/minrtt"
 	"cloudprofiler/tsc"
 )
 
@@ -29,7 +33,7 @@ func TestClockMapBoundsTheCounter(t *testing.T) {
 		b := bracket{before: at(t0), after: at(t0 + w), rt: int64(math.Round(tr))}
 		d := (2*rng.Float64() - 1) * 1e5 // the timestamp, up to 100 us either side
 		if rng.IntN(10) == 0 {
-			d = (2*rng.Float64() - 1) * 0.99e9 // or up to a second
+			d = (2*rng.Float64() - 1) * 0.99 * float64(maxBracketNs) // or up to the furthest placed
 		}
 		tau := tr + d
 		r := int64(math.Round(tau)) // its timestamp
@@ -44,7 +48,11 @@ func TestClockMapBoundsTheCounter(t *testing.T) {
 	}
 	cm := newClockMap(3e9)
 	_, ok := cm.lowerAt(bracket{rt: 0}, 2*maxBracketNs)
-	require.False(t, ok, "a timestamp a second from its bracket is not placed")
+	require.False(t, ok, "a timestamp further from its bracket than maxBracketNs is not placed")
+	_, ok = cm.lowerAt(bracket{before: 5, after: 9, rt: 1000}, 10)
+	require.False(t, ok, "a counter below zero is not a reading")
+	_, ok = cm.upperAt(bracket{before: 5, after: 9, rt: 1000}, 10)
+	require.False(t, ok)
 }
 
 // Kernel timestamps need both nodes: toward a node that answers version 1
@@ -88,4 +96,56 @@ func TestKernelTimestampsNeedBothNodes(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A duplicated request is answered twice, each reply with its own receipt
+// and turn; the next reply's PrevTurnNs is of the later one. The origin
+// keeps the first reply and must not take the other's turn for it: every
+// kernel-timed probe stays causal. A relay between the origin and the
+// responder sends every request on twice, the copy 0-40 µs later, and
+// every reply back.
+func TestDuplicatedRequestsStayCausal(t *testing.T) {
+	fakes := map[string]tsc.Fake{"o": mustFake(t, "1:1000000"), "r": mustFake(t, "1.0007:424242")}
+	hw := tsc.HardwareFreq()
+	clients := map[string]*Client{}
+	for name, f := range fakes {
+		c := &Client{Node: name, Clock: func() uint64 { return f.Apply(tsc.Raw()) },
+			Freq: tsc.Frequency{Hz: hw.Hz * f.Rate(), Source: "test"}, Logf: t.Logf}
+		c.init()
+		require.NoError(t, c.openUDP(netip.MustParseAddr("127.0.0.1")))
+		t.Cleanup(c.Close)
+		clients[name] = c
+	}
+	relay, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	require.NoError(t, err)
+	t.Cleanup(func() { relay.Close() })
+	respAddr := netip.MustParseAddrPort(clients["r"].UDPAddr())
+	go func() {
+		buf := make([]byte, 64)
+		var origin netip.AddrPort
+		rng := rand.New(rand.NewPCG(1, 2))
+		for {
+			n, from, err := relay.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				return
+			}
+			if from == respAddr {
+				relay.WriteToUDPAddrPort(buf[:n], origin)
+				continue
+			}
+			origin = from
+			relay.WriteToUDPAddrPort(buf[:n], respAddr)
+			time.Sleep(time.Duration(rng.IntN(40)) * time.Microsecond)
+			relay.WriteToUDPAddrPort(buf[:n], respAddr)
+		}
+	}()
+	res := clients["o"].originate(&Message{Type: MsgProbe, Round: 1, Task: 7, Responder: "r", Addr: relay.LocalAddr().String(),
+		Count: 200, IntervalNs: int64(200 * time.Microsecond), TimeoutNs: int64(50 * time.Millisecond), BudgetNs: int64(5 * time.Second),
+		ProbeVersion: PacketVersionKernel})
+	require.True(t, strings.HasPrefix(res.Timestamps, "kernel"), "%s %s", res.Timestamps, res.Error)
+	require.Greater(t, res.KernelProbes, 150, res.Timestamps)
+	require.Positive(t, clients["o"].Stale(), "the duplicates' replies came and were dropped")
+	r := &minrtt.Round{Dirs: []minrtt.Direction{{Origin: "o", Responder: "r", Probes: res.Probes, UserProbes: res.UserProbes}}}
+	checkCausality(t, r, fakes)
+	checkCausality(t, r.UserTimed(), fakes)
 }

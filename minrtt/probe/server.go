@@ -720,11 +720,18 @@ func (s *Server) takeResult(rs *roundState, o *peer, m *Message, dir *minrtt.Dir
 	if len(user) != len(m.Probes) {
 		user = nil
 	}
-	bad := 0
+	bad, replaced := 0, 0
 	for i, p := range m.Probes {
 		if p.Recv < p.Send || len(dir.Probes) >= s.Probes || user != nil && user[i].Recv < user[i].Send {
 			bad++
 			continue
+		}
+		if user != nil && p != user[i] && (p.Recv > user[i].Recv || p.Resp > user[i].Resp) {
+			// The kernels' receipts come before the processes' readings
+			// of them: a kernel-timed probe that says otherwise is not
+			// one, and its twin stands.
+			p = user[i]
+			replaced++
 		}
 		dir.Probes = append(dir.Probes, p)
 		if user != nil {
@@ -739,5 +746,8 @@ func (s *Server) takeResult(rs *roundState, o *peer, m *Message, dir *minrtt.Dir
 	}
 	if bad > 0 {
 		dir.Error = strings.TrimPrefix(dir.Error+fmt.Sprintf("; server dropped %d impossible or surplus probes", bad), "; ")
+	}
+	if replaced > 0 {
+		dir.Error = strings.TrimPrefix(dir.Error+fmt.Sprintf("; server took %d probes as the origin's process timed them: their kernel timing came after it", replaced), "; ")
 	}
 }

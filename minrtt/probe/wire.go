@@ -72,14 +72,19 @@ type Packet struct {
 	// so. KRecv is the responder's counter at most KRecvWidthNs before the
 	// kernel received the request (and not after); the reply left the
 	// responder's kernel at least TurnNs after the request came in, and
-	// the previous reply of the session (Seq-1) PrevTurnNs after its
-	// request, read from its transmit timestamp once it was sent.
+	// the previous reply of the session (Seq-1, the one whose KRecv ends
+	// in PrevKRecvLow) PrevTurnNs after its request, read from its
+	// transmit timestamp once it was sent.
 	Kernel       bool
 	Flags        uint8
 	KRecv        uint64
 	KRecvWidthNs uint32
 	TurnNs       uint32
 	PrevTurnNs   uint32
+	// PrevKRecvLow is the low 32 bits of the KRecv of the reply that
+	// PrevTurnNs is of: the origin takes PrevTurnNs only for the reply it
+	// kept (a duplicated request is answered twice, each with its own).
+	PrevKRecvLow uint32
 }
 
 // Size is the packet's length on the wire.
@@ -109,7 +114,7 @@ func (p Packet) Put(b []byte) {
 	binary.BigEndian.PutUint32(b[40:44], p.KRecvWidthNs)
 	binary.BigEndian.PutUint32(b[44:48], p.TurnNs)
 	binary.BigEndian.PutUint32(b[48:52], p.PrevTurnNs)
-	binary.BigEndian.PutUint32(b[52:56], 0)
+	binary.BigEndian.PutUint32(b[52:56], p.PrevKRecvLow)
 }
 
 // ParsePacket decodes a probe packet. Anything but a packet of either
@@ -158,10 +163,11 @@ func ParsePacket(b []byte) (Packet, error) {
 	p.KRecvWidthNs = binary.BigEndian.Uint32(b[40:44])
 	p.TurnNs = binary.BigEndian.Uint32(b[44:48])
 	p.PrevTurnNs = binary.BigEndian.Uint32(b[48:52])
-	if binary.BigEndian.Uint32(b[52:56]) != 0 || p.Flags&^(FlagKernelRecv|FlagPrevTurn) != 0 {
-		return Packet{}, errors.New("reserved bytes not zero")
+	p.PrevKRecvLow = binary.BigEndian.Uint32(b[52:56])
+	if p.Flags&^(FlagKernelRecv|FlagPrevTurn) != 0 {
+		return Packet{}, errors.New("unknown flags")
 	}
-	if p.Type == PacketRequest && (p.Flags != 0 || p.KRecv != 0 || p.KRecvWidthNs != 0 || p.TurnNs != 0 || p.PrevTurnNs != 0) {
+	if p.Type == PacketRequest && (p.Flags != 0 || p.KRecv != 0 || p.KRecvWidthNs != 0 || p.TurnNs != 0 || p.PrevTurnNs != 0 || p.PrevKRecvLow != 0) {
 		return Packet{}, errors.New("a version-2 request carries no timestamps")
 	}
 	return p, nil
