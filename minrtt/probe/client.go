@@ -331,14 +331,14 @@ func (c *Client) respond(u *net.UDPConn) {
 			err  error
 		)
 		if st != nil {
-			n, from, rx, err = st.read(buf)
+			n, from, err = st.read(buf)
 		} else {
 			n, from, err = u.ReadFromUDPAddrPort(buf)
 		}
 		resp := c.Clock()
 		var br bracket
-		if rx != 0 {
-			br = takeBracket(c.Clock)
+		if st != nil && err == nil {
+			br, rx = takeBracket(c.Clock), st.rxStamp()
 		}
 		if err != nil {
 			if c.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
@@ -383,6 +383,13 @@ func (c *Client) respond(u *net.UDPConn) {
 			if p.Flags&FlagKernelRecv != 0 {
 				p.TurnNs = turnNs(rx, time.Now().UnixNano())
 			}
+			// The reply as this process times it leaves now: the work
+			// above goes to the request's way (the reply's stays what it
+			// was in version 1, a Put and a send), and the probe as the
+			// process timed it stays whole (Resp between the read and the
+			// send). With resp, the race detector's build on a busy
+			// machine put 20 to 45 us on the reply's way, 15 to 25 before.
+			p.TSC = c.Clock()
 		}
 		p.Put(buf)
 		rev.wait()
@@ -579,14 +586,14 @@ func (c *Client) originate(m *Message) *Message {
 				err error
 			)
 			if st != nil {
-				n, _, rx, err = st.read(in)
+				n, _, err = st.read(in)
 			} else {
 				n, err = conn.Read(in)
 			}
 			recv := c.Clock()
 			var b2 bracket
-			if rx != 0 {
-				b2 = takeBracket(c.Clock)
+			if st != nil && err == nil {
+				b2, rx = takeBracket(c.Clock), st.rxStamp()
 			}
 			if err != nil {
 				var ne net.Error

@@ -28,6 +28,7 @@ type stamper struct {
 	conn   *net.UDPConn
 	raw    syscall.RawConn
 	oob    []byte // a received packet's control messages
+	oobn   int    // their length
 	errBuf []byte // the error queue's payload (none: OPT_TSONLY) and control messages
 	errOob []byte
 }
@@ -63,16 +64,21 @@ func newStamper(conn *net.UDPConn, tx bool) (*stamper, error) {
 	return &stamper{tx: tx, conn: conn, raw: raw, oob: make([]byte, 256), errBuf: make([]byte, 64), errOob: make([]byte, 256)}, nil
 }
 
-// read reads one packet into buf like ReadFromUDPAddrPort, with the
-// kernel's receive timestamp in CLOCK_REALTIME nanoseconds (0: none came
-// with it).
-func (s *stamper) read(buf []byte) (int, netip.AddrPort, int64, error) {
+// read reads one packet into buf like ReadFromUDPAddrPort and keeps its
+// control messages for rxStamp: the caller reads its clocks between the
+// two, so that parsing them stays off the probe's timed path.
+func (s *stamper) read(buf []byte) (int, netip.AddrPort, error) {
 	n, oobn, _, from, err := s.conn.ReadMsgUDPAddrPort(buf, s.oob)
 	if err != nil {
-		return n, from, 0, err
+		oobn = 0
 	}
-	return n, from, softwareStamp(s.oob[:oobn]), nil
+	s.oobn = oobn
+	return n, from, err
 }
+
+// rxStamp is the kernel's receive timestamp of the packet read last, in
+// CLOCK_REALTIME nanoseconds (0: none came with it).
+func (s *stamper) rxStamp() int64 { return softwareStamp(s.oob[:s.oobn]) }
 
 // softwareStamp is the software timestamp among a packet's control
 // messages, in nanoseconds, or 0.

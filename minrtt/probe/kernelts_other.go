@@ -19,9 +19,11 @@ func newStamper(*net.UDPConn, bool) (*stamper, error) {
 	return nil, errors.New("kernel timestamps are Linux's")
 }
 
-func (s *stamper) read([]byte) (int, netip.AddrPort, int64, error) {
-	return 0, netip.AddrPort{}, 0, errNoStamp
+func (s *stamper) read([]byte) (int, netip.AddrPort, error) {
+	return 0, netip.AddrPort{}, errNoStamp
 }
+
+func (s *stamper) rxStamp() int64 { return 0 }
 
 func (s *stamper) txStamp() (int64, error) { return 0, errNoStamp }
 

@@ -254,7 +254,9 @@ func TestRoundAllPairsCausal(t *testing.T) {
 // the probes grows by both, and the truth shows the asymmetry in the
 // one-way delays; as the kernels time them, it does not grow.
 func TestInjectedAsymmetricDelay(t *testing.T) {
-	s := startServer(t, &Server{Probes: 40, Interval: 100 * time.Microsecond})
+	// 200 probes: the one-way minima nearer their floor on a busy machine.
+	const probes = 200
+	s := startServer(t, &Server{Probes: probes, Interval: 100 * time.Microsecond})
 	fakes := map[string]tsc.Fake{"a": mustFake(t, "1:1000000"), "b": mustFake(t, "1.5:99")}
 	base := map[string]*node{}
 	for name, f := range fakes {
@@ -285,10 +287,10 @@ func TestInjectedAsymmetricDelay(t *testing.T) {
 	// them (as network delay), the same probes as the kernels timed them
 	// do not.
 	for _, d := range r1.Dirs {
-		require.Len(t, d.Probes, 40, d.Error)
+		require.Len(t, d.Probes, probes, d.Error)
 		require.Equal(t, "kernel", d.Timestamps, "%s->%s", d.Origin, d.Responder)
-		require.Equal(t, 40, d.KernelProbes)
-		require.Len(t, d.UserProbes, 40)
+		require.Equal(t, probes, d.KernelProbes)
+		require.Len(t, d.UserProbes, probes)
 		kernel := minRTTMicros(r1, d)
 		t.Logf("%s->%s: min RTT %.1f us as the kernels timed the probes", d.Origin, d.Responder, kernel)
 		require.Less(t, kernel, 50.0, "the injected delays land outside the kernel's timestamps")
@@ -296,7 +298,7 @@ func TestInjectedAsymmetricDelay(t *testing.T) {
 	r0, r1 = r0.UserTimed(), r1.UserTimed()
 	checkCausality(t, r1, fakes)
 	for i, d := range r1.Dirs {
-		require.Len(t, d.Probes, 40, d.Error)
+		require.Len(t, d.Probes, probes, d.Error)
 		plain, injected := minRTTMicros(r0, r0.Dirs[i]), minRTTMicros(r1, d)
 		fo, fr := fakes[d.Origin], fakes[d.Responder]
 		minF, minR := math.Inf(1), math.Inf(1)
@@ -312,7 +314,9 @@ func TestInjectedAsymmetricDelay(t *testing.T) {
 		require.GreaterOrEqual(t, injected, 55.0)
 		require.GreaterOrEqual(t, minF, 50.0)
 		require.GreaterOrEqual(t, minR, 5.0)
-		require.Greater(t, minF-minR, 30.0, "the asymmetry shows in the truth")
+		// 45 us injected: 37 to 44 us in the truth with the race
+		// detector's build and the other vCPU spinning, 33 once.
+		require.Greater(t, minF-minR, 25.0, "the asymmetry shows in the truth")
 	}
 }
 
