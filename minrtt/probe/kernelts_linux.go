@@ -114,25 +114,16 @@ func (s *stamper) txStamp() (int64, error) {
 	s.next++
 	found := int64(0)
 	for {
-		var (
-			oobn int
-			rerr error
-		)
-		if err := s.raw.Control(func(fd uintptr) {
-			_, oobn, _, _, rerr = unix.Recvmsg(int(fd), s.errBuf, s.errOob, unix.MSG_ERRQUEUE|unix.MSG_DONTWAIT)
-		}); err != nil {
-			return 0, err
-		}
-		if rerr != nil {
+		ts, key, ok, err := s.errEntry()
+		if err != nil {
 			if found != 0 {
 				return found, nil
 			}
-			if errors.Is(rerr, unix.EAGAIN) {
+			if errors.Is(err, unix.EAGAIN) {
 				return 0, errNoStamp
 			}
-			return 0, rerr
+			return 0, err
 		}
-		ts, key, ok := txEntry(s.errOob[:oobn])
 		switch {
 		case !ok:
 		case key == want:
@@ -150,19 +141,31 @@ func (s *stamper) txStamp() (int64, error) {
 // the kernel's.
 func (s *stamper) drain() {
 	for i := 0; i < 64; i++ {
-		var (
-			oobn int
-			rerr error
-		)
-		if err := s.raw.Control(func(fd uintptr) {
-			_, oobn, _, _, rerr = unix.Recvmsg(int(fd), s.errBuf, s.errOob, unix.MSG_ERRQUEUE|unix.MSG_DONTWAIT)
-		}); err != nil || rerr != nil {
+		_, key, ok, err := s.errEntry()
+		if err != nil {
 			return
 		}
-		if _, key, ok := txEntry(s.errOob[:oobn]); ok && key >= s.next {
+		if ok && key >= s.next {
 			s.next = key + 1
 		}
 	}
+}
+
+// errEntry takes one entry off the error queue without waiting (EAGAIN:
+// none) and reads it as txEntry does.
+func (s *stamper) errEntry() (ts int64, key uint32, ok bool, err error) {
+	var oobn int
+	var rerr error
+	if err := s.raw.Control(func(fd uintptr) {
+		_, oobn, _, _, rerr = unix.Recvmsg(int(fd), s.errBuf, s.errOob, unix.MSG_ERRQUEUE|unix.MSG_DONTWAIT)
+	}); err != nil {
+		return 0, 0, false, err
+	}
+	if rerr != nil {
+		return 0, 0, false, rerr
+	}
+	ts, key, ok = txEntry(s.errOob[:oobn])
+	return ts, key, ok, nil
 }
 
 // txEntry reads an error-queue entry: its software timestamp and the OPT_ID
